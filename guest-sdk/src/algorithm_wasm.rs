@@ -1,0 +1,120 @@
+//! [`Tl`] over the `kernbench:sim/tl` imports, and the export macro.
+
+use crate::__algorithm::kernbench::sim::{tl, types};
+use crate::{BinOp, Dtype, Tensor, Tl};
+
+impl From<Dtype> for types::Dtype {
+    fn from(d: Dtype) -> Self {
+        match d {
+            Dtype::F16 => types::Dtype::F16,
+            Dtype::Bf16 => types::Dtype::Bf16,
+            Dtype::F32 => types::Dtype::F32,
+            Dtype::I32 => types::Dtype::I32,
+        }
+    }
+}
+
+impl From<types::Dtype> for Dtype {
+    fn from(d: types::Dtype) -> Self {
+        match d {
+            types::Dtype::F16 => Dtype::F16,
+            types::Dtype::Bf16 => Dtype::Bf16,
+            types::Dtype::F32 => Dtype::F32,
+            types::Dtype::I32 => Dtype::I32,
+        }
+    }
+}
+
+impl Tensor for tl::Tensor {
+    fn shape(&self) -> Vec<u32> {
+        tl::Tensor::shape(self)
+    }
+    fn dtype(&self) -> Dtype {
+        tl::Tensor::dtype(self).into()
+    }
+    fn addr(&self) -> u64 {
+        tl::Tensor::addr(self)
+    }
+    fn nbytes(&self) -> u64 {
+        tl::Tensor::nbytes(self)
+    }
+}
+
+/// The kernel language as provided by the simulator host.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WasmTl;
+
+impl Tl for WasmTl {
+    type Tensor = tl::Tensor;
+
+    fn program_id(&self, axis: u32) -> i64 {
+        tl::program_id(axis)
+    }
+    fn num_programs(&self, axis: u32) -> i64 {
+        tl::num_programs(axis)
+    }
+    fn load(&self, addr: u64, shape: &[u32], dtype: Dtype) -> tl::Tensor {
+        tl::load(addr, shape, dtype.into())
+    }
+    fn store(&self, addr: u64, value: &tl::Tensor) {
+        tl::store(addr, value)
+    }
+    fn send(&self, dir: &str, value: &tl::Tensor) {
+        tl::send(dir, value)
+    }
+    fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> tl::Tensor {
+        tl::recv(dir, shape, dtype.into())
+    }
+    fn recv_into(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype, dst_addr: u64) -> tl::Tensor {
+        tl::recv_into(dir, shape, dtype.into(), dst_addr)
+    }
+    fn binary(&self, op: BinOp, a: &tl::Tensor, b: &tl::Tensor) -> tl::Tensor {
+        let op = match op {
+            BinOp::Add => tl::Binop::Add,
+            BinOp::Sub => tl::Binop::Sub,
+            BinOp::Mul => tl::Binop::Mul,
+            BinOp::Max => tl::Binop::Max,
+            BinOp::Min => tl::Binop::Min,
+        };
+        tl::binary(op, a, b)
+    }
+    fn scale(&self, a: &tl::Tensor, factor: f64) -> tl::Tensor {
+        tl::scale(a, factor)
+    }
+    fn now_ps(&self) -> u64 {
+        tl::now_ps()
+    }
+    fn log(&self, msg: &str) {
+        tl::log(msg)
+    }
+}
+
+/// Export a type implementing [`crate::Algorithm`] as the component's
+/// `algorithm` world. Use once per crate:
+///
+/// ```ignore
+/// struct Ring;
+/// impl kernbench_guest::Algorithm for Ring { /* ... */ }
+/// kernbench_guest::export_algorithm!(Ring);
+/// ```
+#[macro_export]
+macro_rules! export_algorithm {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __KernbenchAlgorithm;
+            impl $crate::__algorithm::Guest for __KernbenchAlgorithm {
+                fn kernel(t_ptr: u64, args: ::std::vec::Vec<i64>) {
+                    <$ty as $crate::Algorithm>::kernel(&$crate::WasmTl, t_ptr, &args)
+                }
+                fn kernel_args(world_size: u32, n_elem: u64, cube_w: u32, cube_h: u32) -> ::std::vec::Vec<i64> {
+                    <$ty as $crate::Algorithm>::kernel_args(world_size, n_elem, cube_w, cube_h)
+                }
+                fn topo_name_to_kind(name: ::std::string::String) -> ::std::option::Option<i32> {
+                    <$ty as $crate::Algorithm>::topo_name_to_kind(&name)
+                }
+            }
+            $crate::__algorithm::__export_algorithm_world!(__KernbenchAlgorithm);
+        };
+    };
+}

@@ -1,0 +1,247 @@
+//! The bench world: PyTorch-like wrappers over the host imports
+//! (`torch`, `torch.distributed`, `torch.multiprocessing`, `torch.ahbm`,
+//! `torch.accelerator`) and the result reporter.
+
+use crate::__bench::kernbench::sim as raw;
+use crate::Dtype;
+
+impl From<Dtype> for raw::types::Dtype {
+    fn from(d: Dtype) -> Self {
+        match d {
+            Dtype::F16 => raw::types::Dtype::F16,
+            Dtype::Bf16 => raw::types::Dtype::Bf16,
+            Dtype::F32 => raw::types::Dtype::F32,
+            Dtype::I32 => raw::types::Dtype::I32,
+        }
+    }
+}
+
+impl From<raw::types::Dtype> for Dtype {
+    fn from(d: raw::types::Dtype) -> Self {
+        match d {
+            raw::types::Dtype::F16 => Dtype::F16,
+            raw::types::Dtype::Bf16 => Dtype::Bf16,
+            raw::types::Dtype::F32 => Dtype::F32,
+            raw::types::Dtype::I32 => Dtype::I32,
+        }
+    }
+}
+
+/// A bench program. `run` is the entry point; `worker` is one rank of
+/// [`mp::spawn`].
+pub trait Bench {
+    fn run(args: Vec<String>) -> Result<(), String>;
+    fn worker(rank: u32, world_size: u32, args: Vec<String>) -> Result<(), String> {
+        let _ = (rank, world_size, args);
+        Err("this bench does not define a worker (multiprocessing.spawn)".into())
+    }
+}
+
+/// `torch.*` tensors.
+pub mod torch {
+    use super::raw::torch as t;
+    use crate::Dtype;
+
+    /// A device tensor on the calling rank's current device.
+    pub struct Tensor(pub(crate) t::Tensor);
+
+    /// `torch.zeros(shape, dtype=..., name=...)`.
+    pub fn zeros(shape: &[u32], dtype: Dtype, name: &str) -> Result<Tensor, String> {
+        t::zeros(shape, dtype.into(), name).map(Tensor)
+    }
+
+    impl Tensor {
+        pub fn shape(&self) -> Vec<u32> {
+            self.0.shape()
+        }
+        pub fn dtype(&self) -> Dtype {
+            self.0.dtype().into()
+        }
+        pub fn numel(&self) -> u64 {
+            self.0.numel()
+        }
+        pub fn nbytes(&self) -> u64 {
+            self.0.nbytes()
+        }
+        pub fn device(&self) -> u32 {
+            self.0.device()
+        }
+        /// `tensor.copy_(...)` from raw little-endian element bytes.
+        pub fn copy_from_bytes(&self, data: &[u8]) -> Result<(), String> {
+            self.0.copy_from_bytes(data)
+        }
+        /// `tensor.copy_(...)` from values, converted to the tensor's dtype.
+        pub fn copy_from_f64(&self, data: &[f64]) -> Result<(), String> {
+            self.0.copy_from_f64(data)
+        }
+        pub fn to_bytes(&self) -> Vec<u8> {
+            self.0.to_bytes()
+        }
+        /// `tensor.numpy()`, as f64 values.
+        pub fn to_f64(&self) -> Vec<f64> {
+            self.0.to_f64()
+        }
+    }
+}
+
+/// `torch.distributed` (seed ADR-0047 D8).
+pub mod dist {
+    use super::raw::distributed as d;
+    use super::torch::Tensor;
+    use std::fmt;
+
+    /// The Python exception the seed raises, with its message.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum DistError {
+        ValueError(String),
+        RuntimeError(String),
+        NotImplementedError(String),
+    }
+
+    impl fmt::Display for DistError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match self {
+                DistError::ValueError(m) => write!(f, "ValueError: {m}"),
+                DistError::RuntimeError(m) => write!(f, "RuntimeError: {m}"),
+                DistError::NotImplementedError(m) => write!(f, "NotImplementedError: {m}"),
+            }
+        }
+    }
+
+    impl std::error::Error for DistError {}
+
+    impl From<DistError> for String {
+        fn from(e: DistError) -> String {
+            e.to_string()
+        }
+    }
+
+    fn conv(e: d::DistError) -> DistError {
+        match e {
+            d::DistError::ValueError(m) => DistError::ValueError(m),
+            d::DistError::RuntimeError(m) => DistError::RuntimeError(m),
+            d::DistError::NotImplemented(m) => DistError::NotImplementedError(m),
+        }
+    }
+
+    /// `init_process_group(backend="ahbm")`. `world_size`/`rank` are
+    /// accepted and ignored, as in the seed (D2).
+    pub fn init_process_group(backend: &str) -> Result<(), DistError> {
+        d::init_process_group(backend, None, None).map_err(conv)
+    }
+    pub fn init_process_group_with(backend: &str, world_size: Option<u32>, rank: Option<u32>) -> Result<(), DistError> {
+        d::init_process_group(backend, world_size, rank).map_err(conv)
+    }
+    pub fn is_initialized() -> bool {
+        d::is_initialized()
+    }
+    pub fn get_rank() -> Result<u32, DistError> {
+        d::get_rank().map_err(conv)
+    }
+    pub fn get_world_size() -> Result<u32, DistError> {
+        d::get_world_size().map_err(conv)
+    }
+    pub fn get_backend() -> Result<String, DistError> {
+        d::get_backend().map_err(conv)
+    }
+    /// `all_reduce(tensor, op="sum")`, in place.
+    pub fn all_reduce(t: &Tensor, op: &str) -> Result<(), DistError> {
+        d::all_reduce(&t.0, op).map_err(conv)
+    }
+    pub fn barrier() -> Result<(), DistError> {
+        d::barrier().map_err(conv)
+    }
+}
+
+/// `torch.multiprocessing`.
+pub mod mp {
+    /// Run this bench's `worker` export for ranks `0..nprocs` concurrently;
+    /// returns when all have finished.
+    pub fn spawn(nprocs: u32, args: &[String]) -> Result<(), String> {
+        super::raw::multiprocessing::spawn(nprocs, args)
+    }
+}
+
+/// `torch.ahbm`: SIP binding and simulated time.
+pub mod ahbm {
+    use super::raw::ahbm as a;
+    pub fn set_device(device: u32) -> Result<(), String> {
+        a::set_device(device)
+    }
+    pub fn current_device() -> Option<u32> {
+        a::current_device()
+    }
+    pub fn device_count() -> u32 {
+        a::device_count()
+    }
+    /// Simulated time in picoseconds.
+    pub fn now_ps() -> u64 {
+        a::now_ps()
+    }
+}
+
+/// `torch.accelerator` (PyTorch 2.x device-agnostic alias of `torch.ahbm`).
+pub mod accelerator {
+    use super::raw::accelerator as a;
+    pub fn set_device_index(device: u32) -> Result<(), String> {
+        a::set_device_index(device)
+    }
+    pub fn current_device_index() -> Option<u32> {
+        a::current_device_index()
+    }
+}
+
+/// Rows for the host's nccl-tests-style report.
+pub mod report {
+    use super::raw::report as r;
+    use crate::Dtype;
+
+    /// One measured collective.
+    #[derive(Debug, Clone)]
+    pub struct Row {
+        pub size_bytes: u64,
+        pub count: u64,
+        pub dtype: Dtype,
+        pub redop: String,
+        pub time_ps: u64,
+        pub wrong: u64,
+    }
+
+    pub fn record(collective: &str, row: &Row) {
+        r::record_result(
+            collective,
+            &r::ResultRow {
+                size_bytes: row.size_bytes,
+                count: row.count,
+                dtype: row.dtype.into(),
+                redop: row.redop.clone(),
+                time_ps: row.time_ps,
+                wrong: row.wrong,
+            },
+        )
+    }
+}
+
+/// Export a type implementing [`Bench`] as the component's `bench` world.
+#[macro_export]
+macro_rules! export_bench {
+    ($ty:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            struct __KernbenchBench;
+            impl $crate::__bench::Guest for __KernbenchBench {
+                fn run(args: ::std::vec::Vec<::std::string::String>) -> ::std::result::Result<(), ::std::string::String> {
+                    <$ty as $crate::Bench>::run(args)
+                }
+                fn worker(
+                    rank: u32,
+                    world_size: u32,
+                    args: ::std::vec::Vec<::std::string::String>,
+                ) -> ::std::result::Result<(), ::std::string::String> {
+                    <$ty as $crate::Bench>::worker(rank, world_size, args)
+                }
+            }
+            $crate::__bench::__export_bench_world!(__KernbenchBench);
+        };
+    };
+}

@@ -1,0 +1,59 @@
+//! Element types and their byte encodings (little-endian), shared by the
+//! wasm bindings and the native mock.
+
+/// Element type of a tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dtype {
+    F16,
+    Bf16,
+    F32,
+    I32,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub const fn itemsize(self) -> usize {
+        match self {
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::F32 | Dtype::I32 => 4,
+        }
+    }
+
+    /// The name used in reports ("half", "float", ... as nccl-tests prints).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::F32 => "f32",
+            Dtype::I32 => "i32",
+        }
+    }
+
+    /// Decode little-endian element bytes to f64 values.
+    pub fn decode(self, bytes: &[u8]) -> Vec<f64> {
+        let n = self.itemsize();
+        bytes
+            .chunks_exact(n)
+            .map(|c| match self {
+                Dtype::F16 => half::f16::from_le_bytes([c[0], c[1]]).to_f64(),
+                Dtype::Bf16 => half::bf16::from_le_bytes([c[0], c[1]]).to_f64(),
+                Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+                Dtype::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+            })
+            .collect()
+    }
+
+    /// Encode f64 values as little-endian element bytes (round to nearest).
+    pub fn encode(self, values: &[f64]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(values.len() * self.itemsize());
+        for &v in values {
+            match self {
+                Dtype::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
+                Dtype::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+                Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
+                Dtype::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,83 @@
+//! The seed's algorithm helpers (seed 003 §5): `chunked`, `ring_step`,
+//! `tree_step`.
+
+use crate::Dtype;
+
+/// A contiguous view of `n_elem` elements starting at `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chunk {
+    pub addr: u64,
+    pub n_elem: u64,
+    pub nbytes: u64,
+}
+
+/// Split a tile of `n_elem` elements at `base_addr` into `n_chunks` views.
+/// The first `n_elem % n_chunks` chunks get one extra element, so every
+/// element belongs to exactly one chunk.
+pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: Dtype) -> Vec<Chunk> {
+    assert!(n_chunks > 0, "chunked: n_chunks must be > 0");
+    let item = dtype.itemsize() as u64;
+    let (base, extra) = (n_elem / n_chunks, n_elem % n_chunks);
+    let mut addr = base_addr;
+    (0..n_chunks)
+        .map(|i| {
+            let n = base + u64::from(i < extra);
+            let c = Chunk { addr, n_elem: n, nbytes: n * item };
+            addr += n * item;
+            c
+        })
+        .collect()
+}
+
+/// Chunk indices `(send_idx, recv_idx)` of step `step` of a ring
+/// reduce-scatter / all-gather.
+pub fn ring_step(rank: u32, step: u32, world_size: u32) -> (u32, u32) {
+    let ws = world_size as i64;
+    let (r, s) = (rank as i64, step as i64);
+    let send = (r - s).rem_euclid(ws) as u32;
+    let recv = (r - s - 1).rem_euclid(ws) as u32;
+    (send, recv)
+}
+
+/// Parent and children of `rank` in a binary tree rooted at rank 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeNode {
+    pub parent: Option<u32>,
+    pub children: Vec<u32>,
+}
+
+pub fn tree_step(rank: u32, world_size: u32) -> TreeNode {
+    let parent = (rank > 0).then(|| (rank - 1) / 2);
+    let children = [2 * rank + 1, 2 * rank + 2]
+        .into_iter()
+        .filter(|&c| c < world_size)
+        .collect();
+    TreeNode { parent, children }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunked_covers_every_element_once() {
+        let c = chunked(100, 3, 10, Dtype::F16);
+        assert_eq!(c.iter().map(|c| c.n_elem).sum::<u64>(), 10);
+        assert_eq!(c[0], Chunk { addr: 100, n_elem: 4, nbytes: 8 });
+        assert_eq!(c[1].addr, 108);
+        assert_eq!(c[2].addr + c[2].nbytes, 120);
+    }
+
+    #[test]
+    fn ring_step_walks_backwards() {
+        assert_eq!(ring_step(0, 0, 4), (0, 3));
+        assert_eq!(ring_step(2, 1, 4), (1, 0));
+    }
+
+    #[test]
+    fn tree_step_binary() {
+        assert_eq!(tree_step(0, 5), TreeNode { parent: None, children: vec![1, 2] });
+        assert_eq!(tree_step(2, 5), TreeNode { parent: Some(0), children: vec![] });
+        assert_eq!(tree_step(1, 5).children, vec![3, 4]);
+    }
+}

@@ -1,0 +1,79 @@
+//! The kernel language as a Rust trait, so one kernel body runs both as a
+//! wasm component (against the host) and natively (against the mock).
+
+use crate::Dtype;
+
+/// Element-wise binary operations of the MATH unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Max,
+    Min,
+}
+
+/// What a kernel can ask of a tensor handle.
+pub trait Tensor {
+    fn shape(&self) -> Vec<u32>;
+    fn dtype(&self) -> Dtype;
+    /// Physical address of the first element.
+    fn addr(&self) -> u64;
+    fn nbytes(&self) -> u64;
+    fn numel(&self) -> u64 {
+        self.shape().iter().map(|&d| d as u64).product()
+    }
+}
+
+/// The `tl.*` kernel language (seed 003 §4). On the simulator, host-side
+/// errors (unknown direction, bad address, mismatched shapes) abort the
+/// kernel with a message naming the PE; they are not returned.
+pub trait Tl {
+    type Tensor: Tensor;
+
+    /// axis 0: PE index in its cube; axis 1: cube index.
+    fn program_id(&self, axis: u32) -> i64;
+    /// axis 0: PEs per cube; axis 1: cubes per SIP.
+    fn num_programs(&self, axis: u32) -> i64;
+    /// DMA read into PE scratch; returns at once, the data lands later.
+    fn load(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Self::Tensor;
+    /// DMA write of `value` to `addr`.
+    fn store(&self, addr: u64, value: &Self::Tensor);
+    /// Send to the neighbour in `dir`; blocks while the peer has no free slot.
+    fn send(&self, dir: &str, value: &Self::Tensor);
+    /// Receive from `dir` (or round-robin over all directions with `None`).
+    /// The handle points at the IPCQ slot; dropping it releases the slot.
+    fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> Self::Tensor;
+    /// Receive and copy to `dst_addr`; the slot is released after the copy.
+    fn recv_into(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype, dst_addr: u64) -> Self::Tensor;
+    /// Element-wise `a op b`.
+    fn binary(&self, op: BinOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
+    /// `a * factor`.
+    fn scale(&self, a: &Self::Tensor, factor: f64) -> Self::Tensor;
+    /// Simulated time of this PE in picoseconds (0 in the mock).
+    fn now_ps(&self) -> u64;
+    /// A trace line, printed with the PE's name.
+    fn log(&self, msg: &str);
+
+    fn add(&self, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor {
+        self.binary(BinOp::Add, a, b)
+    }
+}
+
+/// A collective algorithm (seed ADR-0050): a kernel plus its argument
+/// builder. Export it with [`crate::export_algorithm!`].
+pub trait Algorithm {
+    /// The kernel run on every participating PE. `args` is
+    /// `kernel_args(...)` followed by `(sip_rank, sip_topo_kind, sip_topo_w,
+    /// sip_topo_h)`.
+    fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]);
+
+    /// The kernel's positional arguments (before the four appended by the
+    /// host), from the world size, the elements per shard and the cube mesh.
+    fn kernel_args(world_size: u32, n_elem: u64, cube_w: u32, cube_h: u32) -> Vec<i64>;
+
+    /// `TOPO_NAME_TO_KIND`: the standard map unless overridden.
+    fn topo_name_to_kind(name: &str) -> Option<i32> {
+        crate::topo::standard_kind(name)
+    }
+}

@@ -1,0 +1,63 @@
+//! KernBench guest SDK.
+//!
+//! Algorithm authors implement [`Algorithm`] with plain Rust against the
+//! [`Tl`] kernel-language trait and call [`export_algorithm!`]; bench authors
+//! implement [`Bench`] and call [`export_bench!`]. No `wit_bindgen` in user
+//! code. The same kernel runs natively under [`mock::run_kernel_in_mock`] for
+//! millisecond unit tests (correctness only, no timing).
+//!
+//! Pick the world with a cargo feature: `algorithm` or `bench` (one per
+//! crate: a component implements exactly one world).
+
+mod dtype;
+pub mod helpers;
+mod kernel;
+pub mod topo;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod mock;
+
+#[cfg(feature = "algorithm")]
+mod algorithm_wasm;
+#[cfg(feature = "algorithm")]
+pub use algorithm_wasm::WasmTl;
+
+#[cfg(feature = "bench")]
+pub mod bench;
+
+pub use dtype::Dtype;
+pub use kernel::{Algorithm, BinOp, Tensor, Tl};
+
+#[cfg(feature = "bench")]
+pub use bench::Bench;
+
+/// Re-exports for `use kernbench_guest::prelude::*;`.
+pub mod prelude {
+    pub use crate::helpers::{chunked, ring_step, tree_step, Chunk};
+    pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
+    pub use crate::{Algorithm, BinOp, Dtype, Tensor, Tl};
+}
+
+#[doc(hidden)]
+#[cfg(feature = "algorithm")]
+pub mod __algorithm {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "algorithm",
+        pub_export_macro: true,
+        export_macro_name: "__export_algorithm_world",
+        default_bindings_module: "kernbench_guest::__algorithm",
+    });
+}
+
+#[doc(hidden)]
+#[cfg(feature = "bench")]
+pub mod __bench {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "bench",
+        pub_export_macro: true,
+        export_macro_name: "__export_bench_world",
+        default_bindings_module: "kernbench_guest::__bench",
+    });
+}

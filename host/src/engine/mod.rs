@@ -1,0 +1,17 @@
+//! The deterministic virtual-time executor (DESIGN §3).
+//!
+//! A single-threaded discrete-event core: timers in a heap ordered by
+//! `(time, sequence number)`, a FIFO ready queue of tasks, and wakers that
+//! push task ids onto it. Time only advances when no task is runnable. It
+//! knows nothing of wasm: tasks are plain Rust futures, so native test
+//! processes drive it directly (see `benches/engine_phold.rs`).
+//!
+//! Inside a running task, the free functions [`now`], [`sleep_until`],
+//! [`sleep`] and [`spawn`] reach the executor that is polling it (a
+//! thread-local set for the duration of [`Executor::run`], as tokio does).
+
+mod executor;
+mod sync;
+
+pub use executor::{now, sleep, sleep_until, spawn, try_now, Executor, RunOutcome, Sleep};
+pub use sync::{Event, JoinHandle};

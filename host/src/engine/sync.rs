@@ -1,0 +1,145 @@
+//! Synchronisation primitives for simulated tasks: a one-shot [`Event`]
+//! latch and [`JoinHandle`]. Both are `Send + Sync` so that they can be held
+//! across awaits in wasm host functions (whose futures must be `Send`); they
+//! are only ever touched from the executor's thread.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+#[derive(Default)]
+struct EventState {
+    set: bool,
+    waiters: Vec<Waker>,
+}
+
+/// A one-shot latch: once set, every present and future waiter proceeds.
+#[derive(Clone, Default)]
+pub struct Event(Arc<Mutex<EventState>>);
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Event(set={})", self.is_set())
+    }
+}
+
+impl Event {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An event that is already set.
+    pub fn done() -> Self {
+        let e = Self::new();
+        e.set();
+        e
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.0.lock().unwrap().set
+    }
+
+    /// Set the latch and wake all waiters (in the order they started waiting).
+    pub fn set(&self) {
+        let waiters = {
+            let mut s = self.0.lock().unwrap();
+            s.set = true;
+            std::mem::take(&mut s.waiters)
+        };
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    /// Completes once the event is set.
+    pub fn wait(&self) -> EventWait {
+        EventWait { ev: self.clone(), registered: false }
+    }
+}
+
+/// Future of [`Event::wait`].
+pub struct EventWait {
+    ev: Event,
+    registered: bool,
+}
+
+impl Future for EventWait {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.ev.0.lock().unwrap();
+        if s.set {
+            return Poll::Ready(());
+        }
+        if !self.registered {
+            s.waiters.push(cx.waker().clone());
+            drop(s);
+            self.registered = true;
+        }
+        Poll::Pending
+    }
+}
+
+struct JoinState<T> {
+    value: Option<T>,
+    done: Event,
+}
+
+/// The result of a spawned task; await it or [`JoinHandle::try_take`].
+pub struct JoinHandle<T>(Arc<Mutex<JoinState<T>>>);
+
+pub(super) struct JoinSender<T>(Arc<Mutex<JoinState<T>>>);
+
+pub(super) fn join_pair<T>() -> (JoinSender<T>, JoinHandle<T>) {
+    let s = Arc::new(Mutex::new(JoinState { value: None, done: Event::new() }));
+    (JoinSender(s.clone()), JoinHandle(s))
+}
+
+impl<T> JoinSender<T> {
+    pub(super) fn complete(self, v: T) {
+        let done = {
+            let mut s = self.0.lock().unwrap();
+            s.value = Some(v);
+            s.done.clone()
+        };
+        done.set();
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Whether the task has finished.
+    pub fn is_finished(&self) -> bool {
+        self.0.lock().unwrap().done.is_set()
+    }
+
+    /// The task's output, if it has finished and was not taken yet.
+    pub fn try_take(&self) -> Option<T> {
+        self.0.lock().unwrap().value.take()
+    }
+
+    /// An event set when the task finishes.
+    pub fn finished(&self) -> Event {
+        self.0.lock().unwrap().done.clone()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut s = self.0.lock().unwrap();
+        if let Some(v) = s.value.take() {
+            return Poll::Ready(v);
+        }
+        let done = s.done.clone();
+        drop(s);
+        // Register on the completion event; re-check after registering.
+        let mut w = done.wait();
+        match Pin::new(&mut w).poll(cx) {
+            Poll::Ready(()) => match self.0.lock().unwrap().value.take() {
+                Some(v) => Poll::Ready(v),
+                None => panic!("JoinHandle polled after its value was taken"),
+            },
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! PE_IPCQ: ring buffers between neighbour PEs (seed ADR-0023).
+//!
+//! Every receiving PE has, per incoming direction, an [`RxQueue`] of
+//! `n_slots` slots of `slot_size` bytes in its buffer space (TCM, SRAM or
+//! HBM, from ccl.yaml `buffer_kind`).
+//!
+//! Protocol and slot rule:
+//! * `send` takes a free slot of the peer's queue (it blocks while there is
+//!   none), appends an arrival record in send order, and issues a DMA from
+//!   the source tensor into the slot; the data is visible to `recv` when
+//!   that DMA completes.
+//! * `recv` takes arrivals in order and returns a tensor that *is* the slot
+//!   (zero-copy).
+//! * A slot is released when the receiving kernel has dropped every handle
+//!   to it **and** no issued command still reads it (e.g. a forwarding
+//!   `send` or an `add`). The sender learns of the free slot one credit
+//!   latency later: the summed link latency of the path back to it.
+
+use super::dtype::Dtype;
+use crate::address::Space;
+use crate::engine::Event;
+use crate::topology::PeCoord;
+use crate::units::Ps;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// A message that has been sent (its data lands when `ready` is set).
+#[derive(Debug)]
+pub struct Arrival {
+    pub slot: u32,
+    pub nbytes: u64,
+    pub shape: Vec<u32>,
+    pub dtype: Dtype,
+    pub from: PeCoord,
+    pub ready: Event,
+}
+
+/// One direction's receive ring of one PE.
+#[derive(Debug)]
+pub struct RxQueue {
+    pub owner: PeCoord,
+    pub dir: String,
+    pub space: Space,
+    pub base: u64,
+    pub slot_size: u64,
+    /// Free slots and the time the sender may see each as free.
+    pub free: VecDeque<(u32, Ps)>,
+    /// Set (and replaced) whenever a slot is freed.
+    pub freed: Event,
+    pub arrivals: VecDeque<Arrival>,
+    /// Credit latency back to the sender.
+    pub credit_latency: Ps,
+}
+
+impl RxQueue {
+    pub fn slot_offset(&self, slot: u32) -> u64 {
+        self.base + slot as u64 * self.slot_size
+    }
+
+    /// Return `slot` at time `now`.
+    pub fn release(&mut self, slot: u32, now: Ps) {
+        self.free.push_back((slot, now + self.credit_latency));
+        std::mem::take(&mut self.freed).set();
+    }
+}
+
+pub type SharedQueue = Arc<Mutex<RxQueue>>;
+
+/// Where a direction sends to.
+#[derive(Debug, Clone)]
+pub struct TxEntry {
+    pub peer: PeCoord,
+    /// The peer's receive queue for the opposite direction.
+    pub queue: SharedQueue,
+}
+
+/// The IPCQ block of one PE: its neighbour table and receive queues.
+#[derive(Debug, Default)]
+pub struct IpcqPort {
+    pub tx: BTreeMap<String, TxEntry>,
+    /// Receive queues in round-robin order.
+    pub rx: Vec<(String, SharedQueue)>,
+    pub rr: usize,
+    /// Set (and replaced) whenever a message is appended to any rx queue.
+    pub rx_notify: Event,
+}
+
+impl IpcqPort {
+    pub fn installed_dirs(&self) -> String {
+        let mut d: Vec<&str> = self.tx.keys().map(|s| s.as_str()).collect();
+        for (n, _) in &self.rx {
+            if !d.contains(&n.as_str()) {
+                d.push(n);
+            }
+        }
+        if d.is_empty() {
+            "none".into()
+        } else {
+            d.join(", ")
+        }
+    }
+}
+
+/// The direction a message sent towards `dir` arrives from at the peer.
+pub fn reverse_dir(dir: &str) -> String {
+    match dir {
+        "E" => "W".into(),
+        "W" => "E".into(),
+        "N" => "S".into(),
+        "S" => "N".into(),
+        other => match other.strip_prefix("global_") {
+            Some(d) => format!("global_{}", reverse_dir(d)),
+            None => format!("from_{other}"),
+        },
+    }
+}

@@ -1,0 +1,624 @@
+//! The machine: owns the memory store, link occupancy, per-PE engines and
+//! IPCQ ports, and issues commands on them in simulated time.
+//!
+//! A PE *issues* commands and its engines *execute* them (DESIGN §3):
+//! `load`, `store`, `binary`, `scale` return a tensor at once; each command
+//! runs as an engine task that starts when its engine is free (engines are
+//! in-order queues) and its input tensors are ready, and applies its data
+//! effect when it completes. Timing (DESIGN §4):
+//! * DMA: engine busy for `dma.setup_ns`, then the transfer crosses the
+//!   routed path (see [`super::link`]); the data lands at the end.
+//! * MATH: engine busy for `math.overhead_ns + n / throughput`.
+
+use super::alloc::RangeAlloc;
+use super::dtype::{self, BinOp, Dtype};
+use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
+use super::link::{path_figures, LinkTable};
+use super::memory::MemoryStore;
+use crate::address::{self, Space};
+use crate::config::ccl::BufferKind;
+use crate::engine::{self, Event};
+use crate::error::HwError;
+use crate::routing::{PathRouter, RouteError};
+use crate::topology::{PeCoord, Topology};
+use crate::units::{ns_to_ps, Ps, Rate};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+/// What is given back when the last reference to a tensor drops.
+enum Hold {
+    None,
+    /// Scratch memory from an allocator.
+    Block { alloc: Arc<Mutex<RangeAlloc>>, offset: u64, len: u64 },
+    /// An IPCQ slot.
+    Slot { queue: SharedQueue, slot: u32 },
+}
+
+/// A tensor in machine memory. Commands that read it hold a reference, so
+/// its memory (scratch or IPCQ slot) is released only after the kernel has
+/// dropped its handle *and* every reader has finished.
+pub struct TensorInner {
+    pub space: Space,
+    pub offset: u64,
+    pub shape: Vec<u32>,
+    pub dtype: Dtype,
+    /// Set when the data is in place.
+    pub ready: Event,
+    hold: Hold,
+}
+
+pub type TensorRef = Arc<TensorInner>;
+
+impl TensorInner {
+    pub fn addr(&self) -> u64 {
+        self.space.addr(self.offset)
+    }
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+    pub fn nbytes(&self) -> u64 {
+        self.numel() * self.dtype.itemsize()
+    }
+}
+
+impl Drop for TensorInner {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.hold, Hold::None) {
+            Hold::None => {}
+            Hold::Block { alloc, offset, len } => alloc.lock().unwrap().free(offset, len),
+            Hold::Slot { queue, slot } => queue.lock().unwrap().release(slot, engine::try_now().unwrap_or(0)),
+        }
+    }
+}
+
+impl std::fmt::Debug for TensorInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({}+{:#x} {:?} {})", self.space, self.offset, self.shape, self.dtype.name())
+    }
+}
+
+/// Per-PE state.
+struct PeState {
+    dma_tail: Mutex<Event>,
+    math_tail: Mutex<Event>,
+    ipcq: Mutex<Option<IpcqPort>>,
+    outstanding: Mutex<Vec<Event>>,
+    blocked_on: Mutex<Option<String>>,
+}
+
+/// Timing parameters of the PE engines.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineTiming {
+    pub dma_setup: Ps,
+    pub math_overhead: Ps,
+    pub math_rate: Rate,
+    /// Rate of a copy that stays inside one PE's TCM.
+    pub local_rate: Rate,
+}
+
+/// IPCQ settings from ccl.yaml.
+#[derive(Debug, Clone, Copy)]
+pub struct IpcqSettings {
+    pub buffer_kind: BufferKind,
+    pub n_slots: u32,
+    pub slot_size: u64,
+}
+
+/// Counters for reports and benchmarks.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MachineStats {
+    pub dma_commands: u64,
+    pub math_commands: u64,
+    pub bytes_moved: u64,
+}
+
+/// The simulated machine.
+pub struct Machine {
+    pub topo: Arc<Topology>,
+    pub router: PathRouter,
+    pub timing: EngineTiming,
+    memory: Mutex<MemoryStore>,
+    links: Mutex<LinkTable>,
+    pes: Mutex<HashMap<PeCoord, Arc<PeState>>>,
+    blocks: Mutex<HashMap<Space, Arc<Mutex<RangeAlloc>>>>,
+    stats: Mutex<MachineStats>,
+}
+
+impl From<RouteError> for HwError {
+    fn from(e: RouteError) -> Self {
+        HwError::Mismatch { what: format!("routing: {e}") }
+    }
+}
+
+impl Machine {
+    pub fn new(topo: Arc<Topology>) -> Arc<Self> {
+        let spec = &topo.spec;
+        let timing = EngineTiming {
+            dma_setup: ns_to_ps(spec.pe.dma.setup_ns),
+            math_overhead: ns_to_ps(spec.pe.math.overhead_ns),
+            math_rate: Rate::from_giga_per_s(spec.pe.math.throughput_gflops),
+            local_rate: spec.pe.attach.rate(),
+        };
+        Arc::new(Machine {
+            router: PathRouter::new(topo.clone()),
+            links: Mutex::new(LinkTable::new(&topo)),
+            topo,
+            timing,
+            memory: Mutex::new(MemoryStore::default()),
+            pes: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(HashMap::new()),
+            stats: Mutex::new(MachineStats::default()),
+        })
+    }
+
+    pub fn stats(&self) -> MachineStats {
+        *self.stats.lock().unwrap()
+    }
+
+    fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
+        let mut b = self.blocks.lock().unwrap();
+        b.entry(space).or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec))))).clone()
+    }
+
+    fn pe(&self, pe: PeCoord) -> Arc<PeState> {
+        let mut pes = self.pes.lock().unwrap();
+        pes.entry(pe)
+            .or_insert_with(|| {
+                Arc::new(PeState {
+                    dma_tail: Mutex::new(Event::done()),
+                    math_tail: Mutex::new(Event::done()),
+                    ipcq: Mutex::new(None),
+                    outstanding: Mutex::new(Vec::new()),
+                    blocked_on: Mutex::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// Allocate `len` bytes in `space`; the returned tensor frees them when
+    /// its last reference drops.
+    pub fn alloc_tensor(&self, space: Space, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+        let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+        let alloc = self.allocator(space);
+        let offset = {
+            let mut a = alloc.lock().unwrap();
+            a.alloc(len).ok_or_else(|| HwError::OutOfMemory { space: space.to_string(), len, free: a.free_bytes() })?
+        };
+        Ok(Arc::new(TensorInner {
+            space,
+            offset,
+            shape: shape.to_vec(),
+            dtype,
+            ready: Event::done(),
+            hold: Hold::Block { alloc, offset, len },
+        }))
+    }
+
+    fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+        let t = self.alloc_tensor(Space::Tcm(pe), shape, dtype)?;
+        // A fresh scratch tensor is not ready until its producer completes.
+        let mut t = Arc::into_inner(t).expect("fresh tensor has one reference");
+        t.ready = Event::new();
+        Ok(Arc::new(t))
+    }
+
+    /// A view of existing memory at `addr` (no ownership).
+    pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+        let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+        let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
+        Ok(Arc::new(TensorInner { space, offset, shape: shape.to_vec(), dtype, ready: Event::done(), hold: Hold::None }))
+    }
+
+    /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
+    pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) {
+        self.memory.lock().unwrap().write(space, offset, data)
+    }
+
+    /// Host-side (zero simulated time) read.
+    pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
+        self.memory.lock().unwrap().read(space, offset, len)
+    }
+
+    fn track(&self, pe: &PeState, done: &Event) {
+        pe.outstanding.lock().unwrap().push(done.clone());
+    }
+
+    /// Completion events of every command `pe` issued since the last call.
+    pub fn take_outstanding(&self, pe: PeCoord) -> Vec<Event> {
+        std::mem::take(&mut *self.pe(pe).outstanding.lock().unwrap())
+    }
+
+    /// A DMA command on `pe`'s DMA engine copying `src` to `dst`.
+    fn dma(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        src: (Space, u64),
+        dst: (Space, u64),
+        nbytes: u64,
+        inputs: Vec<TensorRef>,
+        done: Event,
+    ) -> Result<(), HwError> {
+        let path = self.router.path(src.0.node(), dst.0.node())?;
+        let st = self.pe(pe);
+        let release = Event::new();
+        let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
+        self.track(&st, &done);
+        let m = self.clone();
+        engine::spawn(async move {
+            prev.wait().await;
+            for t in &inputs {
+                t.ready.wait().await;
+            }
+            engine::sleep(m.timing.dma_setup).await;
+            release.set();
+            let end = m.links.lock().unwrap().reserve(&m.topo, &path, engine::now(), nbytes, m.timing.local_rate);
+            engine::sleep_until(end).await;
+            {
+                let mut mem = m.memory.lock().unwrap();
+                let data = mem.read(src.0, src.1, nbytes);
+                mem.write(dst.0, dst.1, &data);
+            }
+            {
+                let mut s = m.stats.lock().unwrap();
+                s.dma_commands += 1;
+                s.bytes_moved += nbytes;
+            }
+            drop(inputs);
+            done.set();
+        });
+        Ok(())
+    }
+
+    /// A MATH command on `pe`: `out = f(inputs)` over `numel` elements.
+    fn math(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        inputs: Vec<TensorRef>,
+        out: TensorRef,
+        f: impl FnOnce(&[Vec<u8>]) -> Vec<u8> + 'static,
+    ) {
+        let st = self.pe(pe);
+        let release = Event::new();
+        let prev = std::mem::replace(&mut *st.math_tail.lock().unwrap(), release.clone());
+        self.track(&st, &out.ready);
+        let m = self.clone();
+        let busy = m.timing.math_overhead + m.timing.math_rate.duration_ps(out.numel());
+        engine::spawn(async move {
+            prev.wait().await;
+            for t in &inputs {
+                t.ready.wait().await;
+            }
+            engine::sleep(busy).await;
+            {
+                let mut mem = m.memory.lock().unwrap();
+                let data: Vec<Vec<u8>> = inputs.iter().map(|t| mem.read(t.space, t.offset, t.nbytes())).collect();
+                mem.write(out.space, out.offset, &f(&data));
+            }
+            m.stats.lock().unwrap().math_commands += 1;
+            release.set();
+            drop(inputs);
+            out.ready.set();
+        });
+    }
+
+    /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.
+    pub fn load(self: &Arc<Self>, pe: PeCoord, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+        let src = self.view(addr, shape, dtype)?;
+        let out = self.scratch(pe, shape, dtype)?;
+        self.dma(pe, (src.space, src.offset), (out.space, out.offset), out.nbytes(), vec![], out.ready.clone())?;
+        Ok(out)
+    }
+
+    /// `tl.store`: DMA `value` to `addr`.
+    pub fn store(self: &Arc<Self>, pe: PeCoord, addr: u64, value: &TensorRef) -> Result<(), HwError> {
+        let dst = self.view(addr, &value.shape, value.dtype)?;
+        self.dma(pe, (value.space, value.offset), (dst.space, dst.offset), value.nbytes(), vec![value.clone()], Event::new())
+    }
+
+    /// `tl.binary`: element-wise `a op b`.
+    pub fn binary(self: &Arc<Self>, pe: PeCoord, op: BinOp, a: &TensorRef, b: &TensorRef) -> Result<TensorRef, HwError> {
+        if a.shape != b.shape || a.dtype != b.dtype {
+            return Err(HwError::Mismatch {
+                what: format!(
+                    "{op:?} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
+                    a.shape,
+                    a.dtype.name(),
+                    b.shape,
+                    b.dtype.name()
+                ),
+            });
+        }
+        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let dt = a.dtype;
+        self.math(pe, vec![a.clone(), b.clone()], out.clone(), move |d| dtype::binary(op, dt, &d[0], &d[1]));
+        Ok(out)
+    }
+
+    /// `tl.scale`: `a * factor`.
+    pub fn scale(self: &Arc<Self>, pe: PeCoord, a: &TensorRef, factor: f64) -> Result<TensorRef, HwError> {
+        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let dt = a.dtype;
+        self.math(pe, vec![a.clone()], out.clone(), move |d| dtype::scale(dt, &d[0], factor));
+        Ok(out)
+    }
+
+    // ---- IPCQ ----------------------------------------------------------
+
+    /// Install IPCQ neighbour tables: `tables[pe] = [(dir, peer)]`. Receive
+    /// queues are allocated in each receiver's buffer space.
+    pub fn install_ipcq(&self, tables: &BTreeMap<PeCoord, Vec<(String, PeCoord)>>, s: IpcqSettings) -> Result<(), HwError> {
+        let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
+        for (&pe, dirs) in tables {
+            for (dir, peer) in dirs {
+                let rdir = reverse_dir(dir);
+                let space = match s.buffer_kind {
+                    BufferKind::Tcm => Space::Tcm(*peer),
+                    BufferKind::Sram => Space::Sram { sip: peer.sip, cube: peer.cube },
+                    BufferKind::Hbm => Space::Hbm { sip: peer.sip, cube: peer.cube },
+                };
+                let len = s.slot_size * s.n_slots as u64;
+                let alloc = self.allocator(space);
+                let base = {
+                    let mut a = alloc.lock().unwrap();
+                    a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
+                        space: format!("{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})", s.n_slots, s.slot_size),
+                        len,
+                        free: a.free_bytes(),
+                    })?
+                };
+                let back = self.router.path(peer_node(*peer), peer_node(pe))?;
+                let (credit_latency, _) = path_figures(&self.topo, &back);
+                let queue = Arc::new(Mutex::new(RxQueue {
+                    owner: *peer,
+                    dir: rdir.clone(),
+                    space,
+                    base,
+                    slot_size: s.slot_size,
+                    free: (0..s.n_slots).map(|i| (i, 0)).collect(),
+                    freed: Event::new(),
+                    arrivals: VecDeque::new(),
+                    credit_latency,
+                }));
+                ports.entry(pe).or_default().tx.insert(dir.clone(), TxEntry { peer: *peer, queue: queue.clone() });
+                ports.entry(*peer).or_default().rx.push((rdir, queue));
+            }
+        }
+        for (pe, port) in ports {
+            *self.pe(pe).ipcq.lock().unwrap() = Some(port);
+        }
+        Ok(())
+    }
+
+    fn set_blocked(&self, pe: PeCoord, what: Option<String>) {
+        *self.pe(pe).blocked_on.lock().unwrap() = what;
+    }
+
+    /// What each blocked PE is waiting for (for deadlock reports).
+    pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
+        let pes = self.pes.lock().unwrap();
+        let mut v: Vec<_> =
+            pes.iter().filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w))).collect();
+        v.sort();
+        v
+    }
+
+    /// A short dump of every IPCQ ring (free slots, pending arrivals).
+    pub fn ipcq_dump(&self) -> Vec<String> {
+        let pes = self.pes.lock().unwrap();
+        let mut keys: Vec<_> = pes.keys().copied().collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for pe in keys {
+            if let Some(port) = pes[&pe].ipcq.lock().unwrap().as_ref() {
+                for (dir, q) in &port.rx {
+                    let q = q.lock().unwrap();
+                    out.push(format!(
+                        "{pe} rx {dir}: {} free slot(s), {} message(s) waiting",
+                        q.free.len(),
+                        q.arrivals.len()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<TxEntry, HwError> {
+        let st = self.pe(pe);
+        let port = st.ipcq.lock().unwrap();
+        let port = port.as_ref().ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+        port.tx.get(dir).cloned().ok_or_else(|| HwError::InvalidDirection {
+            pe: pe.to_string(),
+            dir: dir.to_string(),
+            installed: port.installed_dirs(),
+        })
+    }
+
+    /// `tl.send`: blocks (in simulated time) until the peer has a free
+    /// slot, then issues the DMA into it and returns.
+    pub fn send(self: &Arc<Self>, pe: PeCoord, dir: String, value: TensorRef) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
+        let m = self.clone();
+        async move {
+            let tx = m.tx_entry(pe, &dir)?;
+            let nbytes = value.nbytes();
+            let slot_size = tx.queue.lock().unwrap().slot_size;
+            if nbytes > slot_size {
+                return Err(HwError::SlotTooSmall { nbytes, slot_size });
+            }
+            let (slot, visible) = loop {
+                let wait = {
+                    let mut q = tx.queue.lock().unwrap();
+                    match q.free.pop_front() {
+                        Some(s) => break s,
+                        None => q.freed.clone(),
+                    }
+                };
+                m.set_blocked(pe, Some(format!("send(dir={dir}): no free IPCQ slot at {} (all slots held)", tx.peer)));
+                wait.wait().await;
+                m.set_blocked(pe, None);
+            };
+            engine::sleep_until(visible).await;
+            let ready = Event::new();
+            let (space, offset, notify) = {
+                let mut q = tx.queue.lock().unwrap();
+                q.arrivals.push_back(Arrival {
+                    slot,
+                    nbytes,
+                    shape: value.shape.clone(),
+                    dtype: value.dtype,
+                    from: pe,
+                    ready: ready.clone(),
+                });
+                let st = m.pe(tx.peer);
+                let notify = st.ipcq.lock().unwrap().as_mut().map(|p| std::mem::take(&mut p.rx_notify));
+                (q.space, q.slot_offset(slot), notify)
+            };
+            if let Some(n) = notify {
+                n.set();
+            }
+            m.dma(pe, (value.space, value.offset), (space, offset), nbytes, vec![value], ready)
+        }
+    }
+
+    /// `tl.recv` / `tl.recv-into`: waits for the next message from `dir`
+    /// (or any direction, round-robin) and returns the slot as a tensor, or
+    /// copies it to `dst` and returns that.
+    pub fn recv(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: Dtype,
+        dst: Option<u64>,
+    ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
+        let m = self.clone();
+        async move {
+            let want = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+            let (queue, arrival) = m.take_arrival(pe, dir.as_deref()).await?;
+            if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
+                return Err(HwError::Mismatch {
+                    what: format!(
+                        "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
+                        dir.as_deref().unwrap_or("any"),
+                        shape,
+                        dtype.name(),
+                        arrival.from,
+                        arrival.shape,
+                        arrival.dtype.name(),
+                        arrival.nbytes
+                    ),
+                });
+            }
+            let (space, offset) = {
+                let q = queue.lock().unwrap();
+                (q.space, q.slot_offset(arrival.slot))
+            };
+            let slot = Arc::new(TensorInner {
+                space,
+                offset,
+                shape: shape.clone(),
+                dtype,
+                ready: arrival.ready.clone(),
+                hold: Hold::Slot { queue, slot: arrival.slot },
+            });
+            match dst {
+                None => Ok(slot),
+                Some(addr) => {
+                    let view = m.view(addr, &shape, dtype)?;
+                    let out = Arc::new(TensorInner {
+                        space: view.space,
+                        offset: view.offset,
+                        shape,
+                        dtype,
+                        ready: Event::new(),
+                        hold: Hold::None,
+                    });
+                    m.dma(pe, (space, offset), (out.space, out.offset), want, vec![slot], out.ready.clone())?;
+                    Ok(out)
+                }
+            }
+        }
+    }
+
+    async fn take_arrival(self: &Arc<Self>, pe: PeCoord, dir: Option<&str>) -> Result<(SharedQueue, Arrival), HwError> {
+        let st = self.pe(pe);
+        loop {
+            let (picked, notify) = {
+                let mut guard = st.ipcq.lock().unwrap();
+                let port = guard.as_mut().ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+                let n = port.rx.len();
+                let mut picked = None;
+                match dir {
+                    Some(d) => {
+                        let (_, q) = port.rx.iter().find(|(name, _)| name == d).ok_or_else(|| HwError::InvalidDirection {
+                            pe: pe.to_string(),
+                            dir: d.to_string(),
+                            installed: port.installed_dirs(),
+                        })?;
+                        if let Some(a) = q.lock().unwrap().arrivals.pop_front() {
+                            picked = Some((q.clone(), a));
+                        }
+                    }
+                    None => {
+                        // Prefer a message whose data has landed, in round-robin order.
+                        for landed_only in [true, false] {
+                            for i in 0..n {
+                                let idx = (port.rr + i) % n;
+                                let q = &port.rx[idx].1;
+                                let mut qg = q.lock().unwrap();
+                                if qg.arrivals.front().is_some_and(|a| !landed_only || a.ready.is_set()) {
+                                    let a = qg.arrivals.pop_front().unwrap();
+                                    drop(qg);
+                                    picked = Some((q.clone(), a));
+                                    port.rr = (idx + 1) % n;
+                                    break;
+                                }
+                            }
+                            if picked.is_some() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                (picked, port.rx_notify.clone())
+            };
+            if let Some((q, a)) = picked {
+                if !a.ready.is_set() {
+                    self.set_blocked(pe, Some(format!("recv(dir={}): data from {} in flight", dir.unwrap_or("any"), a.from)));
+                    a.ready.wait().await;
+                    self.set_blocked(pe, None);
+                }
+                return Ok((q, a));
+            }
+            let from = self.expected_senders(pe, dir);
+            self.set_blocked(pe, Some(format!("recv(dir={}): waiting for a message from {from}", dir.unwrap_or("any"))));
+            notify.wait().await;
+            self.set_blocked(pe, None);
+        }
+    }
+
+    fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
+        let pes = self.pes.lock().unwrap();
+        let mut senders = Vec::new();
+        for (p, st) in pes.iter() {
+            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
+                for (d, e) in &port.tx {
+                    if e.peer == pe && dir.is_none_or(|want| reverse_dir(d) == want) {
+                        senders.push(p.to_string());
+                    }
+                }
+            }
+        }
+        senders.sort();
+        if senders.is_empty() {
+            "nobody (no neighbour sends to this direction)".into()
+        } else {
+            senders.join(" or ")
+        }
+    }
+}
+
+fn peer_node(pe: PeCoord) -> crate::topology::NodeId {
+    crate::topology::NodeId::Pe(pe)
+}

@@ -1,0 +1,13 @@
+//! The hardware model: links shared under contention, per-PE DMA and MATH
+//! engines, the memory store of real bytes, PE_IPCQ ring buffers, and the
+//! [`Machine`] that issues commands on them in simulated time.
+
+pub mod alloc;
+pub mod dtype;
+pub mod ipcq;
+pub mod link;
+pub mod machine;
+pub mod memory;
+
+pub use dtype::Dtype;
+pub use machine::{Machine, TensorRef};

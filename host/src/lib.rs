@@ -1,0 +1,14 @@
+//! KernBench: a simulator of the AHBM multi-device AI accelerator on which
+//! collective algorithms and kernels run as WebAssembly components.
+//!
+//! Layers (DESIGN §2), lower never imports upper:
+//! `config` → `topology` → `routing` → `engine` / `hw` → `runtime` → `report`.
+
+pub mod address;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod hw;
+pub mod routing;
+pub mod topology;
+pub mod units;
