@@ -65,7 +65,13 @@ impl Tl for WasmTl {
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> tl::Tensor {
         tl::recv(dir, shape, dtype.into())
     }
-    fn recv_into(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype, dst_addr: u64) -> tl::Tensor {
+    fn recv_into(
+        &self,
+        dir: Option<&str>,
+        shape: &[u32],
+        dtype: Dtype,
+        dst_addr: u64,
+    ) -> tl::Tensor {
         tl::recv_into(dir, shape, dtype.into(), dst_addr)
     }
     fn binary(&self, op: BinOp, a: &tl::Tensor, b: &tl::Tensor) -> tl::Tensor {
@@ -107,7 +113,12 @@ macro_rules! export_algorithm {
                 fn kernel(t_ptr: u64, args: ::std::vec::Vec<i64>) {
                     <$ty as $crate::Algorithm>::kernel(&$crate::WasmTl, t_ptr, &args)
                 }
-                fn kernel_args(world_size: u32, n_elem: u64, cube_w: u32, cube_h: u32) -> ::std::vec::Vec<i64> {
+                fn kernel_args(
+                    world_size: u32,
+                    n_elem: u64,
+                    cube_w: u32,
+                    cube_h: u32,
+                ) -> ::std::vec::Vec<i64> {
                     <$ty as $crate::Algorithm>::kernel_args(world_size, n_elem, cube_w, cube_h)
                 }
                 fn topo_name_to_kind(name: ::std::string::String) -> ::std::option::Option<i32> {

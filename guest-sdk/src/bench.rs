@@ -129,7 +129,11 @@ pub mod dist {
     pub fn init_process_group(backend: &str) -> Result<(), DistError> {
         d::init_process_group(backend, None, None).map_err(conv)
     }
-    pub fn init_process_group_with(backend: &str, world_size: Option<u32>, rank: Option<u32>) -> Result<(), DistError> {
+    pub fn init_process_group_with(
+        backend: &str,
+        world_size: Option<u32>,
+        rank: Option<u32>,
+    ) -> Result<(), DistError> {
         d::init_process_group(backend, world_size, rank).map_err(conv)
     }
     pub fn is_initialized() -> bool {
@@ -230,7 +234,9 @@ macro_rules! export_bench {
         const _: () = {
             struct __KernbenchBench;
             impl $crate::__bench::Guest for __KernbenchBench {
-                fn run(args: ::std::vec::Vec<::std::string::String>) -> ::std::result::Result<(), ::std::string::String> {
+                fn run(
+                    args: ::std::vec::Vec<::std::string::String>,
+                ) -> ::std::result::Result<(), ::std::string::String> {
                     <$ty as $crate::Bench>::run(args)
                 }
                 fn worker(

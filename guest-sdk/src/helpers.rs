@@ -22,7 +22,11 @@ pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: Dtype) -> Vec<
     (0..n_chunks)
         .map(|i| {
             let n = base + u64::from(i < extra);
-            let c = Chunk { addr, n_elem: n, nbytes: n * item };
+            let c = Chunk {
+                addr,
+                n_elem: n,
+                nbytes: n * item,
+            };
             addr += n * item;
             c
         })
@@ -63,7 +67,14 @@ mod tests {
     fn chunked_covers_every_element_once() {
         let c = chunked(100, 3, 10, Dtype::F16);
         assert_eq!(c.iter().map(|c| c.n_elem).sum::<u64>(), 10);
-        assert_eq!(c[0], Chunk { addr: 100, n_elem: 4, nbytes: 8 });
+        assert_eq!(
+            c[0],
+            Chunk {
+                addr: 100,
+                n_elem: 4,
+                nbytes: 8
+            }
+        );
         assert_eq!(c[1].addr, 108);
         assert_eq!(c[2].addr + c[2].nbytes, 120);
     }
@@ -76,8 +87,20 @@ mod tests {
 
     #[test]
     fn tree_step_binary() {
-        assert_eq!(tree_step(0, 5), TreeNode { parent: None, children: vec![1, 2] });
-        assert_eq!(tree_step(2, 5), TreeNode { parent: Some(0), children: vec![] });
+        assert_eq!(
+            tree_step(0, 5),
+            TreeNode {
+                parent: None,
+                children: vec![1, 2]
+            }
+        );
+        assert_eq!(
+            tree_step(2, 5),
+            TreeNode {
+                parent: Some(0),
+                children: vec![]
+            }
+        );
         assert_eq!(tree_step(1, 5).children, vec![3, 4]);
     }
 }

@@ -45,7 +45,13 @@ pub trait Tl {
     /// The handle points at the IPCQ slot; dropping it releases the slot.
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> Self::Tensor;
     /// Receive and copy to `dst_addr`; the slot is released after the copy.
-    fn recv_into(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype, dst_addr: u64) -> Self::Tensor;
+    fn recv_into(
+        &self,
+        dir: Option<&str>,
+        shape: &[u32],
+        dtype: Dtype,
+        dst_addr: u64,
+    ) -> Self::Tensor;
     /// Element-wise `a op b`.
     fn binary(&self, op: BinOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
     /// `a * factor`.

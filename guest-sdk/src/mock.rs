@@ -34,7 +34,14 @@ pub struct MockConfig {
 
 impl MockConfig {
     pub fn ring(world_size: u32, dtype: Dtype, kernel_args: Vec<i64>) -> Self {
-        MockConfig { world_size, topology: "ring_1d".into(), grid_w: 0, n_slots: 4, dtype, kernel_args }
+        MockConfig {
+            world_size,
+            topology: "ring_1d".into(),
+            grid_w: 0,
+            n_slots: 4,
+            dtype,
+            kernel_args,
+        }
     }
 }
 
@@ -55,17 +62,36 @@ fn reverse(dir: &str) -> String {
 fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32)> {
     let n = cfg.world_size;
     match cfg.topology.as_str() {
-        "ring_1d" => vec![("E".into(), (rank + 1) % n), ("W".into(), (rank + n - 1) % n)],
+        "ring_1d" => vec![
+            ("E".into(), (rank + 1) % n),
+            ("W".into(), (rank + n - 1) % n),
+        ],
         "mesh_2d" | "torus_2d" => {
-            let w = if cfg.grid_w == 0 { (n as f64).sqrt() as u32 } else { cfg.grid_w };
-            assert!(w > 0 && n % w == 0, "mock: world_size {n} is not a {w}-wide grid");
+            let w = if cfg.grid_w == 0 {
+                (n as f64).sqrt() as u32
+            } else {
+                cfg.grid_w
+            };
+            assert!(
+                w > 0 && n % w == 0,
+                "mock: world_size {n} is not a {w}-wide grid"
+            );
             let h = n / w;
             let (x, y) = (rank % w, rank / w);
             let wrap = cfg.topology == "torus_2d";
             let mut v = Vec::new();
             let mut add = |d: &str, nx: i64, ny: i64| {
-                let (nx, ny) = if wrap { (nx.rem_euclid(w as i64), ny.rem_euclid(h as i64)) } else { (nx, ny) };
-                if nx >= 0 && ny >= 0 && nx < w as i64 && ny < h as i64 && (nx, ny) != (x as i64, y as i64) {
+                let (nx, ny) = if wrap {
+                    (nx.rem_euclid(w as i64), ny.rem_euclid(h as i64))
+                } else {
+                    (nx, ny)
+                };
+                if nx >= 0
+                    && ny >= 0
+                    && nx < w as i64
+                    && ny < h as i64
+                    && (nx, ny) != (x as i64, y as i64)
+                {
                     v.push((d.to_string(), ny as u32 * w + nx as u32));
                 }
             };
@@ -126,13 +152,21 @@ impl MockTl {
         let mut st = self.state.borrow_mut();
         let addr = st.next_scratch;
         st.next_scratch += data.len() as u64;
-        MockTensor { addr, shape: shape.to_vec(), dtype, data }
+        MockTensor {
+            addr,
+            shape: shape.to_vec(),
+            dtype,
+            data,
+        }
     }
 
     fn range(&self, addr: u64, len: usize) -> std::ops::Range<usize> {
         let mem_len = self.state.borrow().memory.len();
         let start = addr.checked_sub(MOCK_T_PTR).unwrap_or_else(|| {
-            panic!("mock rank {}: address {addr:#x} is below the shard at {MOCK_T_PTR:#x}", self.rank)
+            panic!(
+                "mock rank {}: address {addr:#x} is below the shard at {MOCK_T_PTR:#x}",
+                self.rank
+            )
         }) as usize;
         if start + len > mem_len {
             panic!(
@@ -148,15 +182,24 @@ impl MockTl {
         match dir {
             Some(d) => {
                 let (_, rx) = self.rx.iter().find(|(n, _)| n == d).unwrap_or_else(|| {
-                    panic!("mock rank {}: recv from direction {d:?}, which is not installed", self.rank)
+                    panic!(
+                        "mock rank {}: recv from direction {d:?}, which is not installed",
+                        self.rank
+                    )
                 });
                 match rx.recv_timeout(DEADLOCK_TIMEOUT) {
                     Ok(v) => v,
                     Err(RecvTimeoutError::Timeout) => {
-                        panic!("mock rank {}: deadlock: recv(dir={d:?}) waited {DEADLOCK_TIMEOUT:?}", self.rank)
+                        panic!(
+                            "mock rank {}: deadlock: recv(dir={d:?}) waited {DEADLOCK_TIMEOUT:?}",
+                            self.rank
+                        )
                     }
                     Err(RecvTimeoutError::Disconnected) => {
-                        panic!("mock rank {}: recv(dir={d:?}): the peer finished without sending", self.rank)
+                        panic!(
+                            "mock rank {}: recv(dir={d:?}): the peer finished without sending",
+                            self.rank
+                        )
                     }
                 }
             }
@@ -171,7 +214,10 @@ impl MockTl {
                     }
                 }
                 if std::time::Instant::now() > deadline {
-                    panic!("mock rank {}: deadlock: recv(any) waited {DEADLOCK_TIMEOUT:?}", self.rank);
+                    panic!(
+                        "mock rank {}: deadlock: recv(any) waited {DEADLOCK_TIMEOUT:?}",
+                        self.rank
+                    );
                 }
                 std::thread::sleep(Duration::from_micros(50));
             },
@@ -207,7 +253,12 @@ impl Tl for MockTl {
     fn load(&self, addr: u64, shape: &[u32], dtype: Dtype) -> MockTensor {
         let r = self.range(addr, nbytes_of(shape, dtype));
         let data = self.state.borrow().memory[r].to_vec();
-        MockTensor { addr, shape: shape.to_vec(), dtype, data }
+        MockTensor {
+            addr,
+            shape: shape.to_vec(),
+            dtype,
+            data,
+        }
     }
     fn store(&self, addr: u64, value: &MockTensor) {
         let r = self.range(addr, value.data.len());
@@ -215,10 +266,17 @@ impl Tl for MockTl {
     }
     fn send(&self, dir: &str, value: &MockTensor) {
         let tx = self.tx.get(dir).unwrap_or_else(|| {
-            panic!("mock rank {}: send to direction {dir:?}, which is not installed", self.rank)
+            panic!(
+                "mock rank {}: send to direction {dir:?}, which is not installed",
+                self.rank
+            )
         });
-        tx.send(value.data.clone())
-            .unwrap_or_else(|_| panic!("mock rank {}: send(dir={dir:?}): the peer has finished", self.rank));
+        tx.send(value.data.clone()).unwrap_or_else(|_| {
+            panic!(
+                "mock rank {}: send(dir={dir:?}): the peer has finished",
+                self.rank
+            )
+        });
     }
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> MockTensor {
         let data = self.take(dir);
@@ -231,10 +289,19 @@ impl Tl for MockTl {
         );
         self.scratch(shape, dtype, data)
     }
-    fn recv_into(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype, dst_addr: u64) -> MockTensor {
+    fn recv_into(
+        &self,
+        dir: Option<&str>,
+        shape: &[u32],
+        dtype: Dtype,
+        dst_addr: u64,
+    ) -> MockTensor {
         let t = self.recv(dir, shape, dtype);
         self.store(dst_addr, &t);
-        MockTensor { addr: dst_addr, ..t }
+        MockTensor {
+            addr: dst_addr,
+            ..t
+        }
     }
     fn binary(&self, op: BinOp, a: &MockTensor, b: &MockTensor) -> MockTensor {
         assert!(
@@ -246,7 +313,11 @@ impl Tl for MockTl {
             b.shape,
             b.dtype
         );
-        self.scratch(&a.shape, a.dtype, elementwise(op, a.dtype, &a.data, &b.data))
+        self.scratch(
+            &a.shape,
+            a.dtype,
+            elementwise(op, a.dtype, &a.data, &b.data),
+        )
     }
     fn scale(&self, a: &MockTensor, factor: f64) -> MockTensor {
         let v: Vec<f64> = a.dtype.decode(&a.data).iter().map(|x| x * factor).collect();
@@ -267,7 +338,8 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
     let n = cfg.world_size;
     assert_eq!(inputs.len(), n as usize, "mock: need one input per rank");
     let kind = crate::topo::standard_kind(&cfg.topology).unwrap_or(0) as i64;
-    let mut tx: Vec<HashMap<String, SyncSender<Vec<u8>>>> = (0..n).map(|_| HashMap::new()).collect();
+    let mut tx: Vec<HashMap<String, SyncSender<Vec<u8>>>> =
+        (0..n).map(|_| HashMap::new()).collect();
     let mut rx: Vec<Vec<(String, Receiver<Vec<u8>>)>> = (0..n).map(|_| Vec::new()).collect();
     for r in 0..n {
         for (dir, peer) in neighbours(cfg, r) {
@@ -289,7 +361,11 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
                         rank: r as u32,
                         tx,
                         rx,
-                        state: RefCell::new(RankState { memory, next_scratch: SCRATCH_BASE, rr: 0 }),
+                        state: RefCell::new(RankState {
+                            memory,
+                            next_scratch: SCRATCH_BASE,
+                            rr: 0,
+                        }),
                     };
                     A::kernel(&tl, MOCK_T_PTR, &args);
                     let st = tl.state.into_inner();

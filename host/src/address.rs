@@ -64,13 +64,21 @@ impl Space {
         match self {
             Space::Hbm { sip, cube } => encode(1, sip, cube, offset & OFF36),
             Space::Sram { sip, cube } => encode(2, sip, cube, offset & OFF36),
-            Space::Tcm(p) => encode(3, p.sip, p.cube, ((p.pe as u64) << PE_SHIFT) | (offset & OFF28)),
+            Space::Tcm(p) => encode(
+                3,
+                p.sip,
+                p.cube,
+                ((p.pe as u64) << PE_SHIFT) | (offset & OFF28),
+            ),
         }
     }
 }
 
 fn encode(kind: u64, sip: u32, cube: u32, low: u64) -> u64 {
-    (kind << KIND_SHIFT) | ((sip as u64 & MASK12) << SIP_SHIFT) | ((cube as u64 & MASK12) << CUBE_SHIFT) | low
+    (kind << KIND_SHIFT)
+        | ((sip as u64 & MASK12) << SIP_SHIFT)
+        | ((cube as u64 & MASK12) << CUBE_SHIFT)
+        | low
 }
 
 /// Decode `addr` and check that `[addr, addr+len)` lies inside an existing
@@ -86,22 +94,40 @@ pub fn resolve(spec: &TopologySpec, addr: u64, len: u64) -> Result<(Space, u64),
         3 => {
             let pe = ((addr >> PE_SHIFT) & 0xff) as u32;
             if pe >= spec.pes_per_cube() {
-                return Err(bad(format!("PE {pe} does not exist (cubes have {} PEs)", spec.pes_per_cube())));
+                return Err(bad(format!(
+                    "PE {pe} does not exist (cubes have {} PEs)",
+                    spec.pes_per_cube()
+                )));
             }
             (Space::Tcm(PeCoord { sip, cube, pe }), addr & OFF28)
         }
         0 if addr == 0 => return Err(bad("null address".into())),
-        k => return Err(bad(format!("unknown memory kind {k} (addresses come from tensors or t_ptr)"))),
+        k => {
+            return Err(bad(format!(
+                "unknown memory kind {k} (addresses come from tensors or t_ptr)"
+            )))
+        }
     };
     if sip >= spec.n_sips() {
-        return Err(bad(format!("SIP {sip} does not exist (machine has {})", spec.n_sips())));
+        return Err(bad(format!(
+            "SIP {sip} does not exist (machine has {})",
+            spec.n_sips()
+        )));
     }
     if cube >= spec.cubes_per_sip() {
-        return Err(bad(format!("cube {cube} does not exist (SIPs have {})", spec.cubes_per_sip())));
+        return Err(bad(format!(
+            "cube {cube} does not exist (SIPs have {})",
+            spec.cubes_per_sip()
+        )));
     }
     let size = space.size(spec);
     if offset.checked_add(len).is_none_or(|end| end > size) {
-        return Err(HwError::OutOfRange { addr, len, space: space.to_string(), size });
+        return Err(HwError::OutOfRange {
+            addr,
+            len,
+            space: space.to_string(),
+            size,
+        });
     }
     Ok((space, offset))
 }
@@ -113,14 +139,27 @@ mod tests {
     #[test]
     fn round_trip_and_range_checks() {
         let spec = TopologySpec::default_embedded();
-        let tcm = Space::Tcm(PeCoord { sip: 3, cube: 15, pe: 2 });
+        let tcm = Space::Tcm(PeCoord {
+            sip: 3,
+            cube: 15,
+            pe: 2,
+        });
         assert_eq!(resolve(&spec, tcm.addr(0x40), 8).unwrap(), (tcm, 0x40));
         let hbm = Space::Hbm { sip: 1, cube: 2 };
         assert_eq!(resolve(&spec, hbm.addr(12345), 2).unwrap(), (hbm, 12345));
-        assert!(matches!(resolve(&spec, 0, 1), Err(HwError::BadAddress { .. })));
+        assert!(matches!(
+            resolve(&spec, 0, 1),
+            Err(HwError::BadAddress { .. })
+        ));
         let past = tcm.addr(spec.pe.tcm_kib * 1024 - 4);
-        assert!(matches!(resolve(&spec, past, 8), Err(HwError::OutOfRange { .. })));
+        assert!(matches!(
+            resolve(&spec, past, 8),
+            Err(HwError::OutOfRange { .. })
+        ));
         let no_sip = Space::Hbm { sip: 9, cube: 0 }.addr(0);
-        assert!(resolve(&spec, no_sip, 1).unwrap_err().to_string().contains("SIP 9"));
+        assert!(resolve(&spec, no_sip, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("SIP 9"));
     }
 }

@@ -6,7 +6,10 @@ use crate::config::Origin;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read { path: std::path::PathBuf, source: std::io::Error },
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("{origin}: {message}")]
     Parse { origin: Origin, message: String },
     #[error("{origin}: invalid config: {message}")]
@@ -20,9 +23,18 @@ pub enum HwError {
     #[error("address {addr:#x} is not mapped: {reason}")]
     BadAddress { addr: u64, reason: String },
     #[error("access of {len} bytes at {addr:#x} runs past the end of {space} (size {size:#x})")]
-    OutOfRange { addr: u64, len: u64, space: String, size: u64 },
+    OutOfRange {
+        addr: u64,
+        len: u64,
+        space: String,
+        size: u64,
+    },
     #[error("direction {dir:?} is not installed on {pe} (installed: {installed})")]
-    InvalidDirection { pe: String, dir: String, installed: String },
+    InvalidDirection {
+        pe: String,
+        dir: String,
+        installed: String,
+    },
     #[error("no IPCQ is installed on {pe}: call dist.init_process_group first or run this kernel as a collective")]
     NoIpcq { pe: String },
     #[error("{what}")]
@@ -33,4 +45,61 @@ pub enum HwError {
     OutOfMemory { space: String, len: u64, free: u64 },
     #[error("unknown tensor handle")]
     StaleHandle,
+}
+
+/// A `tl.*` call that the machine refused; becomes a trap in the kernel.
+#[derive(Debug, thiserror::Error)]
+#[error("{call} on {pe}: {source}")]
+pub struct TlCallError {
+    pub call: String,
+    pub pe: String,
+    #[source]
+    pub source: HwError,
+}
+
+/// Errors of a simulation run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("component {name}: {message}")]
+    Component { name: String, message: String },
+    #[error("kernel of algorithm '{algorithm}' (component {component}) on {pe} failed: {message}")]
+    KernelFailed {
+        algorithm: String,
+        component: String,
+        pe: String,
+        message: String,
+    },
+    #[error("bench '{bench}' {who} failed: {message}")]
+    BenchFailed {
+        bench: String,
+        who: String,
+        message: String,
+    },
+    #[error("deadlock at t={time_us:.3} us: no PE or rank can make progress.\n{report}")]
+    Deadlock { time_us: f64, report: String },
+    #[error("wasmtime: {0}")]
+    Wasmtime(String),
+}
+
+/// Render a wasmtime error (a trap or a host error raised in an import)
+/// with its cause chain and, when present, the guest backtrace.
+pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
+    let mut out = err.to_string();
+    for cause in err.chain().skip(1) {
+        let c = cause.to_string();
+        if !out.contains(&c) {
+            out.push_str(": ");
+            out.push_str(&c);
+        }
+    }
+    if let Some(bt) = err.downcast_ref::<wasmtime::WasmBacktrace>() {
+        let bt = bt.to_string();
+        if !bt.trim().is_empty() && !out.contains(&bt) {
+            out.push('\n');
+            out.push_str(bt.trim_end());
+        }
+    }
+    out
 }

@@ -9,6 +9,8 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod hw;
+pub mod report;
 pub mod routing;
+pub mod runtime;
 pub mod topology;
 pub mod units;

@@ -1,1 +1,224 @@
-fn main(){}
+//! `kernbench-host`: run benches on the simulated AHBM machine.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use kernbench::config::{CclConfig, Origin, TopologySpec};
+use kernbench::runtime::loader::ComponentKind;
+use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest};
+use kernbench::{report, topology};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "kernbench-host",
+    version,
+    about = "Run collective-communication benches on the simulated AHBM accelerator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a bench (built-in name or path to a .wasm component).
+    Run {
+        /// Bench name (see `list`) or path to a bench component.
+        bench: String,
+        /// topology.yaml to use instead of the embedded default.
+        #[arg(long)]
+        topology: Option<PathBuf>,
+        /// ccl.yaml to use instead of the embedded default.
+        #[arg(long)]
+        ccl: Option<PathBuf>,
+        /// Algorithm (a ccl.yaml entry) instead of `defaults.algorithm`.
+        #[arg(long)]
+        algorithm: Option<String>,
+        /// Directory searched for <name>.wasm before the built-in components.
+        #[arg(long, env = "KERNBENCH_COMPONENTS_DIR")]
+        components_dir: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "table")]
+        format: Format,
+        /// Do not use the on-disk compilation cache.
+        #[arg(long)]
+        no_cache: bool,
+        /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// List the built-in benches and algorithms.
+    List {
+        #[arg(long)]
+        ccl: Option<PathBuf>,
+    },
+    /// Inspect or check a topology.
+    Topology {
+        #[command(subcommand)]
+        cmd: TopoCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopoCmd {
+    /// Parse and validate a topology.yaml (default: the embedded one).
+    Validate { file: Option<PathBuf> },
+    /// Print a summary of the machine graph.
+    Show { file: Option<PathBuf> },
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn load_topology(path: Option<&Path>) -> Result<TopologySpec> {
+    Ok(match path {
+        Some(p) => TopologySpec::from_yaml(&read(p)?, Origin::File(p.to_path_buf()))?,
+        None => TopologySpec::default_embedded(),
+    })
+}
+
+fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
+    Ok(match path {
+        Some(p) => CclConfig::from_yaml(&read(p)?, Origin::File(p.to_path_buf()))?,
+        None => CclConfig::default_embedded(),
+    })
+}
+
+fn topo_line(t: &TopologySpec) -> String {
+    format!(
+        "{} SIPs {} | {}x{} cubes/SIP | {} PEs/cube",
+        t.n_sips(),
+        t.system.sips.topology.name(),
+        t.sip.cube_mesh.w,
+        t.sip.cube_mesh.h,
+        t.pes_per_cube()
+    )
+}
+
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("KERNBENCH_LOG"))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Run {
+            bench,
+            topology,
+            ccl,
+            algorithm,
+            components_dir,
+            format,
+            no_cache,
+            args,
+        } => {
+            let wall = Instant::now();
+            let topo = load_topology(topology.as_deref())?;
+            let ccl = load_ccl(ccl.as_deref())?;
+            let mut opts = LoaderOptions {
+                components_dir,
+                ..LoaderOptions::default()
+            };
+            if no_cache {
+                opts.cache = false;
+            }
+            let loader = Arc::new(Loader::new(opts)?);
+            let line = topo_line(&topo);
+            let res = run_bench(
+                &loader,
+                RunRequest {
+                    bench,
+                    topology: topo,
+                    ccl,
+                    algorithm,
+                    args,
+                },
+            )?;
+            let rows = report::aggregate(&res.rows, res.alpha_beta.as_ref());
+            match format {
+                Format::Table => print!("{}", report::to_table(&res, &rows, &line)),
+                Format::Json => println!("{}", report::to_json(&res, &rows)),
+                Format::Csv => print!("{}", report::to_csv(&rows)),
+            }
+            eprintln!(
+                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH commands | wall {:.3} s",
+                kernbench::units::ps_to_us(res.end_time_ps),
+                res.events,
+                res.stats.dma_commands,
+                res.stats.math_commands,
+                wall.elapsed().as_secs_f64()
+            );
+            let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+            if wrong > 0 {
+                bail!("{wrong} element(s) differ from the reference result");
+            }
+        }
+        Cmd::List { ccl } => {
+            let ccl = load_ccl(ccl.as_deref())?;
+            println!("Benches (built in):");
+            for b in Loader::builtins(ComponentKind::Bench) {
+                println!("  {}", b.name);
+            }
+            println!("Algorithms (built in):");
+            for a in Loader::builtins(ComponentKind::Algorithm) {
+                println!("  {}", a.name);
+            }
+            println!("ccl.yaml entries (default: {}):", ccl.defaults.algorithm);
+            for (name, e) in &ccl.algorithms {
+                println!(
+                    "  {name:<20} module {} | topology {:?} | buffer {:?} x{} slots of {} KiB",
+                    e.module, e.topology, e.buffer_kind, e.n_slots, e.slot_kib
+                );
+            }
+        }
+        Cmd::Topology { cmd } => match cmd {
+            TopoCmd::Validate { file } => {
+                let t = load_topology(file.as_deref())?;
+                println!("ok: {}", topo_line(&t));
+            }
+            TopoCmd::Show { file } => {
+                let t = load_topology(file.as_deref())?;
+                let g = topology::build(&t);
+                println!("{}", topo_line(&t));
+                println!(
+                    "nodes: {}  directed links: {}",
+                    g.node_count(),
+                    g.links.len()
+                );
+                let mut kinds = std::collections::BTreeMap::new();
+                for l in &g.links {
+                    let e = kinds
+                        .entry(format!("{:?}", l.kind))
+                        .or_insert((0usize, l.rate, l.latency));
+                    e.0 += 1;
+                }
+                for (k, (n, rate, lat)) in kinds {
+                    println!(
+                        "  {k:<10} {n:>6} links  {:>8.1} GB/s  {:>8.3} ns",
+                        rate.giga_per_s(),
+                        lat as f64 / 1000.0
+                    );
+                }
+            }
+        },
+    }
+    Ok(())
+}

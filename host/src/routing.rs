@@ -27,7 +27,10 @@ pub struct PathRouter {
 
 impl PathRouter {
     pub fn new(topo: Arc<Topology>) -> Self {
-        PathRouter { topo, cache: Mutex::new(HashMap::new()) }
+        PathRouter {
+            topo,
+            cache: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn topology(&self) -> &Arc<Topology> {
@@ -40,12 +43,25 @@ impl PathRouter {
             return Ok(p.clone());
         }
         let t = &self.topo;
-        let a = t.node_index(&from).ok_or_else(|| RouteError::UnknownNode(from.to_string()))?;
-        let b = t.node_index(&to).ok_or_else(|| RouteError::UnknownNode(to.to_string()))?;
+        let a = t
+            .node_index(&from)
+            .ok_or_else(|| RouteError::UnknownNode(from.to_string()))?;
+        let b = t
+            .node_index(&to)
+            .ok_or_else(|| RouteError::UnknownNode(to.to_string()))?;
         // Cost: latency in ps, +1 per hop so that zero-latency links still
         // prefer fewer hops.
-        let found = astar(&t.graph, a, |n| n == b, |e| t.links[*e.weight() as usize].latency + 1, |_| 0);
-        let (_, nodes) = found.ok_or_else(|| RouteError::NoPath { from: from.to_string(), to: to.to_string() })?;
+        let found = astar(
+            &t.graph,
+            a,
+            |n| n == b,
+            |e| t.links[*e.weight() as usize].latency + 1,
+            |_| 0,
+        );
+        let (_, nodes) = found.ok_or_else(|| RouteError::NoPath {
+            from: from.to_string(),
+            to: to.to_string(),
+        })?;
         let mut links = Vec::with_capacity(nodes.len().saturating_sub(1));
         for w in nodes.windows(2) {
             // Lowest link id among parallel edges: deterministic.
@@ -73,9 +89,17 @@ mod tests {
     fn neighbour_sips_cross_exactly_one_inter_sip_link() {
         let t = Arc::new(build(&TopologySpec::default_embedded()));
         let r = PathRouter::new(t.clone());
-        let p = r.path("sip0.cube0.pe0".parse().unwrap(), "sip1.cube0.pe0".parse().unwrap()).unwrap();
+        let p = r
+            .path(
+                "sip0.cube0.pe0".parse().unwrap(),
+                "sip1.cube0.pe0".parse().unwrap(),
+            )
+            .unwrap();
         let kinds: Vec<_> = p.iter().map(|&l| t.links[l as usize].kind).collect();
-        assert_eq!(kinds.iter().filter(|k| **k == LinkKind::InterSip).count(), 1);
+        assert_eq!(
+            kinds.iter().filter(|k| **k == LinkKind::InterSip).count(),
+            1
+        );
         assert_eq!(kinds.first(), Some(&LinkKind::PeAttach));
         assert_eq!(kinds.last(), Some(&LinkKind::PeAttach));
         // consecutive links chain node to node

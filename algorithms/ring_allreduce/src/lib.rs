@@ -1,0 +1,63 @@
+//! Ring all-reduce, exactly the seed's semantics (seed 003 §2): for
+//! `world_size - 1` steps every PE sends its current tile east and
+//! accumulates the tile received from the west; the tile received is what
+//! it forwards next (`current = recv`), so every rank's data travels the
+//! ring exactly once. The final sum is stored back once.
+
+use kernbench_guest::prelude::*;
+
+pub struct RingAllreduce;
+
+impl Algorithm for RingAllreduce {
+    fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+        // kernel_args = (n_elem, world_size), then the four host-appended
+        // (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
+        let (n_elem, world_size) = (args[0] as u32, args[1] as u32);
+        let local_pe = tl.program_id(0);
+        let cube_id = tl.program_id(1);
+        let pes_per_cube = tl.num_programs(0);
+        let rank = (cube_id * pes_per_cube + local_pe) as u64;
+        let nbytes = n_elem as u64 * Dtype::F16.itemsize() as u64;
+        let pe_addr = t_ptr + rank * nbytes;
+
+        let mut acc = tl.load(pe_addr, &[n_elem], Dtype::F16);
+        let mut current: Option<T::Tensor> = None;
+        for _step in 0..world_size.saturating_sub(1) {
+            tl.send("E", current.as_ref().unwrap_or(&acc));
+            let recv = tl.recv(Some("W"), &[n_elem], Dtype::F16);
+            acc = tl.add(&acc, &recv);
+            current = Some(recv); // forward what we received, not the sum
+        }
+        tl.store(pe_addr, &acc);
+    }
+
+    fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
+        vec![n_elem as i64, world_size as i64]
+    }
+}
+
+kernbench_guest::export_algorithm!(RingAllreduce);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench_guest::mock::{run_kernel_in_mock, MockConfig};
+
+    #[test]
+    fn every_rank_gets_the_sum_in_the_mock() {
+        for ws in [1u32, 2, 3, 4, 8] {
+            let n = 16u64;
+            let inputs: Vec<Vec<f64>> = (0..ws)
+                .map(|r| (0..n).map(|i| (r * 3 + i as u32 % 5) as f64).collect())
+                .collect();
+            let expect: Vec<f64> = (0..n as usize)
+                .map(|i| inputs.iter().map(|v| v[i]).sum())
+                .collect();
+            let cfg = MockConfig::ring(ws, Dtype::F16, RingAllreduce::kernel_args(ws, n, 4, 4));
+            let out = run_kernel_in_mock::<RingAllreduce>(&cfg, &inputs);
+            for (r, o) in out.iter().enumerate() {
+                assert_eq!(o, &expect, "world size {ws}, rank {r}");
+            }
+        }
+    }
+}

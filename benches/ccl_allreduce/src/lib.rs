@@ -1,0 +1,144 @@
+//! `ccl_allreduce`: the nccl-tests `all_reduce_perf` of KernBench.
+//!
+//! The driver initialises the `ahbm` process group (which loads the
+//! algorithm named in ccl.yaml), then spawns one rank per SIP. Each rank
+//! binds its device, and for every size of the sweep fills its shard with
+//! distinct values, all-reduces it, checks every element against the
+//! reference sum and reports the simulated time.
+//!
+//! Arguments (as nccl-tests): `-b/--minbytes N`, `-e/--maxbytes N`,
+//! `-f/--stepfactor F`; sizes accept K/M/G suffixes. Default 8 B … 1 MiB ×2.
+
+use kernbench_guest::bench::{ahbm, dist, mp, report, torch};
+use kernbench_guest::{Bench, Dtype};
+
+struct Sweep {
+    min: u64,
+    max: u64,
+    factor: u64,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .map(|n| n * mult)
+        .map_err(|_| format!("not a size: {s:?}"))
+}
+
+fn parse_args(args: &[String]) -> Result<Sweep, String> {
+    let mut sw = Sweep {
+        min: 8,
+        max: 1 << 20,
+        factor: 2,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match a.as_str() {
+            "-b" | "--minbytes" => sw.min = parse_size(&val(a)?)?,
+            "-e" | "--maxbytes" => sw.max = parse_size(&val(a)?)?,
+            "-f" | "--stepfactor" => {
+                sw.factor = val(a)?
+                    .parse()
+                    .map_err(|_| "stepfactor must be an integer".to_string())?
+            }
+            other => {
+                return Err(format!(
+                    "ccl_allreduce: unknown argument {other:?} (known: -b, -e, -f)"
+                ))
+            }
+        }
+    }
+    if sw.min < 2 || sw.max < sw.min || sw.factor < 2 {
+        return Err(format!(
+            "bad sweep: minbytes {} maxbytes {} stepfactor {}",
+            sw.min, sw.max, sw.factor
+        ));
+    }
+    Ok(sw)
+}
+
+/// Distinct per-rank values whose sums are exact in f16 (small integers).
+fn value(rank: u32, i: u64) -> f64 {
+    ((i * 7 + rank as u64 * 13) % 16) as f64
+}
+
+struct CclAllreduce;
+
+impl Bench for CclAllreduce {
+    fn run(args: Vec<String>) -> Result<(), String> {
+        parse_args(&args)?;
+        dist::init_process_group("ahbm")?;
+        let world_size = dist::get_world_size()?;
+        mp::spawn(world_size, &args)
+    }
+
+    fn worker(rank: u32, world_size: u32, args: Vec<String>) -> Result<(), String> {
+        let sweep = parse_args(&args)?;
+        ahbm::set_device(rank)?;
+        let mut size = sweep.min;
+        while size <= sweep.max {
+            let count = size / Dtype::F16.itemsize() as u64;
+            let t = torch::zeros(&[count as u32], Dtype::F16, "allreduce_buf")?;
+            let data: Vec<f64> = (0..count).map(|i| value(rank, i)).collect();
+            t.copy_from_f64(&data)?;
+            dist::barrier()?;
+            let t0 = ahbm::now_ps();
+            dist::all_reduce(&t, "sum")?;
+            let t1 = ahbm::now_ps();
+            let out = t.to_f64();
+            let wrong = (0..count as usize)
+                .filter(|&i| out[i] != (0..world_size).map(|r| value(r, i as u64)).sum::<f64>())
+                .count() as u64;
+            report::record(
+                "all_reduce",
+                &report::Row {
+                    size_bytes: size,
+                    count,
+                    dtype: Dtype::F16,
+                    redop: "sum".into(),
+                    time_ps: t1 - t0,
+                    wrong,
+                },
+            );
+            size *= sweep.factor;
+        }
+        Ok(())
+    }
+}
+
+kernbench_guest::export_bench!(CclAllreduce);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_arguments_parse_like_nccl_tests() {
+        let a: Vec<String> = ["-b", "1K", "-e", "1M", "-f", "4"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let s = parse_args(&a).unwrap();
+        assert_eq!((s.min, s.max, s.factor), (1024, 1 << 20, 4));
+        assert!(parse_args(&["-x".to_string()]).is_err());
+    }
+
+    #[test]
+    fn values_sum_exactly_in_f16() {
+        let max: f64 = (0..64)
+            .map(|r| (0..64).map(|i| value(r, i)).fold(0.0, f64::max))
+            .sum();
+        assert!(max <= 2048.0);
+    }
+}

@@ -52,6 +52,9 @@ pub struct AlgorithmEntry {
     pub buffer_kind: BufferKind,
     #[serde(default = "default_n_slots")]
     pub n_slots: u32,
+    /// Size of one IPCQ slot in KiB: the largest message a `send` may carry.
+    #[serde(default = "default_slot_kib")]
+    pub slot_kib: u64,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility.
     pub n_elem: Option<u64>,
@@ -62,6 +65,9 @@ fn default_buffer_kind() -> BufferKind {
 }
 fn default_n_slots() -> u32 {
     4
+}
+fn default_slot_kib() -> u64 {
+    1024
 }
 
 /// The parsed ccl.yaml plus the directory relative paths resolve against.
@@ -78,8 +84,10 @@ pub struct CclConfig {
 
 impl CclConfig {
     pub fn from_yaml(text: &str, origin: Origin) -> Result<Self, ConfigError> {
-        let mut cfg: CclConfig = serde_yaml::from_str(text)
-            .map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
+        let mut cfg: CclConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
         if let Origin::File(p) = &origin {
             cfg.base_dir = p.parent().map(|d| d.to_path_buf());
         }
@@ -90,7 +98,11 @@ impl CclConfig {
                 message: format!(
                     "defaults.algorithm is {:?}, but algorithms has no such entry (known: {})",
                     cfg.defaults.algorithm,
-                    cfg.algorithms.keys().cloned().collect::<Vec<_>>().join(", ")
+                    cfg.algorithms
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             });
         }
@@ -98,7 +110,19 @@ impl CclConfig {
             if a.n_slots == 0 || a.n_slots > 1024 {
                 return Err(ConfigError::Invalid {
                     origin,
-                    message: format!("algorithms.{name}.n_slots must be in 1..=1024, got {}", a.n_slots),
+                    message: format!(
+                        "algorithms.{name}.n_slots must be in 1..=1024, got {}",
+                        a.n_slots
+                    ),
+                });
+            }
+            if a.slot_kib == 0 || a.slot_kib > 1 << 20 {
+                return Err(ConfigError::Invalid {
+                    origin,
+                    message: format!(
+                        "algorithms.{name}.slot_kib must be in 1..=1048576, got {}",
+                        a.slot_kib
+                    ),
                 });
             }
             if a.world_size == Some(0) {
@@ -112,7 +136,8 @@ impl CclConfig {
     }
 
     pub fn default_embedded() -> Self {
-        Self::from_yaml(super::DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).expect("the embedded ccl.yaml is valid")
+        Self::from_yaml(super::DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml"))
+            .expect("the embedded ccl.yaml is valid")
     }
 
     /// The entry for `name` (or the default algorithm).
@@ -125,14 +150,21 @@ impl CclConfig {
                 origin: self.origin.clone().unwrap_or(Origin::Embedded("ccl.yaml")),
                 message: format!(
                     "no algorithm {name:?} in ccl.yaml (known: {})",
-                    self.algorithms.keys().cloned().collect::<Vec<_>>().join(", ")
+                    self.algorithms
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             })
     }
 
     /// World size (ADR-0047 D2): algorithm entry > defaults > SIP count.
     pub fn world_size(&self, entry: &AlgorithmEntry, n_sips: u32) -> u32 {
-        entry.world_size.or(self.defaults.world_size).unwrap_or(n_sips)
+        entry
+            .world_size
+            .or(self.defaults.world_size)
+            .unwrap_or(n_sips)
     }
 }
 
@@ -153,7 +185,11 @@ mod tests {
 
     #[test]
     fn unknown_default_algorithm_is_named() {
-        let e = CclConfig::from_yaml("defaults: {algorithm: zz}\nalgorithms: {}\n", Origin::Embedded("t")).unwrap_err();
+        let e = CclConfig::from_yaml(
+            "defaults: {algorithm: zz}\nalgorithms: {}\n",
+            Origin::Embedded("t"),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("\"zz\""), "{e}");
     }
 

@@ -89,7 +89,10 @@ pub struct NocSpec {
 
 impl NocSpec {
     pub fn link(&self) -> LinkSpec {
-        LinkSpec { bandwidth_gbps: self.link_bandwidth_gbps, latency_ns: self.hop_latency_ns }
+        LinkSpec {
+            bandwidth_gbps: self.link_bandwidth_gbps,
+            latency_ns: self.hop_latency_ns,
+        }
     }
 }
 
@@ -170,16 +173,22 @@ pub struct TopologySpec {
 impl TopologySpec {
     /// Parse and validate.
     pub fn from_yaml(text: &str, origin: Origin) -> Result<Self, ConfigError> {
-        let spec: TopologySpec = serde_yaml::from_str(text)
-            .map_err(|e| ConfigError::Parse { origin: origin.clone(), message: e.to_string() })?;
-        spec.validate().map_err(|message| ConfigError::Invalid { origin, message })?;
+        let spec: TopologySpec = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        spec.validate()
+            .map_err(|message| ConfigError::Invalid { origin, message })?;
         Ok(spec)
     }
 
     /// The embedded default.
     pub fn default_embedded() -> Self {
-        Self::from_yaml(super::DEFAULT_TOPOLOGY_YAML, Origin::Embedded("topology.yaml"))
-            .expect("the embedded topology.yaml is valid")
+        Self::from_yaml(
+            super::DEFAULT_TOPOLOGY_YAML,
+            Origin::Embedded("topology.yaml"),
+        )
+        .expect("the embedded topology.yaml is valid")
     }
 
     pub fn n_sips(&self) -> u32 {
@@ -215,7 +224,10 @@ impl TopologySpec {
     fn validate(&self) -> Result<(), String> {
         let s = &self.system.sips;
         if s.count == 0 || s.count > 4096 {
-            return Err(format!("system.sips.count must be in 1..=4096, got {}", s.count));
+            return Err(format!(
+                "system.sips.count must be in 1..=4096, got {}",
+                s.count
+            ));
         }
         let (w, h) = self.sip_grid();
         if s.topology != SipTopology::Ring1d && w * h != s.count {
@@ -227,21 +239,36 @@ impl TopologySpec {
         }
         let grid = |name: &str, g: (u32, u32)| {
             if g.0 == 0 || g.1 == 0 || g.0 > 64 || g.1 > 64 {
-                Err(format!("{name} must be between 1x1 and 64x64, got {}x{}", g.0, g.1))
+                Err(format!(
+                    "{name} must be between 1x1 and 64x64, got {}x{}",
+                    g.0, g.1
+                ))
             } else {
                 Ok(())
             }
         };
-        grid("sip.cube_mesh", (self.sip.cube_mesh.w, self.sip.cube_mesh.h))?;
+        grid(
+            "sip.cube_mesh",
+            (self.sip.cube_mesh.w, self.sip.cube_mesh.h),
+        )?;
         grid("cube.noc", (self.cube.noc.w, self.cube.noc.h))?;
         let pl = &self.cube.pe_layout;
         if pl.corners.is_empty() || pl.pe_per_corner == 0 || self.pes_per_cube() > 256 {
             return Err("cube.pe_layout needs 1..=256 PEs (corners x pe_per_corner)".into());
         }
         let positive = [
-            ("system.inter_sip_link.bandwidth_gbps", self.system.inter_sip_link.bandwidth_gbps),
-            ("sip.ucie_link.bandwidth_gbps", self.sip.ucie_link.bandwidth_gbps),
-            ("cube.noc.link_bandwidth_gbps", self.cube.noc.link_bandwidth_gbps),
+            (
+                "system.inter_sip_link.bandwidth_gbps",
+                self.system.inter_sip_link.bandwidth_gbps,
+            ),
+            (
+                "sip.ucie_link.bandwidth_gbps",
+                self.sip.ucie_link.bandwidth_gbps,
+            ),
+            (
+                "cube.noc.link_bandwidth_gbps",
+                self.cube.noc.link_bandwidth_gbps,
+            ),
             ("cube.hbm.bandwidth_gbps", self.cube.hbm.bandwidth_gbps),
             ("cube.sram.bandwidth_gbps", self.cube.sram.bandwidth_gbps),
             ("pe.attach.bandwidth_gbps", self.pe.attach.bandwidth_gbps),
@@ -255,7 +282,10 @@ impl TopologySpec {
             }
         }
         let non_negative = [
-            ("system.inter_sip_link.latency_ns", self.system.inter_sip_link.latency_ns),
+            (
+                "system.inter_sip_link.latency_ns",
+                self.system.inter_sip_link.latency_ns,
+            ),
             ("sip.ucie_link.latency_ns", self.sip.ucie_link.latency_ns),
             ("cube.noc.hop_latency_ns", self.cube.noc.hop_latency_ns),
             ("cube.hbm.latency_ns", self.cube.hbm.latency_ns),
@@ -298,7 +328,8 @@ mod tests {
 
     #[test]
     fn unknown_key_is_rejected() {
-        let text = super::super::DEFAULT_TOPOLOGY_YAML.replace("setup_ns: 20", "setup_ns: 20\n    setup_us: 1");
+        let text = super::super::DEFAULT_TOPOLOGY_YAML
+            .replace("setup_ns: 20", "setup_ns: 20\n    setup_us: 1");
         let e = TopologySpec::from_yaml(&text, Origin::Embedded("t")).unwrap_err();
         assert!(e.to_string().contains("setup_us"), "{e}");
     }

@@ -79,7 +79,11 @@ impl Core {
     fn spawn_boxed(&self, fut: BoxFuture) {
         let id = {
             let mut slots = self.slots.borrow_mut();
-            let slot = Slot { fut: Some(fut), queued: true, live: true };
+            let slot = Slot {
+                fut: Some(fut),
+                queued: true,
+                live: true,
+            };
             match self.free.borrow_mut().pop() {
                 Some(id) => {
                     slots[id] = slot;
@@ -156,7 +160,9 @@ impl Default for Executor {
 
 impl Executor {
     pub fn new() -> Self {
-        Executor { core: Rc::new(Core::default()) }
+        Executor {
+            core: Rc::new(Core::default()),
+        }
     }
 
     /// Current simulated time.
@@ -176,7 +182,8 @@ impl Executor {
         F::Output: Send + 'static,
     {
         let (tx, handle) = join_pair();
-        self.core.spawn_boxed(Box::pin(async move { tx.complete(fut.await) }));
+        self.core
+            .spawn_boxed(Box::pin(async move { tx.complete(fut.await) }));
         handle
     }
 
@@ -189,7 +196,9 @@ impl Executor {
         // (there was nowhere to queue them): poll every live task once.
         let live: Vec<usize> = {
             let slots = core.slots.borrow();
-            (0..slots.len()).filter(|&i| slots[i].live && !slots[i].queued).collect()
+            (0..slots.len())
+                .filter(|&i| slots[i].live && !slots[i].queued)
+                .collect()
         };
         for id in live {
             core.schedule(id);
@@ -211,7 +220,11 @@ impl Executor {
                 match fut.as_mut().poll(&mut cx) {
                     Poll::Ready(()) => {
                         let mut slots = core.slots.borrow_mut();
-                        slots[id] = Slot { fut: None, queued: false, live: false };
+                        slots[id] = Slot {
+                            fut: None,
+                            queued: false,
+                            live: false,
+                        };
                         core.free.borrow_mut().push(id);
                         core.live.set(core.live.get() - 1);
                     }
@@ -327,7 +340,10 @@ mod tests {
             });
         }
         assert_eq!(ex.run(), RunOutcome::Finished);
-        assert_eq!(*log.lock().unwrap(), vec![("d", 0), ("b", 10), ("a", 30), ("c", 30)]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![("d", 0), ("b", 10), ("a", 30), ("c", 30)]
+        );
         assert_eq!(ex.now(), 30);
     }
 

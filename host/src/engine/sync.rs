@@ -54,7 +54,10 @@ impl Event {
 
     /// Completes once the event is set.
     pub fn wait(&self) -> EventWait {
-        EventWait { ev: self.clone(), registered: false }
+        EventWait {
+            ev: self.clone(),
+            registered: false,
+        }
     }
 }
 
@@ -91,7 +94,10 @@ pub struct JoinHandle<T>(Arc<Mutex<JoinState<T>>>);
 pub(super) struct JoinSender<T>(Arc<Mutex<JoinState<T>>>);
 
 pub(super) fn join_pair<T>() -> (JoinSender<T>, JoinHandle<T>) {
-    let s = Arc::new(Mutex::new(JoinState { value: None, done: Event::new() }));
+    let s = Arc::new(Mutex::new(JoinState {
+        value: None,
+        done: Event::new(),
+    }));
     (JoinSender(s.clone()), JoinHandle(s))
 }
 

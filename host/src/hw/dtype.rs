@@ -98,21 +98,39 @@ pub fn binary(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
             let mut out = Vec::with_capacity(a.len());
             Zip::from(&x).and(&y).for_each(|&p, &q| {
                 let r = apply_f32(op, p, q);
-                let bytes = if dtype == Dtype::F16 { f16::from_f32(r).to_le_bytes() } else { bf16::from_f32(r).to_le_bytes() };
+                let bytes = if dtype == Dtype::F16 {
+                    f16::from_f32(r).to_le_bytes()
+                } else {
+                    bf16::from_f32(r).to_le_bytes()
+                };
                 out.extend_from_slice(&bytes);
             });
             out
         }
         Dtype::F32 => {
-            let x: Array1<f32> = a.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
-            let y: Array1<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            let x: Array1<f32> = a
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let y: Array1<f32> = b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             let mut out = Vec::with_capacity(a.len());
-            Zip::from(&x).and(&y).for_each(|&p, &q| out.extend_from_slice(&apply_f32(op, p, q).to_le_bytes()));
+            Zip::from(&x)
+                .and(&y)
+                .for_each(|&p, &q| out.extend_from_slice(&apply_f32(op, p, q).to_le_bytes()));
             out
         }
         Dtype::I32 => {
-            let x: Array1<i32> = a.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
-            let y: Array1<i32> = b.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect();
+            let x: Array1<i32> = a
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let y: Array1<i32> = b
+                .chunks_exact(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             let mut out = Vec::with_capacity(a.len());
             Zip::from(&x).and(&y).for_each(|&p, &q| {
                 let r = match op {
@@ -151,8 +169,14 @@ mod tests {
     fn i32_and_f32_ops() {
         let a = Dtype::I32.from_f64(&[5.0, -2.0]);
         let b = Dtype::I32.from_f64(&[3.0, 7.0]);
-        assert_eq!(Dtype::I32.to_f64(&binary(BinOp::Max, Dtype::I32, &a, &b)), vec![5.0, 7.0]);
+        assert_eq!(
+            Dtype::I32.to_f64(&binary(BinOp::Max, Dtype::I32, &a, &b)),
+            vec![5.0, 7.0]
+        );
         let a = Dtype::F32.from_f64(&[1.5]);
-        assert_eq!(Dtype::F32.to_f64(&binary(BinOp::Mul, Dtype::F32, &a, &a)), vec![2.25]);
+        assert_eq!(
+            Dtype::F32.to_f64(&binary(BinOp::Mul, Dtype::F32, &a, &a)),
+            vec![2.25]
+        );
     }
 }

@@ -36,13 +36,22 @@ pub struct LinkUsage {
 
 impl LinkTable {
     pub fn new(topo: &Topology) -> Self {
-        LinkTable { state: vec![LinkState::default(); topo.links.len()] }
+        LinkTable {
+            state: vec![LinkState::default(); topo.links.len()],
+        }
     }
 
     /// Reserve `path` for `bytes` starting at `t0`; returns when the last
     /// byte arrives. An empty path (a copy within one PE) takes
     /// `bytes / local_rate`.
-    pub fn reserve(&mut self, topo: &Topology, path: &[LinkId], t0: Ps, bytes: u64, local_rate: Rate) -> Ps {
+    pub fn reserve(
+        &mut self,
+        topo: &Topology,
+        path: &[LinkId],
+        t0: Ps,
+        bytes: u64,
+        local_rate: Rate,
+    ) -> Ps {
         if path.is_empty() {
             return t0 + local_rate.duration_ps(bytes);
         }
@@ -64,7 +73,10 @@ impl LinkTable {
 
     pub fn usage(&self, id: LinkId) -> LinkUsage {
         let s = &self.state[id as usize];
-        LinkUsage { bytes: s.bytes, busy_ps: s.busy }
+        LinkUsage {
+            bytes: s.bytes,
+            busy_ps: s.busy,
+        }
     }
 }
 
@@ -86,7 +98,12 @@ mod tests {
     fn setup() -> (Arc<Topology>, crate::routing::Path) {
         let t = Arc::new(build(&TopologySpec::default_embedded()));
         let r = PathRouter::new(t.clone());
-        let p = r.path("sip0.cube0.pe0".parse().unwrap(), "sip1.cube0.pe0".parse().unwrap()).unwrap();
+        let p = r
+            .path(
+                "sip0.cube0.pe0".parse().unwrap(),
+                "sip1.cube0.pe0".parse().unwrap(),
+            )
+            .unwrap();
         (t, p)
     }
 
@@ -98,7 +115,11 @@ mod tests {
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(&t);
             let done = fresh.reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0));
-            assert_eq!(done, 1000 + lat + bw.unwrap().duration_ps(bytes), "{bytes} bytes");
+            assert_eq!(
+                done,
+                1000 + lat + bw.unwrap().duration_ps(bytes),
+                "{bytes} bytes"
+            );
         }
         let _ = &mut lt;
     }

@@ -30,9 +30,16 @@ use std::sync::{Arc, Mutex};
 enum Hold {
     None,
     /// Scratch memory from an allocator.
-    Block { alloc: Arc<Mutex<RangeAlloc>>, offset: u64, len: u64 },
+    Block {
+        alloc: Arc<Mutex<RangeAlloc>>,
+        offset: u64,
+        len: u64,
+    },
     /// An IPCQ slot.
-    Slot { queue: SharedQueue, slot: u32 },
+    Slot {
+        queue: SharedQueue,
+        slot: u32,
+    },
 }
 
 /// A tensor in machine memory. Commands that read it hold a reference, so
@@ -67,14 +74,24 @@ impl Drop for TensorInner {
         match std::mem::replace(&mut self.hold, Hold::None) {
             Hold::None => {}
             Hold::Block { alloc, offset, len } => alloc.lock().unwrap().free(offset, len),
-            Hold::Slot { queue, slot } => queue.lock().unwrap().release(slot, engine::try_now().unwrap_or(0)),
+            Hold::Slot { queue, slot } => queue
+                .lock()
+                .unwrap()
+                .release(slot, engine::try_now().unwrap_or(0)),
         }
     }
 }
 
 impl std::fmt::Debug for TensorInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({}+{:#x} {:?} {})", self.space, self.offset, self.shape, self.dtype.name())
+        write!(
+            f,
+            "Tensor({}+{:#x} {:?} {})",
+            self.space,
+            self.offset,
+            self.shape,
+            self.dtype.name()
+        )
     }
 }
 
@@ -127,7 +144,9 @@ pub struct Machine {
 
 impl From<RouteError> for HwError {
     fn from(e: RouteError) -> Self {
-        HwError::Mismatch { what: format!("routing: {e}") }
+        HwError::Mismatch {
+            what: format!("routing: {e}"),
+        }
     }
 }
 
@@ -158,7 +177,9 @@ impl Machine {
 
     fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
         let mut b = self.blocks.lock().unwrap();
-        b.entry(space).or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec))))).clone()
+        b.entry(space)
+            .or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
+            .clone()
     }
 
     fn pe(&self, pe: PeCoord) -> Arc<PeState> {
@@ -178,12 +199,21 @@ impl Machine {
 
     /// Allocate `len` bytes in `space`; the returned tensor frees them when
     /// its last reference drops.
-    pub fn alloc_tensor(&self, space: Space, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+    pub fn alloc_tensor(
+        &self,
+        space: Space,
+        shape: &[u32],
+        dtype: Dtype,
+    ) -> Result<TensorRef, HwError> {
         let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
         let alloc = self.allocator(space);
         let offset = {
             let mut a = alloc.lock().unwrap();
-            a.alloc(len).ok_or_else(|| HwError::OutOfMemory { space: space.to_string(), len, free: a.free_bytes() })?
+            a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
+                space: space.to_string(),
+                len,
+                free: a.free_bytes(),
+            })?
         };
         Ok(Arc::new(TensorInner {
             space,
@@ -207,12 +237,24 @@ impl Machine {
     pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
         let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
         let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
-        Ok(Arc::new(TensorInner { space, offset, shape: shape.to_vec(), dtype, ready: Event::done(), hold: Hold::None }))
+        Ok(Arc::new(TensorInner {
+            space,
+            offset,
+            shape: shape.to_vec(),
+            dtype,
+            ready: Event::done(),
+            hold: Hold::None,
+        }))
     }
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) {
         self.memory.lock().unwrap().write(space, offset, data)
+    }
+
+    /// Digest of the whole memory store (see [`MemoryStore::digest`]).
+    pub fn memory_digest(&self) -> String {
+        self.memory.lock().unwrap().digest()
     }
 
     /// Host-side (zero simulated time) read.
@@ -252,7 +294,13 @@ impl Machine {
             }
             engine::sleep(m.timing.dma_setup).await;
             release.set();
-            let end = m.links.lock().unwrap().reserve(&m.topo, &path, engine::now(), nbytes, m.timing.local_rate);
+            let end = m.links.lock().unwrap().reserve(
+                &m.topo,
+                &path,
+                engine::now(),
+                nbytes,
+                m.timing.local_rate,
+            );
             engine::sleep_until(end).await;
             {
                 let mut mem = m.memory.lock().unwrap();
@@ -292,7 +340,10 @@ impl Machine {
             engine::sleep(busy).await;
             {
                 let mut mem = m.memory.lock().unwrap();
-                let data: Vec<Vec<u8>> = inputs.iter().map(|t| mem.read(t.space, t.offset, t.nbytes())).collect();
+                let data: Vec<Vec<u8>> = inputs
+                    .iter()
+                    .map(|t| mem.read(t.space, t.offset, t.nbytes()))
+                    .collect();
                 mem.write(out.space, out.offset, &f(&data));
             }
             m.stats.lock().unwrap().math_commands += 1;
@@ -303,21 +354,52 @@ impl Machine {
     }
 
     /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.
-    pub fn load(self: &Arc<Self>, pe: PeCoord, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+    pub fn load(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        addr: u64,
+        shape: &[u32],
+        dtype: Dtype,
+    ) -> Result<TensorRef, HwError> {
         let src = self.view(addr, shape, dtype)?;
         let out = self.scratch(pe, shape, dtype)?;
-        self.dma(pe, (src.space, src.offset), (out.space, out.offset), out.nbytes(), vec![], out.ready.clone())?;
+        self.dma(
+            pe,
+            (src.space, src.offset),
+            (out.space, out.offset),
+            out.nbytes(),
+            vec![],
+            out.ready.clone(),
+        )?;
         Ok(out)
     }
 
     /// `tl.store`: DMA `value` to `addr`.
-    pub fn store(self: &Arc<Self>, pe: PeCoord, addr: u64, value: &TensorRef) -> Result<(), HwError> {
+    pub fn store(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        addr: u64,
+        value: &TensorRef,
+    ) -> Result<(), HwError> {
         let dst = self.view(addr, &value.shape, value.dtype)?;
-        self.dma(pe, (value.space, value.offset), (dst.space, dst.offset), value.nbytes(), vec![value.clone()], Event::new())
+        self.dma(
+            pe,
+            (value.space, value.offset),
+            (dst.space, dst.offset),
+            value.nbytes(),
+            vec![value.clone()],
+            Event::new(),
+        )
     }
 
     /// `tl.binary`: element-wise `a op b`.
-    pub fn binary(self: &Arc<Self>, pe: PeCoord, op: BinOp, a: &TensorRef, b: &TensorRef) -> Result<TensorRef, HwError> {
+    pub fn binary(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        op: BinOp,
+        a: &TensorRef,
+        b: &TensorRef,
+    ) -> Result<TensorRef, HwError> {
         if a.shape != b.shape || a.dtype != b.dtype {
             return Err(HwError::Mismatch {
                 what: format!(
@@ -331,15 +413,24 @@ impl Machine {
         }
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
-        self.math(pe, vec![a.clone(), b.clone()], out.clone(), move |d| dtype::binary(op, dt, &d[0], &d[1]));
+        self.math(pe, vec![a.clone(), b.clone()], out.clone(), move |d| {
+            dtype::binary(op, dt, &d[0], &d[1])
+        });
         Ok(out)
     }
 
     /// `tl.scale`: `a * factor`.
-    pub fn scale(self: &Arc<Self>, pe: PeCoord, a: &TensorRef, factor: f64) -> Result<TensorRef, HwError> {
+    pub fn scale(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        a: &TensorRef,
+        factor: f64,
+    ) -> Result<TensorRef, HwError> {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
-        self.math(pe, vec![a.clone()], out.clone(), move |d| dtype::scale(dt, &d[0], factor));
+        self.math(pe, vec![a.clone()], out.clone(), move |d| {
+            dtype::scale(dt, &d[0], factor)
+        });
         Ok(out)
     }
 
@@ -347,22 +438,35 @@ impl Machine {
 
     /// Install IPCQ neighbour tables: `tables[pe] = [(dir, peer)]`. Receive
     /// queues are allocated in each receiver's buffer space.
-    pub fn install_ipcq(&self, tables: &BTreeMap<PeCoord, Vec<(String, PeCoord)>>, s: IpcqSettings) -> Result<(), HwError> {
+    pub fn install_ipcq(
+        &self,
+        tables: &BTreeMap<PeCoord, Vec<(String, PeCoord)>>,
+        s: IpcqSettings,
+    ) -> Result<(), HwError> {
         let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
         for (&pe, dirs) in tables {
             for (dir, peer) in dirs {
                 let rdir = reverse_dir(dir);
                 let space = match s.buffer_kind {
                     BufferKind::Tcm => Space::Tcm(*peer),
-                    BufferKind::Sram => Space::Sram { sip: peer.sip, cube: peer.cube },
-                    BufferKind::Hbm => Space::Hbm { sip: peer.sip, cube: peer.cube },
+                    BufferKind::Sram => Space::Sram {
+                        sip: peer.sip,
+                        cube: peer.cube,
+                    },
+                    BufferKind::Hbm => Space::Hbm {
+                        sip: peer.sip,
+                        cube: peer.cube,
+                    },
                 };
                 let len = s.slot_size * s.n_slots as u64;
                 let alloc = self.allocator(space);
                 let base = {
                     let mut a = alloc.lock().unwrap();
                     a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
-                        space: format!("{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})", s.n_slots, s.slot_size),
+                        space: format!(
+                            "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
+                            s.n_slots, s.slot_size
+                        ),
                         len,
                         free: a.free_bytes(),
                     })?
@@ -380,7 +484,13 @@ impl Machine {
                     arrivals: VecDeque::new(),
                     credit_latency,
                 }));
-                ports.entry(pe).or_default().tx.insert(dir.clone(), TxEntry { peer: *peer, queue: queue.clone() });
+                ports.entry(pe).or_default().tx.insert(
+                    dir.clone(),
+                    TxEntry {
+                        peer: *peer,
+                        queue: queue.clone(),
+                    },
+                );
                 ports.entry(*peer).or_default().rx.push((rdir, queue));
             }
         }
@@ -397,8 +507,10 @@ impl Machine {
     /// What each blocked PE is waiting for (for deadlock reports).
     pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
         let pes = self.pes.lock().unwrap();
-        let mut v: Vec<_> =
-            pes.iter().filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w))).collect();
+        let mut v: Vec<_> = pes
+            .iter()
+            .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w)))
+            .collect();
         v.sort();
         v
     }
@@ -427,17 +539,27 @@ impl Machine {
     fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<TxEntry, HwError> {
         let st = self.pe(pe);
         let port = st.ipcq.lock().unwrap();
-        let port = port.as_ref().ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
-        port.tx.get(dir).cloned().ok_or_else(|| HwError::InvalidDirection {
-            pe: pe.to_string(),
-            dir: dir.to_string(),
-            installed: port.installed_dirs(),
-        })
+        let port = port
+            .as_ref()
+            .ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+        port.tx
+            .get(dir)
+            .cloned()
+            .ok_or_else(|| HwError::InvalidDirection {
+                pe: pe.to_string(),
+                dir: dir.to_string(),
+                installed: port.installed_dirs(),
+            })
     }
 
     /// `tl.send`: blocks (in simulated time) until the peer has a free
     /// slot, then issues the DMA into it and returns.
-    pub fn send(self: &Arc<Self>, pe: PeCoord, dir: String, value: TensorRef) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
+    pub fn send(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: String,
+        value: TensorRef,
+    ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
         let m = self.clone();
         async move {
             let tx = m.tx_entry(pe, &dir)?;
@@ -454,7 +576,13 @@ impl Machine {
                         None => q.freed.clone(),
                     }
                 };
-                m.set_blocked(pe, Some(format!("send(dir={dir}): no free IPCQ slot at {} (all slots held)", tx.peer)));
+                m.set_blocked(
+                    pe,
+                    Some(format!(
+                        "send(dir={dir}): no free IPCQ slot at {} (all slots held)",
+                        tx.peer
+                    )),
+                );
                 wait.wait().await;
                 m.set_blocked(pe, None);
             };
@@ -471,13 +599,25 @@ impl Machine {
                     ready: ready.clone(),
                 });
                 let st = m.pe(tx.peer);
-                let notify = st.ipcq.lock().unwrap().as_mut().map(|p| std::mem::take(&mut p.rx_notify));
+                let notify = st
+                    .ipcq
+                    .lock()
+                    .unwrap()
+                    .as_mut()
+                    .map(|p| std::mem::take(&mut p.rx_notify));
                 (q.space, q.slot_offset(slot), notify)
             };
             if let Some(n) = notify {
                 n.set();
             }
-            m.dma(pe, (value.space, value.offset), (space, offset), nbytes, vec![value], ready)
+            m.dma(
+                pe,
+                (value.space, value.offset),
+                (space, offset),
+                nbytes,
+                vec![value],
+                ready,
+            )
         }
     }
 
@@ -520,7 +660,10 @@ impl Machine {
                 shape: shape.clone(),
                 dtype,
                 ready: arrival.ready.clone(),
-                hold: Hold::Slot { queue, slot: arrival.slot },
+                hold: Hold::Slot {
+                    queue,
+                    slot: arrival.slot,
+                },
             });
             match dst {
                 None => Ok(slot),
@@ -534,28 +677,44 @@ impl Machine {
                         ready: Event::new(),
                         hold: Hold::None,
                     });
-                    m.dma(pe, (space, offset), (out.space, out.offset), want, vec![slot], out.ready.clone())?;
+                    m.dma(
+                        pe,
+                        (space, offset),
+                        (out.space, out.offset),
+                        want,
+                        vec![slot],
+                        out.ready.clone(),
+                    )?;
                     Ok(out)
                 }
             }
         }
     }
 
-    async fn take_arrival(self: &Arc<Self>, pe: PeCoord, dir: Option<&str>) -> Result<(SharedQueue, Arrival), HwError> {
+    async fn take_arrival(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Option<&str>,
+    ) -> Result<(SharedQueue, Arrival), HwError> {
         let st = self.pe(pe);
         loop {
             let (picked, notify) = {
                 let mut guard = st.ipcq.lock().unwrap();
-                let port = guard.as_mut().ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+                let port = guard
+                    .as_mut()
+                    .ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
                 let n = port.rx.len();
                 let mut picked = None;
                 match dir {
                     Some(d) => {
-                        let (_, q) = port.rx.iter().find(|(name, _)| name == d).ok_or_else(|| HwError::InvalidDirection {
-                            pe: pe.to_string(),
-                            dir: d.to_string(),
-                            installed: port.installed_dirs(),
-                        })?;
+                        let (_, q) =
+                            port.rx.iter().find(|(name, _)| name == d).ok_or_else(|| {
+                                HwError::InvalidDirection {
+                                    pe: pe.to_string(),
+                                    dir: d.to_string(),
+                                    installed: port.installed_dirs(),
+                                }
+                            })?;
                         if let Some(a) = q.lock().unwrap().arrivals.pop_front() {
                             picked = Some((q.clone(), a));
                         }
@@ -567,7 +726,11 @@ impl Machine {
                                 let idx = (port.rr + i) % n;
                                 let q = &port.rx[idx].1;
                                 let mut qg = q.lock().unwrap();
-                                if qg.arrivals.front().is_some_and(|a| !landed_only || a.ready.is_set()) {
+                                if qg
+                                    .arrivals
+                                    .front()
+                                    .is_some_and(|a| !landed_only || a.ready.is_set())
+                                {
                                     let a = qg.arrivals.pop_front().unwrap();
                                     drop(qg);
                                     picked = Some((q.clone(), a));
@@ -585,14 +748,27 @@ impl Machine {
             };
             if let Some((q, a)) = picked {
                 if !a.ready.is_set() {
-                    self.set_blocked(pe, Some(format!("recv(dir={}): data from {} in flight", dir.unwrap_or("any"), a.from)));
+                    self.set_blocked(
+                        pe,
+                        Some(format!(
+                            "recv(dir={}): data from {} in flight",
+                            dir.unwrap_or("any"),
+                            a.from
+                        )),
+                    );
                     a.ready.wait().await;
                     self.set_blocked(pe, None);
                 }
                 return Ok((q, a));
             }
             let from = self.expected_senders(pe, dir);
-            self.set_blocked(pe, Some(format!("recv(dir={}): waiting for a message from {from}", dir.unwrap_or("any"))));
+            self.set_blocked(
+                pe,
+                Some(format!(
+                    "recv(dir={}): waiting for a message from {from}",
+                    dir.unwrap_or("any")
+                )),
+            );
             notify.wait().await;
             self.set_blocked(pe, None);
         }

@@ -20,7 +20,8 @@ impl MemoryStore {
             let (page, within) = (pos / PAGE, pos % PAGE);
             let n = (PAGE - within).min(len - done);
             if let Some(p) = self.pages.get(&(space, page)) {
-                out[done as usize..(done + n) as usize].copy_from_slice(&p[within as usize..(within + n) as usize]);
+                out[done as usize..(done + n) as usize]
+                    .copy_from_slice(&p[within as usize..(within + n) as usize]);
             }
             done += n;
         }
@@ -34,10 +35,28 @@ impl MemoryStore {
             let pos = offset + done;
             let (page, within) = (pos / PAGE, pos % PAGE);
             let n = (PAGE - within).min(len - done);
-            let p = self.pages.entry((space, page)).or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            p[within as usize..(within + n) as usize].copy_from_slice(&data[done as usize..(done + n) as usize]);
+            let p = self
+                .pages
+                .entry((space, page))
+                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            p[within as usize..(within + n) as usize]
+                .copy_from_slice(&data[done as usize..(done + n) as usize]);
             done += n;
         }
+    }
+
+    /// SHA-256 over every written page in (space, page) order: equal digests
+    /// mean bit-identical memory.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut keys: Vec<&(Space, u64)> = self.pages.keys().collect();
+        keys.sort();
+        let mut h = Sha256::new();
+        for k in keys {
+            h.update(format!("{}:{}", k.0, k.1).as_bytes());
+            h.update(&self.pages[k]);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Bytes of backing storage in use.
@@ -54,7 +73,11 @@ mod tests {
     #[test]
     fn writes_across_pages_read_back() {
         let mut m = MemoryStore::default();
-        let s = Space::Tcm(PeCoord { sip: 0, cube: 0, pe: 0 });
+        let s = Space::Tcm(PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        });
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         m.write(s, PAGE - 7, &data);
         assert_eq!(m.read(s, PAGE - 7, data.len() as u64), data);

@@ -36,7 +36,13 @@ impl Builder {
         for (from, to) in [(a, b), (b, a)] {
             let (fi, ti) = (self.node(from), self.node(to));
             let id = self.links.len() as LinkId;
-            self.links.push(Link { kind, from, to, rate: spec.rate(), latency: spec.latency_ps() });
+            self.links.push(Link {
+                kind,
+                from,
+                to,
+                rate: spec.rate(),
+                latency: spec.latency_ps(),
+            });
             self.graph.add_edge(fi, ti, id);
         }
     }
@@ -103,12 +109,22 @@ pub(crate) fn sip_links(spec: &TopologySpec) -> Vec<(u32, Side, u32)> {
 
 /// Build the graph.
 pub fn build(spec: &TopologySpec) -> Topology {
-    let mut b = Builder { graph: DiGraph::new(), links: Vec::new(), index: HashMap::new() };
+    let mut b = Builder {
+        graph: DiGraph::new(),
+        links: Vec::new(),
+        index: HashMap::new(),
+    };
     let (nw, nh) = (spec.cube.noc.w, spec.cube.noc.h);
     let (cw, ch) = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
     let noc = spec.cube.noc.link();
-    let hbm = LinkSpec { bandwidth_gbps: spec.cube.hbm.bandwidth_gbps, latency_ns: spec.cube.hbm.latency_ns };
-    let sram = LinkSpec { bandwidth_gbps: spec.cube.sram.bandwidth_gbps, latency_ns: spec.cube.sram.latency_ns };
+    let hbm = LinkSpec {
+        bandwidth_gbps: spec.cube.hbm.bandwidth_gbps,
+        latency_ns: spec.cube.hbm.latency_ns,
+    };
+    let sram = LinkSpec {
+        bandwidth_gbps: spec.cube.sram.bandwidth_gbps,
+        latency_ns: spec.cube.sram.latency_ns,
+    };
     for sip in 0..spec.n_sips() {
         for cube in 0..spec.cubes_per_sip() {
             let r = |x, y| NodeId::Router { sip, cube, x, y };
@@ -127,7 +143,11 @@ pub fn build(spec: &TopologySpec) -> Topology {
             for (ci, &corner) in pl.corners.iter().enumerate() {
                 let (x, y) = corner_router(corner, nw, nh);
                 for k in 0..pl.pe_per_corner {
-                    let pe = PeCoord { sip, cube, pe: ci as u32 * pl.pe_per_corner + k };
+                    let pe = PeCoord {
+                        sip,
+                        cube,
+                        pe: ci as u32 * pl.pe_per_corner + k,
+                    };
                     b.duplex(NodeId::Pe(pe), r(x, y), LinkKind::PeAttach, spec.pe.attach);
                 }
             }
@@ -145,14 +165,27 @@ pub fn build(spec: &TopologySpec) -> Topology {
                 };
                 if has_neighbour {
                     let (x, y) = side_router(side, nw, nh);
-                    b.duplex(NodeId::Ucie { sip, cube, side }, r(x, y), LinkKind::Noc, noc);
+                    b.duplex(
+                        NodeId::Ucie { sip, cube, side },
+                        r(x, y),
+                        LinkKind::Noc,
+                        noc,
+                    );
                 }
             }
             if cx + 1 < cw {
                 let east = cube + 1;
                 b.duplex(
-                    NodeId::Ucie { sip, cube, side: Side::E },
-                    NodeId::Ucie { sip, cube: east, side: Side::W },
+                    NodeId::Ucie {
+                        sip,
+                        cube,
+                        side: Side::E,
+                    },
+                    NodeId::Ucie {
+                        sip,
+                        cube: east,
+                        side: Side::W,
+                    },
                     LinkKind::Ucie,
                     spec.sip.ucie_link,
                 );
@@ -160,8 +193,16 @@ pub fn build(spec: &TopologySpec) -> Topology {
             if cy + 1 < ch {
                 let south = cube + cw;
                 b.duplex(
-                    NodeId::Ucie { sip, cube, side: Side::S },
-                    NodeId::Ucie { sip, cube: south, side: Side::N },
+                    NodeId::Ucie {
+                        sip,
+                        cube,
+                        side: Side::S,
+                    },
+                    NodeId::Ucie {
+                        sip,
+                        cube: south,
+                        side: Side::N,
+                    },
                     LinkKind::Ucie,
                     spec.sip.ucie_link,
                 );
@@ -176,16 +217,29 @@ pub fn build(spec: &TopologySpec) -> Topology {
             if b.index.contains_key(&port) {
                 continue;
             }
-            b.duplex(port, NodeId::Router { sip: s, cube, x, y }, LinkKind::Noc, noc);
+            b.duplex(
+                port,
+                NodeId::Router { sip: s, cube, x, y },
+                LinkKind::Noc,
+                noc,
+            );
         }
         b.duplex(
             NodeId::SipPort { sip: a, side },
-            NodeId::SipPort { sip: peer, side: side.opposite() },
+            NodeId::SipPort {
+                sip: peer,
+                side: side.opposite(),
+            },
             LinkKind::InterSip,
             spec.system.inter_sip_link,
         );
     }
-    Topology { spec: spec.clone(), graph: b.graph, links: b.links, index: b.index }
+    Topology {
+        spec: spec.clone(),
+        graph: b.graph,
+        links: b.links,
+        index: b.index,
+    }
 }
 
 #[cfg(test)]
@@ -198,7 +252,11 @@ mod tests {
         let t = build(&spec);
         // per cube: 16 routers + 4 PEs + hbm + sram + ucie ports
         assert_eq!(t.pes().count(), 4 * 16 * 4);
-        let inter: Vec<_> = t.links.iter().filter(|l| l.kind == LinkKind::InterSip).collect();
+        let inter: Vec<_> = t
+            .links
+            .iter()
+            .filter(|l| l.kind == LinkKind::InterSip)
+            .collect();
         assert_eq!(inter.len(), 2 * 4, "4 duplex ring links");
         assert!(t.node_index(&"sip3.port_E".parse().unwrap()).is_some());
         assert!(t.node_index(&"sip0.port_W".parse().unwrap()).is_some());
@@ -209,6 +267,12 @@ mod tests {
         let text = crate::config::DEFAULT_TOPOLOGY_YAML.replace("count: 4", "count: 2");
         let spec = TopologySpec::from_yaml(&text, crate::config::Origin::Embedded("t")).unwrap();
         let t = build(&spec);
-        assert_eq!(t.links.iter().filter(|l| l.kind == LinkKind::InterSip).count(), 4);
+        assert_eq!(
+            t.links
+                .iter()
+                .filter(|l| l.kind == LinkKind::InterSip)
+                .count(),
+            4
+        );
     }
 }

@@ -63,7 +63,13 @@ impl Topology {
 
     /// Every PE of the machine, in (sip, cube, pe) order.
     pub fn pes(&self) -> impl Iterator<Item = PeCoord> + '_ {
-        let (s, c, p) = (self.spec.n_sips(), self.spec.cubes_per_sip(), self.spec.pes_per_cube());
-        (0..s).flat_map(move |sip| (0..c).flat_map(move |cube| (0..p).map(move |pe| PeCoord { sip, cube, pe })))
+        let (s, c, p) = (
+            self.spec.n_sips(),
+            self.spec.cubes_per_sip(),
+            self.spec.pes_per_cube(),
+        );
+        (0..s).flat_map(move |sip| {
+            (0..c).flat_map(move |cube| (0..p).map(move |pe| PeCoord { sip, cube, pe }))
+        })
     }
 }

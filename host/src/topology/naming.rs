@@ -77,7 +77,9 @@ impl fmt::Display for NodeId {
             NodeId::Pe(p) => write!(f, "{p}"),
             NodeId::Hbm { sip, cube } => write!(f, "sip{sip}.cube{cube}.hbm"),
             NodeId::Sram { sip, cube } => write!(f, "sip{sip}.cube{cube}.sram"),
-            NodeId::Ucie { sip, cube, side } => write!(f, "sip{sip}.cube{cube}.ucie_{}", side.letter()),
+            NodeId::Ucie { sip, cube, side } => {
+                write!(f, "sip{sip}.cube{cube}.ucie_{}", side.letter())
+            }
             NodeId::SipPort { sip, side } => write!(f, "sip{sip}.port_{}", side.letter()),
         }
     }
@@ -97,7 +99,8 @@ impl std::str::FromStr for NodeId {
         let sip = num(parts.first().ok_or_else(bad)?, "sip").ok_or_else(bad)?;
         match parts.as_slice() {
             [_, port] => {
-                let side = Side::parse(port.strip_prefix("port_").ok_or_else(bad)?).ok_or_else(bad)?;
+                let side =
+                    Side::parse(port.strip_prefix("port_").ok_or_else(bad)?).ok_or_else(bad)?;
                 Ok(NodeId::SipPort { sip, side })
             }
             [_, cube, leaf] => {
@@ -113,8 +116,16 @@ impl std::str::FromStr for NodeId {
                 if let Some(side) = leaf.strip_prefix("ucie_").and_then(Side::parse) {
                     return Ok(NodeId::Ucie { sip, cube, side });
                 }
-                let (x, y) = leaf.strip_prefix('r').and_then(|r| r.split_once('_')).ok_or_else(bad)?;
-                Ok(NodeId::Router { sip, cube, x: x.parse().map_err(|_| bad())?, y: y.parse().map_err(|_| bad())? })
+                let (x, y) = leaf
+                    .strip_prefix('r')
+                    .and_then(|r| r.split_once('_'))
+                    .ok_or_else(bad)?;
+                Ok(NodeId::Router {
+                    sip,
+                    cube,
+                    x: x.parse().map_err(|_| bad())?,
+                    y: y.parse().map_err(|_| bad())?,
+                })
             }
             _ => Err(bad()),
         }
@@ -128,18 +139,43 @@ mod tests {
     #[test]
     fn names_round_trip() {
         let nodes = [
-            NodeId::Router { sip: 0, cube: 3, x: 2, y: 1 },
-            NodeId::Pe(PeCoord { sip: 1, cube: 15, pe: 3 }),
+            NodeId::Router {
+                sip: 0,
+                cube: 3,
+                x: 2,
+                y: 1,
+            },
+            NodeId::Pe(PeCoord {
+                sip: 1,
+                cube: 15,
+                pe: 3,
+            }),
             NodeId::Hbm { sip: 2, cube: 0 },
             NodeId::Sram { sip: 2, cube: 1 },
-            NodeId::Ucie { sip: 0, cube: 5, side: Side::E },
-            NodeId::SipPort { sip: 3, side: Side::W },
+            NodeId::Ucie {
+                sip: 0,
+                cube: 5,
+                side: Side::E,
+            },
+            NodeId::SipPort {
+                sip: 3,
+                side: Side::W,
+            },
         ];
         for n in nodes {
             let s = n.to_string();
             assert_eq!(s.parse::<NodeId>().unwrap(), n, "{s}");
         }
-        assert_eq!(NodeId::Router { sip: 0, cube: 3, x: 2, y: 1 }.to_string(), "sip0.cube3.r2_1");
+        assert_eq!(
+            NodeId::Router {
+                sip: 0,
+                cube: 3,
+                x: 2,
+                y: 1
+            }
+            .to_string(),
+            "sip0.cube3.r2_1"
+        );
         assert!("sip0.cube1.bogus".parse::<NodeId>().is_err());
         assert!("sip0.port_NE".parse::<NodeId>().is_err());
     }

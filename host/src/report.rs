@@ -1,0 +1,275 @@
+//! Results as nccl-tests prints them (doc/PERFORMANCE.md): per size, the
+//! slowest rank's time, algbw = S/t, busbw = algbw × the collective's
+//! factor, and `#wrong` summed over ranks; plus the α-β bound and the
+//! efficiency bound/time. Also JSON and CSV.
+
+use crate::hw::dtype::Dtype;
+use crate::runtime::session::{AlphaBeta, ReportRecord};
+use crate::runtime::RunResult;
+use crate::units::{ps_to_us, Ps};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One line of the report (all ranks merged).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub collective: String,
+    pub size_bytes: u64,
+    pub count: u64,
+    #[serde(rename = "type")]
+    pub dtype: &'static str,
+    pub redop: String,
+    pub ranks: u32,
+    pub time_ps: Ps,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// α-β bound of the collective (µs), when one is known.
+    pub ab_bound_us: Option<f64>,
+    /// bound / time.
+    pub efficiency: Option<f64>,
+    pub wrong: u64,
+}
+
+/// nccl-tests bus-bandwidth factor of a collective with `n` ranks.
+pub fn busbw_factor(collective: &str, n: u32) -> f64 {
+    let n = n.max(1) as f64;
+    match collective {
+        "all_reduce" => 2.0 * (n - 1.0) / n,
+        "all_gather" | "reduce_scatter" | "alltoall" => (n - 1.0) / n,
+        _ => 1.0,
+    }
+}
+
+/// α-β bound (ps) of `collective` moving `bytes` per rank, when known.
+/// Ring all-reduce (DESIGN §4): 2(p−1)α + 2((p−1)/p)·n/B.
+pub fn ab_bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
+    let p = ab.world_size as u64;
+    match collective {
+        "all_reduce" => {
+            if p <= 1 {
+                return Some(0);
+            }
+            let data = ab.bandwidth.duration_ps(bytes) as f64 * 2.0 * (p - 1) as f64 / p as f64;
+            Some(2 * (p - 1) * ab.alpha_ps + data.round() as Ps)
+        }
+        _ => None,
+    }
+}
+
+/// Merge the per-rank records of each (collective, size): slowest time,
+/// summed `#wrong`. Order: first appearance.
+pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
+    let mut rows: Vec<Row> = Vec::new();
+    for r in records {
+        let key = |row: &Row| {
+            row.collective == r.collective
+                && row.size_bytes == r.size_bytes
+                && row.redop == r.redop
+                && row.dtype == r.dtype.name()
+        };
+        match rows.iter_mut().find(|row| key(row)) {
+            Some(row) => {
+                row.time_ps = row.time_ps.max(r.time_ps);
+                row.wrong += r.wrong;
+                row.ranks += 1;
+            }
+            None => rows.push(Row {
+                collective: r.collective.clone(),
+                size_bytes: r.size_bytes,
+                count: r.count,
+                dtype: dtype_name(r.dtype),
+                redop: r.redop.clone(),
+                ranks: 1,
+                time_ps: r.time_ps,
+                time_us: 0.0,
+                algbw_gbps: 0.0,
+                busbw_gbps: 0.0,
+                ab_bound_us: None,
+                efficiency: None,
+                wrong: r.wrong,
+            }),
+        }
+    }
+    for row in &mut rows {
+        let n = ab.map(|a| a.world_size).unwrap_or(row.ranks);
+        row.time_us = ps_to_us(row.time_ps);
+        row.algbw_gbps = if row.time_ps == 0 {
+            0.0
+        } else {
+            row.size_bytes as f64 / (row.time_ps as f64 / 1000.0)
+        };
+        row.busbw_gbps = row.algbw_gbps * busbw_factor(&row.collective, n);
+        if let Some(b) = ab.and_then(|a| ab_bound_ps(&row.collective, row.size_bytes, a)) {
+            row.ab_bound_us = Some(ps_to_us(b));
+            row.efficiency = (row.time_ps > 0).then(|| b as f64 / row.time_ps as f64);
+        }
+    }
+    rows
+}
+
+fn dtype_name(d: Dtype) -> &'static str {
+    d.name()
+}
+
+/// The machine-readable form of a run.
+#[derive(Debug, Serialize)]
+pub struct JsonReport<'a> {
+    pub bench: &'a str,
+    pub algorithm: Option<&'a str>,
+    pub world_size: Option<u32>,
+    pub alpha_us: Option<f64>,
+    pub bandwidth_gbps: Option<f64>,
+    pub sim_end_us: f64,
+    pub wrong_total: u64,
+    pub rows: &'a [Row],
+}
+
+pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
+    let ab = res.alpha_beta.as_ref();
+    let j = JsonReport {
+        bench: &res.bench,
+        algorithm: res.algorithm.as_deref(),
+        world_size: ab.map(|a| a.world_size),
+        alpha_us: ab.map(|a| ps_to_us(a.alpha_ps)),
+        bandwidth_gbps: ab.map(|a| a.bandwidth.giga_per_s()),
+        sim_end_us: ps_to_us(res.end_time_ps),
+        wrong_total: rows.iter().map(|r| r.wrong).sum(),
+        rows,
+    };
+    serde_json::to_string_pretty(&j).expect("report serialises")
+}
+
+pub fn to_csv(rows: &[Row]) -> String {
+    let mut s = String::from("collective,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,ab_bound_us,efficiency,wrong\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{:.4},{:.4},{:.4},{},{},{}",
+            r.collective,
+            r.size_bytes,
+            r.count,
+            r.dtype,
+            r.redop,
+            r.time_us,
+            r.algbw_gbps,
+            r.busbw_gbps,
+            r.ab_bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
+            r.efficiency.map(|v| format!("{v:.4}")).unwrap_or_default(),
+            r.wrong
+        );
+    }
+    s
+}
+
+/// The nccl-tests-style table.
+pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# KernBench {} | bench {} | algorithm {} | {topo_line}",
+        env!("CARGO_PKG_VERSION"),
+        res.bench,
+        res.algorithm.as_deref().unwrap_or("-")
+    );
+    if let Some(ab) = &res.alpha_beta {
+        let _ = writeln!(
+            s,
+            "# world_size {} | alpha {:.3} us (DMA setup + path latency, rank -> rank+1) | B {:.1} GB/s (bottleneck)",
+            ab.world_size,
+            ps_to_us(ab.alpha_ps),
+            ab.bandwidth.giga_per_s()
+        );
+        let _ = writeln!(
+            s,
+            "# ab_bound: ring all-reduce 2(p-1)*alpha + 2(p-1)/p * n/B; eff = ab_bound / time"
+        );
+    }
+    let _ = writeln!(s, "#");
+    let _ = writeln!(
+        s,
+        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "ab_bound", "eff", "#wrong"
+    );
+    let _ = writeln!(
+        s,
+        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
+        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "(%)", ""
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7} {:>7}",
+            r.size_bytes,
+            r.count,
+            r.dtype,
+            r.redop,
+            r.time_us,
+            r.algbw_gbps,
+            r.busbw_gbps,
+            r.ab_bound_us
+                .map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "-".into()),
+            r.efficiency
+                .map(|v| format!("{:.1}", v * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            r.wrong
+        );
+    }
+    let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+    let avg_bus = if rows.is_empty() {
+        0.0
+    } else {
+        rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / rows.len() as f64
+    };
+    let _ = writeln!(
+        s,
+        "# Out of bounds values : {wrong} {}",
+        if wrong == 0 { "OK" } else { "FAILED" }
+    );
+    let _ = writeln!(s, "# Avg bus bandwidth    : {avg_bus:.3} GB/s");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Rate;
+
+    #[test]
+    fn bound_matches_the_ring_formula() {
+        let ab = AlphaBeta {
+            world_size: 4,
+            alpha_ps: 1_000,
+            bandwidth: Rate::from_giga_per_s(100.0),
+        };
+        // 2*3*1000 + 1.5 * (1e6 bytes / 100 GB/s = 10_000_000 ps)
+        assert_eq!(
+            ab_bound_ps("all_reduce", 1_000_000, &ab),
+            Some(6_000 + 15_000_000)
+        );
+        assert_eq!(busbw_factor("all_reduce", 4), 1.5);
+        assert_eq!(ab_bound_ps("sendrecv", 8, &ab), None);
+    }
+
+    #[test]
+    fn ranks_merge_to_slowest_time_and_summed_wrong() {
+        let rec = |t, w| ReportRecord {
+            collective: "all_reduce".into(),
+            size_bytes: 1000,
+            count: 500,
+            dtype: Dtype::F16,
+            redop: "sum".into(),
+            time_ps: t,
+            wrong: w,
+        };
+        let rows = aggregate(&[rec(10_000, 1), rec(20_000, 2)], None);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].time_ps, rows[0].wrong, rows[0].ranks),
+            (20_000, 3, 2)
+        );
+        assert!((rows[0].algbw_gbps - 50.0).abs() < 1e-9); // 1000 B / 20 ns
+        assert!((rows[0].busbw_gbps - 50.0).abs() < 1e-9); // 2 ranks: factor 1
+    }
+}

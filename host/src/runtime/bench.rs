@@ -1,0 +1,267 @@
+//! The bench side: `torch.*`, `torch.distributed`, `torch.multiprocessing`,
+//! `torch.ahbm`, `torch.accelerator` and the result reporter, for one bench
+//! instance (the driver or one spawned rank).
+
+use super::bindings::bench::kernbench::sim::{
+    accelerator, ahbm, distributed, multiprocessing, report, torch,
+};
+use super::bindings::bench::BenchPre;
+use super::kernel::dtype_in;
+use super::session::{ReportRecord, Session};
+use crate::address::Space;
+use crate::hw::TensorRef;
+use std::sync::Arc;
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use distributed::DistError;
+
+/// The host object behind a guest `torch.tensor`: a tensor in the HBM of
+/// cube 0 of its device (SIP), freed when the guest drops it.
+pub struct BenchTensor {
+    pub t: TensorRef,
+    pub name: String,
+}
+
+/// A loaded bench component, ready to instantiate.
+#[derive(Clone)]
+pub struct BenchComponent {
+    pub name: String,
+    pub pre: BenchPre<BenchHost>,
+    pub fuel: u64,
+}
+
+/// Store data of one bench instance.
+pub struct BenchHost {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) session: Arc<Session>,
+    /// `Some(rank)` inside a spawned worker; `None` in the driver (rank 0).
+    pub(crate) rank: Option<u32>,
+    pub(crate) device: Option<u32>,
+}
+
+impl WasiView for BenchHost {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl BenchHost {
+    fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<TensorRef> {
+        Ok(self.table.get(r)?.t.clone())
+    }
+
+    fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
+        let n = self.session.machine.topo.spec.n_sips();
+        if device >= n {
+            return Err(format!(
+                "device {device} does not exist: the topology has {n} SIPs (devices 0..{})",
+                n - 1
+            ));
+        }
+        self.device = Some(device);
+        Ok(())
+    }
+}
+
+impl super::bindings::algorithm::kernbench::sim::types::Host for BenchHost {}
+
+impl torch::HostTensor for BenchHost {
+    async fn shape(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.tensor(&r)?.shape.clone())
+    }
+    async fn dtype(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<torch::Dtype> {
+        Ok(super::kernel::dtype_out(self.tensor(&r)?.dtype))
+    }
+    async fn numel(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.numel())
+    }
+    async fn nbytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.nbytes())
+    }
+    async fn device(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u32> {
+        Ok(match self.tensor(&r)?.space {
+            Space::Hbm { sip, .. } | Space::Sram { sip, .. } => sip,
+            Space::Tcm(pe) => pe.sip,
+        })
+    }
+    async fn copy_from_bytes(
+        &mut self,
+        r: Resource<BenchTensor>,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let t = self.tensor(&r)?;
+        if data.len() as u64 != t.nbytes() {
+            let name = &self.table.get(&r)?.name;
+            return Ok(Err(format!(
+                "copy_: tensor '{name}' has {} bytes, got {}",
+                t.nbytes(),
+                data.len()
+            )));
+        }
+        self.session.machine.host_write(t.space, t.offset, &data);
+        Ok(Ok(()))
+    }
+    async fn copy_from_f64(
+        &mut self,
+        r: Resource<BenchTensor>,
+        data: Vec<f64>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let t = self.tensor(&r)?;
+        if data.len() as u64 != t.numel() {
+            let name = &self.table.get(&r)?.name;
+            return Ok(Err(format!(
+                "copy_: tensor '{name}' has {} elements, got {}",
+                t.numel(),
+                data.len()
+            )));
+        }
+        self.session
+            .machine
+            .host_write(t.space, t.offset, &t.dtype.from_f64(&data));
+        Ok(Ok(()))
+    }
+    async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
+        let t = self.tensor(&r)?;
+        Ok(self
+            .session
+            .machine
+            .host_read(t.space, t.offset, t.nbytes()))
+    }
+    async fn to_f64(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<f64>> {
+        let t = self.tensor(&r)?;
+        Ok(t.dtype.to_f64(
+            &self
+                .session
+                .machine
+                .host_read(t.space, t.offset, t.nbytes()),
+        ))
+    }
+    async fn drop(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<()> {
+        self.table.delete(r)?;
+        Ok(())
+    }
+}
+
+impl torch::Host for BenchHost {
+    async fn zeros(
+        &mut self,
+        shape: Vec<u32>,
+        dtype: torch::Dtype,
+        name: String,
+    ) -> wasmtime::Result<Result<Resource<BenchTensor>, String>> {
+        // ADR-0024 D4: the current device, or SIP 0 (single-driver fallback).
+        let sip = self.device.unwrap_or(0);
+        let space = Space::Hbm { sip, cube: 0 };
+        let dtype = dtype_in(dtype);
+        let t = match self.session.machine.alloc_tensor(space, &shape, dtype) {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(format!("torch.zeros({shape:?}, name='{name}'): {e}"))),
+        };
+        self.session
+            .machine
+            .host_write(t.space, t.offset, &vec![0u8; t.nbytes() as usize]);
+        Ok(Ok(self.table.push(BenchTensor { t, name })?))
+    }
+}
+
+impl distributed::Host for BenchHost {
+    async fn init_process_group(
+        &mut self,
+        backend: String,
+        _world_size: Option<u32>,
+        _rank: Option<u32>,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        // D2: world_size / rank arguments are accepted and ignored.
+        let s = self.session.clone();
+        Ok(s.init_process_group(&backend).await)
+    }
+    async fn is_initialized(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.session.process_group().is_ok())
+    }
+    async fn get_rank(&mut self) -> wasmtime::Result<Result<u32, DistError>> {
+        Ok(self.session.process_group().map(|_| self.rank.unwrap_or(0)))
+    }
+    async fn get_world_size(&mut self) -> wasmtime::Result<Result<u32, DistError>> {
+        Ok(self.session.process_group().map(|pg| pg.world_size))
+    }
+    async fn get_backend(&mut self) -> wasmtime::Result<Result<String, DistError>> {
+        Ok(self.session.process_group().map(|_| "ahbm".to_string()))
+    }
+    async fn all_reduce(
+        &mut self,
+        t: Resource<BenchTensor>,
+        op: String,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.tensor(&t)?;
+        let s = self.session.clone();
+        s.all_reduce(self.rank, tensor, &op).await
+    }
+    async fn barrier(&mut self) -> wasmtime::Result<Result<(), DistError>> {
+        // D6: a no-op once initialised (all ranks share one simulator).
+        Ok(self.session.process_group().map(|_| ()))
+    }
+}
+
+impl multiprocessing::Host for BenchHost {
+    async fn spawn(
+        &mut self,
+        nprocs: u32,
+        args: Vec<String>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        if self.rank.is_some() {
+            return Ok(Err(
+                "multiprocessing.spawn called from inside a spawned worker".into(),
+            ));
+        }
+        let s = self.session.clone();
+        Ok(s.spawn_workers(nprocs, args).await)
+    }
+}
+
+impl ahbm::Host for BenchHost {
+    async fn set_device(&mut self, device: u32) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.set_device_checked(device))
+    }
+    async fn current_device(&mut self) -> wasmtime::Result<Option<u32>> {
+        Ok(self.device)
+    }
+    async fn device_count(&mut self) -> wasmtime::Result<u32> {
+        Ok(self.session.machine.topo.spec.n_sips())
+    }
+    async fn now_ps(&mut self) -> wasmtime::Result<u64> {
+        Ok(crate::engine::now())
+    }
+}
+
+impl accelerator::Host for BenchHost {
+    async fn set_device_index(&mut self, device: u32) -> wasmtime::Result<Result<(), String>> {
+        Ok(self.set_device_checked(device))
+    }
+    async fn current_device_index(&mut self) -> wasmtime::Result<Option<u32>> {
+        Ok(self.device)
+    }
+}
+
+impl report::Host for BenchHost {
+    async fn record_result(
+        &mut self,
+        collective: String,
+        row: report::ResultRow,
+    ) -> wasmtime::Result<()> {
+        self.session.record(ReportRecord {
+            collective,
+            size_bytes: row.size_bytes,
+            count: row.count,
+            dtype: dtype_in(row.dtype),
+            redop: row.redop,
+            time_ps: row.time_ps,
+            wrong: row.wrong,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,334 @@
+//! The kernel side: `tl.*` host functions for one PE kernel instance, and
+//! the launch of a kernel (one Store per instance, dropped when it ends).
+
+use super::bindings::algorithm::kernbench::sim::{tl, types};
+use super::bindings::algorithm::AlgorithmPre;
+use super::wasi::{flush_output, sandbox, Output};
+use crate::error::{describe_wasm_error, HwError, SimError, TlCallError};
+use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::{Machine, TensorRef};
+use crate::topology::PeCoord;
+use std::sync::Arc;
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::Store;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The host object behind a guest `tl.tensor` handle.
+pub struct KernelTensor(pub TensorRef);
+
+/// Store data of one PE kernel instance.
+pub struct KernelHost {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    machine: Arc<Machine>,
+    pe: PeCoord,
+}
+
+impl WasiView for KernelHost {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+pub(crate) fn dtype_in(d: types::Dtype) -> Dtype {
+    match d {
+        types::Dtype::F16 => Dtype::F16,
+        types::Dtype::Bf16 => Dtype::Bf16,
+        types::Dtype::F32 => Dtype::F32,
+        types::Dtype::I32 => Dtype::I32,
+    }
+}
+
+pub(crate) fn dtype_out(d: Dtype) -> types::Dtype {
+    match d {
+        Dtype::F16 => types::Dtype::F16,
+        Dtype::Bf16 => types::Dtype::Bf16,
+        Dtype::F32 => types::Dtype::F32,
+        Dtype::I32 => types::Dtype::I32,
+    }
+}
+
+impl KernelHost {
+    fn fail(&self, call: String, source: HwError) -> wasmtime::Error {
+        wasmtime::Error::new(TlCallError {
+            call,
+            pe: self.pe.to_string(),
+            source,
+        })
+    }
+
+    fn tensor(&self, r: &Resource<KernelTensor>) -> wasmtime::Result<TensorRef> {
+        Ok(self.table.get(r)?.0.clone())
+    }
+
+    fn push(&mut self, t: TensorRef) -> wasmtime::Result<Resource<KernelTensor>> {
+        Ok(self.table.push(KernelTensor(t))?)
+    }
+}
+
+impl types::Host for KernelHost {}
+
+impl tl::HostTensor for KernelHost {
+    async fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.tensor(&r)?.shape.clone())
+    }
+    async fn dtype(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<types::Dtype> {
+        Ok(dtype_out(self.tensor(&r)?.dtype))
+    }
+    async fn addr(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.addr())
+    }
+    async fn nbytes(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.nbytes())
+    }
+    async fn drop(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<()> {
+        self.table.delete(r)?;
+        Ok(())
+    }
+}
+
+impl tl::Host for KernelHost {
+    async fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
+        match axis {
+            0 => Ok(self.pe.pe as i64),
+            1 => Ok(self.pe.cube as i64),
+            _ => Err(self.fail(
+                format!("tl.program_id(axis={axis})"),
+                HwError::Mismatch {
+                    what: "axis must be 0 (PE) or 1 (cube)".into(),
+                },
+            )),
+        }
+    }
+
+    async fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
+        let spec = &self.machine.topo.spec;
+        match axis {
+            0 => Ok(spec.pes_per_cube() as i64),
+            1 => Ok(spec.cubes_per_sip() as i64),
+            _ => Err(self.fail(
+                format!("tl.num_programs(axis={axis})"),
+                HwError::Mismatch {
+                    what: "axis must be 0 (PE) or 1 (cube)".into(),
+                },
+            )),
+        }
+    }
+
+    async fn load(
+        &mut self,
+        addr: u64,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let t = self
+            .machine
+            .load(self.pe, addr, &shape, dtype_in(dtype))
+            .map_err(|e| self.fail(format!("tl.load(addr={addr:#x}, shape={shape:?})"), e))?;
+        self.push(t)
+    }
+
+    async fn store(&mut self, addr: u64, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        self.machine
+            .store(self.pe, addr, &v)
+            .map_err(|e| self.fail(format!("tl.store(addr={addr:#x})"), e))
+    }
+
+    async fn send(&mut self, dir: String, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        let fut = self.machine.send(self.pe, dir.clone(), v);
+        fut.await
+            .map_err(|e| self.fail(format!("tl.send(dir={dir:?})"), e))
+    }
+
+    async fn recv(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let fut = self
+            .machine
+            .recv(self.pe, dir.clone(), shape, dtype_in(dtype), None);
+        let t = fut
+            .await
+            .map_err(|e| self.fail(format!("tl.recv(dir={dir:?})"), e))?;
+        self.push(t)
+    }
+
+    async fn recv_into(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+        dst_addr: u64,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let fut = self
+            .machine
+            .recv(self.pe, dir.clone(), shape, dtype_in(dtype), Some(dst_addr));
+        let t = fut
+            .await
+            .map_err(|e| self.fail(format!("tl.recv_into(dir={dir:?}, dst={dst_addr:#x})"), e))?;
+        self.push(t)
+    }
+
+    async fn binary(
+        &mut self,
+        op: tl::Binop,
+        a: Resource<KernelTensor>,
+        b: Resource<KernelTensor>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let op = match op {
+            tl::Binop::Add => BinOp::Add,
+            tl::Binop::Sub => BinOp::Sub,
+            tl::Binop::Mul => BinOp::Mul,
+            tl::Binop::Max => BinOp::Max,
+            tl::Binop::Min => BinOp::Min,
+        };
+        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
+        let t = self
+            .machine
+            .binary(self.pe, op, &a, &b)
+            .map_err(|e| self.fail(format!("tl.binary({op:?})"), e))?;
+        self.push(t)
+    }
+
+    async fn scale(
+        &mut self,
+        a: Resource<KernelTensor>,
+        factor: f64,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let a = self.tensor(&a)?;
+        let t = self
+            .machine
+            .scale(self.pe, &a, factor)
+            .map_err(|e| self.fail(format!("tl.scale({factor})"), e))?;
+        self.push(t)
+    }
+
+    async fn now_ps(&mut self) -> wasmtime::Result<u64> {
+        Ok(crate::engine::now())
+    }
+
+    async fn log(&mut self, msg: String) -> wasmtime::Result<()> {
+        tracing::info!(target: "kernbench::kernel", "[{} t={}ps] {msg}", self.pe, crate::engine::now());
+        eprintln!(
+            "[{} t={:.3}us] {msg}",
+            self.pe,
+            crate::units::ps_to_us(crate::engine::now())
+        );
+        Ok(())
+    }
+}
+
+/// One kernel launch on one PE.
+#[derive(Debug, Clone)]
+pub struct KernelLaunch {
+    pub pe: PeCoord,
+    pub t_ptr: u64,
+    pub args: Vec<i64>,
+}
+
+/// A loaded algorithm component, ready to instantiate.
+#[derive(Clone)]
+pub struct AlgorithmComponent {
+    pub name: String,
+    pub pre: AlgorithmPre<KernelHost>,
+    pub fuel: u64,
+}
+
+impl AlgorithmComponent {
+    fn store(
+        &self,
+        machine: &Arc<Machine>,
+        pe: PeCoord,
+        seed: u64,
+    ) -> wasmtime::Result<(Store<KernelHost>, Output)> {
+        let sb = sandbox(seed);
+        let host = KernelHost {
+            wasi: sb.ctx,
+            table: ResourceTable::new(),
+            machine: machine.clone(),
+            pe,
+        };
+        let mut store = Store::new(self.pre.engine(), host);
+        store.set_fuel(self.fuel)?;
+        Ok((store, sb.output))
+    }
+
+    fn failed(&self, algorithm: &str, pe: PeCoord, e: &wasmtime::Error) -> SimError {
+        SimError::KernelFailed {
+            algorithm: algorithm.to_string(),
+            component: self.name.clone(),
+            pe: pe.to_string(),
+            message: describe_wasm_error(e),
+        }
+    }
+
+    /// Run the kernel on `launch.pe` to completion: instantiate, call
+    /// `kernel`, then wait until every command it issued has completed.
+    pub async fn run_kernel(
+        &self,
+        algorithm: &str,
+        machine: Arc<Machine>,
+        launch: KernelLaunch,
+    ) -> Result<(), SimError> {
+        let pe = launch.pe;
+        let seed = ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64;
+        let (mut store, out) = self
+            .store(&machine, pe, seed)
+            .map_err(|e| self.failed(algorithm, pe, &e))?;
+        let result = async {
+            let inst = self.pre.instantiate_async(&mut store).await?;
+            inst.call_kernel(&mut store, launch.t_ptr, &launch.args)
+                .await
+        }
+        .await;
+        flush_output(&pe.to_string(), &out);
+        if let Err(e) = result {
+            return Err(self.failed(algorithm, pe, &e));
+        }
+        for done in machine.take_outstanding(pe) {
+            done.wait().await;
+        }
+        drop(store);
+        Ok(())
+    }
+
+    /// Call `kernel-args` and `topo-name-to-kind` on a fresh instance.
+    pub async fn query(
+        &self,
+        machine: &Arc<Machine>,
+        world_size: u32,
+        n_elem: u64,
+        cube: (u32, u32),
+        topo_name: &str,
+    ) -> Result<(Vec<i64>, i32), SimError> {
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let (mut store, out) = self
+            .store(machine, pe, u64::MAX)
+            .map_err(|e| self.failed("(kernel-args)", pe, &e))?;
+        let result = async {
+            let inst = self.pre.instantiate_async(&mut store).await?;
+            let args = inst
+                .call_kernel_args(&mut store, world_size, n_elem, cube.0, cube.1)
+                .await?;
+            let kind = inst.call_topo_name_to_kind(&mut store, topo_name).await?;
+            wasmtime::Result::Ok((args, kind.unwrap_or(0)))
+        }
+        .await;
+        flush_output(&format!("{} kernel-args", self.name), &out);
+        result.map_err(|e| SimError::Component {
+            name: self.name.clone(),
+            message: describe_wasm_error(&e),
+        })
+    }
+}

@@ -1,0 +1,374 @@
+//! Component loading (DESIGN §6): resolution by name or path, WIT version
+//! check, compilation (with wasmtime's on-disk cache, keyed by content hash
+//! and engine compatibility) and pre-instantiation.
+//!
+//! Resolution order: explicit path → `--components-dir` /
+//! `KERNBENCH_COMPONENTS_DIR` → components built into the binary.
+
+use super::bench::{BenchComponent, BenchHost};
+use super::bindings::algorithm::AlgorithmPre;
+use super::bindings::bench::BenchPre;
+use super::kernel::{AlgorithmComponent, KernelHost};
+use crate::error::{describe_wasm_error, SimError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// The WIT package version this host implements.
+pub const WIT_PACKAGE: &str = "kernbench:sim";
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// What world a component implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComponentKind {
+    Algorithm,
+    Bench,
+}
+
+/// A component embedded in the binary by build.rs.
+#[derive(Debug)]
+pub struct BuiltinComponent {
+    pub name: &'static str,
+    pub kind: ComponentKind,
+    pub wasm: &'static [u8],
+    /// Where build.rs found it (used by tests).
+    pub path: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
+
+/// Knobs of the runtime.
+#[derive(Debug, Clone)]
+pub struct LoaderOptions {
+    pub components_dir: Option<PathBuf>,
+    /// Fuel per instance (≈ wasm instructions); exceeding it is a clean
+    /// error instead of a hang.
+    pub fuel: u64,
+    /// Linear-memory cap per instance.
+    pub max_memory_mib: u64,
+    /// Use wasmtime's on-disk compilation cache.
+    pub cache: bool,
+    /// Instance slots of the pooling allocator.
+    pub pool_instances: u32,
+}
+
+impl Default for LoaderOptions {
+    fn default() -> Self {
+        LoaderOptions {
+            components_dir: std::env::var_os("KERNBENCH_COMPONENTS_DIR").map(PathBuf::from),
+            fuel: 20_000_000_000,
+            max_memory_mib: 256,
+            cache: std::env::var_os("KERNBENCH_NO_CACHE").is_none(),
+            pool_instances: 1000,
+        }
+    }
+}
+
+/// Where a component's bytes come from.
+enum Source {
+    Builtin(&'static BuiltinComponent),
+    File(PathBuf),
+}
+
+/// Loads and pre-instantiates components.
+pub struct Loader {
+    pub engine: Engine,
+    kernel_linker: Linker<KernelHost>,
+    bench_linker: Linker<BenchHost>,
+    opts: LoaderOptions,
+    algorithms: Mutex<HashMap<String, AlgorithmComponent>>,
+}
+
+fn wasmtime_err(e: wasmtime::Error) -> SimError {
+    SimError::Wasmtime(describe_wasm_error(&e))
+}
+
+fn engine_config(opts: &LoaderOptions, pooling: bool) -> Result<Config, SimError> {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.consume_fuel(true);
+    config.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
+    if opts.cache {
+        if let Ok(cache) = wasmtime::Cache::from_file(None) {
+            config.cache(Some(cache));
+        }
+    }
+    let max_mem = opts.max_memory_mib << 20;
+    if pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        let n = opts.pool_instances;
+        pool.total_component_instances(n)
+            .total_core_instances(n * 4)
+            .total_memories(n * 2)
+            .total_tables(n * 4)
+            .total_stacks(n)
+            .max_memory_size(max_mem as usize)
+            .max_core_instances_per_component(32)
+            .max_memories_per_component(4)
+            .max_tables_per_component(32);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    } else {
+        config.memory_reservation(max_mem);
+    }
+    Ok(config)
+}
+
+impl Loader {
+    pub fn new(opts: LoaderOptions) -> Result<Self, SimError> {
+        // Pooling first (fast instantiation); fall back to on-demand
+        // allocation when virtual address space is short.
+        let engine = match Engine::new(&engine_config(&opts, true)?) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("pooling allocator unavailable ({e}); using on-demand allocation");
+                Engine::new(&engine_config(&opts, false)?).map_err(wasmtime_err)?
+            }
+        };
+        let mut kernel_linker = Linker::<KernelHost>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut kernel_linker).map_err(wasmtime_err)?;
+        super::bindings::algorithm::Algorithm::add_to_linker::<KernelHost, HasSelf<KernelHost>>(
+            &mut kernel_linker,
+            |s| s,
+        )
+        .map_err(wasmtime_err)?;
+        let mut bench_linker = Linker::<BenchHost>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut bench_linker).map_err(wasmtime_err)?;
+        super::bindings::bench::Bench::add_to_linker::<BenchHost, HasSelf<BenchHost>>(
+            &mut bench_linker,
+            |s| s,
+        )
+        .map_err(wasmtime_err)?;
+        Ok(Loader {
+            engine,
+            kernel_linker,
+            bench_linker,
+            opts,
+            algorithms: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn options(&self) -> &LoaderOptions {
+        &self.opts
+    }
+
+    /// Built-in components of one kind.
+    pub fn builtins(kind: ComponentKind) -> impl Iterator<Item = &'static BuiltinComponent> {
+        BUILTIN.iter().filter(move |b| b.kind == kind)
+    }
+
+    fn resolve(
+        &self,
+        spec: &str,
+        base_dir: Option<&Path>,
+        kind: ComponentKind,
+    ) -> Result<(String, Source), SimError> {
+        let looks_like_path = spec.ends_with(".wasm") || spec.contains('/') || spec.contains('\\');
+        if looks_like_path {
+            let p = PathBuf::from(spec);
+            let candidates: Vec<PathBuf> = match (p.is_relative(), base_dir) {
+                (true, Some(b)) => vec![b.join(&p), p.clone()],
+                _ => vec![p.clone()],
+            };
+            let found = candidates
+                .iter()
+                .find(|c| c.is_file())
+                .cloned()
+                .ok_or_else(|| SimError::Component {
+                    name: spec.to_string(),
+                    message: format!(
+                        "no such file (looked at {})",
+                        candidates
+                            .iter()
+                            .map(|c| c.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                })?;
+            let name = found
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| spec.to_string());
+            return Ok((name, Source::File(found)));
+        }
+        // The seed's dotted module path: its last segment names the component.
+        let name = spec.rsplit('.').next().unwrap_or(spec).to_string();
+        if let Some(dir) = &self.opts.components_dir {
+            let f = dir.join(format!("{name}.wasm"));
+            if f.is_file() {
+                return Ok((name, Source::File(f)));
+            }
+        }
+        if let Some(b) = BUILTIN.iter().find(|b| b.name == name && b.kind == kind) {
+            return Ok((name, Source::Builtin(b)));
+        }
+        let known: Vec<&str> = Self::builtins(kind).map(|b| b.name).collect();
+        Err(SimError::Component {
+            name: spec.to_string(),
+            message: format!(
+                "no {} component named '{name}' (built in: {}{})",
+                if kind == ComponentKind::Algorithm {
+                    "algorithm"
+                } else {
+                    "bench"
+                },
+                known.join(", "),
+                self.opts
+                    .components_dir
+                    .as_ref()
+                    .map(|d| format!("; searched {}", d.display()))
+                    .unwrap_or_default()
+            ),
+        })
+    }
+
+    fn compile(
+        &self,
+        name: &str,
+        src: &Source,
+        kind: ComponentKind,
+    ) -> Result<Component, SimError> {
+        let comp_err = |message: String| SimError::Component {
+            name: name.to_string(),
+            message,
+        };
+        let component = match src {
+            Source::Builtin(b) => Component::new(&self.engine, b.wasm),
+            Source::File(p) => {
+                let bytes = std::fs::read(p)
+                    .map_err(|e| comp_err(format!("cannot read {}: {e}", p.display())))?;
+                Component::new(&self.engine, &bytes)
+            }
+        }
+        .map_err(|e| {
+            comp_err(format!(
+                "not a valid WebAssembly component: {}",
+                describe_wasm_error(&e)
+            ))
+        })?;
+        check_contract(&self.engine, &component, kind).map_err(comp_err)?;
+        Ok(component)
+    }
+
+    /// Load the algorithm named by a ccl.yaml `module` entry.
+    pub fn load_algorithm(
+        &self,
+        module: &str,
+        base_dir: Option<&Path>,
+    ) -> Result<AlgorithmComponent, SimError> {
+        let (name, src) = self.resolve(module, base_dir, ComponentKind::Algorithm)?;
+        let key = match &src {
+            Source::Builtin(b) => format!("builtin:{}", b.name),
+            Source::File(p) => format!("file:{}", p.display()),
+        };
+        if let Some(a) = self.algorithms.lock().unwrap().get(&key) {
+            return Ok(a.clone());
+        }
+        let component = self.compile(&name, &src, ComponentKind::Algorithm)?;
+        let pre = self
+            .kernel_linker
+            .instantiate_pre(&component)
+            .and_then(AlgorithmPre::new)
+            .map_err(|e| SimError::Component {
+                name: name.clone(),
+                message: describe_wasm_error(&e),
+            })?;
+        let a = AlgorithmComponent {
+            name,
+            pre,
+            fuel: self.opts.fuel,
+        };
+        self.algorithms.lock().unwrap().insert(key, a.clone());
+        Ok(a)
+    }
+
+    /// Load a bench by name or path.
+    pub fn load_bench(&self, spec: &str) -> Result<BenchComponent, SimError> {
+        let (name, src) = self.resolve(spec, None, ComponentKind::Bench)?;
+        let component = self.compile(&name, &src, ComponentKind::Bench)?;
+        let pre = self
+            .bench_linker
+            .instantiate_pre(&component)
+            .and_then(BenchPre::new)
+            .map_err(|e| SimError::Component {
+                name: name.clone(),
+                message: describe_wasm_error(&e),
+            })?;
+        Ok(BenchComponent {
+            name,
+            pre,
+            fuel: self.opts.fuel,
+        })
+    }
+
+    /// Pre-compile every built-in component (fills the on-disk cache).
+    pub fn warm_up(&self) -> Result<(), SimError> {
+        for b in BUILTIN {
+            self.compile(b.name, &Source::Builtin(b), b.kind)?;
+        }
+        Ok(())
+    }
+}
+
+/// Check the WIT package version and the world of a component.
+fn check_contract(
+    engine: &Engine,
+    component: &Component,
+    kind: ComponentKind,
+) -> Result<(), String> {
+    let ty = component.component_type();
+    let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+    let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+    for n in imports.iter().chain(&exports) {
+        if let Some(rest) = n
+            .strip_prefix(WIT_PACKAGE)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            let version = rest
+                .split_once('@')
+                .map(|(_, v)| v)
+                .unwrap_or("(unversioned)");
+            if version != WIT_VERSION {
+                return Err(format!(
+                    "built against {WIT_PACKAGE}@{version}, but this host implements {WIT_PACKAGE}@{WIT_VERSION} \
+                     (rebuild it against the guest SDK of this KernBench)"
+                ));
+            }
+        }
+    }
+    let (want, world): (&[&str], &str) = match kind {
+        ComponentKind::Algorithm => (&["kernel", "kernel-args", "topo-name-to-kind"], "algorithm"),
+        ComponentKind::Bench => (&["run", "worker"], "bench"),
+    };
+    let missing: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|w| !exports.iter().any(|e| e == w))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "is not a {world} component: it does not export {} (its exports: {})",
+            missing.join(", "),
+            if exports.is_empty() {
+                "none".to_string()
+            } else {
+                exports.join(", ")
+            }
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn wit_file_declares_the_version_the_host_checks() {
+        let wit = include_str!("../../../wit/kernbench.wit");
+        assert!(wit.contains(&format!(
+            "package {}@{};",
+            super::WIT_PACKAGE,
+            super::WIT_VERSION
+        )));
+    }
+}

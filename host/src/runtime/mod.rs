@@ -1,0 +1,22 @@
+//! The wasmtime runtime — the only module that touches wasmtime.
+//!
+//! * [`loader`]: finds, checks, compiles and pre-instantiates components.
+//! * [`kernel`]: the `tl.*` host functions and kernel launches (one Store
+//!   per PE kernel instance).
+//! * [`bench`]: the `torch.*` surface for bench instances (one Store per
+//!   rank).
+//! * [`session`]: one run — process group, spawn, epoch barrier, reports.
+//! * [`wasi`]: the guest sandbox.
+//! * [`sim`]: drives a whole run on the executor and reports deadlocks.
+
+pub mod bench;
+pub mod bindings;
+pub mod kernel;
+pub mod loader;
+pub mod session;
+pub mod sim;
+pub mod wasi;
+
+pub use loader::{Loader, LoaderOptions};
+pub use session::{ReportRecord, Session};
+pub use sim::{run_bench, RunRequest, RunResult};

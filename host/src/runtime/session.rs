@@ -1,0 +1,578 @@
+//! One simulation run of a bench: the machine, the default process group
+//! (seed ADR-0047), `mp.spawn` (ADR-0024 D12) and the collective epoch
+//! barrier (seed 004 D7), plus the rows the bench reports.
+
+use super::bench::{BenchComponent, BenchHost};
+use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::kernel::{AlgorithmComponent, KernelLaunch};
+use super::loader::Loader;
+use super::wasi::{flush_output, sandbox};
+use crate::config::ccl::NeighbourTopology;
+use crate::config::topology::SipTopology;
+use crate::config::{AlgorithmEntry, CclConfig};
+use crate::engine::{self, Event};
+use crate::error::{describe_wasm_error, SimError};
+use crate::hw::dtype::Dtype;
+use crate::hw::ipcq::reverse_dir;
+use crate::hw::machine::IpcqSettings;
+use crate::hw::{Machine, TensorRef};
+use crate::topology::PeCoord;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use wasmtime::component::ResourceTable;
+use wasmtime::Store;
+
+const NOT_INITIALIZED: &str =
+    "Default process group has not been initialized, please make sure to call init_process_group.";
+
+/// One row a bench reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportRecord {
+    pub collective: String,
+    pub size_bytes: u64,
+    pub count: u64,
+    pub dtype: Dtype,
+    pub redop: String,
+    pub time_ps: u64,
+    pub wrong: u64,
+}
+
+/// One collective call, joined by every rank.
+#[derive(Default)]
+struct Epoch {
+    joined: BTreeSet<u32>,
+    all_joined: Event,
+    kernels_done: Vec<Event>,
+    errors: Arc<Mutex<Vec<String>>>,
+    returned: u32,
+}
+
+/// The default process group, installed by `init_process_group`.
+pub struct ProcessGroup {
+    pub algorithm: String,
+    pub entry: AlgorithmEntry,
+    pub component: AlgorithmComponent,
+    pub world_size: u32,
+    pub sip_topo_kind: i32,
+    pub sip_topo_wh: (u32, u32),
+    /// The PE that runs rank r's kernel (leader-only mapping).
+    pub rank_pes: Vec<PeCoord>,
+    epochs: Mutex<BTreeMap<u64, Epoch>>,
+    next_epoch: Mutex<HashMap<u32, u64>>,
+    kernel_args: Mutex<HashMap<u64, Vec<i64>>>,
+}
+
+/// The α-β figures of one ring step on the modelled machine.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AlphaBeta {
+    pub world_size: u32,
+    /// Per-message cost: DMA setup + summed path latency (ps).
+    pub alpha_ps: u64,
+    /// Bottleneck bandwidth of a neighbour path (bytes/s).
+    pub bandwidth: crate::units::Rate,
+}
+
+/// State of one run.
+pub struct Session {
+    pub machine: Arc<Machine>,
+    pub ccl: CclConfig,
+    pub loader: Arc<Loader>,
+    pub bench: BenchComponent,
+    pub algorithm_override: Option<String>,
+    pub bench_args: Vec<String>,
+    pg: Mutex<Option<Arc<ProcessGroup>>>,
+    rows: Mutex<Vec<ReportRecord>>,
+    failures: Mutex<Vec<String>>,
+}
+
+fn runtime_error(m: impl Into<String>) -> DistError {
+    DistError::RuntimeError(m.into())
+}
+
+impl Session {
+    pub fn new(
+        machine: Arc<Machine>,
+        ccl: CclConfig,
+        loader: Arc<Loader>,
+        bench: BenchComponent,
+        algorithm_override: Option<String>,
+        bench_args: Vec<String>,
+    ) -> Arc<Self> {
+        Arc::new(Session {
+            machine,
+            ccl,
+            loader,
+            bench,
+            algorithm_override,
+            bench_args,
+            pg: Mutex::new(None),
+            rows: Mutex::new(Vec::new()),
+            failures: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn rows(&self) -> Vec<ReportRecord> {
+        self.rows.lock().unwrap().clone()
+    }
+
+    pub(crate) fn record(&self, r: ReportRecord) {
+        self.rows.lock().unwrap().push(r);
+    }
+
+    /// The first kernel failure of the run, if any.
+    pub fn first_failure(&self) -> Option<String> {
+        self.failures.lock().unwrap().first().cloned()
+    }
+
+    pub fn process_group(&self) -> Result<Arc<ProcessGroup>, DistError> {
+        self.pg
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or_else(|| runtime_error(NOT_INITIALIZED))
+    }
+
+    /// The α-β figures for the installed process group (ring neighbours:
+    /// rank r → r+1).
+    pub fn alpha_beta(&self) -> Option<AlphaBeta> {
+        let pg = self.pg.lock().unwrap().clone()?;
+        let n = pg.world_size as usize;
+        let mut alpha = 0;
+        let mut bw: Option<crate::units::Rate> = None;
+        for r in 0..n {
+            let (a, b) = (pg.rank_pes[r], pg.rank_pes[(r + 1) % n]);
+            let path = self
+                .machine
+                .router
+                .path(
+                    crate::topology::NodeId::Pe(a),
+                    crate::topology::NodeId::Pe(b),
+                )
+                .ok()?;
+            let (lat, rate) = crate::hw::link::path_figures(&self.machine.topo, &path);
+            alpha = alpha.max(self.machine.timing.dma_setup + lat);
+            let rate = rate.unwrap_or(self.machine.timing.local_rate);
+            bw = Some(bw.map_or(rate, |b: crate::units::Rate| b.min(rate)));
+        }
+        Some(AlphaBeta {
+            world_size: pg.world_size,
+            alpha_ps: alpha,
+            bandwidth: bw?,
+        })
+    }
+
+    /// `init_process_group(backend)` (ADR-0047 D1–D3): load the algorithm
+    /// named by ccl.yaml, resolve the world size, install IPCQ. Atomic: on
+    /// failure nothing is installed.
+    pub async fn init_process_group(&self, backend: &str) -> Result<(), DistError> {
+        if backend != "ahbm" {
+            return Err(DistError::ValueError(format!(
+                "Unsupported backend '{backend}': KernBench provides only the 'ahbm' backend"
+            )));
+        }
+        if self.pg.lock().unwrap().is_some() {
+            return Err(runtime_error(
+                "trying to initialize the default process group twice!",
+            ));
+        }
+        let (name, entry) = self
+            .ccl
+            .resolve(self.algorithm_override.as_deref())
+            .map_err(|e| runtime_error(e.to_string()))?;
+        let (name, entry) = (name.to_string(), entry.clone());
+        let component = self
+            .loader
+            .load_algorithm(&entry.module, self.ccl.base_dir.as_deref())
+            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
+        let spec = &self.machine.topo.spec;
+        let n_sips = spec.n_sips();
+        let world_size = self.ccl.world_size(&entry, n_sips);
+        if world_size > n_sips {
+            return Err(runtime_error(format!(
+                "world_size {world_size} (from ccl.yaml) exceeds the {n_sips} SIPs of the topology; \
+                 ranks map to SIPs (rank = SIP), so world_size must be <= {n_sips}"
+            )));
+        }
+        let sip_topo = spec.system.sips.topology;
+        let sip_topo_wh = match sip_topo {
+            SipTopology::Ring1d => (0, 0),
+            _ => spec.sip_grid(),
+        };
+        let rank_pes: Vec<PeCoord> = (0..world_size)
+            .map(|r| PeCoord {
+                sip: r,
+                cube: 0,
+                pe: 0,
+            })
+            .collect();
+        let tables = neighbour_tables(entry.topology, &rank_pes, spec.sip_grid())?;
+        let slot_size = tables_slot_size(&entry);
+        let (_, kind) = component
+            .query(
+                &self.machine,
+                world_size,
+                0,
+                (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h),
+                sip_topo.name(),
+            )
+            .await
+            .map_err(|e| runtime_error(e.to_string()))?;
+        self.machine
+            .install_ipcq(
+                &tables,
+                IpcqSettings {
+                    buffer_kind: entry.buffer_kind,
+                    n_slots: entry.n_slots,
+                    slot_size,
+                },
+            )
+            .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
+        *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup {
+            algorithm: name,
+            entry,
+            component,
+            world_size,
+            sip_topo_kind: kind,
+            sip_topo_wh,
+            rank_pes,
+            epochs: Mutex::new(BTreeMap::new()),
+            next_epoch: Mutex::new(HashMap::new()),
+            kernel_args: Mutex::new(HashMap::new()),
+        }));
+        Ok(())
+    }
+
+    /// `all_reduce(tensor, op)` (ADR-0047 D5): launch this rank's kernel,
+    /// join the epoch, return when every rank's kernel has finished.
+    /// A kernel failure traps the calling bench (it is not a recoverable
+    /// Python-style exception).
+    pub async fn all_reduce(
+        &self,
+        rank: Option<u32>,
+        tensor: TensorRef,
+        op: &str,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let pg = match self.process_group() {
+            Ok(pg) => pg,
+            Err(e) => return Ok(Err(e)),
+        };
+        if op != "sum" {
+            return Ok(Err(DistError::NotImplemented(format!(
+                "all_reduce op '{op}' is not implemented: the ahbm kernels implement only 'sum'"
+            ))));
+        }
+        if tensor.dtype != Dtype::F16 {
+            return Ok(Err(DistError::NotImplemented(format!(
+                "all_reduce of a {} tensor: the algorithm ABI counts n_elem in f16 elements (ADR-0050 D2); use f16",
+                tensor.dtype.name()
+            ))));
+        }
+        let ws = pg.world_size;
+        let Some(rank) = rank.or((ws == 1).then_some(0)) else {
+            return Ok(Err(runtime_error(format!(
+                "all_reduce called by the single driver with world_size {ws}: every rank must join the collective; \
+                 run one worker per rank with torch.multiprocessing.spawn"
+            ))));
+        };
+        if rank >= ws {
+            return Ok(Err(runtime_error(format!(
+                "rank {rank} is outside the process group (world_size {ws})"
+            ))));
+        }
+        let pe = pg.rank_pes[rank as usize];
+        let sip = match tensor.space {
+            crate::address::Space::Hbm { sip, .. } | crate::address::Space::Sram { sip, .. } => sip,
+            crate::address::Space::Tcm(p) => p.sip,
+        };
+        if sip != pe.sip {
+            return Ok(Err(DistError::ValueError(format!(
+                "rank {rank} runs on SIP {} but its tensor lives on SIP {sip}: call torch.ahbm.set_device(rank) \
+                 before creating the tensor",
+                pe.sip
+            ))));
+        }
+        let n_elem = tensor.numel();
+        let kargs = match self.kernel_args(&pg, n_elem).await {
+            Ok(k) => k,
+            Err(e) => return Err(wasmtime::Error::msg(e.to_string())),
+        };
+        let mut args = kargs;
+        args.extend([
+            rank as i64,
+            pg.sip_topo_kind as i64,
+            pg.sip_topo_wh.0 as i64,
+            pg.sip_topo_wh.1 as i64,
+        ]);
+
+        // Launch now; the kernel starts at this rank's current time.
+        let epoch_id = {
+            let mut next = pg.next_epoch.lock().unwrap();
+            let e = next.entry(rank).or_insert(0);
+            *e += 1;
+            *e - 1
+        };
+        let errors = {
+            let mut epochs = pg.epochs.lock().unwrap();
+            epochs.entry(epoch_id).or_default().errors.clone()
+        };
+        let launch = KernelLaunch {
+            pe,
+            t_ptr: tensor.addr(),
+            args,
+        };
+        let (comp, machine, algo) = (
+            pg.component.clone(),
+            self.machine.clone(),
+            pg.algorithm.clone(),
+        );
+        let errs = errors.clone();
+        let h = engine::spawn(async move {
+            if let Err(e) = comp.run_kernel(&algo, machine, launch).await {
+                errs.lock().unwrap().push(e.to_string());
+            }
+        });
+        let all_joined = {
+            let mut epochs = pg.epochs.lock().unwrap();
+            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
+            ep.joined.insert(rank);
+            ep.kernels_done.push(h.finished());
+            if ep.joined.len() as u32 == ws {
+                ep.all_joined.set();
+            }
+            ep.all_joined.clone()
+        };
+        all_joined.wait().await;
+        let done: Vec<Event> = pg.epochs.lock().unwrap()[&epoch_id].kernels_done.clone();
+        for d in done {
+            d.wait().await;
+        }
+        {
+            let mut epochs = pg.epochs.lock().unwrap();
+            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
+            ep.returned += 1;
+            if ep.returned == ws {
+                epochs.remove(&epoch_id);
+            }
+        }
+        let errors = errors.lock().unwrap().clone();
+        if let Some(first) = errors.first() {
+            {
+                let mut f = self.failures.lock().unwrap();
+                if !f.contains(first) {
+                    f.push(first.clone());
+                }
+            }
+            return Err(wasmtime::Error::msg(format!(
+                "all_reduce failed: {}",
+                errors.join("; ")
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    async fn kernel_args(&self, pg: &ProcessGroup, n_elem: u64) -> Result<Vec<i64>, SimError> {
+        if let Some(k) = pg.kernel_args.lock().unwrap().get(&n_elem) {
+            return Ok(k.clone());
+        }
+        let spec = &self.machine.topo.spec;
+        let cube = if spec.cubes_per_sip() == 1 {
+            (1, 1)
+        } else {
+            (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h)
+        };
+        let (k, _) = pg
+            .component
+            .query(
+                &self.machine,
+                pg.world_size,
+                n_elem,
+                cube,
+                spec.system.sips.topology.name(),
+            )
+            .await?;
+        pg.kernel_args.lock().unwrap().insert(n_elem, k.clone());
+        Ok(k)
+    }
+
+    /// What the ranks are waiting for in unfinished collectives.
+    pub fn collective_report(&self) -> Vec<String> {
+        let Some(pg) = self.pg.lock().unwrap().clone() else {
+            return Vec::new();
+        };
+        let epochs = pg.epochs.lock().unwrap();
+        epochs
+            .iter()
+            .filter(|(_, e)| (e.joined.len() as u32) < pg.world_size)
+            .map(|(id, e)| {
+                let missing: Vec<String> = (0..pg.world_size)
+                    .filter(|r| !e.joined.contains(r))
+                    .map(|r| r.to_string())
+                    .collect();
+                format!(
+                    "collective #{id}: ranks {:?} joined; waiting for rank(s) {} to call it",
+                    e.joined,
+                    missing.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    fn bench_store(
+        self: &Arc<Self>,
+        rank: Option<u32>,
+    ) -> wasmtime::Result<(Store<BenchHost>, super::wasi::Output)> {
+        let sb = sandbox(0xBE_0000 + rank.map_or(0, |r| r as u64 + 1));
+        let host = BenchHost {
+            wasi: sb.ctx,
+            table: ResourceTable::new(),
+            session: self.clone(),
+            rank,
+            device: None,
+        };
+        let mut store = Store::new(self.bench.pre.engine(), host);
+        store.set_fuel(self.bench.fuel)?;
+        Ok((store, sb.output))
+    }
+
+    /// Run the bench's `run` export (the driver).
+    pub async fn run_main(self: Arc<Self>) -> Result<(), SimError> {
+        let (mut store, out) = self
+            .bench_store(None)
+            .map_err(|e| SimError::Wasmtime(describe_wasm_error(&e)))?;
+        let args = self.bench_args.clone();
+        let result = async {
+            let inst = self.bench.pre.instantiate_async(&mut store).await?;
+            inst.call_run(&mut store, &args).await
+        }
+        .await;
+        flush_output("bench", &out);
+        let failed = |message: String| SimError::BenchFailed {
+            bench: self.bench.name.clone(),
+            who: "run".into(),
+            message,
+        };
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(msg)) => Err(self.root_cause().unwrap_or_else(|| failed(msg))),
+            Err(e) => Err(self
+                .root_cause()
+                .unwrap_or_else(|| failed(describe_wasm_error(&e)))),
+        }
+    }
+
+    fn root_cause(&self) -> Option<SimError> {
+        self.first_failure().map(|m| SimError::BenchFailed {
+            bench: self.bench.name.clone(),
+            who: "collective".into(),
+            message: m,
+        })
+    }
+
+    async fn run_worker(
+        self: Arc<Self>,
+        rank: u32,
+        world_size: u32,
+        args: Vec<String>,
+    ) -> Result<(), String> {
+        let (mut store, out) = self
+            .bench_store(Some(rank))
+            .map_err(|e| describe_wasm_error(&e))?;
+        let result = async {
+            let inst = self.bench.pre.instantiate_async(&mut store).await?;
+            inst.call_worker(&mut store, rank, world_size, &args).await
+        }
+        .await;
+        flush_output(&format!("rank {rank}"), &out);
+        match result {
+            Ok(r) => r,
+            Err(e) => Err(describe_wasm_error(&e)),
+        }
+    }
+
+    /// `torch.multiprocessing.spawn(worker, nprocs)`: one bench instance per
+    /// rank, run concurrently; returns when all have finished.
+    pub async fn spawn_workers(
+        self: Arc<Self>,
+        nprocs: u32,
+        args: Vec<String>,
+    ) -> Result<(), String> {
+        let max = self.machine.topo.spec.n_sips().max(1) * 64;
+        if nprocs == 0 || nprocs > max {
+            return Err(format!("spawn: nprocs must be in 1..={max}, got {nprocs}"));
+        }
+        let handles: Vec<_> = (0..nprocs)
+            .map(|rank| engine::spawn(self.clone().run_worker(rank, nprocs, args.clone())))
+            .collect();
+        let mut errors = Vec::new();
+        for (rank, h) in handles.into_iter().enumerate() {
+            if let Err(e) = h.await {
+                errors.push(format!(
+                    "process {rank} terminated with the following error:\n{e}"
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("\n"))
+        }
+    }
+}
+
+/// Slot size of the IPCQ rings: `slot_kib` would come from ccl.yaml; the
+/// default holds the largest message the default sweep sends (1 MiB).
+fn tables_slot_size(entry: &AlgorithmEntry) -> u64 {
+    entry.slot_kib * 1024
+}
+
+/// Builtin neighbour tables (seed 003 §3) for ranks placed on `pes`.
+pub fn neighbour_tables(
+    topo: NeighbourTopology,
+    pes: &[PeCoord],
+    grid: (u32, u32),
+) -> Result<BTreeMap<PeCoord, Vec<(String, PeCoord)>>, DistError> {
+    let n = pes.len() as u32;
+    let mut t: BTreeMap<PeCoord, Vec<(String, PeCoord)>> = BTreeMap::new();
+    match topo {
+        NeighbourTopology::Ring1d | NeighbourTopology::Ring1dUnidir => {
+            for r in 0..n {
+                let e = t.entry(pes[r as usize]).or_default();
+                e.push(("E".into(), pes[((r + 1) % n) as usize]));
+                if topo == NeighbourTopology::Ring1d {
+                    e.push(("W".into(), pes[((r + n - 1) % n) as usize]));
+                }
+            }
+        }
+        NeighbourTopology::Mesh2d | NeighbourTopology::Torus2d => {
+            let (w, h) = grid;
+            if w * h != n {
+                return Err(runtime_error(format!(
+                    "IPCQ topology {topo:?} needs world_size == SIP grid {w}x{h}, got {n}"
+                )));
+            }
+            let wrap = topo == NeighbourTopology::Torus2d;
+            for r in 0..n {
+                let (x, y) = ((r % w) as i64, (r / w) as i64);
+                let e = t.entry(pes[r as usize]).or_default();
+                for (d, dx, dy) in [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
+                    let (mut nx, mut ny) = (x + dx, y + dy);
+                    if wrap {
+                        nx = nx.rem_euclid(w as i64);
+                        ny = ny.rem_euclid(h as i64);
+                    }
+                    if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 || (nx, ny) == (x, y) {
+                        continue;
+                    }
+                    e.push((d.into(), pes[(ny as u32 * w + nx as u32) as usize]));
+                }
+            }
+        }
+    }
+    // Every send direction needs its reverse at the receiver: checked by
+    // construction above; keep the helper honest in debug builds.
+    debug_assert!(t
+        .values()
+        .flatten()
+        .all(|(d, _)| !reverse_dir(d).is_empty()));
+    Ok(t)
+}

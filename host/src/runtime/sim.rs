@@ -1,0 +1,100 @@
+//! Drives one bench run on a fresh executor and machine, and turns a stall
+//! into a deadlock report that says who waits for what.
+
+use super::loader::Loader;
+use super::session::{AlphaBeta, ReportRecord, Session};
+use crate::config::{CclConfig, TopologySpec};
+use crate::engine::{Executor, RunOutcome};
+use crate::error::SimError;
+use crate::hw::machine::MachineStats;
+use crate::hw::Machine;
+use crate::topology;
+use crate::units::{ps_to_us, Ps};
+use std::sync::Arc;
+
+/// What to run.
+pub struct RunRequest {
+    /// Bench name (built-in / components dir) or path to a .wasm file.
+    pub bench: String,
+    pub topology: TopologySpec,
+    pub ccl: CclConfig,
+    /// Overrides ccl.yaml `defaults.algorithm`.
+    pub algorithm: Option<String>,
+    /// Arguments passed to the bench's `run`.
+    pub args: Vec<String>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub bench: String,
+    pub rows: Vec<ReportRecord>,
+    /// Simulated time at the end of the run.
+    pub end_time_ps: Ps,
+    pub algorithm: Option<String>,
+    pub alpha_beta: Option<AlphaBeta>,
+    /// Executor polls + timer events.
+    pub events: u64,
+    pub stats: MachineStats,
+    /// SHA-256 of the machine's memory at the end of the run.
+    pub memory_digest: String,
+}
+
+/// Run a bench to completion.
+pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
+    let topo = Arc::new(topology::build(&req.topology));
+    let machine = Machine::new(topo);
+    let bench = loader.load_bench(&req.bench)?;
+    let session = Session::new(
+        machine.clone(),
+        req.ccl,
+        loader.clone(),
+        bench,
+        req.algorithm,
+        req.args,
+    );
+    let ex = Executor::new();
+    let main = ex.spawn(session.clone().run_main());
+    let outcome = ex.run();
+    match outcome {
+        RunOutcome::Finished => {
+            main.try_take().expect("the bench task finished")?;
+        }
+        RunOutcome::Stalled { .. } => {
+            if let Some(cause) = session.first_failure() {
+                return Err(SimError::BenchFailed {
+                    bench: session.bench.name.clone(),
+                    who: "collective".into(),
+                    message: format!("{cause}\n(the other ranks then waited forever for it)"),
+                });
+            }
+            let mut report = Vec::new();
+            for (pe, what) in machine.blocked_report() {
+                report.push(format!("  {pe}: {what}"));
+            }
+            for line in session.collective_report() {
+                report.push(format!("  {line}"));
+            }
+            let dump = machine.ipcq_dump();
+            if !dump.is_empty() {
+                report.push("  IPCQ rings:".into());
+                report.extend(dump.into_iter().map(|l| format!("    {l}")));
+            }
+            return Err(SimError::Deadlock {
+                time_us: ps_to_us(ex.now()),
+                report: report.join("\n"),
+            });
+        }
+    }
+    let pg = session.process_group().ok();
+    Ok(RunResult {
+        bench: session.bench.name.clone(),
+        rows: session.rows(),
+        end_time_ps: ex.now(),
+        algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
+        alpha_beta: session.alpha_beta(),
+        events: ex.events_processed(),
+        stats: machine.stats(),
+        memory_digest: machine.memory_digest(),
+    })
+}

@@ -1,0 +1,140 @@
+//! The command line as a user runs it: table, JSON, CSV, list, config
+//! files from disk and clear config errors.
+
+use std::process::Command;
+
+fn kb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kernbench-host"))
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn table_has_the_nccl_tests_columns() {
+    let out = ok(kb().args(["run", "ccl_allreduce", "--", "-b", "8", "-e", "1K"]));
+    for col in [
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "ab_bound", "eff", "#wrong",
+    ] {
+        assert!(out.contains(col), "missing {col}:\n{out}");
+    }
+    assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| !l.starts_with('#')).count(),
+        8,
+        "8 B .. 1 KiB: {out}"
+    );
+}
+
+#[test]
+fn json_output_parses_and_has_every_row() {
+    let out = ok(kb().args([
+        "run",
+        "ccl_allreduce",
+        "--format",
+        "json",
+        "--",
+        "-b",
+        "8",
+        "-e",
+        "64",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["algorithm"], "ring_allreduce");
+    assert_eq!(v["world_size"], 4);
+    assert_eq!(v["wrong_total"], 0);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert_eq!(rows[0]["size_bytes"], 8);
+    assert!(rows[0]["busbw_gbps"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn csv_output_has_a_header_and_rows() {
+    let out = ok(kb().args([
+        "run",
+        "ccl_allreduce",
+        "--format",
+        "csv",
+        "--",
+        "-b",
+        "8",
+        "-e",
+        "16",
+    ]));
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("collective,size_bytes"));
+    assert_eq!(lines.len(), 3);
+}
+
+#[test]
+fn list_shows_builtin_benches_and_algorithms() {
+    let out = ok(kb().arg("list"));
+    for name in ["ccl_allreduce", "ccl_hello", "ring_allreduce", "hello_send"] {
+        assert!(out.contains(name), "{out}");
+    }
+    assert!(
+        !out.contains("dist_probe"),
+        "test components are not built in"
+    );
+}
+
+#[test]
+fn configs_from_files_replace_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = kernbench::config::DEFAULT_TOPOLOGY_YAML.replace("count: 4", "count: 6");
+    std::fs::write(dir.path().join("topo.yaml"), topo).unwrap();
+    // ccl.yaml naming the algorithm by a path relative to the file.
+    let wasm = kernbench::runtime::loader::BUILTIN
+        .iter()
+        .find(|b| b.name == "ring_allreduce")
+        .unwrap()
+        .path;
+    std::fs::copy(wasm, dir.path().join("my_ring.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("ccl.yaml"),
+        "defaults: {algorithm: mine}\nalgorithms:\n  mine: {module: ./my_ring.wasm, topology: ring_1d}\n",
+    )
+    .unwrap();
+    let out = ok(kb()
+        .args(["run", "ccl_allreduce", "--format", "json", "--topology"])
+        .arg(dir.path().join("topo.yaml"))
+        .arg("--ccl")
+        .arg(dir.path().join("ccl.yaml"))
+        .args(["--", "-b", "1K", "-e", "1K"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["world_size"], 6);
+    assert_eq!(v["algorithm"], "mine");
+    assert_eq!(v["wrong_total"], 0);
+}
+
+#[test]
+fn a_malformed_yaml_names_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.yaml");
+    std::fs::write(&f, "system:\n  sips: [1, 2\n").unwrap();
+    let out = kb()
+        .args(["run", "ccl_allreduce", "--topology"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml") && err.contains("line"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn topology_validate_and_show() {
+    assert!(ok(kb().args(["topology", "validate"])).contains("ok: 4 SIPs ring_1d"));
+    let out = ok(kb().args(["topology", "show"]));
+    assert!(out.contains("InterSip") && out.contains("Ucie"), "{out}");
+}

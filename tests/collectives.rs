@@ -1,0 +1,136 @@
+//! Ring all-reduce and hello_send through the real host and real
+//! components: correct data for several world sizes and topologies, and
+//! determinism.
+
+mod common;
+use common::*;
+
+fn check_allreduce(t: kernbench::config::TopologySpec, ws: u32) {
+    let res = run(
+        "ccl_allreduce",
+        t,
+        ccl(),
+        None,
+        &["-b", "8", "-e", "64K", "-f", "8"],
+    )
+    .unwrap();
+    assert_eq!(res.algorithm.as_deref(), Some("ring_allreduce"));
+    // 8, 64, 512, 4K, 32K: one row per rank per size
+    assert_eq!(res.rows.len(), 5 * ws as usize, "rows: {:?}", res.rows);
+    for r in &res.rows {
+        assert_eq!(r.wrong, 0, "world size {ws}: {r:?}");
+        assert!(r.time_ps > 0);
+    }
+}
+
+#[test]
+fn ring_allreduce_is_correct_for_2_3_4_and_8_ranks() {
+    for ws in [2, 3, 4, 8] {
+        check_allreduce(topo(ws), ws);
+    }
+}
+
+#[test]
+fn ring_allreduce_is_correct_on_a_custom_topology() {
+    check_allreduce(custom_topo(5), 5);
+}
+
+#[test]
+fn ring_allreduce_runs_on_torus_and_mesh_sip_topologies() {
+    for kind in ["torus_2d", "mesh_2d_no_wrap"] {
+        let mut t = topo(4);
+        t.system.sips.topology = serde_yaml::from_str(kind).unwrap();
+        check_allreduce(t, 4);
+    }
+}
+
+#[test]
+fn ring_allreduce_with_slots_in_hbm_and_sram() {
+    for kind in ["hbm", "sram"] {
+        let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+            "buffer_kind: tcm         #",
+            &format!("buffer_kind: {kind}         #"),
+        );
+        let c = kernbench::config::CclConfig::from_yaml(
+            &text,
+            kernbench::config::Origin::Embedded("t"),
+        )
+        .unwrap();
+        let res = run("ccl_allreduce", topo(3), c, None, &["-b", "1K", "-e", "1K"]).unwrap();
+        assert!(
+            res.rows.iter().all(|r| r.wrong == 0),
+            "{kind}: {:?}",
+            res.rows
+        );
+    }
+}
+
+#[test]
+fn world_size_from_ccl_yaml_overrides_the_sip_count() {
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace("# world_size: 4 ", "world_size: 3 ");
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let res = run("ccl_allreduce", topo(4), c, None, &["-b", "64", "-e", "64"]).unwrap();
+    assert_eq!(res.rows.len(), 3);
+    assert_eq!(res.alpha_beta.unwrap().world_size, 3);
+    assert!(res.rows.iter().all(|r| r.wrong == 0));
+}
+
+#[test]
+fn hello_send_shifts_data_by_one_rank() {
+    for ws in [2, 4] {
+        let res = run("ccl_hello", topo(ws), ccl(), Some("hello_send"), &[]).unwrap();
+        assert_eq!(res.rows.len(), ws as usize);
+        for r in &res.rows {
+            assert_eq!(r.wrong, 0, "{r:?}");
+        }
+    }
+    // The wrong algorithm is caught by the check, not silently accepted.
+    let res = run("ccl_hello", topo(4), ccl(), Some("ring_allreduce"), &[]).unwrap();
+    assert!(res.rows.iter().all(|r| r.wrong == 8));
+}
+
+#[test]
+fn two_runs_give_identical_bytes_and_times() {
+    let a = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        None,
+        &["-b", "8", "-e", "256K", "-f", "4"],
+    )
+    .unwrap();
+    let b = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        None,
+        &["-b", "8", "-e", "256K", "-f", "4"],
+    )
+    .unwrap();
+    assert_eq!(a.rows, b.rows);
+    assert_eq!(a.end_time_ps, b.end_time_ps);
+    assert_eq!(a.memory_digest, b.memory_digest);
+    assert_eq!(a.events, b.events);
+    let c = run(
+        "ccl_allreduce",
+        topo(3),
+        ccl(),
+        None,
+        &["-b", "8", "-e", "256K", "-f", "4"],
+    )
+    .unwrap();
+    assert_ne!(a.memory_digest, c.memory_digest, "the digest sees the data");
+}
+
+#[test]
+fn a_bench_loads_from_a_file_path() {
+    let path = kernbench::runtime::loader::BUILTIN
+        .iter()
+        .find(|b| b.name == "ccl_allreduce")
+        .unwrap()
+        .path;
+    let res = run(path, topo(2), ccl(), None, &["-b", "8", "-e", "8"]).unwrap();
+    assert_eq!(res.rows.len(), 2);
+}

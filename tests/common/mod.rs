@@ -1,0 +1,121 @@
+//! Shared helpers for the integration tests: configs with other SIP counts
+//! and link figures, a shared loader, and one-call runs.
+#![allow(dead_code)]
+
+use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_CCL_YAML, DEFAULT_TOPOLOGY_YAML};
+use kernbench::error::SimError;
+use kernbench::runtime::loader::TEST_COMPONENTS;
+use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest, RunResult};
+use std::sync::{Arc, OnceLock};
+
+/// The default topology with `n` SIPs.
+pub fn topo(n: u32) -> TopologySpec {
+    let mut t = TopologySpec::default_embedded();
+    t.system.sips.count = n;
+    t
+}
+
+/// A topology of our own: different SIP count, link figures and PE timing.
+pub fn custom_topo(n: u32) -> TopologySpec {
+    let text = DEFAULT_TOPOLOGY_YAML
+        .replace("bandwidth_gbps: 100 ", "bandwidth_gbps: 50 ")
+        .replace("latency_ns: 500 ", "latency_ns: 1200 ")
+        .replace(
+            "bandwidth_gbps: 256\n    latency_ns: 10",
+            "bandwidth_gbps: 64\n    latency_ns: 35",
+        )
+        .replace("setup_ns: 20 ", "setup_ns: 75 ")
+        .replace("throughput_gflops: 256", "throughput_gflops: 32");
+    let mut t = TopologySpec::from_yaml(&text, Origin::Embedded("custom")).unwrap();
+    assert_eq!(
+        t.system.inter_sip_link.bandwidth_gbps, 50.0,
+        "custom figures applied"
+    );
+    assert_eq!(
+        t.sip.ucie_link.bandwidth_gbps, 64.0,
+        "custom figures applied"
+    );
+    t.system.sips.count = n;
+    t
+}
+
+pub fn ccl() -> CclConfig {
+    CclConfig::from_yaml(DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).unwrap()
+}
+
+/// ccl.yaml whose default algorithm is the test-only `faulty_kernel`.
+pub fn faulty_ccl() -> CclConfig {
+    let text = format!(
+        "defaults: {{algorithm: faulty}}\nalgorithms:\n  faulty: {{module: {}, topology: ring_1d, buffer_kind: tcm, n_slots: 2, slot_kib: 64}}\n",
+        test_component("faulty_kernel")
+    );
+    CclConfig::from_yaml(&text, Origin::Embedded("faulty-ccl")).unwrap()
+}
+
+pub fn test_component(name: &str) -> &'static str {
+    TEST_COMPONENTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, p)| *p)
+        .expect("test component built")
+}
+
+pub fn loader() -> Arc<Loader> {
+    static L: OnceLock<Arc<Loader>> = OnceLock::new();
+    L.get_or_init(|| {
+        Arc::new(
+            Loader::new(LoaderOptions {
+                pool_instances: 200,
+                ..LoaderOptions::default()
+            })
+            .unwrap(),
+        )
+    })
+    .clone()
+}
+
+/// A loader with a small fuel budget (for runaway-guest tests).
+pub fn low_fuel_loader() -> Arc<Loader> {
+    static L: OnceLock<Arc<Loader>> = OnceLock::new();
+    L.get_or_init(|| {
+        Arc::new(
+            Loader::new(LoaderOptions {
+                fuel: 50_000_000,
+                pool_instances: 100,
+                ..LoaderOptions::default()
+            })
+            .unwrap(),
+        )
+    })
+    .clone()
+}
+
+pub fn run(
+    bench: &str,
+    t: TopologySpec,
+    c: CclConfig,
+    algorithm: Option<&str>,
+    args: &[&str],
+) -> Result<RunResult, SimError> {
+    run_with(&loader(), bench, t, c, algorithm, args)
+}
+
+pub fn run_with(
+    l: &Arc<Loader>,
+    bench: &str,
+    t: TopologySpec,
+    c: CclConfig,
+    algorithm: Option<&str>,
+    args: &[&str],
+) -> Result<RunResult, SimError> {
+    run_bench(
+        l,
+        RunRequest {
+            bench: bench.to_string(),
+            topology: t,
+            ccl: c,
+            algorithm: algorithm.map(str::to_string),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        },
+    )
+}

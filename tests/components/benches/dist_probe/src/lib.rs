@@ -1,0 +1,84 @@
+//! Test bench: exercises `torch.distributed` error semantics (seed
+//! ADR-0047). `run` takes one scenario name; a scenario that observes the
+//! expected behaviour returns the error text so the test can check it.
+
+use kernbench_guest::bench::{ahbm, dist, mp, torch};
+use kernbench_guest::{Bench, Dtype};
+
+struct Probe;
+
+fn tensor() -> Result<torch::Tensor, String> {
+    torch::zeros(&[4], Dtype::F16, "probe")
+}
+
+impl Bench for Probe {
+    fn run(args: Vec<String>) -> Result<(), String> {
+        let scenario = args.first().map(String::as_str).unwrap_or("");
+        match scenario {
+            "nccl" => dist::init_process_group("nccl").map_err(String::from),
+            "before-init" => {
+                assert!(!dist::is_initialized());
+                let rank_err = dist::get_rank().unwrap_err().to_string();
+                let t = tensor()?;
+                let ar = dist::all_reduce(&t, "sum").unwrap_err().to_string();
+                Err(format!("{ar} | get_rank: {rank_err}"))
+            }
+            "twice" => {
+                dist::init_process_group("ahbm")?;
+                dist::init_process_group("ahbm").map_err(String::from)
+            }
+            "bad-op" => {
+                dist::init_process_group("ahbm")?;
+                let ws = dist::get_world_size()?;
+                mp::spawn(ws, &["bad-op".to_string()])
+            }
+            "single-driver" => {
+                dist::init_process_group("ahbm")?;
+                let t = tensor()?;
+                dist::all_reduce(&t, "sum").map_err(String::from)
+            }
+            "queries" => {
+                dist::init_process_group("ahbm")?;
+                let ws = dist::get_world_size()?;
+                let backend = dist::get_backend()?;
+                let rank = dist::get_rank()?;
+                if !dist::is_initialized() || backend != "ahbm" || rank != 0 {
+                    return Err("unexpected query answers".into());
+                }
+                dist::barrier()?;
+                mp::spawn(ws, &["queries".to_string()])?;
+                Err(format!(
+                    "ok world_size={ws} devices={}",
+                    ahbm::device_count()
+                ))
+            }
+            other => Err(format!("unknown scenario {other:?}")),
+        }
+    }
+
+    fn worker(rank: u32, _world_size: u32, args: Vec<String>) -> Result<(), String> {
+        match args[0].as_str() {
+            "bad-op" => {
+                ahbm::set_device(rank)?;
+                let t = tensor()?;
+                dist::all_reduce(&t, "max").map_err(String::from)
+            }
+            "queries" => {
+                if dist::get_rank()? != rank {
+                    return Err(format!(
+                        "get_rank() in worker {rank} returned {}",
+                        dist::get_rank()?
+                    ));
+                }
+                kernbench_guest::bench::accelerator::set_device_index(rank)?;
+                if ahbm::current_device() != Some(rank) {
+                    return Err("set_device_index did not bind the device".into());
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+kernbench_guest::export_bench!(Probe);

@@ -1,0 +1,179 @@
+//! Errors that point at the user's code: seed error semantics of
+//! `torch.distributed`, guest traps, bad directions and addresses, runaway
+//! guests, deadlocks and broken components. Never a host panic or a hang.
+
+mod common;
+use common::*;
+use kernbench::error::SimError;
+
+fn probe(scenario: &str, sips: u32) -> String {
+    match run(
+        test_component("dist_probe"),
+        topo(sips),
+        ccl(),
+        None,
+        &[scenario],
+    ) {
+        Ok(_) => panic!("scenario {scenario} was expected to report an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn init_process_group_with_nccl_is_a_value_error() {
+    let e = probe("nccl", 2);
+    assert!(e.contains("ValueError: Unsupported backend 'nccl'"), "{e}");
+}
+
+#[test]
+fn collectives_before_init_are_runtime_errors() {
+    let e = probe("before-init", 2);
+    assert!(
+        e.contains("RuntimeError: Default process group has not been initialized, please make sure to call init_process_group."),
+        "{e}"
+    );
+    assert!(
+        e.contains("get_rank: RuntimeError: Default process group has not been initialized"),
+        "{e}"
+    );
+}
+
+#[test]
+fn second_init_and_unsupported_op_and_single_driver_collective() {
+    assert!(probe("twice", 2)
+        .contains("RuntimeError: trying to initialize the default process group twice!"));
+    let e = probe("bad-op", 2);
+    assert!(
+        e.contains("NotImplementedError: all_reduce op 'max' is not implemented"),
+        "{e}"
+    );
+    assert!(e.contains("process 0 terminated"), "{e}");
+    let e = probe("single-driver", 4);
+    assert!(e.contains("single driver with world_size 4"), "{e}");
+}
+
+#[test]
+fn rank_world_size_backend_and_device_queries() {
+    let e = probe("queries", 3);
+    assert!(e.contains("ok world_size=3 devices=3"), "{e}");
+}
+
+fn faulty(bytes: &str, l: &std::sync::Arc<kernbench::runtime::Loader>) -> SimError {
+    run_with(
+        l,
+        "ccl_allreduce",
+        topo(2),
+        faulty_ccl(),
+        None,
+        &["-b", bytes, "-e", bytes],
+    )
+    .unwrap_err()
+}
+
+#[test]
+fn a_wrong_direction_names_the_component_the_pe_and_the_call() {
+    let e = faulty("8", &loader()).to_string();
+    assert!(e.contains("faulty_kernel"), "{e}");
+    assert!(e.contains("tl.send(dir=\"N\")"), "{e}");
+    assert!(e.contains("direction \"N\" is not installed on sip"), "{e}");
+    assert!(e.contains("installed: E, W"), "{e}");
+}
+
+#[test]
+fn a_guest_panic_is_an_error_with_the_guest_backtrace() {
+    let e = faulty("16", &loader()).to_string();
+    assert!(e.contains("faulty_kernel"), "{e}");
+    assert!(e.contains("on sip"), "{e}");
+    assert!(
+        e.contains("wasm backtrace") || e.contains("wasm trap"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_runaway_guest_is_stopped_by_its_fuel_budget() {
+    let e = faulty("32", &low_fuel_loader()).to_string();
+    assert!(e.contains("fuel"), "{e}");
+    assert!(e.contains("faulty_kernel"), "{e}");
+}
+
+#[test]
+fn a_deadlock_is_reported_with_who_waits_for_what() {
+    match faulty("64", &loader()) {
+        SimError::Deadlock { report, .. } => {
+            assert!(
+                report.contains(
+                    "sip0.cube0.pe0: recv(dir=W): waiting for a message from sip1.cube0.pe0"
+                ),
+                "{report}"
+            );
+            assert!(report.contains("IPCQ rings"), "{report}");
+        }
+        other => panic!("expected a deadlock, got {other}"),
+    }
+}
+
+#[test]
+fn an_unmapped_address_is_named() {
+    let e = faulty("128", &loader()).to_string();
+    assert!(e.contains("tl.load(addr=0x7000000000000000"), "{e}");
+    assert!(e.contains("unknown memory kind 7"), "{e}");
+}
+
+#[test]
+fn broken_and_mismatched_components_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm\x0d\0\x01\0garbage").unwrap();
+    let e = run(junk.to_str().unwrap(), topo(2), ccl(), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("junk") && e.contains("not a valid WebAssembly component"),
+        "{e}"
+    );
+
+    let algo = kernbench::runtime::loader::BUILTIN
+        .iter()
+        .find(|b| b.name == "ring_allreduce")
+        .unwrap()
+        .path;
+    let e = run(algo, topo(2), ccl(), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is not a bench component") && e.contains("kernel"),
+        "{e}"
+    );
+
+    let e = run("no_such_bench", topo(2), ccl(), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no bench component named 'no_such_bench'") && e.contains("ccl_allreduce"),
+        "{e}"
+    );
+
+    let text = "defaults: {algorithm: x}\nalgorithms:\n  x: {module: kernbench.ccl.algorithms.nonexistent, topology: ring_1d}\n";
+    let c = kernbench::config::CclConfig::from_yaml(text, kernbench::config::Origin::Embedded("t"))
+        .unwrap();
+    let e = run("ccl_allreduce", topo(2), c, None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no algorithm component named 'nonexistent'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn too_large_a_message_for_the_slots_is_explained() {
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace("slot_kib: 1024 ", "slot_kib: 1 ");
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let e = run("ccl_allreduce", topo(2), c, None, &["-b", "4K", "-e", "4K"])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not fit an IPCQ slot of 1024 bytes"), "{e}");
+}

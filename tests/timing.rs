@@ -1,0 +1,194 @@
+//! Timing against closed forms (DESIGN §4).
+//!
+//! The model (documented in hw/machine.rs and hw/link.rs):
+//! * a DMA of s bytes from A to B takes `setup + Σ latency(A→B) + s/min bw`;
+//! * a MATH op on n elements takes `overhead + n / throughput`;
+//! * DMA and MATH engines are in-order queues.
+//!
+//! The seed's ring all-reduce on p ranks is then, uncontended:
+//! `T = L + (p−1)·X + M + S` with L the load (HBM→PE), X one ring step
+//! (PE→next PE), M one add, S the store (PE→HBM): each step's send of the
+//! received tile overlaps the previous add (M ≤ X), so only the last add is
+//! exposed.
+
+mod common;
+use common::*;
+use kernbench::config::TopologySpec;
+use kernbench::engine::Executor;
+use kernbench::hw::dtype::Dtype;
+use kernbench::hw::link::path_figures;
+use kernbench::hw::Machine;
+use kernbench::routing::PathRouter;
+use kernbench::topology::{build, NodeId, PeCoord};
+use kernbench::units::{ns_to_ps, Rate};
+use std::sync::Arc;
+
+fn pe(sip: u32) -> NodeId {
+    NodeId::Pe(PeCoord {
+        sip,
+        cube: 0,
+        pe: 0,
+    })
+}
+
+/// One DMA of `bytes` from a to b, uncontended.
+fn dma(t: &TopologySpec, r: &PathRouter, a: NodeId, b: NodeId, bytes: u64) -> u64 {
+    let p = r.path(a, b).unwrap();
+    let (lat, bw) = path_figures(r.topology(), &p);
+    ns_to_ps(t.pe.dma.setup_ns) + lat + bw.unwrap().duration_ps(bytes)
+}
+
+fn ring_closed_form(t: &TopologySpec, p: u32, bytes: u64) -> u64 {
+    let r = PathRouter::new(Arc::new(build(t)));
+    let hbm = NodeId::Hbm { sip: 0, cube: 0 };
+    let load = dma(t, &r, hbm, pe(0), bytes);
+    let store = dma(t, &r, pe(0), hbm, bytes);
+    let step = (0..p)
+        .map(|s| dma(t, &r, pe(s), pe((s + 1) % p), bytes))
+        .max()
+        .unwrap();
+    let add = ns_to_ps(t.pe.math.overhead_ns)
+        + Rate::from_giga_per_s(t.pe.math.throughput_gflops).duration_ps(bytes / 2);
+    assert!(
+        add <= step,
+        "the closed form assumes the add hides behind the next step"
+    );
+    load + (p as u64 - 1) * step + add + store
+}
+
+fn check_ring(t: TopologySpec, p: u32) {
+    let res = run(
+        "ccl_allreduce",
+        t.clone(),
+        ccl(),
+        None,
+        &["-b", "8", "-e", "1M", "-f", "16"],
+    )
+    .unwrap();
+    let rows = kernbench::report::aggregate(&res.rows, res.alpha_beta.as_ref());
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        let want = ring_closed_form(&t, p, row.size_bytes);
+        let err = (row.time_ps as f64 - want as f64).abs() / want as f64;
+        assert!(
+            err <= 0.01,
+            "p={p} size={}: simulated {} ps, closed form {} ps ({:.3}%)",
+            row.size_bytes,
+            row.time_ps,
+            want,
+            err * 100.0
+        );
+        assert_eq!(row.wrong, 0);
+    }
+}
+
+#[test]
+fn uncontended_ring_allreduce_matches_its_closed_form() {
+    for p in [2, 4, 8] {
+        check_ring(topo(p), p);
+    }
+    check_ring(custom_topo(3), 3);
+}
+
+#[test]
+fn ab_bound_column_is_the_ring_formula_on_the_modelled_topology() {
+    let t = custom_topo(3);
+    let res = run(
+        "ccl_allreduce",
+        t.clone(),
+        ccl(),
+        None,
+        &["-b", "1M", "-e", "1M"],
+    )
+    .unwrap();
+    let ab = res.alpha_beta.unwrap();
+    let r = PathRouter::new(Arc::new(build(&t)));
+    let path = r.path(pe(0), pe(1)).unwrap();
+    let (lat, bw) = path_figures(r.topology(), &path);
+    assert_eq!(ab.alpha_ps, ns_to_ps(t.pe.dma.setup_ns) + lat);
+    assert_eq!(ab.bandwidth, bw.unwrap());
+    assert_eq!(
+        ab.bandwidth,
+        Rate::from_giga_per_s(50.0),
+        "the inter-SIP link is the bottleneck"
+    );
+    let rows = kernbench::report::aggregate(&res.rows, Some(&ab));
+    let n = 1u64 << 20;
+    let want_us = (2.0 * 2.0 * ab.alpha_ps as f64
+        + 2.0 * 2.0 / 3.0 * bw.unwrap().duration_ps(n) as f64)
+        / 1e6;
+    assert!((rows[0].ab_bound_us.unwrap() - want_us).abs() < 1e-6);
+    assert!((rows[0].busbw_gbps - rows[0].algbw_gbps * 4.0 / 3.0).abs() < 1e-9);
+}
+
+/// Engine + hardware alone, no wasm: a DMA load lands exactly at
+/// setup + Σ latency + s/bottleneck; two loads from one HBM share its link.
+#[test]
+fn native_dma_matches_the_formula_exactly_and_shares_links() {
+    let t = topo(1);
+    let topo = Arc::new(build(&t));
+    let r = PathRouter::new(topo.clone());
+    let m = Machine::new(topo);
+    let bytes = 1u64 << 20;
+    let src = m
+        .alloc_tensor(
+            kernbench::address::Space::Hbm { sip: 0, cube: 0 },
+            &[(bytes / 2) as u32],
+            Dtype::F16,
+        )
+        .unwrap();
+    let ex = Executor::new();
+    let (m2, addr) = (m.clone(), src.addr());
+    let h = ex.spawn(async move {
+        let a = m2
+            .load(
+                PeCoord {
+                    sip: 0,
+                    cube: 0,
+                    pe: 0,
+                },
+                addr,
+                &[(bytes / 2) as u32],
+                Dtype::F16,
+            )
+            .unwrap();
+        let b = m2
+            .load(
+                PeCoord {
+                    sip: 0,
+                    cube: 0,
+                    pe: 1,
+                },
+                addr,
+                &[(bytes / 2) as u32],
+                Dtype::F16,
+            )
+            .unwrap();
+        a.ready.wait().await;
+        let ta = kernbench::engine::now();
+        b.ready.wait().await;
+        (ta, kernbench::engine::now())
+    });
+    ex.run();
+    let (ta, tb) = h.try_take().unwrap();
+    let hbm = NodeId::Hbm { sip: 0, cube: 0 };
+    assert_eq!(ta, dma(&t, &r, hbm, pe(0), bytes));
+    // pe1 sits at another corner; both paths start on the HBM link, whose
+    // 800 GB/s is shared: the second load ends one HBM-serialisation later
+    // than it would alone.
+    let alone = dma(
+        &t,
+        &r,
+        hbm,
+        NodeId::Pe(PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 1,
+        }),
+        bytes,
+    );
+    assert!(
+        tb > alone,
+        "contention must delay the second load ({tb} vs {alone})"
+    );
+}
