@@ -127,5 +127,10 @@ macro_rules! export_algorithm {
             }
             $crate::__algorithm::__export_algorithm_world!(__KernbenchAlgorithm);
         };
+        // Natively the exports do not exist; keep the impl "used" (it runs
+        // under the mock runner).
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(u32, u64, u32, u32) -> ::std::vec::Vec<i64> =
+            <$ty as $crate::Algorithm>::kernel_args;
     };
 }

@@ -249,5 +249,16 @@ macro_rules! export_bench {
             }
             $crate::__bench::__export_bench_world!(__KernbenchBench);
         };
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: (
+            fn(
+                ::std::vec::Vec<::std::string::String>,
+            ) -> ::std::result::Result<(), ::std::string::String>,
+            fn(
+                u32,
+                u32,
+                ::std::vec::Vec<::std::string::String>,
+            ) -> ::std::result::Result<(), ::std::string::String>,
+        ) = (<$ty as $crate::Bench>::run, <$ty as $crate::Bench>::worker);
     };
 }

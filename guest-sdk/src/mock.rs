@@ -73,7 +73,7 @@ fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32)> {
                 cfg.grid_w
             };
             assert!(
-                w > 0 && n % w == 0,
+                w > 0 && n.is_multiple_of(w),
                 "mock: world_size {n} is not a {w}-wide grid"
             );
             let h = n / w;
