@@ -53,6 +53,16 @@ fn second_init_and_unsupported_op_and_single_driver_collective() {
 }
 
 #[test]
+fn a_rank_that_dies_is_reported_not_the_wait_it_causes() {
+    let e = probe("rank-dies", 3);
+    assert!(
+        e.contains("rank 1") && e.contains("gives up before the collective"),
+        "{e}"
+    );
+    assert!(!e.contains("deadlock"), "{e}");
+}
+
+#[test]
 fn rank_world_size_backend_and_device_queries() {
     let e = probe("queries", 3);
     assert!(e.contains("ok world_size=3 devices=3"), "{e}");

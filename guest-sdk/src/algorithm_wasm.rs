@@ -84,6 +84,9 @@ impl Tl for WasmTl {
         };
         tl::binary(op, a, b)
     }
+    fn add(&self, a: &tl::Tensor, b: &tl::Tensor) -> tl::Tensor {
+        tl::add(a, b)
+    }
     fn scale(&self, a: &tl::Tensor, factor: f64) -> tl::Tensor {
         tl::scale(a, factor)
     }

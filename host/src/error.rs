@@ -83,23 +83,32 @@ pub enum SimError {
     Wasmtime(String),
 }
 
-/// Render a wasmtime error (a trap or a host error raised in an import)
-/// with its cause chain and, when present, the guest backtrace.
+/// Render a wasmtime error (a trap or a host error raised in an import):
+/// the causes first ("tl.send(...) on sip0...: direction ..." or "wasm
+/// trap: ..."), then the guest backtrace, when there is one.
 pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
-    let mut out = err.to_string();
-    for cause in err.chain().skip(1) {
-        let c = cause.to_string();
-        if !out.contains(&c) {
-            out.push_str(": ");
-            out.push_str(&c);
+    let backtrace = err
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .map(|b| b.to_string());
+    let skip = usize::from(backtrace.is_some());
+    let mut causes: Vec<String> = Vec::new();
+    for c in err.chain().skip(skip) {
+        let c = c.to_string();
+        if !causes.iter().any(|prev| prev.contains(&c)) {
+            causes.push(c);
         }
     }
-    if let Some(bt) = err.downcast_ref::<wasmtime::WasmBacktrace>() {
-        let bt = bt.to_string();
-        if !bt.trim().is_empty() && !out.contains(&bt) {
-            out.push('\n');
-            out.push_str(bt.trim_end());
-        }
+    if causes.is_empty() {
+        causes.push(err.to_string());
+    }
+    let mut out = causes.join(": ");
+    if let Some(bt) = backtrace {
+        let frames = bt
+            .trim_end()
+            .trim_start_matches("error while executing at wasm backtrace:")
+            .trim_start_matches('\n');
+        out.push_str("\n  guest backtrace:\n");
+        out.push_str(frames);
     }
     out
 }

@@ -176,6 +176,14 @@ impl tl::Host for KernelHost {
         self.push(t)
     }
 
+    async fn add(
+        &mut self,
+        a: Resource<KernelTensor>,
+        b: Resource<KernelTensor>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        tl::Host::binary(self, tl::Binop::Add, a, b).await
+    }
+
     async fn binary(
         &mut self,
         op: tl::Binop,

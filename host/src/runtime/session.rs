@@ -82,7 +82,9 @@ pub struct Session {
     pub bench_args: Vec<String>,
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
-    failures: Mutex<Vec<String>>,
+    /// Root causes seen so far: (who, message), e.g. a failed kernel or a
+    /// spawned rank that returned an error.
+    failures: Mutex<Vec<(String, String)>>,
 }
 
 fn runtime_error(m: impl Into<String>) -> DistError {
@@ -119,9 +121,16 @@ impl Session {
         self.rows.lock().unwrap().push(r);
     }
 
-    /// The first kernel failure of the run, if any.
-    pub fn first_failure(&self) -> Option<String> {
+    /// The first root-cause failure of the run, if any: (who, message).
+    pub fn first_failure(&self) -> Option<(String, String)> {
         self.failures.lock().unwrap().first().cloned()
+    }
+
+    fn record_failure(&self, who: String, message: String) {
+        let mut f = self.failures.lock().unwrap();
+        if !f.iter().any(|(_, m)| *m == message) {
+            f.push((who, message));
+        }
     }
 
     pub fn process_group(&self) -> Result<Arc<ProcessGroup>, DistError> {
@@ -356,12 +365,7 @@ impl Session {
         }
         let errors = errors.lock().unwrap().clone();
         if let Some(first) = errors.first() {
-            {
-                let mut f = self.failures.lock().unwrap();
-                if !f.contains(first) {
-                    f.push(first.clone());
-                }
-            }
+            self.record_failure("collective".into(), first.clone());
             return Err(wasmtime::Error::msg(format!(
                 "all_reduce failed: {}",
                 errors.join("; ")
@@ -451,21 +455,26 @@ impl Session {
             who: "run".into(),
             message,
         };
+        // A failed kernel is reported once, as itself, rather than as every
+        // rank's view of it; anything else as the bench reported it.
+        let kernel_failure = self
+            .root_cause()
+            .filter(|e| matches!(e, SimError::BenchFailed { who, .. } if who == "collective"));
         match result {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(msg)) => Err(self.root_cause().unwrap_or_else(|| failed(msg))),
-            Err(e) => Err(self
-                .root_cause()
-                .unwrap_or_else(|| failed(describe_wasm_error(&e)))),
+            Ok(Err(msg)) => Err(kernel_failure.unwrap_or_else(|| failed(msg))),
+            Err(e) => Err(kernel_failure.unwrap_or_else(|| failed(describe_wasm_error(&e)))),
         }
     }
 
-    fn root_cause(&self) -> Option<SimError> {
-        self.first_failure().map(|m| SimError::BenchFailed {
-            bench: self.bench.name.clone(),
-            who: "collective".into(),
-            message: m,
-        })
+    /// The first recorded failure as an error.
+    pub fn root_cause(&self) -> Option<SimError> {
+        self.first_failure()
+            .map(|(who, message)| SimError::BenchFailed {
+                bench: self.bench.name.clone(),
+                who,
+                message,
+            })
     }
 
     async fn run_worker(
@@ -483,10 +492,16 @@ impl Session {
         }
         .await;
         flush_output(&format!("rank {rank}"), &out);
-        match result {
+        let result = match result {
             Ok(r) => r,
             Err(e) => Err(describe_wasm_error(&e)),
+        };
+        if let Err(e) = &result {
+            // A rank that dies leaves its peers waiting in collectives: keep
+            // its error as the root cause of whatever follows.
+            self.record_failure(format!("rank {rank}"), e.clone());
         }
+        result
     }
 
     /// `torch.multiprocessing.spawn(worker, nprocs)`: one bench instance per

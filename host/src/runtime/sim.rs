@@ -61,11 +61,16 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
             main.try_take().expect("the bench task finished")?;
         }
         RunOutcome::Stalled { .. } => {
-            if let Some(cause) = session.first_failure() {
+            if let Some(SimError::BenchFailed {
+                bench,
+                who,
+                message,
+            }) = session.root_cause()
+            {
                 return Err(SimError::BenchFailed {
-                    bench: session.bench.name.clone(),
-                    who: "collective".into(),
-                    message: format!("{cause}\n(the other ranks then waited forever for it)"),
+                    bench,
+                    who,
+                    message: format!("{message}\n(the other ranks then waited for it forever)"),
                 });
             }
             let mut report = Vec::new();

@@ -37,6 +37,11 @@ impl Bench for Probe {
                 let t = tensor()?;
                 dist::all_reduce(&t, "sum").map_err(String::from)
             }
+            "rank-dies" => {
+                dist::init_process_group("ahbm")?;
+                let ws = dist::get_world_size()?;
+                mp::spawn(ws, &["rank-dies".to_string()])
+            }
             "queries" => {
                 dist::init_process_group("ahbm")?;
                 let ws = dist::get_world_size()?;
@@ -62,6 +67,14 @@ impl Bench for Probe {
                 ahbm::set_device(rank)?;
                 let t = tensor()?;
                 dist::all_reduce(&t, "max").map_err(String::from)
+            }
+            "rank-dies" => {
+                if rank == 1 {
+                    return Err("rank 1 gives up before the collective".into());
+                }
+                ahbm::set_device(rank)?;
+                let t = tensor()?;
+                dist::all_reduce(&t, "sum").map_err(String::from)
             }
             "queries" => {
                 if dist::get_rank()? != rank {
