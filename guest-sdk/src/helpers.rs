@@ -1,7 +1,14 @@
 //! The seed's algorithm helpers (seed 003 §5): `chunked`, `ring_step`,
-//! `tree_step`.
+//! `tree_step`, plus `pe_tile_addr`, the seed kernels' per-PE tile address.
 
-use crate::Dtype;
+use crate::{Dtype, Tl};
+
+/// The seed kernels' tile of this PE: `t_ptr + rank * n_elem * itemsize`,
+/// with `rank = cube_id * pes_per_cube + local_pe` (ADR-0022 2-D grid).
+pub fn pe_tile_addr<T: Tl>(tl: &T, t_ptr: u64, n_elem: u64, dtype: Dtype) -> u64 {
+    let rank = (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) as u64;
+    t_ptr + rank * n_elem * dtype.itemsize() as u64
+}
 
 /// A contiguous view of `n_elem` elements starting at `addr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -33,7 +33,7 @@ pub use bench::Bench;
 
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
-    pub use crate::helpers::{chunked, ring_step, tree_step, Chunk};
+    pub use crate::helpers::{chunked, pe_tile_addr, ring_step, tree_step, Chunk};
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{Algorithm, BinOp, Dtype, Tensor, Tl};
 }

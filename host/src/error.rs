@@ -43,8 +43,8 @@ pub enum HwError {
     SlotTooSmall { nbytes: u64, slot_size: u64 },
     #[error("{space} is full: cannot allocate {len} bytes ({free} free)")]
     OutOfMemory { space: String, len: u64, free: u64 },
-    #[error("unknown tensor handle")]
-    StaleHandle,
+    #[error("routing: {0}")]
+    NoRoute(String),
 }
 
 /// A `tl.*` call that the machine refused; becomes a trap in the kernel.

@@ -9,12 +9,7 @@ pub struct HelloSend;
 impl Algorithm for HelloSend {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
         let n_elem = args[0] as u32;
-        let local_pe = tl.program_id(0);
-        let cube_id = tl.program_id(1);
-        let pes_per_cube = tl.num_programs(0);
-        let rank = (cube_id * pes_per_cube + local_pe) as u64;
-        let nbytes = n_elem as u64 * Dtype::F16.itemsize() as u64;
-        let pe_addr = t_ptr + rank * nbytes;
+        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
 
         let src = tl.load(pe_addr, &[n_elem], Dtype::F16);
         tl.send("E", &src);

@@ -13,12 +13,7 @@ impl Algorithm for RingAllreduce {
         // kernel_args = (n_elem, world_size), then the four host-appended
         // (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
         let (n_elem, world_size) = (args[0] as u32, args[1] as u32);
-        let local_pe = tl.program_id(0);
-        let cube_id = tl.program_id(1);
-        let pes_per_cube = tl.num_programs(0);
-        let rank = (cube_id * pes_per_cube + local_pe) as u64;
-        let nbytes = n_elem as u64 * Dtype::F16.itemsize() as u64;
-        let pe_addr = t_ptr + rank * nbytes;
+        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
 
         let mut acc = tl.load(pe_addr, &[n_elem], Dtype::F16);
         let mut current: Option<T::Tensor> = None;
