@@ -187,3 +187,22 @@ fn too_large_a_message_for_the_slots_is_explained() {
         .to_string();
     assert!(e.contains("does not fit an IPCQ slot of 1024 bytes"), "{e}");
 }
+
+#[test]
+fn a_component_built_against_another_wit_version_is_refused() {
+    let text = format!(
+        "defaults: {{algorithm: old}}\nalgorithms:\n  old: {{module: {}, topology: ring_1d}}\n",
+        test_component("old_abi")
+    );
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let e = run("ccl_allreduce", topo(2), c, None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("built against kernbench:sim@0.0.9")
+            && e.contains("implements kernbench:sim@0.1.0"),
+        "{e}"
+    );
+}
