@@ -1,8 +1,9 @@
 //! The deterministic virtual-time executor (DESIGN §3).
 //!
-//! A single-threaded discrete-event core: timers in a heap ordered by
-//! `(time, sequence number)`, a FIFO ready queue of tasks, and wakers that
-//! push task ids onto it. Time only advances when no task is runnable. It
+//! A single-threaded discrete-event core: timers fired in `(time, sequence
+//! number)` order from a hierarchical timing wheel (O(1), see `wheel`), a
+//! FIFO ready queue of tasks, and wakers that push task ids onto it. Time
+//! only advances when no task is runnable. It
 //! knows nothing of wasm: tasks are plain Rust futures, so native test
 //! processes drive it directly (see `benches/engine_phold.rs`).
 //!
@@ -12,6 +13,7 @@
 
 mod executor;
 mod sync;
+mod wheel;
 
 pub use executor::{now, sleep, sleep_until, spawn, try_now, Executor, RunOutcome, Sleep};
 pub use sync::{Event, JoinHandle};
