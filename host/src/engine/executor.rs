@@ -196,6 +196,11 @@ impl Executor {
         self.core.now.get()
     }
 
+    /// Timers not yet fired.
+    pub fn pending_timers(&self) -> usize {
+        self.core.timers.borrow().len()
+    }
+
     /// Timer events fired and task polls made so far.
     pub fn events_processed(&self) -> u64 {
         self.core.events.get()
@@ -383,6 +388,7 @@ mod tests {
         ex.spawn(async { sleep(100).await });
         assert_eq!(ex.run(), RunOutcome::Stalled { blocked: 1 });
         assert_eq!(ex.now(), 100);
+        assert_eq!(ex.pending_timers(), 0);
         ev.set();
         assert_eq!(ex.run(), RunOutcome::Finished);
     }

@@ -164,7 +164,11 @@ mod tests {
                 for _ in 0..pushes {
                     let r = xorshift(&mut s);
                     // Many equal times, some far-future ones.
-                    let delta = if r % 5 == 0 { 0 } else { r % spread.max(1) } + 1;
+                    let delta = if r.is_multiple_of(5) {
+                        0
+                    } else {
+                        r % spread.max(1)
+                    } + 1;
                     let at = now.saturating_add(delta);
                     wheel.push(at, seq);
                     heap.push(Reverse((at, seq)));
