@@ -134,3 +134,24 @@ fn a_bench_loads_from_a_file_path() {
     let res = run(path, topo(2), ccl(), None, &["-b", "8", "-e", "8"]).unwrap();
     assert_eq!(res.rows.len(), 2);
 }
+
+#[test]
+fn a_component_without_the_sdk_and_without_topo_name_to_kind_runs() {
+    let text = format!(
+        "defaults: {{algorithm: minimal}}\nalgorithms:\n  minimal: {{module: {}, topology: ring_1d}}\n",
+        test_component("minimal_algo")
+    );
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let res = run(
+        "ccl_allreduce",
+        topo(2),
+        c,
+        None,
+        &["-b", "8", "-e", "4K", "-f", "8"],
+    )
+    .unwrap();
+    assert_eq!(res.rows.len(), 2 * 4);
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+}

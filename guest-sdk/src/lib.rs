@@ -43,7 +43,7 @@ pub mod prelude {
 pub mod __algorithm {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "algorithm",
+        world: "algorithm-full",
         pub_export_macro: true,
         export_macro_name: "__export_algorithm_world",
         default_bindings_module: "kernbench_guest::__algorithm",

@@ -2,7 +2,10 @@
 //! the launch of a kernel (one Store per instance, dropped when it ends).
 
 use super::bindings::algorithm::kernbench::sim::{tl, types};
-use super::bindings::algorithm::AlgorithmPre;
+use super::bindings::algorithm::{Algorithm, AlgorithmPre};
+
+/// The optional export mapping SIP topology names to kinds.
+pub const TOPO_EXPORT: &str = "topo-name-to-kind";
 use super::wasi::{flush_output, sandbox, Output};
 use crate::error::{describe_wasm_error, HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
@@ -307,7 +310,8 @@ impl AlgorithmComponent {
         Ok(())
     }
 
-    /// Call `kernel-args` and `topo-name-to-kind` on a fresh instance.
+    /// Call `kernel-args` and, when the component exports it,
+    /// `topo-name-to-kind` (else kind 0, ADR-0050 D1) on a fresh instance.
     pub async fn query(
         &self,
         machine: &Arc<Machine>,
@@ -325,11 +329,20 @@ impl AlgorithmComponent {
             .store(machine, pe, u64::MAX)
             .map_err(|e| self.failed("(kernel-args)", pe, &e))?;
         let result = async {
-            let inst = self.pre.instantiate_async(&mut store).await?;
-            let args = inst
+            let instance = self
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut store)
+                .await?;
+            let algo = Algorithm::new(&mut store, &instance)?;
+            let args = algo
                 .call_kernel_args(&mut store, world_size, n_elem, cube.0, cube.1)
                 .await?;
-            let kind = inst.call_topo_name_to_kind(&mut store, topo_name).await?;
+            let kind =
+                match instance.get_typed_func::<(&str,), (Option<i32>,)>(&mut store, TOPO_EXPORT) {
+                    Ok(f) => f.call_async(&mut store, (topo_name,)).await?.0,
+                    Err(_) => None,
+                };
             wasmtime::Result::Ok((args, kind.unwrap_or(0)))
         }
         .await;

@@ -338,7 +338,7 @@ fn check_contract(
         }
     }
     let (want, world): (&[&str], &str) = match kind {
-        ComponentKind::Algorithm => (&["kernel", "kernel-args", "topo-name-to-kind"], "algorithm"),
+        ComponentKind::Algorithm => (&["kernel", "kernel-args"], "algorithm"),
         ComponentKind::Bench => (&["run", "worker"], "bench"),
     };
     let missing: Vec<&str> = want
