@@ -48,7 +48,7 @@ pub fn ab_bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
     match collective {
         "all_reduce" => {
             if p <= 1 {
-                return Some(0);
+                return None; // nothing to communicate
             }
             let data = ab.bandwidth.duration_ps(bytes) as f64 * 2.0 * (p - 1) as f64 / p as f64;
             Some(2 * (p - 1) * ab.alpha_ps + data.round() as Ps)

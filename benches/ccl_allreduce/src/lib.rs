@@ -59,7 +59,7 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
             }
         }
     }
-    if sw.min < 2 || sw.max < sw.min || sw.factor < 2 {
+    if sw.min < 1 || sw.max < sw.min || sw.factor < 2 {
         return Err(format!(
             "bad sweep: minbytes {} maxbytes {} stepfactor {}",
             sw.min, sw.max, sw.factor
@@ -88,7 +88,12 @@ impl Bench for CclAllreduce {
         ahbm::set_device(rank)?;
         let mut size = sweep.min;
         while size <= sweep.max {
+            // As nccl-tests: whole elements; the reported size is what moves.
             let count = size / Dtype::F16.itemsize() as u64;
+            if count == 0 {
+                size *= sweep.factor;
+                continue;
+            }
             let t = torch::zeros(&[count as u32], Dtype::F16, "allreduce_buf")?;
             let data: Vec<f64> = (0..count).map(|i| value(rank, i)).collect();
             t.copy_from_f64(&data)?;
@@ -103,7 +108,7 @@ impl Bench for CclAllreduce {
             report::record(
                 "all_reduce",
                 &report::Row {
-                    size_bytes: size,
+                    size_bytes: count * Dtype::F16.itemsize() as u64,
                     count,
                     dtype: Dtype::F16,
                     redop: "sum".into(),
