@@ -131,6 +131,22 @@ fn an_unmapped_address_is_named() {
 }
 
 #[test]
+fn a_guest_over_its_memory_cap_or_stack_fails_cleanly() {
+    let e = faulty("256", &loader()).to_string();
+    assert!(e.contains("faulty_kernel") && e.contains("on sip"), "{e}");
+    assert!(e.contains("wasm trap"), "{e}");
+    // A Rust guest's stack lives in linear memory: overflowing it is an
+    // out-of-bounds access; the (cut) backtrace shows the recursion.
+    let e = faulty("512", &loader()).to_string();
+    assert!(
+        e.contains("faulty_kernel") && e.contains("wasm trap"),
+        "{e}"
+    );
+    assert!(e.contains("recurse"), "{e}");
+    assert!(e.lines().count() < 40, "{e}");
+}
+
+#[test]
 fn broken_and_mismatched_components_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.wasm");

@@ -83,6 +83,9 @@ pub enum SimError {
     Wasmtime(String),
 }
 
+/// Guest backtraces are cut after this many frames (deep recursion).
+const MAX_FRAMES: usize = 24;
+
 /// Render a wasmtime error (a trap or a host error raised in an import):
 /// the causes first ("tl.send(...) on sip0...: direction ..." or "wasm
 /// trap: ..."), then the guest backtrace, when there is one.

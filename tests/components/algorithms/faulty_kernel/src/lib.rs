@@ -5,11 +5,18 @@
 //! * 16 → loops forever (fuel must stop it);
 //! * 32 → every rank receives and nobody sends (a deadlock);
 //! * 64 → loads from an address outside every memory;
+//! * 128 → allocates 1 GiB of guest memory (over the cap);
+//! * 256 → recurses without end (stack overflow);
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
 
 pub struct Faulty;
+
+fn recurse(x: u64) -> u64 {
+    let pad = std::hint::black_box([x; 64]);
+    recurse(pad[3] + 1) + pad[7]
+}
 
 impl Algorithm for Faulty {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
@@ -32,6 +39,13 @@ impl Algorithm for Faulty {
             }
             64 => {
                 tl.load(0x7000_0000_0000_0000, &[n], Dtype::F16);
+            }
+            128 => {
+                let v = vec![1u8; 1 << 30];
+                std::hint::black_box(&v);
+            }
+            256 => {
+                std::hint::black_box(recurse(std::hint::black_box(1)));
             }
             _ => {
                 let t = tl.load(t_ptr, &[n], Dtype::F16);
