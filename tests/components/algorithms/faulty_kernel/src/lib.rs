@@ -13,6 +13,8 @@ use kernbench_guest::prelude::*;
 
 pub struct Faulty;
 
+// Deliberately endless: the test checks that a stack overflow is a clean error.
+#[allow(unconditional_recursion)]
 fn recurse(x: u64) -> u64 {
     let pad = std::hint::black_box([x; 64]);
     recurse(pad[3] + 1) + pad[7]
