@@ -106,12 +106,20 @@ pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
     }
     let mut out = causes.join(": ");
     if let Some(bt) = backtrace {
-        let frames = bt
+        let frames: Vec<&str> = bt
             .trim_end()
             .trim_start_matches("error while executing at wasm backtrace:")
-            .trim_start_matches('\n');
-        out.push_str("\n  guest backtrace:\n");
-        out.push_str(frames);
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        out.push_str("\n  guest backtrace:");
+        for f in frames.iter().take(MAX_FRAMES) {
+            out.push('\n');
+            out.push_str(f);
+        }
+        if frames.len() > MAX_FRAMES {
+            out.push_str(&format!("\n    ... {} more frames", frames.len() - MAX_FRAMES));
+        }
     }
     out
 }
