@@ -118,7 +118,10 @@ pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
             out.push_str(f);
         }
         if frames.len() > MAX_FRAMES {
-            out.push_str(&format!("\n    ... {} more frames", frames.len() - MAX_FRAMES));
+            out.push_str(&format!(
+                "\n    ... {} more frames",
+                frames.len() - MAX_FRAMES
+            ));
         }
     }
     out
