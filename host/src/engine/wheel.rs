@@ -14,25 +14,10 @@
 //! order — the executor's contract — without storing a sequence number.
 
 use crate::units::Ps;
-use std::collections::VecDeque;
 
 const BITS: u32 = 6;
 const SLOTS: usize = 1 << BITS;
 const LEVELS: usize = 11; // 6 * 11 = 66 >= 64 bits
-
-pub(super) struct TimerWheel<T> {
-    /// Position of the wheel: never after the earliest pending timer.
-    elapsed: Ps,
-    occupied: [u64; LEVELS],
-    slots: Vec<Vec<(Ps, T)>>,
-    /// Timers of `due_at`, being handed out in order.
-    due: VecDeque<T>,
-    due_at: Ps,
-    len: usize,
-    /// Reused buffer for cascading (keeps slot capacity: no allocation
-    /// per event).
-    scratch: Vec<(Ps, T)>,
-}
 
 /// Level of each highest differing bit (bit / 6).
 const LEVEL_OF_BIT: [u8; 64] = {
@@ -50,23 +35,70 @@ fn level_of(elapsed: Ps, at: Ps) -> usize {
     LEVEL_OF_BIT[(63 - ((at ^ elapsed) | 1).leading_zeros()) as usize] as usize
 }
 
-impl<T> Default for TimerWheel<T> {
+const NIL: u32 = u32::MAX;
+
+/// A timer in the node arena, linked into its slot's FIFO list.
+#[derive(Clone, Copy)]
+struct Node<T> {
+    at: Ps,
+    item: T,
+    next: u32,
+}
+
+/// A FIFO list of arena nodes.
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+const EMPTY: List = List {
+    head: NIL,
+    tail: NIL,
+};
+
+pub(super) struct TimerWheel<T> {
+    /// Position of the wheel: never after the earliest pending timer.
+    elapsed: Ps,
+    occupied: [u64; LEVELS],
+    slots: Vec<List>,
+    /// Timer nodes; freed ones are reused first (they are hot in cache).
+    nodes: Vec<Node<T>>,
+    free: Vec<u32>,
+    /// Timers of `due_at`, being handed out in order.
+    due: List,
+    due_at: Ps,
+    len: usize,
+}
+
+impl<T: Copy> Default for TimerWheel<T> {
     fn default() -> Self {
         TimerWheel {
             elapsed: 0,
             occupied: [0; LEVELS],
-            slots: (0..LEVELS * SLOTS).map(|_| Vec::new()).collect(),
-            due: VecDeque::new(),
+            slots: vec![EMPTY; LEVELS * SLOTS],
+            nodes: Vec::new(),
+            free: Vec::new(),
+            due: EMPTY,
             due_at: 0,
             len: 0,
-            scratch: Vec::new(),
         }
     }
 }
 
-impl<T> TimerWheel<T> {
+impl<T: Copy> TimerWheel<T> {
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    fn append(nodes: &mut [Node<T>], list: &mut List, idx: u32) {
+        nodes[idx as usize].next = NIL;
+        if list.tail == NIL {
+            list.head = idx;
+        } else {
+            nodes[list.tail as usize].next = idx;
+        }
+        list.tail = idx;
     }
 
     /// Add a timer at `at` (never before the last popped time).
@@ -77,26 +109,53 @@ impl<T> TimerWheel<T> {
             self.elapsed
         );
         self.len += 1;
-        if at == self.due_at && !self.due.is_empty() {
-            self.due.push_back(item);
-            return;
+        let node = Node {
+            at,
+            item,
+            next: NIL,
+        };
+        let idx = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                assert!(
+                    self.nodes.len() < NIL as usize,
+                    "engine: too many pending timers"
+                );
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        if at == self.due_at && self.due.head != NIL {
+            Self::append(&mut self.nodes, &mut self.due, idx);
+        } else {
+            self.file(idx);
         }
-        self.file(at, item);
     }
 
-    fn file(&mut self, at: Ps, item: T) {
+    fn file(&mut self, idx: u32) {
+        let at = self.nodes[idx as usize].at;
         let level = level_of(self.elapsed, at);
         let slot = ((at >> (BITS as usize * level)) & (SLOTS as u64 - 1)) as usize;
-        self.slots[level * SLOTS + slot].push((at, item));
+        Self::append(&mut self.nodes, &mut self.slots[level * SLOTS + slot], idx);
         self.occupied[level] |= 1 << slot;
     }
 
     /// The earliest timer, first-inserted first among equal times.
     pub fn pop(&mut self) -> Option<(Ps, T)> {
         loop {
-            if let Some(item) = self.due.pop_front() {
+            if self.due.head != NIL {
+                let idx = self.due.head;
+                let node = self.nodes[idx as usize];
+                self.due.head = node.next;
+                if node.next == NIL {
+                    self.due.tail = NIL;
+                }
+                self.free.push(idx);
                 self.len -= 1;
-                return Some((self.due_at, item));
+                return Some((node.at, node.item));
             }
             let level = self.occupied.iter().position(|&o| o != 0)?;
             let shift = BITS as usize * level;
@@ -106,7 +165,7 @@ impl<T> TimerWheel<T> {
             let slot = (self.occupied[level] & (!0u64 << digit)).trailing_zeros() as usize;
             debug_assert!(slot < SLOTS, "occupied slot behind the wheel");
             self.occupied[level] &= !(1u64 << slot);
-            let idx = level * SLOTS + slot;
+            let list = std::mem::replace(&mut self.slots[level * SLOTS + slot], EMPTY);
             let upper = shift + BITS as usize;
             let high = if upper >= 64 {
                 0
@@ -116,22 +175,15 @@ impl<T> TimerWheel<T> {
             let start = high | ((slot as u64) << shift);
             self.elapsed = self.elapsed.max(start);
             if level == 0 {
-                let slot = &mut self.slots[idx];
-                if slot.len() == 1 {
-                    // The common case: one timer at this time.
-                    let (at, item) = slot.pop().expect("one entry");
-                    self.len -= 1;
-                    return Some((at, item));
-                }
+                self.due = list;
                 self.due_at = start;
-                self.due.extend(slot.drain(..).map(|(_, item)| item));
             } else {
-                let mut entries = std::mem::take(&mut self.scratch);
-                std::mem::swap(&mut entries, &mut self.slots[idx]);
-                for (at, item) in entries.drain(..) {
-                    self.file(at, item);
+                let mut idx = list.head;
+                while idx != NIL {
+                    let next = self.nodes[idx as usize].next;
+                    self.file(idx);
+                    idx = next;
                 }
-                self.scratch = entries;
             }
         }
     }
