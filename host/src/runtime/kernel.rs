@@ -6,7 +6,7 @@ use super::bindings::algorithm::{Algorithm, AlgorithmPre};
 
 /// The optional export mapping SIP topology names to kinds.
 pub const TOPO_EXPORT: &str = "topo-name-to-kind";
-use super::wasi::{flush_output, sandbox, Output};
+use super::wasi::{sandbox, FlushOnDrop, Output};
 use crate::error::{describe_wasm_error, HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::{Machine, TensorRef};
@@ -293,13 +293,13 @@ impl AlgorithmComponent {
         let (mut store, out) = self
             .store(&machine, pe, seed)
             .map_err(|e| self.failed(algorithm, pe, &e))?;
+        let _flush = FlushOnDrop::new(pe.to_string(), out);
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.call_kernel(&mut store, launch.t_ptr, &launch.args)
                 .await
         }
         .await;
-        flush_output(&pe.to_string(), &out);
         if let Err(e) = result {
             return Err(self.failed(algorithm, pe, &e));
         }
@@ -328,6 +328,7 @@ impl AlgorithmComponent {
         let (mut store, out) = self
             .store(machine, pe, u64::MAX)
             .map_err(|e| self.failed("(kernel-args)", pe, &e))?;
+        let _flush = FlushOnDrop::new(format!("{} kernel-args", self.name), out);
         let result = async {
             let instance = self
                 .pre
@@ -346,7 +347,6 @@ impl AlgorithmComponent {
             wasmtime::Result::Ok((args, kind.unwrap_or(0)))
         }
         .await;
-        flush_output(&format!("{} kernel-args", self.name), &out);
         result.map_err(|e| SimError::Component {
             name: self.name.clone(),
             message: describe_wasm_error(&e),

@@ -6,7 +6,7 @@ use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::{AlgorithmComponent, KernelLaunch};
 use super::loader::Loader;
-use super::wasi::{flush_output, sandbox};
+use super::wasi::{sandbox, FlushOnDrop};
 use crate::config::ccl::NeighbourTopology;
 use crate::config::topology::SipTopology;
 use crate::config::{AlgorithmEntry, CclConfig};
@@ -442,13 +442,13 @@ impl Session {
         let (mut store, out) = self
             .bench_store(None)
             .map_err(|e| SimError::Wasmtime(describe_wasm_error(&e)))?;
+        let _flush = FlushOnDrop::new("bench".into(), out);
         let args = self.bench_args.clone();
         let result = async {
             let inst = self.bench.pre.instantiate_async(&mut store).await?;
             inst.call_run(&mut store, &args).await
         }
         .await;
-        flush_output("bench", &out);
         let failed = |message: String| SimError::BenchFailed {
             bench: self.bench.name.clone(),
             who: "run".into(),
@@ -485,12 +485,12 @@ impl Session {
         let (mut store, out) = self
             .bench_store(Some(rank))
             .map_err(|e| describe_wasm_error(&e))?;
+        let _flush = FlushOnDrop::new(format!("rank {rank}"), out);
         let result = async {
             let inst = self.bench.pre.instantiate_async(&mut store).await?;
             inst.call_worker(&mut store, rank, world_size, &args).await
         }
         .await;
-        flush_output(&format!("rank {rank}"), &out);
         let result = match result {
             Ok(r) => r,
             Err(e) => Err(describe_wasm_error(&e)),

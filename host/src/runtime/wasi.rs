@@ -81,3 +81,23 @@ pub fn flush_output(who: &str, out: &Output) {
         }
     }
 }
+
+/// Prints an instance's captured output when dropped: when the instance
+/// ends, and also when a stalled run is torn down, so that what a
+/// deadlocked kernel printed is not lost.
+pub struct FlushOnDrop {
+    who: String,
+    out: Output,
+}
+
+impl FlushOnDrop {
+    pub fn new(who: String, out: Output) -> Self {
+        FlushOnDrop { who, out }
+    }
+}
+
+impl Drop for FlushOnDrop {
+    fn drop(&mut self) {
+        flush_output(&self.who, &self.out);
+    }
+}

@@ -36,6 +36,7 @@ impl Algorithm for Faulty {
                 }
             }
             32 => {
+                println!("about to wait for a message that never comes");
                 let r = tl.recv(Some("W"), &[n], Dtype::F16);
                 tl.store(t_ptr, &r);
             }
