@@ -166,6 +166,15 @@ impl<T: Copy> TimerWheel<T> {
             debug_assert!(slot < SLOTS, "occupied slot behind the wheel");
             self.occupied[level] &= !(1u64 << slot);
             let list = std::mem::replace(&mut self.slots[level * SLOTS + slot], EMPTY);
+            if list.head == list.tail {
+                // A lone timer in the earliest slot of the lowest level is
+                // the earliest timer of all: hand it out without cascading.
+                let node = self.nodes[list.head as usize];
+                self.free.push(list.head);
+                self.elapsed = node.at;
+                self.len -= 1;
+                return Some((node.at, node.item));
+            }
             let upper = shift + BITS as usize;
             let high = if upper >= 64 {
                 0
