@@ -138,3 +138,55 @@ fn topology_validate_and_show() {
     let out = ok(kb().args(["topology", "show"]));
     assert!(out.contains("InterSip") && out.contains("Ucie"), "{out}");
 }
+
+#[test]
+fn trace_has_engines_links_kernels_and_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.json");
+    let out = ok(kb()
+        .args(["run", "ccl_allreduce", "--format", "json", "--trace"])
+        .arg(&f)
+        .args(["--", "-b", "4K", "-e", "4K"]));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let thread = |e: &serde_json::Value| {
+        events
+            .iter()
+            .find(|m| {
+                m["ph"] == "M"
+                    && m["name"] == "thread_name"
+                    && m["pid"] == e["pid"]
+                    && m["tid"] == e["tid"]
+            })
+            .map(|m| m["args"]["name"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let spans: Vec<(String, &serde_json::Value)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| (thread(e), e))
+        .collect();
+    for kind in [" DMA", " MATH", " kernel", "(InterSip)", "(Hbm)", "rank 0"] {
+        assert!(
+            spans.iter().any(|(t, _)| t.contains(kind)),
+            "no {kind} track"
+        );
+    }
+    // Each rank's collective span is the time the report shows.
+    let time_us = report["rows"][0]["time_us"].as_f64().unwrap();
+    let ranks: Vec<f64> = spans
+        .iter()
+        .filter(|(t, _)| t.starts_with("rank "))
+        .map(|(_, e)| e["dur"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ranks.len(), 4);
+    assert!(
+        ranks.iter().all(|d| (d - time_us).abs() < 1e-9),
+        "{ranks:?} vs {time_us}"
+    );
+    // No span on a link is longer than the whole run.
+    assert!(spans
+        .iter()
+        .all(|(_, e)| e["dur"].as_f64().unwrap() <= report["sim_end_us"].as_f64().unwrap()));
+}

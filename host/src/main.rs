@@ -51,6 +51,10 @@ enum Cmd {
         /// Do not use the on-disk compilation cache.
         #[arg(long)]
         no_cache: bool,
+        /// Write a Chrome/Perfetto trace (every PE engine, link, kernel and
+        /// rank) to this file; open it in ui.perfetto.dev.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
         /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -128,6 +132,7 @@ fn real_main() -> Result<()> {
             components_dir,
             format,
             no_cache,
+            trace,
             args,
         } => {
             let wall = Instant::now();
@@ -150,8 +155,17 @@ fn real_main() -> Result<()> {
                     ccl,
                     algorithm,
                     args,
+                    trace: trace.is_some(),
                 },
             )?;
+            if let (Some(path), Some(json)) = (&trace, &res.trace) {
+                std::fs::write(path, serde_json::to_vec(json)?)
+                    .with_context(|| format!("cannot write the trace to {}", path.display()))?;
+                eprintln!(
+                    "# trace written to {} (open it in ui.perfetto.dev)",
+                    path.display()
+                );
+            }
             let rows = report::aggregate(&res.rows, res.alpha_beta.as_ref());
             match format {
                 Format::Table => print!("{}", report::to_table(&res, &rows, &line)),

@@ -116,6 +116,7 @@ pub fn run_with(
             ccl: c,
             algorithm: algorithm.map(str::to_string),
             args: args.iter().map(|s| s.to_string()).collect(),
+            trace: false,
         },
     )
 }

@@ -44,6 +44,8 @@ impl LinkTable {
     /// Reserve `path` for `bytes` starting at `t0`; returns when the last
     /// byte arrives. An empty path (a copy within one PE) takes
     /// `bytes / local_rate`.
+    /// When `busy` is given, each link's reserved interval is appended to
+    /// it (for the trace).
     pub fn reserve(
         &mut self,
         topo: &Topology,
@@ -51,6 +53,7 @@ impl LinkTable {
         t0: Ps,
         bytes: u64,
         local_rate: Rate,
+        mut busy: Option<&mut Vec<(LinkId, Ps, Ps)>>,
     ) -> Ps {
         if path.is_empty() {
             return t0 + local_rate.duration_ps(bytes);
@@ -65,6 +68,9 @@ impl LinkTable {
             st.free_at = end;
             st.bytes += bytes;
             st.busy += end - start;
+            if let Some(b) = busy.as_deref_mut() {
+                b.push((id, start, end));
+            }
             head = start + link.latency;
             prev_tail = end + link.latency;
         }
@@ -114,7 +120,7 @@ mod tests {
         let (lat, bw) = path_figures(&t, &p);
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(&t);
-            let done = fresh.reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0));
+            let done = fresh.reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0), None);
             assert_eq!(
                 done,
                 1000 + lat + bw.unwrap().duration_ps(bytes),
@@ -130,8 +136,8 @@ mod tests {
         let mut lt = LinkTable::new(&t);
         let (lat, bw) = path_figures(&t, &p);
         let s = 1 << 20;
-        let a = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0));
-        let b = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0));
+        let a = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);
+        let b = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);
         assert_eq!(a, lat + bw.unwrap().duration_ps(s));
         // The second one waits for the first on every link: it ends one
         // bottleneck-serialisation later (rate through a link <= bandwidth).

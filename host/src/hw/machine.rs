@@ -15,6 +15,7 @@ use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
 use super::link::{path_figures, LinkTable};
 use super::memory::MemoryStore;
+use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
 use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event};
@@ -140,6 +141,8 @@ pub struct Machine {
     pes: Mutex<HashMap<PeCoord, Arc<PeState>>>,
     blocks: Mutex<HashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     stats: Mutex<MachineStats>,
+    /// Busy intervals for `--trace` (None: tracing off).
+    pub trace: Option<TraceRecorder>,
 }
 
 impl From<RouteError> for HwError {
@@ -152,6 +155,12 @@ impl From<RouteError> for HwError {
 
 impl Machine {
     pub fn new(topo: Arc<Topology>) -> Arc<Self> {
+        Self::with_trace(topo, false)
+    }
+
+    /// A machine that records a trace of every engine and link when
+    /// `trace` is set.
+    pub fn with_trace(topo: Arc<Topology>, trace: bool) -> Arc<Self> {
         let spec = &topo.spec;
         let timing = EngineTiming {
             dma_setup: ns_to_ps(spec.pe.dma.setup_ns),
@@ -168,6 +177,7 @@ impl Machine {
             pes: Mutex::new(HashMap::new()),
             blocks: Mutex::new(HashMap::new()),
             stats: Mutex::new(MachineStats::default()),
+            trace: trace.then(TraceRecorder::default),
         })
     }
 
@@ -271,9 +281,12 @@ impl Machine {
         std::mem::take(&mut *self.pe(pe).outstanding.lock().unwrap())
     }
 
-    /// A DMA command on `pe`'s DMA engine copying `src` to `dst`.
+    /// A DMA command on `pe`'s DMA engine copying `src` to `dst`; `what`
+    /// names it in the trace.
+    #[allow(clippy::too_many_arguments)]
     fn dma(
         self: &Arc<Self>,
+        what: &'static str,
         pe: PeCoord,
         src: (Space, u64),
         dst: (Space, u64),
@@ -292,15 +305,25 @@ impl Machine {
             for t in &inputs {
                 t.ready.wait().await;
             }
+            let start = engine::now();
             engine::sleep(m.timing.dma_setup).await;
             release.set();
+            let mut busy = m.trace.as_ref().map(|_| Vec::new());
             let end = m.links.lock().unwrap().reserve(
                 &m.topo,
                 &path,
                 engine::now(),
                 nbytes,
                 m.timing.local_rate,
+                busy.as_mut(),
             );
+            if let Some(tr) = &m.trace {
+                let name = format!("{what} {nbytes} B {} -> {}", src.0, dst.0);
+                tr.record(Track::Dma(pe), name.clone(), start, end);
+                for (link, a, b) in busy.unwrap_or_default() {
+                    tr.record(Track::Link(link), name.clone(), a, b);
+                }
+            }
             engine::sleep_until(end).await;
             {
                 let mut mem = m.memory.lock().unwrap();
@@ -321,6 +344,7 @@ impl Machine {
     /// A MATH command on `pe`: `out = f(inputs)` over `numel` elements.
     fn math(
         self: &Arc<Self>,
+        what: String,
         pe: PeCoord,
         inputs: Vec<TensorRef>,
         out: TensorRef,
@@ -337,7 +361,16 @@ impl Machine {
             for t in &inputs {
                 t.ready.wait().await;
             }
+            let start = engine::now();
             engine::sleep(busy).await;
+            if let Some(tr) = &m.trace {
+                tr.record(
+                    Track::Math(pe),
+                    format!("{what} x{}", out.numel()),
+                    start,
+                    engine::now(),
+                );
+            }
             {
                 let mut mem = m.memory.lock().unwrap();
                 let data: Vec<Vec<u8>> = inputs
@@ -364,6 +397,7 @@ impl Machine {
         let src = self.view(addr, shape, dtype)?;
         let out = self.scratch(pe, shape, dtype)?;
         self.dma(
+            "load",
             pe,
             (src.space, src.offset),
             (out.space, out.offset),
@@ -383,6 +417,7 @@ impl Machine {
     ) -> Result<(), HwError> {
         let dst = self.view(addr, &value.shape, value.dtype)?;
         self.dma(
+            "store",
             pe,
             (value.space, value.offset),
             (dst.space, dst.offset),
@@ -413,9 +448,13 @@ impl Machine {
         }
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
-        self.math(pe, vec![a.clone(), b.clone()], out.clone(), move |d| {
-            dtype::binary(op, dt, &d[0], &d[1])
-        });
+        self.math(
+            format!("{op:?}"),
+            pe,
+            vec![a.clone(), b.clone()],
+            out.clone(),
+            move |d| dtype::binary(op, dt, &d[0], &d[1]),
+        );
         Ok(out)
     }
 
@@ -428,9 +467,13 @@ impl Machine {
     ) -> Result<TensorRef, HwError> {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
-        self.math(pe, vec![a.clone()], out.clone(), move |d| {
-            dtype::scale(dt, &d[0], factor)
-        });
+        self.math(
+            format!("Scale {factor}"),
+            pe,
+            vec![a.clone()],
+            out.clone(),
+            move |d| dtype::scale(dt, &d[0], factor),
+        );
         Ok(out)
     }
 
@@ -611,6 +654,7 @@ impl Machine {
                 n.set();
             }
             m.dma(
+                "send",
                 pe,
                 (value.space, value.offset),
                 (space, offset),
@@ -678,6 +722,7 @@ impl Machine {
                         hold: Hold::None,
                     });
                     m.dma(
+                        "recv copy",
                         pe,
                         (space, offset),
                         (out.space, out.offset),

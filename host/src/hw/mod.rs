@@ -8,6 +8,7 @@ pub mod ipcq;
 pub mod link;
 pub mod machine;
 pub mod memory;
+pub mod trace;
 
 pub use dtype::Dtype;
 pub use machine::{Machine, TensorRef};

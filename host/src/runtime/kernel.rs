@@ -9,6 +9,7 @@ pub const TOPO_EXPORT: &str = "topo-name-to-kind";
 use super::wasi::{sandbox, FlushOnDrop, Output};
 use crate::error::{describe_wasm_error, HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::trace::Track;
 use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
 use std::sync::Arc;
@@ -289,6 +290,7 @@ impl AlgorithmComponent {
         launch: KernelLaunch,
     ) -> Result<(), SimError> {
         let pe = launch.pe;
+        let started = crate::engine::now();
         let seed = ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64;
         let (mut store, out) = self
             .store(&machine, pe, seed)
@@ -305,6 +307,14 @@ impl AlgorithmComponent {
         }
         for done in machine.take_outstanding(pe) {
             done.wait().await;
+        }
+        if let Some(tr) = &machine.trace {
+            tr.record(
+                Track::Kernel(pe),
+                format!("kernel {algorithm}"),
+                started,
+                crate::engine::now(),
+            );
         }
         drop(store);
         Ok(())

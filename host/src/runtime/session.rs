@@ -312,6 +312,7 @@ impl Session {
             pg.sip_topo_wh.1 as i64,
         ]);
 
+        let started = engine::now();
         // Launch now; the kernel starts at this rank's current time.
         let epoch_id = {
             let mut next = pg.next_epoch.lock().unwrap();
@@ -361,6 +362,15 @@ impl Session {
             if ep.returned == ws {
                 epochs.remove(&epoch_id);
             }
+        }
+        if let Some(tr) = &self.machine.trace {
+            let name = format!("all_reduce {} B", tensor.nbytes());
+            tr.record(
+                crate::hw::trace::Track::Rank(rank),
+                name,
+                started,
+                engine::now(),
+            );
         }
         let errors = errors.lock().unwrap().clone();
         if let Some(first) = errors.first() {

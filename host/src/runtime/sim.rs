@@ -22,6 +22,8 @@ pub struct RunRequest {
     pub algorithm: Option<String>,
     /// Arguments passed to the bench's `run`.
     pub args: Vec<String>,
+    /// Record a Chrome/Perfetto trace of every engine and link.
+    pub trace: bool,
 }
 
 /// What a run produced.
@@ -38,12 +40,14 @@ pub struct RunResult {
     pub stats: MachineStats,
     /// SHA-256 of the machine's memory at the end of the run.
     pub memory_digest: String,
+    /// Chrome trace-event JSON, when requested.
+    pub trace: Option<serde_json::Value>,
 }
 
 /// Run a bench to completion.
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
     let topo = Arc::new(topology::build(&req.topology));
-    let machine = Machine::new(topo);
+    let machine = Machine::with_trace(topo.clone(), req.trace);
     let bench = loader.load_bench(&req.bench)?;
     let session = Session::new(
         machine.clone(),
@@ -101,5 +105,6 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         events: ex.events_processed(),
         stats: machine.stats(),
         memory_digest: machine.memory_digest(),
+        trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
     })
 }

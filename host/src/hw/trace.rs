@@ -1,0 +1,116 @@
+//! Execution trace: busy intervals of PE engines and links, plus spans the
+//! runtime adds (kernels, collectives), written as Chrome trace-event JSON
+//! that Perfetto (ui.perfetto.dev) and chrome://tracing open.
+//!
+//! Tracks: one process per SIP; in it a thread per PE engine (DMA, MATH),
+//! per PE kernel, and per link leaving that SIP's nodes; plus a "ranks"
+//! process with one thread per bench rank.
+
+use crate::topology::{LinkId, PeCoord, Topology};
+use crate::units::Ps;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// Where a span is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Track {
+    Kernel(PeCoord),
+    Dma(PeCoord),
+    Math(PeCoord),
+    Link(LinkId),
+    Rank(u32),
+}
+
+/// One busy interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    pub track: Track,
+    pub name: String,
+    pub start: Ps,
+    pub end: Ps,
+}
+
+/// Collects spans during a run (only when tracing is on).
+#[derive(Debug, Default)]
+pub struct TraceRecorder {
+    spans: Mutex<Vec<Span>>,
+}
+
+const RANKS_PID: u32 = 1_000_000;
+
+fn us(ps: Ps) -> f64 {
+    ps as f64 / 1e6
+}
+
+impl TraceRecorder {
+    pub fn record(&self, track: Track, name: impl Into<String>, start: Ps, end: Ps) {
+        self.spans.lock().unwrap().push(Span {
+            track,
+            name: name.into(),
+            start,
+            end,
+        });
+    }
+
+    pub fn spans(&self) -> Vec<Span> {
+        self.spans.lock().unwrap().clone()
+    }
+
+    /// Chrome trace-event JSON (timestamps in µs).
+    pub fn to_chrome_json(&self, topo: &Topology) -> Value {
+        let spans = self.spans.lock().unwrap();
+        // (pid, process name) and (pid, tid) -> thread name, in a stable order.
+        let mut tracks: BTreeMap<Track, (u32, u32, String)> = BTreeMap::new();
+        for s in spans.iter() {
+            let n = tracks.len() as u32;
+            tracks.entry(s.track).or_insert_with(|| match s.track {
+                Track::Kernel(pe) => (pe.sip, n, format!("{pe} kernel")),
+                Track::Dma(pe) => (pe.sip, n, format!("{pe} DMA")),
+                Track::Math(pe) => (pe.sip, n, format!("{pe} MATH")),
+                Track::Link(id) => {
+                    let l = &topo.links[id as usize];
+                    let sip = match l.from {
+                        crate::topology::NodeId::Router { sip, .. }
+                        | crate::topology::NodeId::Hbm { sip, .. }
+                        | crate::topology::NodeId::Sram { sip, .. }
+                        | crate::topology::NodeId::Ucie { sip, .. }
+                        | crate::topology::NodeId::SipPort { sip, .. } => sip,
+                        crate::topology::NodeId::Pe(p) => p.sip,
+                    };
+                    (
+                        sip,
+                        n,
+                        format!("link {} -> {} ({:?})", l.from, l.to, l.kind),
+                    )
+                }
+                Track::Rank(r) => (RANKS_PID, n, format!("rank {r}")),
+            });
+        }
+        let mut events = Vec::with_capacity(spans.len() + 2 * tracks.len());
+        let mut pids: BTreeMap<u32, String> = BTreeMap::new();
+        for (pid, tid, name) in tracks.values() {
+            pids.entry(*pid).or_insert_with(|| {
+                if *pid == RANKS_PID {
+                    "ranks".into()
+                } else {
+                    format!("sip{pid}")
+                }
+            });
+            events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+            events.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+        }
+        for (pid, name) in &pids {
+            events.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}));
+        }
+        for s in spans.iter() {
+            let (pid, tid, _) = &tracks[&s.track];
+            events.push(json!({
+                "name": s.name, "ph": "X", "pid": pid, "tid": tid,
+                "ts": us(s.start), "dur": us(s.end - s.start),
+                "args": {"start_ps": s.start, "end_ps": s.end},
+            }));
+        }
+        json!({"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"time_unit": "us, from picoseconds"}})
+    }
+}
