@@ -32,10 +32,11 @@ pub enum Space {
 
 impl fmt::Display for Space {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Named after the node it hangs off (naming module); TCM is inside
+        // its PE.
         match self {
-            Space::Hbm { sip, cube } => write!(f, "sip{sip}.cube{cube}.hbm"),
-            Space::Sram { sip, cube } => write!(f, "sip{sip}.cube{cube}.sram"),
             Space::Tcm(pe) => write!(f, "{pe}.tcm"),
+            other => write!(f, "{}", other.node()),
         }
     }
 }

@@ -59,6 +59,18 @@ pub struct TensorInner {
 pub type TensorRef = Arc<TensorInner>;
 
 impl TensorInner {
+    /// A tensor whose data is already in place.
+    fn ready(space: Space, offset: u64, shape: &[u32], dtype: Dtype, hold: Hold) -> TensorRef {
+        Arc::new(TensorInner {
+            space,
+            offset,
+            shape: shape.to_vec(),
+            dtype,
+            ready: Event::done(),
+            hold,
+        })
+    }
+
     pub fn addr(&self) -> u64 {
         self.space.addr(self.offset)
     }
@@ -225,14 +237,13 @@ impl Machine {
                 free: a.free_bytes(),
             })?
         };
-        Ok(Arc::new(TensorInner {
+        Ok(TensorInner::ready(
             space,
             offset,
-            shape: shape.to_vec(),
+            shape,
             dtype,
-            ready: Event::done(),
-            hold: Hold::Block { alloc, offset, len },
-        }))
+            Hold::Block { alloc, offset, len },
+        ))
     }
 
     fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
@@ -247,14 +258,7 @@ impl Machine {
     pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
         let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
         let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
-        Ok(Arc::new(TensorInner {
-            space,
-            offset,
-            shape: shape.to_vec(),
-            dtype,
-            ready: Event::done(),
-            hold: Hold::None,
-        }))
+        Ok(TensorInner::ready(space, offset, shape, dtype, Hold::None))
     }
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.

@@ -94,7 +94,7 @@ impl TraceRecorder {
                 if *pid == RANKS_PID {
                     "ranks".into()
                 } else {
-                    format!("sip{pid}")
+                    crate::topology::naming::sip_name(*pid)
                 }
             });
             events.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));

@@ -45,6 +45,11 @@ impl Side {
     }
 }
 
+/// The name of SIP `sip` (the prefix of all its nodes).
+pub fn sip_name(sip: u32) -> String {
+    format!("sip{sip}")
+}
+
 /// Structural coordinates of a PE (seed ADR-0026).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeCoord {
