@@ -198,8 +198,12 @@ fn real_main() -> Result<()> {
             println!("ccl.yaml entries (default: {}):", ccl.defaults.algorithm);
             for (name, e) in &ccl.algorithms {
                 println!(
-                    "  {name:<20} module {} | topology {:?} | buffer {:?} x{} slots of {} KiB",
-                    e.module, e.topology, e.buffer_kind, e.n_slots, e.slot_kib
+                    "  {name:<20} module {} | topology {} | buffer {} x{} slots of {} KiB",
+                    e.module,
+                    e.topology.name(),
+                    e.buffer_kind.name(),
+                    e.n_slots,
+                    e.slot_kib
                 );
             }
         }

@@ -16,6 +16,17 @@ pub enum BufferKind {
     Hbm,
 }
 
+impl BufferKind {
+    /// The spelling used in ccl.yaml.
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::Tcm => "tcm",
+            BufferKind::Sram => "sram",
+            BufferKind::Hbm => "hbm",
+        }
+    }
+}
+
 /// Builtin IPCQ neighbour tables (seed 003 §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum NeighbourTopology {
@@ -31,6 +42,18 @@ pub enum NeighbourTopology {
     /// N/S/E/W on the SIP grid with wrap-around.
     #[serde(rename = "torus_2d")]
     Torus2d,
+}
+
+impl NeighbourTopology {
+    /// The spelling used in ccl.yaml.
+    pub fn name(self) -> &'static str {
+        match self {
+            NeighbourTopology::Ring1d => "ring_1d",
+            NeighbourTopology::Ring1dUnidir => "ring_1d_unidir",
+            NeighbourTopology::Mesh2d => "mesh_2d",
+            NeighbourTopology::Torus2d => "torus_2d",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -565,7 +565,8 @@ pub fn neighbour_tables(
             let (w, h) = grid;
             if w * h != n {
                 return Err(runtime_error(format!(
-                    "IPCQ topology {topo:?} needs world_size == SIP grid {w}x{h}, got {n}"
+                    "IPCQ topology {} needs world_size == SIP grid {w}x{h}, got {n}",
+                    topo.name()
                 )));
             }
             let wrap = topo == NeighbourTopology::Torus2d;
