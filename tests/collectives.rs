@@ -93,34 +93,22 @@ fn hello_send_shifts_data_by_one_rank() {
 
 #[test]
 fn two_runs_give_identical_bytes_and_times() {
-    let a = run(
-        "ccl_allreduce",
-        topo(4),
-        ccl(),
-        None,
-        &["-b", "8", "-e", "256K", "-f", "4"],
-    )
-    .unwrap();
-    let b = run(
-        "ccl_allreduce",
-        topo(4),
-        ccl(),
-        None,
-        &["-b", "8", "-e", "256K", "-f", "4"],
-    )
-    .unwrap();
+    let sweep = |sips| {
+        run(
+            "ccl_allreduce",
+            topo(sips),
+            ccl(),
+            None,
+            &["-b", "8", "-e", "256K", "-f", "4"],
+        )
+        .unwrap()
+    };
+    let (a, b) = (sweep(4), sweep(4));
     assert_eq!(a.rows, b.rows);
     assert_eq!(a.end_time_ps, b.end_time_ps);
     assert_eq!(a.memory_digest, b.memory_digest);
     assert_eq!(a.events, b.events);
-    let c = run(
-        "ccl_allreduce",
-        topo(3),
-        ccl(),
-        None,
-        &["-b", "8", "-e", "256K", "-f", "4"],
-    )
-    .unwrap();
+    let c = sweep(3);
     assert_ne!(a.memory_digest, c.memory_digest, "the digest sees the data");
 }
 

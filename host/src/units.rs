@@ -29,10 +29,6 @@ impl Rate {
         Rate(((g * 1e9).round() as u64).max(1))
     }
 
-    pub fn per_second(self) -> u64 {
-        self.0
-    }
-
     pub fn giga_per_s(self) -> f64 {
         self.0 as f64 / 1e9
     }

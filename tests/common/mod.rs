@@ -60,34 +60,30 @@ pub fn test_component(name: &str) -> &'static str {
         .expect("test component built")
 }
 
+fn shared(
+    cell: &'static OnceLock<Arc<Loader>>,
+    opts: impl FnOnce() -> LoaderOptions,
+) -> Arc<Loader> {
+    cell.get_or_init(|| Arc::new(Loader::new(opts()).unwrap()))
+        .clone()
+}
+
 pub fn loader() -> Arc<Loader> {
     static L: OnceLock<Arc<Loader>> = OnceLock::new();
-    L.get_or_init(|| {
-        Arc::new(
-            Loader::new(LoaderOptions {
-                pool_instances: 200,
-                ..LoaderOptions::default()
-            })
-            .unwrap(),
-        )
+    shared(&L, || LoaderOptions {
+        pool_instances: 200,
+        ..LoaderOptions::default()
     })
-    .clone()
 }
 
 /// A loader with a small fuel budget (for runaway-guest tests).
 pub fn low_fuel_loader() -> Arc<Loader> {
     static L: OnceLock<Arc<Loader>> = OnceLock::new();
-    L.get_or_init(|| {
-        Arc::new(
-            Loader::new(LoaderOptions {
-                fuel: 50_000_000,
-                pool_instances: 100,
-                ..LoaderOptions::default()
-            })
-            .unwrap(),
-        )
+    shared(&L, || LoaderOptions {
+        fuel: 50_000_000,
+        pool_instances: 100,
+        ..LoaderOptions::default()
     })
-    .clone()
 }
 
 pub fn run(

@@ -113,11 +113,6 @@ impl<T> JoinSender<T> {
 }
 
 impl<T> JoinHandle<T> {
-    /// Whether the task has finished.
-    pub fn is_finished(&self) -> bool {
-        self.0.lock().unwrap().done.is_set()
-    }
-
     /// The task's output, if it has finished and was not taken yet.
     pub fn try_take(&self) -> Option<T> {
         self.0.lock().unwrap().value.take()

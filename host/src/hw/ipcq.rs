@@ -38,8 +38,6 @@ pub struct Arrival {
 /// One direction's receive ring of one PE.
 #[derive(Debug)]
 pub struct RxQueue {
-    pub owner: PeCoord,
-    pub dir: String,
     pub space: Space,
     pub base: u64,
     pub slot_size: u64,

@@ -17,21 +17,12 @@ use crate::units::{Ps, Rate};
 #[derive(Debug, Clone, Default)]
 struct LinkState {
     free_at: Ps,
-    bytes: u64,
-    busy: Ps,
 }
 
 /// Occupancy of every directed link.
 #[derive(Debug)]
 pub struct LinkTable {
     state: Vec<LinkState>,
-}
-
-/// Usage figures of one link, for reports.
-#[derive(Debug, Clone, Copy)]
-pub struct LinkUsage {
-    pub bytes: u64,
-    pub busy_ps: Ps,
 }
 
 impl LinkTable {
@@ -66,8 +57,6 @@ impl LinkTable {
             let start = head.max(st.free_at);
             let end = (start + link.rate.duration_ps(bytes)).max(prev_tail);
             st.free_at = end;
-            st.bytes += bytes;
-            st.busy += end - start;
             if let Some(b) = busy.as_deref_mut() {
                 b.push((id, start, end));
             }
@@ -75,14 +64,6 @@ impl LinkTable {
             prev_tail = end + link.latency;
         }
         prev_tail
-    }
-
-    pub fn usage(&self, id: LinkId) -> LinkUsage {
-        let s = &self.state[id as usize];
-        LinkUsage {
-            bytes: s.bytes,
-            busy_ps: s.busy,
-        }
     }
 }
 

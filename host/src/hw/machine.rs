@@ -521,8 +521,6 @@ impl Machine {
                 let back = self.router.path(peer_node(*peer), peer_node(pe))?;
                 let (credit_latency, _) = path_figures(&self.topo, &back);
                 let queue = Arc::new(Mutex::new(RxQueue {
-                    owner: *peer,
-                    dir: rdir.clone(),
                     space,
                     base,
                     slot_size: s.slot_size,

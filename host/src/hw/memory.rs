@@ -58,11 +58,6 @@ impl MemoryStore {
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
-
-    /// Bytes of backing storage in use.
-    pub fn resident_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE
-    }
 }
 
 #[cfg(test)]

@@ -53,10 +53,6 @@ impl TraceRecorder {
         });
     }
 
-    pub fn spans(&self) -> Vec<Span> {
-        self.spans.lock().unwrap().clone()
-    }
-
     /// Chrome trace-event JSON (timestamps in µs).
     pub fn to_chrome_json(&self, topo: &Topology) -> Value {
         let spans = self.spans.lock().unwrap();

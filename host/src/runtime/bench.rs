@@ -55,6 +55,29 @@ impl BenchHost {
         Ok(self.table.get(r)?.t.clone())
     }
 
+    /// `tensor.copy_(...)`: write `bytes` if the guest gave `got` of the
+    /// `want` units (bytes or elements) the tensor holds.
+    fn write_checked(
+        &self,
+        r: &Resource<BenchTensor>,
+        bytes: &[u8],
+        got: u64,
+        want: u64,
+        unit: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let bt = self.table.get(r)?;
+        if got != want {
+            return Ok(Err(format!(
+                "copy_: tensor '{}' has {want} {unit}, got {got}",
+                bt.name
+            )));
+        }
+        self.session
+            .machine
+            .host_write(bt.t.space, bt.t.offset, bytes);
+        Ok(Ok(()))
+    }
+
     fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
         let n = self.session.machine.topo.spec.n_sips();
         if device >= n {
@@ -95,16 +118,7 @@ impl torch::HostTensor for BenchHost {
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<(), String>> {
         let t = self.tensor(&r)?;
-        if data.len() as u64 != t.nbytes() {
-            let name = &self.table.get(&r)?.name;
-            return Ok(Err(format!(
-                "copy_: tensor '{name}' has {} bytes, got {}",
-                t.nbytes(),
-                data.len()
-            )));
-        }
-        self.session.machine.host_write(t.space, t.offset, &data);
-        Ok(Ok(()))
+        self.write_checked(&r, &data, data.len() as u64, t.nbytes(), "bytes")
     }
     async fn copy_from_f64(
         &mut self,
@@ -112,18 +126,8 @@ impl torch::HostTensor for BenchHost {
         data: Vec<f64>,
     ) -> wasmtime::Result<Result<(), String>> {
         let t = self.tensor(&r)?;
-        if data.len() as u64 != t.numel() {
-            let name = &self.table.get(&r)?.name;
-            return Ok(Err(format!(
-                "copy_: tensor '{name}' has {} elements, got {}",
-                t.numel(),
-                data.len()
-            )));
-        }
-        self.session
-            .machine
-            .host_write(t.space, t.offset, &t.dtype.from_f64(&data));
-        Ok(Ok(()))
+        let bytes = t.dtype.from_f64(&data);
+        self.write_checked(&r, &bytes, data.len() as u64, t.numel(), "elements")
     }
     async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
         let t = self.tensor(&r)?;

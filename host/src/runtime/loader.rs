@@ -149,10 +149,6 @@ impl Loader {
         })
     }
 
-    pub fn options(&self) -> &LoaderOptions {
-        &self.opts
-    }
-
     /// Built-in components of one kind.
     pub fn builtins(kind: ComponentKind) -> impl Iterator<Item = &'static BuiltinComponent> {
         BUILTIN.iter().filter(move |b| b.kind == kind)
@@ -300,14 +296,6 @@ impl Loader {
             pre,
             fuel: self.opts.fuel,
         })
-    }
-
-    /// Pre-compile every built-in component (fills the on-disk cache).
-    pub fn warm_up(&self) -> Result<(), SimError> {
-        for b in BUILTIN {
-            self.compile(b.name, &Source::Builtin(b), b.kind)?;
-        }
-        Ok(())
     }
 }
 

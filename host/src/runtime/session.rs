@@ -9,7 +9,7 @@ use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use crate::config::ccl::NeighbourTopology;
 use crate::config::topology::SipTopology;
-use crate::config::{AlgorithmEntry, CclConfig};
+use crate::config::CclConfig;
 use crate::engine::{self, Event};
 use crate::error::{describe_wasm_error, SimError};
 use crate::hw::dtype::Dtype;
@@ -49,7 +49,6 @@ struct Epoch {
 /// The default process group, installed by `init_process_group`.
 pub struct ProcessGroup {
     pub algorithm: String,
-    pub entry: AlgorithmEntry,
     pub component: AlgorithmComponent,
     pub world_size: u32,
     pub sip_topo_kind: i32,
@@ -237,7 +236,6 @@ impl Session {
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
         *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup {
             algorithm: name,
-            entry,
             component,
             world_size,
             sip_topo_kind: kind,
