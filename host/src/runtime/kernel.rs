@@ -6,8 +6,9 @@ use super::bindings::algorithm::{Algorithm, AlgorithmPre};
 
 /// The optional export mapping SIP topology names to kinds.
 pub const TOPO_EXPORT: &str = "topo-name-to-kind";
+use super::describe_wasm_error;
 use super::wasi::{sandbox, FlushOnDrop, Output};
-use crate::error::{describe_wasm_error, HwError, SimError, TlCallError};
+use crate::error::{HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::trace::Track;
 use crate::hw::{Machine, TensorRef};

@@ -8,8 +8,9 @@
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::bench::BenchPre;
+use super::describe_wasm_error;
 use super::kernel::{AlgorithmComponent, KernelHost};
-use crate::error::{describe_wasm_error, SimError};
+use crate::error::SimError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

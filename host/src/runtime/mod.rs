@@ -17,6 +17,9 @@ pub mod session;
 pub mod sim;
 pub mod wasi;
 
+mod trap;
+
 pub use loader::{Loader, LoaderOptions};
 pub use session::{ReportRecord, Session};
 pub use sim::{run_bench, RunRequest, RunResult};
+pub use trap::describe_wasm_error;

@@ -4,6 +4,7 @@
 
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::describe_wasm_error;
 use super::kernel::{AlgorithmComponent, KernelLaunch};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
@@ -11,7 +12,7 @@ use crate::config::ccl::NeighbourTopology;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine::{self, Event};
-use crate::error::{describe_wasm_error, SimError};
+use crate::error::SimError;
 use crate::hw::dtype::Dtype;
 use crate::hw::machine::IpcqSettings;
 use crate::hw::{Machine, TensorRef};
