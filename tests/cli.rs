@@ -136,7 +136,7 @@ fn a_malformed_yaml_names_the_file_and_line() {
 fn topology_validate_and_show() {
     assert!(ok(kb().args(["topology", "validate"])).contains("ok: 4 SIPs ring_1d"));
     let out = ok(kb().args(["topology", "show"]));
-    assert!(out.contains("InterSip") && out.contains("Ucie"), "{out}");
+    assert!(out.contains("inter_sip") && out.contains("ucie"), "{out}");
 }
 
 #[test]
@@ -167,7 +167,7 @@ fn trace_has_engines_links_kernels_and_ranks() {
         .filter(|e| e["ph"] == "X")
         .map(|e| (thread(e), e))
         .collect();
-    for kind in [" DMA", " MATH", " kernel", "(InterSip)", "(Hbm)", "rank 0"] {
+    for kind in [" DMA", " MATH", " kernel", "(inter_sip)", "(hbm)", "rank 0"] {
         assert!(
             spans.iter().any(|(t, _)| t.contains(kind)),
             "no {kind} track"

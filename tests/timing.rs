@@ -33,14 +33,18 @@ fn pe(sip: u32) -> NodeId {
 
 /// One DMA of `bytes` from a to b, uncontended.
 fn dma(t: &TopologySpec, r: &PathRouter, a: NodeId, b: NodeId, bytes: u64) -> u64 {
-    let p = r.path(a, b).unwrap();
+    let p = r.find_path(a, b).unwrap();
     let (lat, bw) = path_figures(r.topology(), &p);
     ns_to_ps(t.pe.dma.setup_ns) + lat + bw.unwrap().duration_ps(bytes)
 }
 
 fn ring_closed_form(t: &TopologySpec, p: u32, bytes: u64) -> u64 {
-    let r = PathRouter::new(Arc::new(build(t)));
-    let hbm = NodeId::Hbm { sip: 0, cube: 0 };
+    let r = PathRouter::new(Arc::new(build(t).unwrap()));
+    let hbm = NodeId::Hbm {
+        sip: 0,
+        cube: 0,
+        stack: 0,
+    };
     let load = dma(t, &r, hbm, pe(0), bytes);
     let store = dma(t, &r, pe(0), hbm, bytes);
     let step = (0..p)
@@ -106,8 +110,8 @@ fn ab_bound_column_is_the_ring_formula_on_the_modelled_topology() {
     )
     .unwrap();
     let ab = res.alpha_beta.unwrap();
-    let r = PathRouter::new(Arc::new(build(&t)));
-    let path = r.path(pe(0), pe(1)).unwrap();
+    let r = PathRouter::new(Arc::new(build(&t).unwrap()));
+    let path = r.find_path(pe(0), pe(1)).unwrap();
     let (lat, bw) = path_figures(r.topology(), &path);
     assert_eq!(ab.alpha_ps, ns_to_ps(t.pe.dma.setup_ns) + lat);
     assert_eq!(ab.bandwidth, bw.unwrap());
@@ -130,7 +134,7 @@ fn ab_bound_column_is_the_ring_formula_on_the_modelled_topology() {
 #[test]
 fn native_dma_matches_the_formula_exactly_and_shares_links() {
     let t = topo(1);
-    let topo = Arc::new(build(&t));
+    let topo = Arc::new(build(&t).unwrap());
     let r = PathRouter::new(topo.clone());
     let m = Machine::new(topo);
     let bytes = 1u64 << 20;
@@ -175,7 +179,11 @@ fn native_dma_matches_the_formula_exactly_and_shares_links() {
     });
     ex.run();
     let (ta, tb) = h.try_take().unwrap();
-    let hbm = NodeId::Hbm { sip: 0, cube: 0 };
+    let hbm = NodeId::Hbm {
+        sip: 0,
+        cube: 0,
+        stack: 0,
+    };
     assert_eq!(ta, dma(&t, &r, hbm, pe(0), bytes));
     // pe1 sits at another corner; both paths start on the HBM link, whose
     // 800 GB/s is shared: the second load ends one HBM-serialisation later

@@ -17,7 +17,7 @@ fn bench(c: &mut Criterion) {
     let loader = Loader::new(LoaderOptions::default()).unwrap();
     let algo = loader.load_algorithm("ring_allreduce", None).unwrap();
     let spec = TopologySpec::default_embedded();
-    let machine = Machine::new(Arc::new(build(&spec)));
+    let machine = Machine::new(Arc::new(build(&spec).unwrap()));
     let t = machine
         .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[64], Dtype::F16)
         .unwrap();

@@ -32,20 +32,30 @@ pub enum Space {
 
 impl fmt::Display for Space {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Named after the node it hangs off (naming module); TCM is inside
-        // its PE.
-        match self {
+        // Named after its node (naming module): `<pe>.tcm`,
+        // `sipS.cubeC.sram`, `sipS.cubeC.hbm` (all stacks).
+        match *self {
             Space::Tcm(pe) => write!(f, "{pe}.tcm"),
-            other => write!(f, "{}", other.node()),
+            Space::Sram { sip, cube } => write!(f, "{}", NodeId::Sram { sip, cube }),
+            Space::Hbm { sip, cube } => {
+                write!(f, "{}.hbm", crate::topology::naming::cube_name(sip, cube))
+            }
         }
     }
 }
 
 impl Space {
-    /// The graph node data of this space enters and leaves through.
-    pub fn node(self) -> NodeId {
+    /// The graph node holding `offset` of this space: the HBM stack it
+    /// falls in (stacks follow one another in the address space), the
+    /// SRAM, or the PE owning the TCM.
+    pub fn node_at(self, offset: u64, spec: &TopologySpec) -> NodeId {
         match self {
-            Space::Hbm { sip, cube } => NodeId::Hbm { sip, cube },
+            Space::Hbm { sip, cube } => NodeId::Hbm {
+                sip,
+                cube,
+                stack: (offset / spec.hbm_stack_bytes().max(1)).min(spec.cube.hbm.stacks as u64 - 1)
+                    as u32,
+            },
             Space::Sram { sip, cube } => NodeId::Sram { sip, cube },
             Space::Tcm(pe) => NodeId::Pe(pe),
         }
@@ -54,7 +64,7 @@ impl Space {
     /// Size in bytes under `spec`.
     pub fn size(self, spec: &TopologySpec) -> u64 {
         match self {
-            Space::Hbm { .. } => (spec.cube.hbm.size_gib * (1u64 << 30) as f64) as u64,
+            Space::Hbm { .. } => spec.hbm_stack_bytes() * spec.cube.hbm.stacks as u64,
             Space::Sram { .. } => (spec.cube.sram.size_mib * (1u64 << 20) as f64) as u64,
             Space::Tcm(_) => spec.pe.tcm_kib * 1024,
         }

@@ -2,13 +2,16 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use kernbench::config::{CclConfig, Origin, TopologySpec};
+mod topology_cmd;
+
+use kernbench::config::{CclConfig, Origin};
+use kernbench::report;
 use kernbench::runtime::loader::ComponentKind;
 use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest};
-use kernbench::{report, topology};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use topology_cmd::{LayoutArgs, TopoCmd};
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +40,8 @@ enum Cmd {
         /// topology.yaml to use instead of the embedded default.
         #[arg(long)]
         topology: Option<PathBuf>,
+        #[command(flatten)]
+        layout: LayoutArgs,
         /// ccl.yaml to use instead of the embedded default.
         #[arg(long)]
         ccl: Option<PathBuf>,
@@ -71,23 +76,8 @@ enum Cmd {
     },
 }
 
-#[derive(Subcommand)]
-enum TopoCmd {
-    /// Parse and validate a topology.yaml (default: the embedded one).
-    Validate { file: Option<PathBuf> },
-    /// Print a summary of the machine graph.
-    Show { file: Option<PathBuf> },
-}
-
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
-}
-
-fn load_topology(path: Option<&Path>) -> Result<TopologySpec> {
-    Ok(match path {
-        Some(p) => TopologySpec::from_yaml(&read(p)?, Origin::File(p.to_path_buf()))?,
-        None => TopologySpec::default_embedded(),
-    })
 }
 
 fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
@@ -95,17 +85,6 @@ fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
         Some(p) => CclConfig::from_yaml(&read(p)?, Origin::File(p.to_path_buf()))?,
         None => CclConfig::default_embedded(),
     })
-}
-
-fn topo_line(t: &TopologySpec) -> String {
-    format!(
-        "{} SIPs {} | {}x{} cubes/SIP | {} PEs/cube",
-        t.n_sips(),
-        t.system.sips.topology.name(),
-        t.sip.cube_mesh.w,
-        t.sip.cube_mesh.h,
-        t.pes_per_cube()
-    )
 }
 
 fn main() -> std::process::ExitCode {
@@ -127,6 +106,7 @@ fn real_main() -> Result<()> {
         Cmd::Run {
             bench,
             topology,
+            layout,
             ccl,
             algorithm,
             components_dir,
@@ -136,7 +116,7 @@ fn real_main() -> Result<()> {
             args,
         } => {
             let wall = Instant::now();
-            let topo = load_topology(topology.as_deref())?;
+            let (topo, _) = topology_cmd::load(topology.as_deref(), &layout)?;
             let ccl = load_ccl(ccl.as_deref())?;
             let mut opts = LoaderOptions {
                 components_dir,
@@ -146,7 +126,7 @@ fn real_main() -> Result<()> {
                 opts.cache = false;
             }
             let loader = Arc::new(Loader::new(opts)?);
-            let line = topo_line(&topo);
+            let line = topology_cmd::machine_line(&topo);
             let res = run_bench(
                 &loader,
                 RunRequest {
@@ -207,36 +187,7 @@ fn real_main() -> Result<()> {
                 );
             }
         }
-        Cmd::Topology { cmd } => match cmd {
-            TopoCmd::Validate { file } => {
-                let t = load_topology(file.as_deref())?;
-                println!("ok: {}", topo_line(&t));
-            }
-            TopoCmd::Show { file } => {
-                let t = load_topology(file.as_deref())?;
-                let g = topology::build(&t);
-                println!("{}", topo_line(&t));
-                println!(
-                    "nodes: {}  directed links: {}",
-                    g.node_count(),
-                    g.links.len()
-                );
-                let mut kinds = std::collections::BTreeMap::new();
-                for l in &g.links {
-                    let e = kinds
-                        .entry(format!("{:?}", l.kind))
-                        .or_insert((0usize, l.rate, l.latency));
-                    e.0 += 1;
-                }
-                for (k, (n, rate, lat)) in kinds {
-                    println!(
-                        "  {k:<10} {n:>6} links  {:>8.1} GB/s  {:>8.3} ns",
-                        rate.giga_per_s(),
-                        lat as f64 / 1000.0
-                    );
-                }
-            }
-        },
+        Cmd::Topology { cmd } => topology_cmd::run(cmd)?,
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ pub fn custom_topo(n: u32) -> TopologySpec {
         .replace("bandwidth_gbps: 100 ", "bandwidth_gbps: 50 ")
         .replace("latency_ns: 500 ", "latency_ns: 1200 ")
         .replace(
-            "bandwidth_gbps: 256\n    latency_ns: 10",
+            "bandwidth_gbps: 256      # per port\n    latency_ns: 10",
             "bandwidth_gbps: 64\n    latency_ns: 35",
         )
         .replace("setup_ns: 20 ", "setup_ns: 75 ")
@@ -108,7 +108,7 @@ pub fn run_with(
         l,
         RunRequest {
             bench: bench.to_string(),
-            topology: t,
+            topology: Arc::new(kernbench::topology::build(&t).expect("a valid topology")),
             ccl: c,
             algorithm: algorithm.map(str::to_string),
             args: args.iter().map(|s| s.to_string()).collect(),

@@ -27,3 +27,15 @@ impl std::fmt::Display for Origin {
         }
     }
 }
+
+/// Tests: the embedded topology.yaml with textual edits applied (each
+/// must match), parsed and validated.
+#[cfg(test)]
+pub(crate) fn edited_default_topology(edits: &[(&str, &str)]) -> TopologySpec {
+    let mut text = DEFAULT_TOPOLOGY_YAML.to_string();
+    for (from, to) in edits {
+        assert!(text.contains(from), "no {from:?} in topology.yaml");
+        text = text.replace(from, to);
+    }
+    TopologySpec::from_yaml(&text, Origin::Embedded("edited topology.yaml")).unwrap()
+}

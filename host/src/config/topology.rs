@@ -64,18 +64,69 @@ pub struct SystemSpec {
     pub inter_sip_link: LinkSpec,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridSpec {
     pub w: u32,
     pub h: u32,
 }
 
+/// Die-to-die links between neighbouring cubes of a SIP.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UcieSpec {
+    /// Parallel UCIe ports on each cube edge that has a neighbour; port
+    /// `j` of one cube's E edge joins port `j` of its neighbour's W edge.
+    #[serde(default = "one")]
+    pub ports_per_edge: u32,
+    pub bandwidth_gbps: f64,
+    pub latency_ns: f64,
+}
+
+impl UcieSpec {
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_ns: self.latency_ns,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The SIP's host interface: PCIe endpoints, all joined to the SIP's
+/// IO_CPU. With `endpoints: 0` the SIP has neither.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcieSpec {
+    pub endpoints: u32,
+    /// The cube each endpoint hangs off (default: spread evenly, endpoint
+    /// `e` on cube `e * cubes / endpoints`).
+    pub cubes: Option<Vec<u32>>,
+    pub bandwidth_gbps: f64,
+    pub latency_ns: f64,
+}
+
+impl Default for PcieSpec {
+    fn default() -> Self {
+        PcieSpec {
+            endpoints: 1,
+            cubes: None,
+            bandwidth_gbps: 64.0,
+            latency_ns: 500.0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SipSpec {
     pub cube_mesh: GridSpec,
-    pub ucie_link: LinkSpec,
+    pub ucie_link: UcieSpec,
+    #[serde(default)]
+    pub pcie: PcieSpec,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -97,7 +148,7 @@ impl NocSpec {
 }
 
 /// A cube corner where PEs attach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Corner {
     Nw,
@@ -106,19 +157,56 @@ pub enum Corner {
     Se,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+impl Corner {
+    pub fn name(self) -> &'static str {
+        match self {
+            Corner::Nw => "nw",
+            Corner::Ne => "ne",
+            Corner::Sw => "sw",
+            Corner::Se => "se",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeLayoutSpec {
     pub corners: Vec<Corner>,
     pub pe_per_corner: u32,
 }
 
+/// A rectangle of NoC grid positions (column `x`, row `y`, size `w × h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rect {
+    pub x: u32,
+    pub y: u32,
+    pub w: u32,
+    pub h: u32,
+}
+
+impl Rect {
+    pub fn contains(&self, x: u32, y: u32) -> bool {
+        x >= self.x && x < self.x + self.w && y >= self.y && y < self.y + self.h
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HbmSpec {
+    /// HBM stacks per cube; each is its own memory node. A cube's HBM
+    /// address space is the stacks one after another.
+    #[serde(default = "one")]
+    pub stacks: u32,
+    /// Per stack.
     pub size_gib: f64,
+    /// Per stack.
     pub bandwidth_gbps: f64,
     pub latency_ns: f64,
+    /// Router positions the HBM stacks occupy (no routers are placed
+    /// there); the stacks attach to the nearest routers around it.
+    /// Default: no zone, stacks on the north edge.
+    pub exclusion_zone: Option<Rect>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -129,6 +217,33 @@ pub struct SramSpec {
     pub latency_ns: f64,
 }
 
+/// The cube's management CPU: a node on the NoC (centre of the cube)
+/// whose DMAs stay inside its SIP.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MCpuSpec {
+    pub bandwidth_gbps: f64,
+    pub latency_ns: f64,
+}
+
+impl Default for MCpuSpec {
+    fn default() -> Self {
+        MCpuSpec {
+            bandwidth_gbps: 64.0,
+            latency_ns: 1.0,
+        }
+    }
+}
+
+impl MCpuSpec {
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_ns: self.latency_ns,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CubeSpec {
@@ -136,6 +251,8 @@ pub struct CubeSpec {
     pub pe_layout: PeLayoutSpec,
     pub hbm: HbmSpec,
     pub sram: SramSpec,
+    #[serde(default)]
+    pub m_cpu: MCpuSpec,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -170,16 +287,25 @@ pub struct TopologySpec {
     pub pe: PeSpec,
 }
 
+/// Upper bound on the graph size a topology may ask for.
+pub const MAX_NODES: u64 = 4_000_000;
+
 impl TopologySpec {
-    /// Parse and validate.
+    /// Pipeline stages 1 and 2: parse, then validate.
     pub fn from_yaml(text: &str, origin: Origin) -> Result<Self, ConfigError> {
-        let spec: TopologySpec = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.clone(),
-            message: e.to_string(),
-        })?;
+        let spec = Self::parse(text, &origin)?;
         spec.validate()
             .map_err(|message| ConfigError::Invalid { origin, message })?;
         Ok(spec)
+    }
+
+    /// Stage 1: YAML to the typed spec. Unknown keys, missing keys and
+    /// wrong types are errors naming the key, line and column.
+    pub fn parse(text: &str, origin: &Origin) -> Result<Self, ConfigError> {
+        serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })
     }
 
     /// The embedded default.
@@ -203,8 +329,26 @@ impl TopologySpec {
         self.cube.pe_layout.corners.len() as u32 * self.cube.pe_layout.pe_per_corner
     }
 
-    /// SIP grid `(w, h)`: `(count, 1)` for a ring; explicit or square root
-    /// for the 2-D topologies.
+    /// Bytes of one HBM stack.
+    pub fn hbm_stack_bytes(&self) -> u64 {
+        (self.cube.hbm.size_gib * (1u64 << 30) as f64) as u64
+    }
+
+    /// The cube each PCIe endpoint of a SIP hangs off.
+    pub fn pcie_cubes(&self) -> Vec<u32> {
+        let p = &self.sip.pcie;
+        match &p.cubes {
+            Some(c) => c.clone(),
+            None => (0..p.endpoints)
+                .map(|e| e * self.cubes_per_sip() / p.endpoints)
+                .collect(),
+        }
+    }
+
+    /// SIP grid `(w, h)`: `(count, 1)` for a ring; for the 2-D
+    /// topologies the explicit `w`/`h`, one of them and `count / it`, or
+    /// both the integer square root of `count` (seed ADR-0047 D2). The
+    /// result is checked (`w*h == count`) by validation.
     pub fn sip_grid(&self) -> (u32, u32) {
         let s = &self.system.sips;
         match s.topology {
@@ -214,14 +358,15 @@ impl TopologySpec {
                 (Some(w), None) => (w, s.count / w.max(1)),
                 (None, Some(h)) => (s.count / h.max(1), h),
                 (None, None) => {
-                    let r = (s.count as f64).sqrt().round() as u32;
-                    (r, s.count / r.max(1))
+                    let r = s.count.isqrt();
+                    (r, r)
                 }
             },
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Stage 2: semantic checks. The message names the key.
+    pub fn validate(&self) -> Result<(), String> {
         let s = &self.system.sips;
         if s.count == 0 || s.count > 4096 {
             return Err(format!(
@@ -229,13 +374,29 @@ impl TopologySpec {
                 s.count
             ));
         }
-        let (w, h) = self.sip_grid();
-        if s.topology != SipTopology::Ring1d && w * h != s.count {
-            return Err(format!(
-                "system.sips: {} needs w*h == count, got w={w} h={h} count={}",
-                s.topology.name(),
-                s.count
-            ));
+        if s.topology == SipTopology::Ring1d {
+            if s.w.is_some() || s.h.is_some() {
+                return Err(
+                    "system.sips.w/h apply to torus_2d and mesh_2d_no_wrap only; remove them for ring_1d"
+                        .into(),
+                );
+            }
+        } else {
+            let (w, h) = self.sip_grid();
+            if w as u64 * h as u64 != s.count as u64 {
+                let how = match (s.w, s.h) {
+                    (None, None) => format!(
+                        "{} is not a perfect square: give system.sips.w and system.sips.h",
+                        s.count
+                    ),
+                    _ => format!("got w={w} h={h}"),
+                };
+                return Err(format!(
+                    "system.sips: {} needs w*h == count ({}), {how}",
+                    s.topology.name(),
+                    s.count
+                ));
+            }
         }
         let grid = |name: &str, g: (u32, u32)| {
             if g.0 == 0 || g.1 == 0 || g.0 > 64 || g.1 > 64 {
@@ -254,7 +415,63 @@ impl TopologySpec {
         grid("cube.noc", (self.cube.noc.w, self.cube.noc.h))?;
         let pl = &self.cube.pe_layout;
         if pl.corners.is_empty() || pl.pe_per_corner == 0 || self.pes_per_cube() > 256 {
-            return Err("cube.pe_layout needs 1..=256 PEs (corners x pe_per_corner)".into());
+            return Err(format!(
+                "cube.pe_layout needs 1..=256 PEs (corners x pe_per_corner), got {} x {}",
+                pl.corners.len(),
+                pl.pe_per_corner
+            ));
+        }
+        for (i, c) in pl.corners.iter().enumerate() {
+            if pl.corners[..i].contains(c) {
+                return Err(format!(
+                    "cube.pe_layout.corners lists '{}' twice (use pe_per_corner for more PEs per corner)",
+                    c.name()
+                ));
+            }
+        }
+        let ranged = [
+            (
+                "sip.ucie_link.ports_per_edge",
+                self.sip.ucie_link.ports_per_edge,
+                1,
+                16,
+            ),
+            ("cube.hbm.stacks", self.cube.hbm.stacks, 1, 16),
+            ("sip.pcie.endpoints", self.sip.pcie.endpoints, 0, 16),
+        ];
+        for (name, v, lo, hi) in ranged {
+            if v < lo || v > hi {
+                return Err(format!("{name} must be in {lo}..={hi}, got {v}"));
+            }
+        }
+        if let Some(cubes) = &self.sip.pcie.cubes {
+            if cubes.len() != self.sip.pcie.endpoints as usize {
+                return Err(format!(
+                    "sip.pcie.cubes lists {} cubes for {} endpoints",
+                    cubes.len(),
+                    self.sip.pcie.endpoints
+                ));
+            }
+            if let Some(c) = cubes.iter().find(|&&c| c >= self.cubes_per_sip()) {
+                return Err(format!(
+                    "sip.pcie.cubes: cube {c} does not exist (a SIP has {} cubes)",
+                    self.cubes_per_sip()
+                ));
+            }
+        }
+        if let Some(z) = self.cube.hbm.exclusion_zone {
+            let (w, h) = (self.cube.noc.w, self.cube.noc.h);
+            if z.w == 0 || z.h == 0 || z.x + z.w > w || z.y + z.h > h {
+                return Err(format!(
+                    "cube.hbm.exclusion_zone {{x: {}, y: {}, w: {}, h: {}}} must be a non-empty rectangle inside the {w}x{h} NoC",
+                    z.x, z.y, z.w, z.h
+                ));
+            }
+            if z.w == w && z.h == h {
+                return Err(
+                    "cube.hbm.exclusion_zone covers the whole NoC: no router is left".into(),
+                );
+            }
         }
         let positive = [
             (
@@ -265,12 +482,14 @@ impl TopologySpec {
                 "sip.ucie_link.bandwidth_gbps",
                 self.sip.ucie_link.bandwidth_gbps,
             ),
+            ("sip.pcie.bandwidth_gbps", self.sip.pcie.bandwidth_gbps),
             (
                 "cube.noc.link_bandwidth_gbps",
                 self.cube.noc.link_bandwidth_gbps,
             ),
             ("cube.hbm.bandwidth_gbps", self.cube.hbm.bandwidth_gbps),
             ("cube.sram.bandwidth_gbps", self.cube.sram.bandwidth_gbps),
+            ("cube.m_cpu.bandwidth_gbps", self.cube.m_cpu.bandwidth_gbps),
             ("pe.attach.bandwidth_gbps", self.pe.attach.bandwidth_gbps),
             ("pe.math.throughput_gflops", self.pe.math.throughput_gflops),
             ("cube.hbm.size_gib", self.cube.hbm.size_gib),
@@ -287,9 +506,11 @@ impl TopologySpec {
                 self.system.inter_sip_link.latency_ns,
             ),
             ("sip.ucie_link.latency_ns", self.sip.ucie_link.latency_ns),
+            ("sip.pcie.latency_ns", self.sip.pcie.latency_ns),
             ("cube.noc.hop_latency_ns", self.cube.noc.hop_latency_ns),
             ("cube.hbm.latency_ns", self.cube.hbm.latency_ns),
             ("cube.sram.latency_ns", self.cube.sram.latency_ns),
+            ("cube.m_cpu.latency_ns", self.cube.m_cpu.latency_ns),
             ("pe.attach.latency_ns", self.pe.attach.latency_ns),
             ("pe.dma.setup_ns", self.pe.dma.setup_ns),
             ("pe.math.overhead_ns", self.pe.math.overhead_ns),
@@ -299,8 +520,36 @@ impl TopologySpec {
                 return Err(format!("{name} must be a non-negative number, got {v}"));
             }
         }
-        if self.pe.tcm_kib == 0 {
-            return Err("pe.tcm_kib must be > 0".into());
+        if self.pe.tcm_kib == 0 || self.pe.tcm_kib > 256 * 1024 {
+            return Err(format!(
+                "pe.tcm_kib must be in 1..=262144 (256 MiB, the TCM address range), got {}",
+                self.pe.tcm_kib
+            ));
+        }
+        if self.hbm_stack_bytes() as u128 * self.cube.hbm.stacks as u128 > 1u128 << 36 {
+            return Err(format!(
+                "cube.hbm: {} stacks x {} GiB exceed the 64 GiB a cube's HBM address range holds",
+                self.cube.hbm.stacks, self.cube.hbm.size_gib
+            ));
+        }
+        if self.cube.sram.size_mib > 64.0 * 1024.0 {
+            return Err(format!(
+                "cube.sram.size_mib must be at most 65536 (64 GiB address range), got {}",
+                self.cube.sram.size_mib
+            ));
+        }
+        let per_cube = (self.cube.noc.w * self.cube.noc.h
+            + self.pes_per_cube()
+            + self.cube.hbm.stacks
+            + 2
+            + 4 * self.sip.ucie_link.ports_per_edge) as u64;
+        let nodes = per_cube * self.cubes_per_sip() as u64 * s.count as u64;
+        if nodes > MAX_NODES {
+            return Err(format!(
+                "the machine would have about {nodes} graph nodes ({} SIPs x {} cubes x {per_cube}); the limit is {MAX_NODES}",
+                s.count,
+                self.cubes_per_sip()
+            ));
         }
         Ok(())
     }
@@ -332,6 +581,76 @@ mod tests {
             .replace("setup_ns: 20", "setup_ns: 20\n    setup_us: 1");
         let e = TopologySpec::from_yaml(&text, Origin::Embedded("t")).unwrap_err();
         assert!(e.to_string().contains("setup_us"), "{e}");
+    }
+
+    #[test]
+    fn sip_grid_square_root_and_explicit() {
+        let with = |count: &str, extra: &str| {
+            let text = super::super::DEFAULT_TOPOLOGY_YAML
+                .replace("count: 4", &format!("count: {count}{extra}"))
+                .replace("topology: ring_1d ", "topology: torus_2d ");
+            TopologySpec::from_yaml(&text, Origin::Embedded("t"))
+        };
+        assert_eq!(with("16", "").unwrap().sip_grid(), (4, 4));
+        assert_eq!(with("64", "").unwrap().sip_grid(), (8, 8));
+        assert_eq!(with("8", "\n    w: 4").unwrap().sip_grid(), (4, 2));
+        assert_eq!(with("8", "\n    h: 4").unwrap().sip_grid(), (2, 4));
+        let e = with("8", "").unwrap_err().to_string();
+        assert!(e.contains("not a perfect square"), "{e}");
+        let e = with("8", "\n    w: 3").unwrap_err().to_string();
+        assert!(e.contains("w*h == count (8), got w=3 h=2"), "{e}");
+    }
+
+    #[test]
+    fn new_keys_are_checked_by_name() {
+        let bad = |from: &str, to: &str, expect: &str| {
+            let text = super::super::DEFAULT_TOPOLOGY_YAML.replace(from, to);
+            assert_ne!(text, super::super::DEFAULT_TOPOLOGY_YAML, "{from}");
+            let e = TopologySpec::from_yaml(&text, Origin::Embedded("t"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expect), "{e} lacks {expect}");
+        };
+        bad(
+            "stacks: 1",
+            "stacks: 0",
+            "cube.hbm.stacks must be in 1..=16",
+        );
+        bad(
+            "ports_per_edge: 1",
+            "ports_per_edge: 40",
+            "sip.ucie_link.ports_per_edge",
+        );
+        bad(
+            "endpoints: 1",
+            "endpoints: 2\n    cubes: [0]",
+            "sip.pcie.cubes lists 1 cubes for 2",
+        );
+        bad(
+            "endpoints: 1",
+            "endpoints: 1\n    cubes: [16]",
+            "cube 16 does not exist",
+        );
+        bad(
+            "exclusion_zone: null",
+            "exclusion_zone: {x: 3, y: 0, w: 2, h: 1}",
+            "inside the 4x4 NoC",
+        );
+        bad(
+            "corners: [nw, ne, sw, se]",
+            "corners: [nw, nw]",
+            "lists 'nw' twice",
+        );
+        bad(
+            "corners: [nw, ne, sw, se]",
+            "corners: [nw, middle]",
+            "unknown variant `middle`",
+        );
+        bad(
+            "w: 4\n    h: 4\n  ucie",
+            "w: 0\n    h: 4\n  ucie",
+            "sip.cube_mesh must be between",
+        );
     }
 
     #[test]

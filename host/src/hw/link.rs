@@ -83,10 +83,10 @@ mod tests {
     use std::sync::Arc;
 
     fn setup() -> (Arc<Topology>, crate::routing::Path) {
-        let t = Arc::new(build(&TopologySpec::default_embedded()));
+        let t = Arc::new(build(&TopologySpec::default_embedded()).unwrap());
         let r = PathRouter::new(t.clone());
         let p = r
-            .path(
+            .find_path(
                 "sip0.cube0.pe0".parse().unwrap(),
                 "sip1.cube0.pe0".parse().unwrap(),
             )

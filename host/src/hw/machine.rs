@@ -159,8 +159,11 @@ pub struct Machine {
 
 impl From<RouteError> for HwError {
     fn from(e: RouteError) -> Self {
-        HwError::Mismatch {
-            what: format!("routing: {e}"),
+        match e {
+            RouteError::Address(h) => h,
+            other => HwError::Mismatch {
+                what: format!("routing: {other}"),
+            },
         }
     }
 }
@@ -298,7 +301,10 @@ impl Machine {
         inputs: Vec<TensorRef>,
         done: Event,
     ) -> Result<(), HwError> {
-        let path = self.router.path(src.0.node(), dst.0.node())?;
+        let spec = &self.topo.spec;
+        let path = self
+            .router
+            .find_path(src.0.node_at(src.1, spec), dst.0.node_at(dst.1, spec))?;
         let st = self.pe(pe);
         let release = Event::new();
         let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
@@ -518,7 +524,7 @@ impl Machine {
                         free: a.free_bytes(),
                     })?
                 };
-                let back = self.router.path(peer_node(*peer), peer_node(pe))?;
+                let back = self.router.find_path(peer_node(*peer), peer_node(pe))?;
                 let (credit_latency, _) = path_figures(&self.topo, &back);
                 let queue = Arc::new(Mutex::new(RxQueue {
                     space,

@@ -66,18 +66,11 @@ impl TraceRecorder {
                 Track::Math(pe) => (pe.sip, n, format!("{pe} MATH")),
                 Track::Link(id) => {
                     let l = &topo.links[id as usize];
-                    let sip = match l.from {
-                        crate::topology::NodeId::Router { sip, .. }
-                        | crate::topology::NodeId::Hbm { sip, .. }
-                        | crate::topology::NodeId::Sram { sip, .. }
-                        | crate::topology::NodeId::Ucie { sip, .. }
-                        | crate::topology::NodeId::SipPort { sip, .. } => sip,
-                        crate::topology::NodeId::Pe(p) => p.sip,
-                    };
+                    let sip = l.from.sip();
                     (
                         sip,
                         n,
-                        format!("link {} -> {} ({:?})", l.from, l.to, l.kind),
+                        format!("link {} -> {} ({})", l.from, l.to, l.kind.name()),
                     )
                 }
                 Track::Rank(r) => (RANKS_PID, n, format!("rank {r}")),

@@ -152,7 +152,7 @@ impl Session {
             let path = self
                 .machine
                 .router
-                .path(
+                .find_path(
                     crate::topology::NodeId::Pe(a),
                     crate::topology::NodeId::Pe(b),
                 )

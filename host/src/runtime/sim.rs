@@ -3,12 +3,12 @@
 
 use super::loader::Loader;
 use super::session::{AlphaBeta, ReportRecord, Session};
-use crate::config::{CclConfig, TopologySpec};
+use crate::config::CclConfig;
 use crate::engine::{Executor, RunOutcome};
 use crate::error::SimError;
 use crate::hw::machine::MachineStats;
 use crate::hw::Machine;
-use crate::topology;
+use crate::topology::Topology;
 use crate::units::{ps_to_us, Ps};
 use std::sync::Arc;
 
@@ -16,7 +16,8 @@ use std::sync::Arc;
 pub struct RunRequest {
     /// Bench name (built-in / components dir) or path to a .wasm file.
     pub bench: String,
-    pub topology: TopologySpec,
+    /// The compiled machine (see [`crate::topology::compile`]).
+    pub topology: Arc<Topology>,
     pub ccl: CclConfig,
     /// Overrides ccl.yaml `defaults.algorithm`.
     pub algorithm: Option<String>,
@@ -46,7 +47,7 @@ pub struct RunResult {
 
 /// Run a bench to completion.
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
-    let topo = Arc::new(topology::build(&req.topology));
+    let topo = req.topology.clone();
     let machine = Machine::with_trace(topo.clone(), req.trace);
     let bench = loader.load_bench(&req.bench)?;
     let session = Session::new(

@@ -1,21 +1,42 @@
-//! Builds the machine graph from a [`TopologySpec`].
+//! The compile pipeline, spec to graph, in six explicit stages:
 //!
-//! Cube layout (cube NoC of `w × h` routers): PEs attach to the routers at
-//! their corners (`pe_layout`), HBM to the middle of the north edge, SRAM
-//! to the middle of the south edge, and the UCIe port of each side to the
-//! middle router of that side. Cubes of a SIP form a `cube_w × cube_h` mesh
-//! joined E–W and N–S by UCIe links. A SIP's inter-SIP port on side D
-//! hangs off the edge router of the cube at that edge: E on cube
-//! (cube_w−1, 0), W and N on cube (0, 0), S on cube (0, cube_h−1).
-//! Every physical link is full duplex: two directed links with the same
-//! figures.
+//! 1. **parse** — YAML to [`TopologySpec`] (unknown keys are errors);
+//! 2. **validate** — semantic checks naming the key ([`TopologySpec::validate`]);
+//! 3. **cube NoC layout** — router grid, HBM exclusion zone, attachment
+//!    routers ([`super::layout`], cached in `cube_mesh.yaml`);
+//! 4. **attach components** — per SIP: every cube's routers and NoC links,
+//!    its PEs, HBM stacks, SRAM and M_CPU, and the SIP's IO_CPU and PCIe
+//!    endpoints;
+//! 5. **stitch cubes** — UCIe ports on the N/S/E/W edges of neighbouring
+//!    cubes, port `j` to port `j`;
+//! 6. **stitch SIPs** — SIP ports and inter-SIP links in the
+//!    `system.sips.topology` shape.
+//!
+//! A SIP's inter-SIP port on side D hangs off the cube at that edge of its
+//! cube mesh (E: the north-east cube, W and N: the north-west cube, S: the
+//! south-west cube), at the router the layout gives for side D.
+//! Nodes and links are added in a fixed order (SIP, cube, row, column), so
+//! ids, and with them routing tie-breaks, are deterministic.
 
-use super::{Link, LinkId, LinkKind, NodeId, PeCoord, Side, Topology};
-use crate::config::topology::{Corner, LinkSpec, SipTopology};
-use crate::config::TopologySpec;
+use super::layout::{self, CubeLayout, Pos};
+use super::{CubePart, Link, LinkId, LinkKind, NodeId, Side, Topology};
+use crate::config::topology::{LinkSpec, SipTopology};
+use crate::config::{Origin, TopologySpec};
+use crate::error::ConfigError;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
+use std::path::PathBuf;
 
+/// Where stage 3 keeps its layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayoutCache {
+    /// Compute the layout, write nothing.
+    Off,
+    /// Reuse or (re)write this `cube_mesh.yaml`.
+    File(PathBuf),
+}
+
+#[derive(Default)]
 struct Builder {
     graph: DiGraph<NodeId, LinkId>,
     links: Vec<Link>,
@@ -48,22 +69,14 @@ impl Builder {
     }
 }
 
-/// Router a side's port attaches to, in a `w × h` NoC.
-pub(crate) fn side_router(side: Side, w: u32, h: u32) -> (u32, u32) {
-    match side {
-        Side::N => (w / 2, 0),
-        Side::S => (w / 2, h - 1),
-        Side::E => (w - 1, h / 2),
-        Side::W => (0, h / 2),
-    }
+fn router(sip: u32, cube: u32, (x, y): Pos) -> NodeId {
+    NodeId::Router { sip, cube, x, y }
 }
 
-fn corner_router(c: Corner, w: u32, h: u32) -> (u32, u32) {
-    match c {
-        Corner::Nw => (0, 0),
-        Corner::Ne => (w - 1, 0),
-        Corner::Sw => (0, h - 1),
-        Corner::Se => (w - 1, h - 1),
+fn figures(bandwidth_gbps: f64, latency_ns: f64) -> LinkSpec {
+    LinkSpec {
+        bandwidth_gbps,
+        latency_ns,
     }
 }
 
@@ -107,122 +120,98 @@ pub(crate) fn sip_links(spec: &TopologySpec) -> Vec<(u32, Side, u32)> {
     v
 }
 
-/// Build the graph.
-pub fn build(spec: &TopologySpec) -> Topology {
-    let mut b = Builder {
-        graph: DiGraph::new(),
-        links: Vec::new(),
-        index: HashMap::new(),
-    };
-    let (nw, nh) = (spec.cube.noc.w, spec.cube.noc.h);
+/// Stage 4: the cubes of SIP `sip` (routers, NoC links, PEs, HBM stacks,
+/// SRAM, M_CPU) and the SIP's IO_CPU and PCIe endpoints.
+fn attach_components(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: u32) {
+    let noc = spec.cube.noc.link();
+    let hbm = figures(spec.cube.hbm.bandwidth_gbps, spec.cube.hbm.latency_ns);
+    let sram = figures(spec.cube.sram.bandwidth_gbps, spec.cube.sram.latency_ns);
+    for cube in 0..spec.cubes_per_sip() {
+        let r = |p: Pos| router(sip, cube, p);
+        for (x, y) in l.routers() {
+            b.node(r((x, y)));
+            if l.has_router((x + 1, y)) {
+                b.duplex(r((x, y)), r((x + 1, y)), LinkKind::Noc, noc);
+            }
+            if l.has_router((x, y + 1)) {
+                b.duplex(r((x, y)), r((x, y + 1)), LinkKind::Noc, noc);
+            }
+        }
+        for (part, at) in l.attachments() {
+            let (kind, figs) = match part {
+                CubePart::Pe(_) => (LinkKind::PeAttach, spec.pe.attach),
+                CubePart::Hbm(_) => (LinkKind::Hbm, hbm),
+                CubePart::Sram => (LinkKind::Sram, sram),
+                CubePart::MCpu => (LinkKind::MCpuAttach, spec.cube.m_cpu.link()),
+                // UCIe ports exist only where a neighbour is: stage 5.
+                CubePart::Ucie { .. } | CubePart::Router { .. } => continue,
+            };
+            b.duplex(NodeId::in_cube(sip, cube, part), r(at), kind, figs);
+        }
+    }
+    let pcie = &spec.sip.pcie;
+    if pcie.endpoints > 0 {
+        let io = NodeId::IoCpu { sip };
+        b.node(io);
+        for (ep, cube) in spec.pcie_cubes().into_iter().enumerate() {
+            let node = NodeId::PcieEp { sip, ep: ep as u32 };
+            b.duplex(node, router(sip, cube, l.pcie), LinkKind::PcieAttach, noc);
+            b.duplex(
+                node,
+                io,
+                LinkKind::Pcie,
+                figures(pcie.bandwidth_gbps, pcie.latency_ns),
+            );
+        }
+    }
+}
+
+/// Stage 5: UCIe ports and links between neighbouring cubes of SIP `sip`
+/// (east and south neighbours; port `j` faces port `j`).
+fn stitch_cubes(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: u32) {
     let (cw, ch) = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
     let noc = spec.cube.noc.link();
-    let hbm = LinkSpec {
-        bandwidth_gbps: spec.cube.hbm.bandwidth_gbps,
-        latency_ns: spec.cube.hbm.latency_ns,
+    let ucie = spec.sip.ucie_link.link();
+    let port = |b: &mut Builder, cube: u32, side: Side, j: u32| {
+        let n = NodeId::Ucie {
+            sip,
+            cube,
+            side,
+            port: j,
+        };
+        let at = l.ucie[&side][j as usize];
+        b.duplex(router(sip, cube, at), n, LinkKind::UcieAttach, noc);
+        n
     };
-    let sram = LinkSpec {
-        bandwidth_gbps: spec.cube.sram.bandwidth_gbps,
-        latency_ns: spec.cube.sram.latency_ns,
-    };
-    for sip in 0..spec.n_sips() {
-        for cube in 0..spec.cubes_per_sip() {
-            let r = |x, y| NodeId::Router { sip, cube, x, y };
-            for y in 0..nh {
-                for x in 0..nw {
-                    b.node(r(x, y));
-                    if x + 1 < nw {
-                        b.duplex(r(x, y), r(x + 1, y), LinkKind::Noc, noc);
-                    }
-                    if y + 1 < nh {
-                        b.duplex(r(x, y), r(x, y + 1), LinkKind::Noc, noc);
-                    }
-                }
-            }
-            let pl = &spec.cube.pe_layout;
-            for (ci, &corner) in pl.corners.iter().enumerate() {
-                let (x, y) = corner_router(corner, nw, nh);
-                for k in 0..pl.pe_per_corner {
-                    let pe = PeCoord {
-                        sip,
-                        cube,
-                        pe: ci as u32 * pl.pe_per_corner + k,
-                    };
-                    b.duplex(NodeId::Pe(pe), r(x, y), LinkKind::PeAttach, spec.pe.attach);
-                }
-            }
-            let (x, y) = side_router(Side::N, nw, nh);
-            b.duplex(NodeId::Hbm { sip, cube }, r(x, y), LinkKind::Hbm, hbm);
-            let (x, y) = side_router(Side::S, nw, nh);
-            b.duplex(NodeId::Sram { sip, cube }, r(x, y), LinkKind::Sram, sram);
-            let (cx, cy) = (cube % cw, cube / cw);
-            for side in Side::ALL {
-                let has_neighbour = match side {
-                    Side::E => cx + 1 < cw,
-                    Side::W => cx > 0,
-                    Side::N => cy > 0,
-                    Side::S => cy + 1 < ch,
-                };
-                if has_neighbour {
-                    let (x, y) = side_router(side, nw, nh);
-                    b.duplex(
-                        NodeId::Ucie { sip, cube, side },
-                        r(x, y),
-                        LinkKind::Noc,
-                        noc,
-                    );
-                }
-            }
-            if cx + 1 < cw {
-                let east = cube + 1;
-                b.duplex(
-                    NodeId::Ucie {
-                        sip,
-                        cube,
-                        side: Side::E,
-                    },
-                    NodeId::Ucie {
-                        sip,
-                        cube: east,
-                        side: Side::W,
-                    },
-                    LinkKind::Ucie,
-                    spec.sip.ucie_link,
-                );
-            }
-            if cy + 1 < ch {
-                let south = cube + cw;
-                b.duplex(
-                    NodeId::Ucie {
-                        sip,
-                        cube,
-                        side: Side::S,
-                    },
-                    NodeId::Ucie {
-                        sip,
-                        cube: south,
-                        side: Side::N,
-                    },
-                    LinkKind::Ucie,
-                    spec.sip.ucie_link,
-                );
+    for cube in 0..spec.cubes_per_sip() {
+        let (cx, cy) = (cube % cw, cube / cw);
+        let mut pairs = Vec::new();
+        if cx + 1 < cw {
+            pairs.push((Side::E, cube + 1));
+        }
+        if cy + 1 < ch {
+            pairs.push((Side::S, cube + cw));
+        }
+        for (side, other) in pairs {
+            for j in 0..spec.sip.ucie_link.ports_per_edge {
+                let a = port(b, cube, side, j);
+                let z = port(b, other, side.opposite(), j);
+                b.duplex(a, z, LinkKind::Ucie, ucie);
             }
         }
     }
+}
+
+/// Stage 6: SIP ports and the inter-SIP links.
+fn stitch_sips(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout) {
+    let noc = spec.cube.noc.link();
     for (a, side, peer) in sip_links(spec) {
         for (s, d) in [(a, side), (peer, side.opposite())] {
-            let cube = port_cube(spec, d);
-            let (x, y) = side_router(d, nw, nh);
             let port = NodeId::SipPort { sip: s, side: d };
-            if b.index.contains_key(&port) {
-                continue;
+            if !b.index.contains_key(&port) {
+                let at = router(s, port_cube(spec, d), l.sip_port[&d]);
+                b.duplex(at, port, LinkKind::SipPortAttach, noc);
             }
-            b.duplex(
-                port,
-                NodeId::Router { sip: s, cube, x, y },
-                LinkKind::Noc,
-                noc,
-            );
         }
         b.duplex(
             NodeId::SipPort { sip: a, side },
@@ -234,45 +223,170 @@ pub fn build(spec: &TopologySpec) -> Topology {
             spec.system.inter_sip_link,
         );
     }
-    Topology {
-        spec: spec.clone(),
+}
+
+/// Stages 1–6 from YAML text.
+pub fn compile(text: &str, origin: Origin, cache: &LayoutCache) -> Result<Topology, ConfigError> {
+    let spec = TopologySpec::parse(text, &origin)?;
+    build_with(spec, &origin, cache)
+}
+
+/// Stages 2–6 from a spec (validated again: a spec edited in code is
+/// checked like a file).
+pub fn build_with(
+    spec: TopologySpec,
+    origin: &Origin,
+    cache: &LayoutCache,
+) -> Result<Topology, ConfigError> {
+    spec.validate().map_err(|message| ConfigError::Invalid {
+        origin: origin.clone(),
+        message,
+    })?;
+    let path = match cache {
+        LayoutCache::Off => None,
+        LayoutCache::File(p) => Some(p.as_path()),
+    };
+    let (layout, layout_source) = layout::load_or_generate(&spec, origin, path)?;
+    let mut b = Builder::default();
+    for sip in 0..spec.n_sips() {
+        attach_components(&mut b, &spec, &layout, sip);
+        stitch_cubes(&mut b, &spec, &layout, sip);
+    }
+    stitch_sips(&mut b, &spec, &layout);
+    Ok(Topology {
+        spec,
+        layout,
+        layout_source,
         graph: b.graph,
         links: b.links,
         index: b.index,
-    }
+    })
+}
+
+/// Stages 2–6 without a layout cache.
+pub fn build(spec: &TopologySpec) -> Result<Topology, ConfigError> {
+    build_with(
+        spec.clone(),
+        &Origin::Embedded("topology spec"),
+        &LayoutCache::Off,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::DEFAULT_TOPOLOGY_YAML;
 
-    #[test]
-    fn default_machine_has_expected_counts() {
-        let spec = TopologySpec::default_embedded();
-        let t = build(&spec);
-        // per cube: 16 routers + 4 PEs + hbm + sram + ucie ports
-        assert_eq!(t.pes().count(), 4 * 16 * 4);
-        let inter: Vec<_> = t
-            .links
-            .iter()
-            .filter(|l| l.kind == LinkKind::InterSip)
-            .collect();
-        assert_eq!(inter.len(), 2 * 4, "4 duplex ring links");
-        assert!(t.node_index(&"sip3.port_E".parse().unwrap()).is_some());
-        assert!(t.node_index(&"sip0.port_W".parse().unwrap()).is_some());
+    fn spec(edits: &[(&str, &str)]) -> TopologySpec {
+        crate::config::edited_default_topology(edits)
+    }
+
+    fn kinds(b: &Builder) -> HashMap<LinkKind, usize> {
+        let mut m = HashMap::new();
+        for l in &b.links {
+            *m.entry(l.kind).or_insert(0) += 1;
+        }
+        m
     }
 
     #[test]
-    fn two_sip_ring_has_two_distinct_links() {
-        let text = crate::config::DEFAULT_TOPOLOGY_YAML.replace("count: 4", "count: 2");
-        let spec = TopologySpec::from_yaml(&text, crate::config::Origin::Embedded("t")).unwrap();
-        let t = build(&spec);
-        assert_eq!(
-            t.links
-                .iter()
-                .filter(|l| l.kind == LinkKind::InterSip)
-                .count(),
-            4
+    fn stage4_attaches_every_component_of_every_cube() {
+        let s = spec(&[("endpoints: 1", "endpoints: 2")]);
+        let l = layout::generate(&s).unwrap();
+        let mut b = Builder::default();
+        attach_components(&mut b, &s, &l, 0);
+        let k = kinds(&b);
+        // 16 cubes x 24 NoC links (4x4 grid) x 2 directions
+        assert_eq!(k[&LinkKind::Noc], 16 * 24 * 2);
+        assert_eq!(k[&LinkKind::PeAttach], 16 * 4 * 2);
+        assert_eq!(k[&LinkKind::Hbm], 16 * 2);
+        assert_eq!(k[&LinkKind::MCpuAttach], 16 * 2);
+        assert_eq!(k[&LinkKind::Pcie], 2 * 2);
+        assert!(!k.contains_key(&LinkKind::Ucie));
+        // endpoint 1 of 2 sits on cube 16/2 = 8
+        assert!(b.index.contains_key(&"sip0.pcie1".parse().unwrap()));
+        let ep1 = b
+            .links
+            .iter()
+            .find(|l| l.from.to_string() == "sip0.pcie1")
+            .unwrap();
+        assert_eq!(ep1.to.to_string(), "sip0.cube8.r0_2");
+    }
+
+    #[test]
+    fn stage5_stitches_neighbouring_cubes_port_to_port() {
+        let s = spec(&[
+            ("w: 4\n    h: 4\n  ucie", "w: 2\n    h: 3\n  ucie"),
+            ("ports_per_edge: 1", "ports_per_edge: 2"),
+        ]);
+        let l = layout::generate(&s).unwrap();
+        let mut b = Builder::default();
+        stitch_cubes(&mut b, &s, &l, 0);
+        // 2x3 cube mesh: 3 E-W + 4 N-S neighbour pairs, 2 ports each
+        assert_eq!(kinds(&b)[&LinkKind::Ucie], (3 + 4) * 2 * 2);
+        let ucie: Vec<String> = b
+            .links
+            .iter()
+            .filter(|l| l.kind == LinkKind::Ucie)
+            .map(|l| format!("{}>{}", l.from, l.to))
+            .collect();
+        assert!(ucie.contains(&"sip0.cube0.ucie_E1>sip0.cube1.ucie_W1".to_string()));
+        assert!(ucie.contains(&"sip0.cube3.ucie_S0>sip0.cube5.ucie_N0".to_string()));
+        assert!(!b.index.contains_key(&"sip0.cube0.ucie_W0".parse().unwrap()));
+    }
+
+    #[test]
+    fn stage6_stitches_sips_in_each_shape() {
+        let count = |topo: &str, n: u32, extra: &str| {
+            let s = spec(&[
+                ("count: 4", &format!("count: {n}{extra}")),
+                ("topology: ring_1d ", &format!("topology: {topo} ")),
+            ]);
+            let l = layout::generate(&s).unwrap();
+            let mut b = Builder::default();
+            stitch_sips(&mut b, &s, &l);
+            kinds(&b).get(&LinkKind::InterSip).copied().unwrap_or(0) / 2
+        };
+        assert_eq!(count("ring_1d", 1, ""), 0);
+        assert_eq!(count("ring_1d", 2, ""), 2);
+        assert_eq!(count("ring_1d", 8, ""), 8);
+        assert_eq!(count("torus_2d", 16, ""), 32);
+        assert_eq!(count("mesh_2d_no_wrap", 16, ""), 24);
+        assert_eq!(count("mesh_2d_no_wrap", 8, "\n    w: 4"), 10);
+        assert_eq!(count("torus_2d", 2, "\n    w: 2"), 2);
+    }
+
+    #[test]
+    fn full_pipeline_default_counts() {
+        let t = build(&TopologySpec::default_embedded()).unwrap();
+        assert_eq!(t.pes().count(), 4 * 16 * 4);
+        let inter = t
+            .links
+            .iter()
+            .filter(|l| l.kind == LinkKind::InterSip)
+            .count();
+        assert_eq!(inter, 2 * 4, "4 duplex ring links");
+        for n in [
+            "sip3.port_E",
+            "sip0.port_W",
+            "sip2.io_cpu",
+            "sip2.pcie0",
+            "sip1.cube5.m_cpu",
+        ] {
+            assert!(t.node_index(&n.parse().unwrap()).is_some(), "{n}");
+        }
+        assert_eq!(t.layout_source, layout::LayoutSource::Computed);
+    }
+
+    #[test]
+    fn compile_reports_the_bad_key_and_the_file() {
+        let text = DEFAULT_TOPOLOGY_YAML.replace("hop_latency_ns: 1", "hop_latency_ns: -1");
+        let e = compile(&text, Origin::File("my.yaml".into()), &LayoutCache::Off)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("my.yaml") && e.contains("cube.noc.hop_latency_ns"),
+            "{e}"
         );
     }
 }

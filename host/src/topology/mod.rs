@@ -1,33 +1,128 @@
-//! The modelled machine as a graph: named nodes (routers, PEs, HBM, SRAM,
-//! UCIe ports, SIP ports) and directed, typed links with bandwidth and
-//! latency. Pure data plus the builder; routing lives in [`crate::routing`].
+//! The modelled machine as a graph: named nodes (routers, PEs, HBM stacks,
+//! SRAM, M_CPUs, UCIe ports, SIP ports, IO_CPUs, PCIe endpoints) and
+//! directed, typed links with bandwidth and latency. Pure data plus the
+//! builder ([`compile`]: the six-stage pipeline) and the view projections;
+//! routing lives in [`crate::routing`].
 
 mod builder;
+pub mod export;
+pub mod layout;
 pub mod naming;
+pub mod summary;
 
-pub use builder::build;
-pub use naming::{NodeId, PeCoord, Side};
+pub use builder::{build, build_with, compile, LayoutCache};
+pub use layout::{CubeLayout, LayoutSource};
+pub use naming::{CubePart, NodeId, PeCoord, Side};
 
 use crate::config::TopologySpec;
 use crate::units::{Ps, Rate};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 
-/// What a link is, for reports and for choosing figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The edge-kind catalog: what a link is. Every physical link is full
+/// duplex (two directed links of the same kind and figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LinkKind {
-    /// Router to router inside a cube, or router to a port node.
+    /// Router to neighbouring router inside a cube (NoC figures).
     Noc,
-    /// PE to its corner router.
+    /// PE to its router (`pe.attach`).
     PeAttach,
-    /// HBM stack to its router.
+    /// HBM stack to its router (`cube.hbm`).
     Hbm,
-    /// SRAM to its router.
+    /// SRAM to its router (`cube.sram`).
     Sram,
-    /// Die-to-die link between neighbouring cubes.
+    /// M_CPU to its router (`cube.m_cpu`).
+    MCpuAttach,
+    /// Router to a UCIe port of its cube (NoC figures).
+    UcieAttach,
+    /// Die-to-die link between facing UCIe ports of neighbouring cubes.
     Ucie,
-    /// SIP to SIP.
+    /// Router to the SIP's inter-SIP port (NoC figures).
+    SipPortAttach,
+    /// SIP port to SIP port (`system.inter_sip_link`).
     InterSip,
+    /// Router to a PCIe endpoint (NoC figures).
+    PcieAttach,
+    /// PCIe endpoint to the SIP's IO_CPU (`sip.pcie`).
+    Pcie,
+}
+
+impl LinkKind {
+    pub const ALL: [LinkKind; 11] = [
+        LinkKind::Noc,
+        LinkKind::PeAttach,
+        LinkKind::Hbm,
+        LinkKind::Sram,
+        LinkKind::MCpuAttach,
+        LinkKind::UcieAttach,
+        LinkKind::Ucie,
+        LinkKind::SipPortAttach,
+        LinkKind::InterSip,
+        LinkKind::PcieAttach,
+        LinkKind::Pcie,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Noc => "noc",
+            LinkKind::PeAttach => "pe_attach",
+            LinkKind::Hbm => "hbm",
+            LinkKind::Sram => "sram",
+            LinkKind::MCpuAttach => "m_cpu_attach",
+            LinkKind::UcieAttach => "ucie_attach",
+            LinkKind::Ucie => "ucie",
+            LinkKind::SipPortAttach => "sip_port_attach",
+            LinkKind::InterSip => "inter_sip",
+            LinkKind::PcieAttach => "pcie_attach",
+            LinkKind::Pcie => "pcie",
+        }
+    }
+}
+
+/// A projection of the graph: the links a kind of traffic may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum View {
+    /// Every link.
+    Full,
+    /// Device traffic (PE and memory transfers, IPCQ): everything but the
+    /// host interface, so no path shortcuts through an IO_CPU.
+    Noc,
+    /// M_CPU DMAs: stay inside their SIP (no inter-SIP, no host).
+    MCpuDma,
+    /// Inside one cube: no UCIe, no inter-SIP, no host.
+    CubeLocal,
+}
+
+impl View {
+    pub const ALL: [View; 4] = [View::Full, View::Noc, View::MCpuDma, View::CubeLocal];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Full => "full",
+            View::Noc => "noc",
+            View::MCpuDma => "m_cpu_dma",
+            View::CubeLocal => "cube_local",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<View> {
+        View::ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    /// The edge kinds this view leaves out.
+    pub fn excluded(self) -> &'static [LinkKind] {
+        use LinkKind::*;
+        match self {
+            View::Full => &[],
+            View::Noc => &[Pcie, PcieAttach],
+            View::MCpuDma => &[Pcie, PcieAttach, InterSip, SipPortAttach],
+            View::CubeLocal => &[Pcie, PcieAttach, InterSip, SipPortAttach, Ucie, UcieAttach],
+        }
+    }
+
+    pub fn allows(self, k: LinkKind) -> bool {
+        !self.excluded().contains(&k)
+    }
 }
 
 /// Index of a directed link in [`Topology::links`].
@@ -47,6 +142,10 @@ pub struct Link {
 #[derive(Debug)]
 pub struct Topology {
     pub spec: TopologySpec,
+    /// The layout every cube uses.
+    pub layout: CubeLayout,
+    /// Where the layout came from (cache hit, regenerated, ...).
+    pub layout_source: LayoutSource,
     pub graph: DiGraph<NodeId, LinkId>,
     pub links: Vec<Link>,
     index: HashMap<NodeId, NodeIndex>,
@@ -59,6 +158,10 @@ impl Topology {
 
     pub fn node_count(&self) -> usize {
         self.graph.node_count()
+    }
+
+    pub fn node(&self, i: NodeIndex) -> NodeId {
+        self.graph[i]
     }
 
     /// Every PE of the machine, in (sip, cube, pe) order.

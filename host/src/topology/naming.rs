@@ -1,10 +1,25 @@
-//! Canonical node names (`sip0.cube3.pe1`, `sip0.cube3.r2_1`, ...): the
-//! only place that builds or parses them.
+//! Canonical node names: the only place that builds or parses them.
+//!
+//! ```text
+//! sip0.cube3.r2_1      router at NoC column 2, row 1 of cube 3
+//! sip0.cube3.pe1       PE 1 of the cube
+//! sip0.cube3.hbm0      HBM stack 0
+//! sip0.cube3.sram      SRAM
+//! sip0.cube3.m_cpu     the cube's management CPU
+//! sip0.cube3.ucie_E0   UCIe port 0 on the cube's east edge
+//! sip0.port_E          the SIP's inter-SIP port on its east side
+//! sip0.io_cpu          the SIP's IO CPU
+//! sip0.pcie0           PCIe endpoint 0 of the SIP
+//! ```
+//! Inside one cube a node is also known by its *leaf* (the part after
+//! `sipS.cubeC.`); the layout cache (`cube_mesh.yaml`) uses leaves.
 
 use std::fmt;
 
 /// A side of a cube or SIP; also an IPCQ direction on the SIP grid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Side {
     N,
     S,
@@ -41,13 +56,22 @@ impl Side {
             "W" => Some(Side::W),
             _ => None,
         }
-        .filter(|_| s.len() == 1)
+    }
+
+    /// True for N and S (moves along y).
+    pub fn is_vertical(self) -> bool {
+        matches!(self, Side::N | Side::S)
     }
 }
 
 /// The name of SIP `sip` (the prefix of all its nodes).
 pub fn sip_name(sip: u32) -> String {
     format!("sip{sip}")
+}
+
+/// The name of cube `cube` of SIP `sip`.
+pub fn cube_name(sip: u32, cube: u32) -> String {
+    format!("sip{sip}.cube{cube}")
 }
 
 /// Structural coordinates of a PE (seed ADR-0026).
@@ -60,38 +84,204 @@ pub struct PeCoord {
 
 impl fmt::Display for PeCoord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sip{}.cube{}.pe{}", self.sip, self.cube, self.pe)
+        write!(
+            f,
+            "sip{}.cube{}.{}",
+            self.sip,
+            self.cube,
+            CubePart::Pe(self.pe)
+        )
+    }
+}
+
+/// A node inside one cube, named by its leaf (`r2_1`, `pe0`, `hbm0`,
+/// `sram`, `m_cpu`, `ucie_E0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CubePart {
+    Router { x: u32, y: u32 },
+    Pe(u32),
+    Hbm(u32),
+    Sram,
+    MCpu,
+    Ucie { side: Side, port: u32 },
+}
+
+impl fmt::Display for CubePart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CubePart::Router { x, y } => write!(f, "r{x}_{y}"),
+            CubePart::Pe(p) => write!(f, "pe{p}"),
+            CubePart::Hbm(s) => write!(f, "hbm{s}"),
+            CubePart::Sram => f.write_str("sram"),
+            CubePart::MCpu => f.write_str("m_cpu"),
+            CubePart::Ucie { side, port } => write!(f, "ucie_{}{port}", side.letter()),
+        }
+    }
+}
+
+fn num(s: &str, prefix: &str) -> Option<u32> {
+    let digits = s.strip_prefix(prefix)?;
+    // Canonical numbers only: no sign, no leading zeros ("pe01" is not pe1).
+    if digits.is_empty()
+        || !digits.bytes().all(|b| b.is_ascii_digit())
+        || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl std::str::FromStr for CubePart {
+    type Err = String;
+
+    fn from_str(leaf: &str) -> Result<Self, String> {
+        let bad = || format!("not a cube node name: {leaf:?}");
+        match leaf {
+            "sram" => return Ok(CubePart::Sram),
+            "m_cpu" => return Ok(CubePart::MCpu),
+            _ => {}
+        }
+        if let Some(pe) = num(leaf, "pe") {
+            return Ok(CubePart::Pe(pe));
+        }
+        if let Some(s) = num(leaf, "hbm") {
+            return Ok(CubePart::Hbm(s));
+        }
+        if let Some(rest) = leaf.strip_prefix("ucie_") {
+            let side = rest.get(..1).and_then(Side::parse).ok_or_else(bad)?;
+            let port = num(&rest[1..], "").ok_or_else(bad)?;
+            return Ok(CubePart::Ucie { side, port });
+        }
+        let (x, y) = leaf
+            .strip_prefix('r')
+            .and_then(|r| r.split_once('_'))
+            .ok_or_else(bad)?;
+        Ok(CubePart::Router {
+            x: num(x, "").ok_or_else(bad)?,
+            y: num(y, "").ok_or_else(bad)?,
+        })
     }
 }
 
 /// A node of the machine graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NodeId {
-    Router { sip: u32, cube: u32, x: u32, y: u32 },
+    Router {
+        sip: u32,
+        cube: u32,
+        x: u32,
+        y: u32,
+    },
     Pe(PeCoord),
-    Hbm { sip: u32, cube: u32 },
-    Sram { sip: u32, cube: u32 },
-    Ucie { sip: u32, cube: u32, side: Side },
-    SipPort { sip: u32, side: Side },
+    Hbm {
+        sip: u32,
+        cube: u32,
+        stack: u32,
+    },
+    Sram {
+        sip: u32,
+        cube: u32,
+    },
+    MCpu {
+        sip: u32,
+        cube: u32,
+    },
+    Ucie {
+        sip: u32,
+        cube: u32,
+        side: Side,
+        port: u32,
+    },
+    SipPort {
+        sip: u32,
+        side: Side,
+    },
+    IoCpu {
+        sip: u32,
+    },
+    PcieEp {
+        sip: u32,
+        ep: u32,
+    },
 }
 
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            NodeId::Router { sip, cube, x, y } => write!(f, "sip{sip}.cube{cube}.r{x}_{y}"),
-            NodeId::Pe(p) => write!(f, "{p}"),
-            NodeId::Hbm { sip, cube } => write!(f, "sip{sip}.cube{cube}.hbm"),
-            NodeId::Sram { sip, cube } => write!(f, "sip{sip}.cube{cube}.sram"),
-            NodeId::Ucie { sip, cube, side } => {
-                write!(f, "sip{sip}.cube{cube}.ucie_{}", side.letter())
-            }
-            NodeId::SipPort { sip, side } => write!(f, "sip{sip}.port_{}", side.letter()),
+impl NodeId {
+    /// The node `part` of cube `cube` of SIP `sip`.
+    pub fn in_cube(sip: u32, cube: u32, part: CubePart) -> NodeId {
+        match part {
+            CubePart::Router { x, y } => NodeId::Router { sip, cube, x, y },
+            CubePart::Pe(pe) => NodeId::Pe(PeCoord { sip, cube, pe }),
+            CubePart::Hbm(stack) => NodeId::Hbm { sip, cube, stack },
+            CubePart::Sram => NodeId::Sram { sip, cube },
+            CubePart::MCpu => NodeId::MCpu { sip, cube },
+            CubePart::Ucie { side, port } => NodeId::Ucie {
+                sip,
+                cube,
+                side,
+                port,
+            },
+        }
+    }
+
+    /// `(cube, part)` for nodes inside a cube.
+    pub fn cube_part(self) -> Option<(u32, CubePart)> {
+        Some(match self {
+            NodeId::Router { cube, x, y, .. } => (cube, CubePart::Router { x, y }),
+            NodeId::Pe(p) => (p.cube, CubePart::Pe(p.pe)),
+            NodeId::Hbm { cube, stack, .. } => (cube, CubePart::Hbm(stack)),
+            NodeId::Sram { cube, .. } => (cube, CubePart::Sram),
+            NodeId::MCpu { cube, .. } => (cube, CubePart::MCpu),
+            NodeId::Ucie {
+                cube, side, port, ..
+            } => (cube, CubePart::Ucie { side, port }),
+            NodeId::SipPort { .. } | NodeId::IoCpu { .. } | NodeId::PcieEp { .. } => return None,
+        })
+    }
+
+    /// The SIP the node belongs to.
+    pub fn sip(self) -> u32 {
+        match self {
+            NodeId::Router { sip, .. }
+            | NodeId::Hbm { sip, .. }
+            | NodeId::Sram { sip, .. }
+            | NodeId::MCpu { sip, .. }
+            | NodeId::Ucie { sip, .. }
+            | NodeId::SipPort { sip, .. }
+            | NodeId::IoCpu { sip }
+            | NodeId::PcieEp { sip, .. } => sip,
+            NodeId::Pe(p) => p.sip,
+        }
+    }
+
+    /// The node kind, for summaries: `router`, `pe`, `hbm`, `sram`,
+    /// `m_cpu`, `ucie`, `sip_port`, `io_cpu`, `pcie`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            NodeId::Router { .. } => "router",
+            NodeId::Pe(_) => "pe",
+            NodeId::Hbm { .. } => "hbm",
+            NodeId::Sram { .. } => "sram",
+            NodeId::MCpu { .. } => "m_cpu",
+            NodeId::Ucie { .. } => "ucie",
+            NodeId::SipPort { .. } => "sip_port",
+            NodeId::IoCpu { .. } => "io_cpu",
+            NodeId::PcieEp { .. } => "pcie",
         }
     }
 }
 
-fn num(s: &str, prefix: &str) -> Option<u32> {
-    s.strip_prefix(prefix)?.parse().ok()
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((cube, part)) = self.cube_part() {
+            return write!(f, "sip{}.cube{cube}.{part}", self.sip());
+        }
+        match *self {
+            NodeId::SipPort { sip, side } => write!(f, "sip{sip}.port_{}", side.letter()),
+            NodeId::IoCpu { sip } => write!(f, "sip{sip}.io_cpu"),
+            NodeId::PcieEp { sip, ep } => write!(f, "sip{sip}.pcie{ep}"),
+            _ => unreachable!("cube nodes are formatted above"),
+        }
+    }
 }
 
 impl std::str::FromStr for NodeId {
@@ -103,34 +293,21 @@ impl std::str::FromStr for NodeId {
         let parts: Vec<&str> = name.split('.').collect();
         let sip = num(parts.first().ok_or_else(bad)?, "sip").ok_or_else(bad)?;
         match parts.as_slice() {
-            [_, port] => {
-                let side =
-                    Side::parse(port.strip_prefix("port_").ok_or_else(bad)?).ok_or_else(bad)?;
+            [_, "io_cpu"] => Ok(NodeId::IoCpu { sip }),
+            [_, leaf] => {
+                if let Some(ep) = num(leaf, "pcie") {
+                    return Ok(NodeId::PcieEp { sip, ep });
+                }
+                let side = leaf
+                    .strip_prefix("port_")
+                    .and_then(Side::parse)
+                    .ok_or_else(bad)?;
                 Ok(NodeId::SipPort { sip, side })
             }
             [_, cube, leaf] => {
                 let cube = num(cube, "cube").ok_or_else(bad)?;
-                if let Some(pe) = num(leaf, "pe") {
-                    return Ok(NodeId::Pe(PeCoord { sip, cube, pe }));
-                }
-                match *leaf {
-                    "hbm" => return Ok(NodeId::Hbm { sip, cube }),
-                    "sram" => return Ok(NodeId::Sram { sip, cube }),
-                    _ => {}
-                }
-                if let Some(side) = leaf.strip_prefix("ucie_").and_then(Side::parse) {
-                    return Ok(NodeId::Ucie { sip, cube, side });
-                }
-                let (x, y) = leaf
-                    .strip_prefix('r')
-                    .and_then(|r| r.split_once('_'))
-                    .ok_or_else(bad)?;
-                Ok(NodeId::Router {
-                    sip,
-                    cube,
-                    x: x.parse().map_err(|_| bad())?,
-                    y: y.parse().map_err(|_| bad())?,
-                })
+                let part: CubePart = leaf.parse().map_err(|_| bad())?;
+                Ok(NodeId::in_cube(sip, cube, part))
             }
             _ => Err(bad()),
         }
@@ -155,33 +332,66 @@ mod tests {
                 cube: 15,
                 pe: 3,
             }),
-            NodeId::Hbm { sip: 2, cube: 0 },
+            NodeId::Hbm {
+                sip: 2,
+                cube: 0,
+                stack: 1,
+            },
             NodeId::Sram { sip: 2, cube: 1 },
+            NodeId::MCpu { sip: 7, cube: 63 },
             NodeId::Ucie {
                 sip: 0,
                 cube: 5,
                 side: Side::E,
+                port: 12,
             },
             NodeId::SipPort {
                 sip: 3,
                 side: Side::W,
             },
+            NodeId::IoCpu { sip: 4 },
+            NodeId::PcieEp { sip: 4, ep: 2 },
         ];
         for n in nodes {
             let s = n.to_string();
             assert_eq!(s.parse::<NodeId>().unwrap(), n, "{s}");
-        }
-        assert_eq!(
-            NodeId::Router {
-                sip: 0,
-                cube: 3,
-                x: 2,
-                y: 1
+            if let Some((_, part)) = n.cube_part() {
+                assert_eq!(part.to_string().parse::<CubePart>().unwrap(), part);
             }
-            .to_string(),
-            "sip0.cube3.r2_1"
-        );
-        assert!("sip0.cube1.bogus".parse::<NodeId>().is_err());
-        assert!("sip0.port_NE".parse::<NodeId>().is_err());
+        }
+        let expect = [
+            "sip0.cube3.r2_1",
+            "sip1.cube15.pe3",
+            "sip2.cube0.hbm1",
+            "sip2.cube1.sram",
+            "sip7.cube63.m_cpu",
+            "sip0.cube5.ucie_E12",
+            "sip3.port_W",
+            "sip4.io_cpu",
+            "sip4.pcie2",
+        ];
+        for (n, e) in nodes.iter().zip(expect) {
+            assert_eq!(n.to_string(), e);
+        }
+    }
+
+    #[test]
+    fn non_canonical_names_are_rejected() {
+        for bad in [
+            "sip0.cube1.bogus",
+            "sip0.port_NE",
+            "sip0.cube1.pe01",
+            "sip0.cube1.pe-1",
+            "sip0.cube1.r1",
+            "sip0.cube1.ucie_E",
+            "sip0.cube1.ucie_X0",
+            "sip0.cube1.hbm",
+            "sip0",
+            "sip0.cube1.pe0.x",
+            "cube1.pe0",
+            "sip0.pcie",
+        ] {
+            assert!(bad.parse::<NodeId>().is_err(), "{bad} parsed");
+        }
     }
 }

@@ -1,0 +1,42 @@
+//! Routing: which directed links a transfer from node A to node B uses,
+//! and where an address lives. Nothing else.
+//!
+//! - [`PathRouter`] answers path queries over the four view projections
+//!   of the graph ([`crate::topology::View`]: full, noc, m_cpu_dma,
+//!   cube_local), each an adjacency list that leaves out the view's
+//!   excluded edge kinds.
+//! - [`AddressResolver`] maps a physical address to its memory space and
+//!   node, and finds a cube's M_CPU, a SIP's IO_CPU and PCIe endpoints.
+//! - [`metrics`] computes the PE-to-PE diameter for `topology show`.
+//!
+//! **Path choice** (documented contract, tested): the shortest path by
+//! total link latency, then by hop count. Among paths equal in both, at
+//! every node the path arrives by a north–south link (a NoC hop in y,
+//! an N/S UCIe link, an N/S inter-SIP link) rather than any other, then by
+//! the link with the lowest id (build order). On a full router grid this
+//! is dimension-order X-then-Y routing, at NoC, cube-mesh and SIP-grid
+//! level alike.
+
+pub mod metrics;
+mod paths;
+mod resolver;
+
+pub use paths::{Distance, Path, PathRouter};
+pub use resolver::{AddressResolver, Resolved};
+
+use crate::error::HwError;
+
+/// A path query that cannot be answered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    #[error("unknown node {0}")]
+    UnknownNode(String),
+    #[error("no path from {from} to {to} in view '{view}'")]
+    NoPath {
+        from: String,
+        to: String,
+        view: &'static str,
+    },
+    #[error(transparent)]
+    Address(#[from] HwError),
+}

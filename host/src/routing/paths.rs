@@ -1,0 +1,405 @@
+//! [`PathRouter`]: shortest paths over the view projections, with the
+//! deterministic tie-break documented in [`super`]; results are cached
+//! per (view, source, destination).
+
+use super::resolver::AddressResolver;
+use super::RouteError;
+use crate::topology::{LinkId, LinkKind, NodeId, PeCoord, Topology, View};
+use crate::units::{Ps, Rate};
+use petgraph::graph::NodeIndex;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A routed path: the links in order, from source to destination.
+pub type Path = Arc<[LinkId]>;
+
+/// Uncontended figures of a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Distance {
+    /// Σ link latency.
+    pub latency_ps: Ps,
+    pub hops: u32,
+    /// The slowest link (None for an empty path).
+    pub bottleneck: Option<Rate>,
+}
+
+/// Compressed adjacency of one view: for node `i`, its out-links are
+/// `links[start[i]..start[i+1]]`.
+pub(crate) struct Adjacency {
+    start: Vec<u32>,
+    links: Vec<(u32, LinkId)>,
+}
+
+impl Adjacency {
+    fn build(t: &Topology, view: View) -> Self {
+        let n = t.node_count();
+        let mut per: Vec<Vec<(u32, LinkId)>> = vec![Vec::new(); n];
+        for e in t.graph.edge_indices() {
+            let id = t.graph[e];
+            if !view.allows(t.links[id as usize].kind) {
+                continue;
+            }
+            let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
+            per[a.index()].push((b.index() as u32, id));
+        }
+        let mut start = Vec::with_capacity(n + 1);
+        let mut links = Vec::new();
+        for mut v in per {
+            v.sort_by_key(|&(_, id)| id);
+            start.push(links.len() as u32);
+            links.extend(v);
+        }
+        start.push(links.len() as u32);
+        Adjacency { start, links }
+    }
+
+    pub(crate) fn out(&self, i: usize) -> &[(u32, LinkId)] {
+        &self.links[self.start[i] as usize..self.start[i + 1] as usize]
+    }
+}
+
+/// Answers path queries on one topology.
+pub struct PathRouter {
+    topo: Arc<Topology>,
+    resolver: AddressResolver,
+    views: [OnceLock<Adjacency>; 4],
+    /// Tie-break rank of each link: 0 for north–south links, 1 otherwise.
+    rank: Vec<u8>,
+    cache: Mutex<HashMap<(View, NodeId, NodeId), Path>>,
+}
+
+fn is_north_south(kind: LinkKind, from: NodeId, to: NodeId) -> bool {
+    match (kind, from, to) {
+        (LinkKind::Noc, NodeId::Router { x: a, .. }, NodeId::Router { x: b, .. }) => a == b,
+        (LinkKind::Ucie, NodeId::Ucie { side, .. }, _) => side.is_vertical(),
+        (LinkKind::InterSip, NodeId::SipPort { side, .. }, _) => side.is_vertical(),
+        _ => false,
+    }
+}
+
+impl PathRouter {
+    pub fn new(topo: Arc<Topology>) -> Self {
+        let rank = topo
+            .links
+            .iter()
+            .map(|l| u8::from(!is_north_south(l.kind, l.from, l.to)))
+            .collect();
+        PathRouter {
+            resolver: AddressResolver::new(topo.clone()),
+            topo,
+            views: Default::default(),
+            rank,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    pub fn resolver(&self) -> &AddressResolver {
+        &self.resolver
+    }
+
+    pub(crate) fn adjacency(&self, view: View) -> &Adjacency {
+        let i = View::ALL.iter().position(|v| *v == view).expect("a view");
+        self.views[i].get_or_init(|| Adjacency::build(&self.topo, view))
+    }
+
+    fn index(&self, n: NodeId) -> Result<NodeIndex, RouteError> {
+        self.topo
+            .node_index(&n)
+            .ok_or_else(|| RouteError::UnknownNode(n.to_string()))
+    }
+
+    /// Device path (view `noc`) from `from` to `to`; empty when they are
+    /// the same node.
+    pub fn find_path(&self, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
+        self.find_path_in(View::Noc, from, to)
+    }
+
+    /// Path in a given view.
+    pub fn find_path_in(&self, view: View, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
+        let key = (view, from, to);
+        if let Some(p) = self.cache.lock().unwrap().get(&key) {
+            return Ok(p.clone());
+        }
+        let (a, b) = (self.index(from)?, self.index(to)?);
+        let path: Path = self
+            .shortest(view, a, b)
+            .ok_or_else(|| RouteError::NoPath {
+                from: from.to_string(),
+                to: to.to_string(),
+                view: view.name(),
+            })?
+            .into();
+        self.cache.lock().unwrap().insert(key, path.clone());
+        Ok(path)
+    }
+
+    /// Device path and its uncontended figures.
+    pub fn find_path_with_distance(
+        &self,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<(Path, Distance), RouteError> {
+        let p = self.find_path(from, to)?;
+        let d = self.distance(&p);
+        Ok((p, d))
+    }
+
+    /// Figures of a path.
+    pub fn distance(&self, path: &[LinkId]) -> Distance {
+        let links = &self.topo.links;
+        Distance {
+            latency_ps: path.iter().map(|&l| links[l as usize].latency).sum(),
+            hops: path.len() as u32,
+            bottleneck: path.iter().map(|&l| links[l as usize].rate).min(),
+        }
+    }
+
+    /// Path from `pe` to the memory node that holds `addr` (the HBM stack,
+    /// SRAM or TCM the address falls in), checking `[addr, addr+len)`.
+    pub fn find_memory_path(&self, pe: PeCoord, addr: u64, len: u64) -> Result<Path, RouteError> {
+        let r = self.resolver.resolve(addr, len)?;
+        self.find_path(NodeId::Pe(pe), r.node)
+    }
+
+    /// Path of an M_CPU DMA from cube `(sip, cube)`'s M_CPU to the memory
+    /// holding `addr`, in view `m_cpu_dma` (it cannot leave the SIP).
+    pub fn find_mcpu_dma_path(
+        &self,
+        sip: u32,
+        cube: u32,
+        addr: u64,
+        len: u64,
+    ) -> Result<Path, RouteError> {
+        let m = self
+            .resolver
+            .find_m_cpu(sip, cube)
+            .ok_or_else(|| RouteError::UnknownNode(NodeId::MCpu { sip, cube }.to_string()))?;
+        let r = self.resolver.resolve(addr, len)?;
+        self.find_path_in(View::MCpuDma, m, r.node)
+    }
+
+    /// Node sequence of the path between two named nodes in `view`
+    /// (both ends included).
+    pub fn find_node_path(
+        &self,
+        view: View,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<NodeId>, RouteError> {
+        let parse = |s: &str| s.parse::<NodeId>().map_err(RouteError::UnknownNode);
+        let (a, b) = (parse(from)?, parse(to)?);
+        let p = self.find_path_in(view, a, b)?;
+        Ok(self.nodes_of(a, &p))
+    }
+
+    /// The nodes a path visits, starting at `from`.
+    pub fn nodes_of(&self, from: NodeId, path: &[LinkId]) -> Vec<NodeId> {
+        std::iter::once(from)
+            .chain(path.iter().map(|&l| self.topo.links[l as usize].to))
+            .collect()
+    }
+
+    /// Dijkstra on (latency, hops) with the documented tie-break.
+    fn shortest(&self, view: View, a: NodeIndex, b: NodeIndex) -> Option<Vec<LinkId>> {
+        if a == b {
+            return Some(Vec::new());
+        }
+        let adj = self.adjacency(view);
+        let links = &self.topo.links;
+        let n = self.topo.node_count();
+        let mut dist = vec![(Ps::MAX, u32::MAX); n];
+        let mut pred = vec![LinkId::MAX; n];
+        let mut heap = BinaryHeap::new();
+        dist[a.index()] = (0, 0);
+        heap.push(Reverse((0 as Ps, 0u32, a.index() as u32)));
+        let better = |new: LinkId, old: LinkId| {
+            old == LinkId::MAX || (self.rank[new as usize], new) < (self.rank[old as usize], old)
+        };
+        while let Some(Reverse((lat, hops, u))) = heap.pop() {
+            let u = u as usize;
+            if u == b.index() {
+                break;
+            }
+            if (lat, hops) > dist[u] {
+                continue;
+            }
+            for &(v, id) in adj.out(u) {
+                let nd = (lat + links[id as usize].latency, hops + 1);
+                let v = v as usize;
+                if nd < dist[v] {
+                    dist[v] = nd;
+                    pred[v] = id;
+                    heap.push(Reverse((nd.0, nd.1, v as u32)));
+                } else if nd == dist[v] && better(id, pred[v]) {
+                    pred[v] = id;
+                }
+            }
+        }
+        if pred[b.index()] == LinkId::MAX {
+            return None;
+        }
+        let mut path = Vec::new();
+        let mut at = b;
+        while at != a {
+            let id = pred[at.index()];
+            path.push(id);
+            at = self
+                .topo
+                .node_index(&links[id as usize].from)
+                .expect("link ends are nodes");
+        }
+        path.reverse();
+        Some(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::build;
+
+    fn router_for(edits: &[(&str, &str)]) -> PathRouter {
+        let spec = crate::config::edited_default_topology(edits);
+        PathRouter::new(Arc::new(build(&spec).unwrap()))
+    }
+
+    fn n(s: &str) -> NodeId {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn neighbour_sips_cross_exactly_one_inter_sip_link() {
+        let r = router_for(&[]);
+        let t = r.topology().clone();
+        let p = r
+            .find_path(n("sip0.cube0.pe0"), n("sip1.cube0.pe0"))
+            .unwrap();
+        let kinds: Vec<_> = p.iter().map(|&l| t.links[l as usize].kind).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == LinkKind::InterSip).count(),
+            1
+        );
+        assert_eq!(kinds.first(), Some(&LinkKind::PeAttach));
+        assert_eq!(kinds.last(), Some(&LinkKind::PeAttach));
+        for w in p.windows(2) {
+            assert_eq!(t.links[w[0] as usize].to, t.links[w[1] as usize].from);
+        }
+    }
+
+    #[test]
+    fn same_node_is_an_empty_path() {
+        let r = router_for(&[]);
+        assert!(r
+            .find_path(n("sip0.cube0.pe0"), n("sip0.cube0.pe0"))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn router_paths_are_manhattan_and_x_then_y() {
+        let r = router_for(&[("w: 4\n    h: 4\n    link", "w: 8\n    h: 8\n    link")]);
+        for (a, b) in [
+            ((0, 0), (7, 7)),
+            ((5, 1), (2, 6)),
+            ((7, 7), (0, 0)),
+            ((3, 3), (3, 0)),
+        ] {
+            let from = NodeId::Router {
+                sip: 0,
+                cube: 0,
+                x: a.0,
+                y: a.1,
+            };
+            let to = NodeId::Router {
+                sip: 0,
+                cube: 0,
+                x: b.0,
+                y: b.1,
+            };
+            let nodes = r
+                .find_node_path(View::CubeLocal, &from.to_string(), &to.to_string())
+                .unwrap();
+            assert_eq!(
+                nodes.len() as u32 - 1,
+                a.0.abs_diff(b.0) + a.1.abs_diff(b.1)
+            );
+            // X first: once y changes, x never changes again.
+            let mut turned = false;
+            for w in nodes.windows(2) {
+                let (NodeId::Router { x: x0, y: y0, .. }, NodeId::Router { x: x1, y: y1, .. }) =
+                    (w[0], w[1])
+                else {
+                    panic!("left the NoC")
+                };
+                if y0 != y1 {
+                    turned = true;
+                }
+                assert!(!(turned && x0 != x1), "{nodes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn exclusion_zone_makes_paths_go_around() {
+        let r = router_for(&[(
+            "exclusion_zone: null",
+            "exclusion_zone: {x: 1, y: 1, w: 2, h: 2}",
+        )]);
+        let p = r
+            .find_node_path(View::CubeLocal, "sip0.cube0.r0_1", "sip0.cube0.r3_1")
+            .unwrap();
+        // straight line blocked: around via row 0 (ties: north-south first)
+        let names: Vec<String> = p.iter().map(|n| n.to_string()).collect();
+        assert_eq!(
+            names,
+            ["r0_1", "r0_0", "r1_0", "r2_0", "r3_0", "r3_1"].map(|l| format!("sip0.cube0.{l}"))
+        );
+    }
+
+    #[test]
+    fn views_exclude_their_edge_kinds() {
+        let r = router_for(&[("endpoints: 1", "endpoints: 2")]);
+        // PCIe endpoints are not on device paths...
+        let e = r
+            .find_path(n("sip0.cube0.pe0"), n("sip0.io_cpu"))
+            .unwrap_err();
+        assert!(matches!(e, RouteError::NoPath { view: "noc", .. }), "{e}");
+        // ...but the full view reaches the IO_CPU.
+        assert!(r
+            .find_path_in(View::Full, n("sip0.cube0.pe0"), n("sip0.io_cpu"))
+            .is_ok());
+        // M_CPU DMAs stay in their SIP, cube-local paths in their cube.
+        let hbm_other_sip = crate::address::Space::Hbm { sip: 1, cube: 0 }.addr(0);
+        let e = r.find_mcpu_dma_path(0, 0, hbm_other_sip, 64).unwrap_err();
+        assert!(e.to_string().contains("m_cpu_dma"), "{e}");
+        let hbm_same_sip = crate::address::Space::Hbm { sip: 0, cube: 5 }.addr(0);
+        assert!(r.find_mcpu_dma_path(0, 0, hbm_same_sip, 64).is_ok());
+        assert!(r
+            .find_path_in(View::CubeLocal, n("sip0.cube0.pe0"), n("sip0.cube1.pe0"))
+            .is_err());
+    }
+
+    #[test]
+    fn memory_path_goes_to_the_stack_holding_the_address() {
+        let r = router_for(&[("stacks: 1", "stacks: 2")]);
+        let stack = r.topology().spec.hbm_stack_bytes();
+        let hbm = crate::address::Space::Hbm { sip: 0, cube: 0 };
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        for (off, want) in [(0, "sip0.cube0.hbm0"), (stack, "sip0.cube0.hbm1")] {
+            let p = r.find_memory_path(pe, hbm.addr(off), 64).unwrap();
+            let last = r.topology().links[*p.last().unwrap() as usize].to;
+            assert_eq!(last.to_string(), want);
+        }
+        let past = hbm.addr(2 * stack - 8);
+        assert!(r.find_memory_path(pe, past, 64).is_err());
+    }
+}
