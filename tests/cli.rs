@@ -1,22 +1,8 @@
 //! The command line as a user runs it: table, JSON, CSV, list, config
 //! files from disk and clear config errors.
 
-use std::process::Command;
-
-fn kb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_kernbench-host"))
-}
-
-fn ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+mod common;
+use common::{kb, ok};
 
 #[test]
 fn table_has_the_nccl_tests_columns() {

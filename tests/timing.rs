@@ -204,3 +204,81 @@ fn native_dma_matches_the_formula_exactly_and_shares_links() {
         "contention must delay the second load ({tb} vs {alone})"
     );
 }
+
+/// Time for PE `pe` of sip0.cube0 to load `bytes` from its cube's HBM on
+/// a machine built from `t`, engine and hardware only.
+fn native_load_time(t: &TopologySpec, pe: u32, bytes: u64) -> u64 {
+    let m = Machine::new(Arc::new(build(t).unwrap()));
+    let n = (bytes / 2) as u32;
+    let src = m
+        .alloc_tensor(
+            kernbench::address::Space::Hbm { sip: 0, cube: 0 },
+            &[n],
+            Dtype::F16,
+        )
+        .unwrap();
+    let ex = Executor::new();
+    let addr = src.addr();
+    let h = ex.spawn(async move {
+        let at = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe,
+        };
+        m.load(at, addr, &[n], Dtype::F16)
+            .unwrap()
+            .ready
+            .wait()
+            .await;
+        kernbench::engine::now()
+    });
+    ex.run();
+    h.try_take().unwrap()
+}
+
+/// Hop counts change simulated time by exactly their latency. By hand, on
+/// the default 4x4 NoC (hbm 100 ns, NoC hop 1 ns, PE attach 1 ns, DMA
+/// setup 20 ns, bottleneck the 256 GB/s PE attach):
+/// - no zone: the HBM stack hangs off r2_0, PE2 off r0_3: 5 NoC hops;
+/// - zone on row 1, columns 0–2: the stack moves to the router nearest
+///   the zone's centre (1,1), r1_0; Manhattan to r0_3 is 4 hops, but the
+///   zone blocks every short way: r1_0 → r2_0 → r3_0 → r3_1 → r3_2, then
+///   3 hops west and 1 south: 8 hops.
+#[test]
+fn exclusion_zone_detour_costs_exactly_its_extra_hops() {
+    let bytes = 1u64 << 20;
+    let transfer = Rate::from_giga_per_s(256.0).duration_ps(bytes);
+    assert_eq!(
+        native_load_time(&topo(1), 2, bytes),
+        ns_to_ps(20.0 + 100.0 + 5.0 + 1.0) + transfer
+    );
+    let text = kernbench::config::DEFAULT_TOPOLOGY_YAML
+        .replace("count: 4", "count: 1")
+        .replace(
+            "exclusion_zone: null",
+            "exclusion_zone: {x: 0, y: 1, w: 3, h: 1}",
+        );
+    let detour = TopologySpec::from_yaml(&text, kernbench::config::Origin::Embedded("t")).unwrap();
+    assert_eq!(
+        native_load_time(&detour, 2, bytes),
+        ns_to_ps(20.0 + 100.0 + 8.0 + 1.0) + transfer
+    );
+}
+/// The ring's closed form on a chip laid out differently: 2x3 cubes, an
+/// 8x8 NoC with an HBM exclusion zone, two HBM stacks, two UCIe ports
+/// per edge.
+#[test]
+fn ring_closed_form_holds_on_a_laid_out_chip() {
+    let text = kernbench::config::DEFAULT_TOPOLOGY_YAML
+        .replace("w: 4\n    h: 4\n  ucie", "w: 2\n    h: 3\n  ucie")
+        .replace("w: 4\n    h: 4\n    link", "w: 8\n    h: 8\n    link")
+        .replace(
+            "exclusion_zone: null",
+            "exclusion_zone: {x: 2, y: 2, w: 4, h: 3}",
+        )
+        .replace("stacks: 1", "stacks: 2")
+        .replace("ports_per_edge: 1", "ports_per_edge: 2");
+    let t = TopologySpec::from_yaml(&text, kernbench::config::Origin::Embedded("t")).unwrap();
+    assert_eq!(t.cube.hbm.stacks, 2);
+    check_ring(t, 4);
+}

@@ -116,3 +116,34 @@ pub fn run_with(
         },
     )
 }
+
+/// The `kernbench-host` binary, as a user runs it.
+pub fn kb() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kernbench-host"))
+}
+
+/// Run; assert success; stdout.
+pub fn ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Run; assert exit status 1 without a panic; stderr.
+pub fn fails(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}

@@ -458,7 +458,15 @@ pub fn load_or_generate(
         }
     }
     let body = serde_yaml::to_string(&to_cache(&inputs, &generated)).expect("cache serialises");
-    let source = match std::fs::write(path, format!("{CACHE_HEADER}{body}")) {
+    // Write a temporary file and rename it: a run reading the cache at
+    // the same time sees the old file or the new one, never half of one.
+    let tmp = path.with_extension(format!("yaml.tmp{}", std::process::id()));
+    let written = std::fs::write(&tmp, format!("{CACHE_HEADER}{body}"))
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        });
+    let source = match written {
         Ok(()) => LayoutSource::CacheWritten {
             path: path.to_path_buf(),
             replaced,
