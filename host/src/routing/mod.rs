@@ -13,9 +13,12 @@
 //! total link latency, then by hop count. Among paths equal in both, at
 //! every node the path arrives by a north–south link (a NoC hop in y,
 //! an N/S UCIe link, an N/S inter-SIP link) rather than any other, then by
-//! the link with the lowest id (build order). On a full router grid this
-//! is dimension-order X-then-Y routing, at NoC, cube-mesh and SIP-grid
-//! level alike.
+//! the link with the lowest id (build order). Inside one cube's NoC (a
+//! full router grid) this is dimension-order X-then-Y routing. The rule is
+//! local to each node, so across cubes it does not give a dimension order
+//! at the cube level: from cube (0,0) to cube (1,1) of the default chip,
+//! the destination PE is reached from its cube's west side, so the path
+//! goes south first, then east (pinned by a test).
 
 pub mod metrics;
 mod paths;

@@ -59,6 +59,13 @@ impl Adjacency {
     }
 }
 
+#[derive(Default)]
+struct Scratch {
+    dist: Vec<(Ps, u32)>,
+    pred: Vec<LinkId>,
+    touched: Vec<u32>,
+}
+
 /// Answers path queries on one topology.
 pub struct PathRouter {
     topo: Arc<Topology>,
@@ -66,6 +73,8 @@ pub struct PathRouter {
     views: [OnceLock<Adjacency>; 4],
     /// Tie-break rank of each link: 0 for north–south links, 1 otherwise.
     rank: Vec<u8>,
+    /// Dijkstra buffers reused between queries (reset by touched list).
+    scratch: Mutex<Scratch>,
     cache: Mutex<HashMap<(View, NodeId, NodeId), Path>>,
 }
 
@@ -90,6 +99,7 @@ impl PathRouter {
             topo,
             views: Default::default(),
             rank,
+            scratch: Mutex::default(),
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -212,10 +222,19 @@ impl PathRouter {
         let adj = self.adjacency(view);
         let links = &self.topo.links;
         let n = self.topo.node_count();
-        let mut dist = vec![(Ps::MAX, u32::MAX); n];
-        let mut pred = vec![LinkId::MAX; n];
+        let mut guard = self.scratch.lock().unwrap();
+        let Scratch {
+            dist,
+            pred,
+            touched,
+        } = &mut *guard;
+        if dist.len() != n {
+            *dist = vec![(Ps::MAX, u32::MAX); n];
+            *pred = vec![LinkId::MAX; n];
+        }
         let mut heap = BinaryHeap::new();
         dist[a.index()] = (0, 0);
+        touched.push(a.index() as u32);
         heap.push(Reverse((0 as Ps, 0u32, a.index() as u32)));
         let better = |new: LinkId, old: LinkId| {
             old == LinkId::MAX || (self.rank[new as usize], new) < (self.rank[old as usize], old)
@@ -232,6 +251,9 @@ impl PathRouter {
                 let nd = (lat + links[id as usize].latency, hops + 1);
                 let v = v as usize;
                 if nd < dist[v] {
+                    if dist[v].0 == Ps::MAX {
+                        touched.push(v as u32);
+                    }
                     dist[v] = nd;
                     pred[v] = id;
                     heap.push(Reverse((nd.0, nd.1, v as u32)));
@@ -240,12 +262,10 @@ impl PathRouter {
                 }
             }
         }
-        if pred[b.index()] == LinkId::MAX {
-            return None;
-        }
+        let found = pred[b.index()] != LinkId::MAX;
         let mut path = Vec::new();
         let mut at = b;
-        while at != a {
+        while found && at != a {
             let id = pred[at.index()];
             path.push(id);
             at = self
@@ -254,7 +274,12 @@ impl PathRouter {
                 .expect("link ends are nodes");
         }
         path.reverse();
-        Some(path)
+        for &i in touched.iter() {
+            dist[i as usize] = (Ps::MAX, u32::MAX);
+            pred[i as usize] = LinkId::MAX;
+        }
+        touched.clear();
+        found.then_some(path)
     }
 }
 
@@ -342,6 +367,38 @@ mod tests {
                 assert!(!(turned && x0 != x1), "{nodes:?}");
             }
         }
+    }
+
+    #[test]
+    fn across_cubes_the_rule_is_per_node() {
+        // Documented in routing/mod.rs: the PE at cube (1,1) is entered
+        // from the west, so the cube-level route is south, then east.
+        let r = router_for(&[]);
+        let t = r.topology().clone();
+        let p = r
+            .find_path(n("sip0.cube0.pe0"), n("sip0.cube5.pe0"))
+            .unwrap();
+        let ucie: Vec<String> = p
+            .iter()
+            .map(|&l| &t.links[l as usize])
+            .filter(|l| l.kind == LinkKind::Ucie)
+            .map(|l| format!("{}>{}", l.from, l.to))
+            .collect();
+        assert_eq!(
+            ucie,
+            [
+                "sip0.cube0.ucie_S0>sip0.cube4.ucie_N0",
+                "sip0.cube4.ucie_E0>sip0.cube5.ucie_W0"
+            ]
+        );
+        // Repeated and reversed queries reuse the scratch buffers cleanly.
+        let again = r
+            .find_path_in(View::Full, n("sip0.cube0.pe0"), n("sip0.cube5.pe0"))
+            .unwrap();
+        assert_eq!(&*again, &*p);
+        assert!(r
+            .find_path(n("sip0.cube5.pe0"), n("sip0.cube0.pe0"))
+            .is_ok());
     }
 
     #[test]
