@@ -16,7 +16,6 @@ use common::*;
 use kernbench::config::TopologySpec;
 use kernbench::engine::Executor;
 use kernbench::hw::dtype::Dtype;
-use kernbench::hw::link::path_figures;
 use kernbench::hw::Machine;
 use kernbench::routing::PathRouter;
 use kernbench::topology::{build, NodeId, PeCoord};
@@ -34,7 +33,8 @@ fn pe(sip: u32) -> NodeId {
 /// One DMA of `bytes` from a to b, uncontended.
 fn dma(t: &TopologySpec, r: &PathRouter, a: NodeId, b: NodeId, bytes: u64) -> u64 {
     let p = r.find_path(a, b).unwrap();
-    let (lat, bw) = path_figures(r.topology(), &p);
+    let d = r.distance(&p);
+    let (lat, bw) = (d.latency_ps, d.bottleneck);
     ns_to_ps(t.pe.dma.setup_ns) + lat + bw.unwrap().duration_ps(bytes)
 }
 
@@ -112,7 +112,8 @@ fn ab_bound_column_is_the_ring_formula_on_the_modelled_topology() {
     let ab = res.alpha_beta.unwrap();
     let r = PathRouter::new(Arc::new(build(&t).unwrap()));
     let path = r.find_path(pe(0), pe(1)).unwrap();
-    let (lat, bw) = path_figures(r.topology(), &path);
+    let d = r.distance(&path);
+    let (lat, bw) = (d.latency_ps, d.bottleneck);
     assert_eq!(ab.alpha_ps, ns_to_ps(t.pe.dma.setup_ns) + lat);
     assert_eq!(ab.bandwidth, bw.unwrap());
     assert_eq!(

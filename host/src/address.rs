@@ -32,19 +32,24 @@ pub enum Space {
 
 impl fmt::Display for Space {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Named after its node (naming module): `<pe>.tcm`,
-        // `sipS.cubeC.sram`, `sipS.cubeC.hbm` (all stacks).
+        use crate::topology::naming;
         match *self {
-            Space::Tcm(pe) => write!(f, "{pe}.tcm"),
+            Space::Tcm(pe) => f.write_str(&naming::tcm_space_name(pe)),
             Space::Sram { sip, cube } => write!(f, "{}", NodeId::Sram { sip, cube }),
-            Space::Hbm { sip, cube } => {
-                write!(f, "{}.hbm", crate::topology::naming::cube_name(sip, cube))
-            }
+            Space::Hbm { sip, cube } => f.write_str(&naming::hbm_space_name(sip, cube)),
         }
     }
 }
 
 impl Space {
+    /// The SIP the space belongs to.
+    pub fn sip(self) -> u32 {
+        match self {
+            Space::Hbm { sip, .. } | Space::Sram { sip, .. } => sip,
+            Space::Tcm(pe) => pe.sip,
+        }
+    }
+
     /// The graph node holding `offset` of this space: the HBM stack it
     /// falls in (stacks follow one another in the address space), the
     /// SRAM, or the PE owning the TCM.

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use kernbench::config::{Origin, DEFAULT_TOPOLOGY_YAML};
 use kernbench::routing::{metrics, PathRouter};
-use kernbench::topology::{self, export, summary, LayoutCache, Topology, View};
+use kernbench::topology::{self, export, summary, LayoutCache, NodeId, Topology, View};
 use kernbench::units::{ps_to_us, PS_PER_NS};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -201,9 +201,9 @@ pub fn run(cmd: TopoCmd) -> Result<()> {
                 format!("unknown view '{view}' (full | noc | m_cpu_dma | cube_local)")
             })?;
             let (t, _) = load(topology.as_deref(), &layout)?;
+            let parse = |s: &str| s.parse::<NodeId>().map_err(anyhow::Error::msg);
             let r = PathRouter::new(t.clone());
-            let nodes = r.find_node_path(v, &from, &to)?;
-            let path = r.find_path_in(v, nodes[0], *nodes.last().expect("both ends"))?;
+            let path = r.find_path_in(v, parse(&from)?, parse(&to)?)?;
             for (i, &l) in path.iter().enumerate() {
                 let link = &t.links[l as usize];
                 println!(

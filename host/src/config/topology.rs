@@ -109,6 +109,16 @@ pub struct PcieSpec {
     pub latency_ns: f64,
 }
 
+impl PcieSpec {
+    /// An endpoint's link to the IO_CPU.
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_ns: self.latency_ns,
+        }
+    }
+}
+
 impl Default for PcieSpec {
     fn default() -> Self {
         PcieSpec {
@@ -215,6 +225,26 @@ pub struct SramSpec {
     pub size_mib: f64,
     pub bandwidth_gbps: f64,
     pub latency_ns: f64,
+}
+
+impl HbmSpec {
+    /// A stack's link to its router.
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_ns: self.latency_ns,
+        }
+    }
+}
+
+impl SramSpec {
+    /// The SRAM's link to its router.
+    pub fn link(&self) -> LinkSpec {
+        LinkSpec {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_ns: self.latency_ns,
+        }
+    }
 }
 
 /// The cube's management CPU: a node on the NoC (centre of the cube)

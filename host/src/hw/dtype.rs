@@ -31,6 +31,11 @@ impl Dtype {
         }
     }
 
+    /// Bytes of a tensor of `shape` in this dtype.
+    pub fn nbytes(self, shape: &[u32]) -> u64 {
+        shape.iter().map(|&d| d as u64).product::<u64>() * self.itemsize()
+    }
+
     pub const fn name(self) -> &'static str {
         match self {
             Dtype::F16 => "f16",

@@ -67,13 +67,6 @@ impl LinkTable {
     }
 }
 
-/// Uncontended figures of a path: (Σ latency, bottleneck rate).
-pub fn path_figures(topo: &Topology, path: &[LinkId]) -> (Ps, Option<Rate>) {
-    let lat = path.iter().map(|&l| topo.links[l as usize].latency).sum();
-    let min = path.iter().map(|&l| topo.links[l as usize].rate).min();
-    (lat, min)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,7 +75,8 @@ mod tests {
     use crate::topology::build;
     use std::sync::Arc;
 
-    fn setup() -> (Arc<Topology>, crate::routing::Path) {
+    /// The sip0 → sip1 PE path and its (Σ latency, bottleneck).
+    fn setup() -> (Arc<Topology>, crate::routing::Path, (Ps, Option<Rate>)) {
         let t = Arc::new(build(&TopologySpec::default_embedded()).unwrap());
         let r = PathRouter::new(t.clone());
         let p = r
@@ -91,14 +85,13 @@ mod tests {
                 "sip1.cube0.pe0".parse().unwrap(),
             )
             .unwrap();
-        (t, p)
+        let d = r.distance(&p);
+        (t, p, (d.latency_ps, d.bottleneck))
     }
 
     #[test]
     fn uncontended_transfer_matches_closed_form_exactly() {
-        let (t, p) = setup();
-        let mut lt = LinkTable::new(&t);
-        let (lat, bw) = path_figures(&t, &p);
+        let (t, p, (lat, bw)) = setup();
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(&t);
             let done = fresh.reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0), None);
@@ -108,14 +101,12 @@ mod tests {
                 "{bytes} bytes"
             );
         }
-        let _ = &mut lt;
     }
 
     #[test]
     fn two_transfers_share_the_bottleneck() {
-        let (t, p) = setup();
+        let (t, p, (lat, bw)) = setup();
         let mut lt = LinkTable::new(&t);
-        let (lat, bw) = path_figures(&t, &p);
         let s = 1 << 20;
         let a = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);
         let b = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);

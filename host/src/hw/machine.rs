@@ -13,7 +13,7 @@
 use super::alloc::RangeAlloc;
 use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
-use super::link::{path_figures, LinkTable};
+use super::link::LinkTable;
 use super::memory::MemoryStore;
 use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
@@ -21,7 +21,7 @@ use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event};
 use crate::error::HwError;
 use crate::routing::{PathRouter, RouteError};
-use crate::topology::{PeCoord, Topology};
+use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -78,7 +78,7 @@ impl TensorInner {
         self.shape.iter().map(|&d| d as u64).product()
     }
     pub fn nbytes(&self) -> u64 {
-        self.numel() * self.dtype.itemsize()
+        self.dtype.nbytes(&self.shape)
     }
 }
 
@@ -230,7 +230,7 @@ impl Machine {
         shape: &[u32],
         dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
-        let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+        let len = dtype.nbytes(shape);
         let alloc = self.allocator(space);
         let offset = {
             let mut a = alloc.lock().unwrap();
@@ -259,7 +259,7 @@ impl Machine {
 
     /// A view of existing memory at `addr` (no ownership).
     pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
-        let len = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+        let len = dtype.nbytes(shape);
         let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
         Ok(TensorInner::ready(space, offset, shape, dtype, Hold::None))
     }
@@ -524,8 +524,8 @@ impl Machine {
                         free: a.free_bytes(),
                     })?
                 };
-                let back = self.router.find_path(peer_node(*peer), peer_node(pe))?;
-                let (credit_latency, _) = path_figures(&self.topo, &back);
+                let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
+                let credit_latency = self.router.distance(&back).latency_ps;
                 let queue = Arc::new(Mutex::new(RxQueue {
                     space,
                     base,
@@ -686,7 +686,7 @@ impl Machine {
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
         let m = self.clone();
         async move {
-            let want = shape.iter().map(|&d| d as u64).product::<u64>() * dtype.itemsize();
+            let want = dtype.nbytes(&shape);
             let (queue, arrival) = m.take_arrival(pe, dir.as_deref()).await?;
             if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
                 return Err(HwError::Mismatch {
@@ -846,8 +846,4 @@ impl Machine {
             senders.join(" or ")
         }
     }
-}
-
-fn peer_node(pe: PeCoord) -> crate::topology::NodeId {
-    crate::topology::NodeId::Pe(pe)
 }

@@ -107,10 +107,7 @@ impl torch::HostTensor for BenchHost {
         Ok(self.tensor(&r)?.nbytes())
     }
     async fn device(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u32> {
-        Ok(match self.tensor(&r)?.space {
-            Space::Hbm { sip, .. } | Space::Sram { sip, .. } => sip,
-            Space::Tcm(pe) => pe.sip,
-        })
+        Ok(self.tensor(&r)?.space.sip())
     }
     async fn copy_from_bytes(
         &mut self,

@@ -157,9 +157,9 @@ impl Session {
                     crate::topology::NodeId::Pe(b),
                 )
                 .ok()?;
-            let (lat, rate) = crate::hw::link::path_figures(&self.machine.topo, &path);
-            alpha = alpha.max(self.machine.timing.dma_setup + lat);
-            let rate = rate.unwrap_or(self.machine.timing.local_rate);
+            let d = self.machine.router.distance(&path);
+            alpha = alpha.max(self.machine.timing.dma_setup + d.latency_ps);
+            let rate = d.bottleneck.unwrap_or(self.machine.timing.local_rate);
             bw = Some(bw.map_or(rate, |b: crate::units::Rate| b.min(rate)));
         }
         Some(AlphaBeta {
@@ -287,10 +287,7 @@ impl Session {
             ))));
         }
         let pe = pg.rank_pes[rank as usize];
-        let sip = match tensor.space {
-            crate::address::Space::Hbm { sip, .. } | crate::address::Space::Sram { sip, .. } => sip,
-            crate::address::Space::Tcm(p) => p.sip,
-        };
+        let sip = tensor.space.sip();
         if sip != pe.sip {
             return Ok(Err(DistError::ValueError(format!(
                 "rank {rank} runs on SIP {} but its tensor lives on SIP {sip}: call torch.ahbm.set_device(rank) \
@@ -387,11 +384,7 @@ impl Session {
             return Ok(k.clone());
         }
         let spec = &self.machine.topo.spec;
-        let cube = if spec.cubes_per_sip() == 1 {
-            (1, 1)
-        } else {
-            (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h)
-        };
+        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
         let (k, _) = pg
             .component
             .query(

@@ -73,13 +73,6 @@ fn router(sip: u32, cube: u32, (x, y): Pos) -> NodeId {
     NodeId::Router { sip, cube, x, y }
 }
 
-fn figures(bandwidth_gbps: f64, latency_ns: f64) -> LinkSpec {
-    LinkSpec {
-        bandwidth_gbps,
-        latency_ns,
-    }
-}
-
 /// The cube of a SIP whose edge carries the inter-SIP port on `side`.
 pub(crate) fn port_cube(spec: &TopologySpec, side: Side) -> u32 {
     let (cw, ch) = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
@@ -124,8 +117,6 @@ pub(crate) fn sip_links(spec: &TopologySpec) -> Vec<(u32, Side, u32)> {
 /// SRAM, M_CPU) and the SIP's IO_CPU and PCIe endpoints.
 fn attach_components(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: u32) {
     let noc = spec.cube.noc.link();
-    let hbm = figures(spec.cube.hbm.bandwidth_gbps, spec.cube.hbm.latency_ns);
-    let sram = figures(spec.cube.sram.bandwidth_gbps, spec.cube.sram.latency_ns);
     for cube in 0..spec.cubes_per_sip() {
         let r = |p: Pos| router(sip, cube, p);
         for (x, y) in l.routers() {
@@ -140,8 +131,8 @@ fn attach_components(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: 
         for (part, at) in l.attachments() {
             let (kind, figs) = match part {
                 CubePart::Pe(_) => (LinkKind::PeAttach, spec.pe.attach),
-                CubePart::Hbm(_) => (LinkKind::Hbm, hbm),
-                CubePart::Sram => (LinkKind::Sram, sram),
+                CubePart::Hbm(_) => (LinkKind::Hbm, spec.cube.hbm.link()),
+                CubePart::Sram => (LinkKind::Sram, spec.cube.sram.link()),
                 CubePart::MCpu => (LinkKind::MCpuAttach, spec.cube.m_cpu.link()),
                 // UCIe ports exist only where a neighbour is: stage 5.
                 CubePart::Ucie { .. } | CubePart::Router { .. } => continue,
@@ -156,12 +147,7 @@ fn attach_components(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: 
         for (ep, cube) in spec.pcie_cubes().into_iter().enumerate() {
             let node = NodeId::PcieEp { sip, ep: ep as u32 };
             b.duplex(node, router(sip, cube, l.pcie), LinkKind::PcieAttach, noc);
-            b.duplex(
-                node,
-                io,
-                LinkKind::Pcie,
-                figures(pcie.bandwidth_gbps, pcie.latency_ns),
-            );
+            b.duplex(node, io, LinkKind::Pcie, pcie.link());
         }
     }
 }

@@ -8,7 +8,6 @@
 //! its kind and figures.
 
 use super::{LinkKind, NodeId, Topology};
-use crate::config::topology::SipTopology;
 use crate::topology::naming::{cube_name, sip_name};
 use crate::units::PS_PER_NS;
 use std::io::{self, Write};
@@ -41,16 +40,13 @@ fn shape(n: &NodeId) -> &'static str {
 fn position(t: &Topology, n: &NodeId) -> (f64, f64) {
     let s = &t.spec;
     let l = &t.layout;
-    let (cw, _) = (s.sip.cube_mesh.w, s.sip.cube_mesh.h);
+    let cw = s.sip.cube_mesh.w;
     let pitch = 60.0; // between routers
     let cube_w = (l.w + 1) as f64 * pitch;
     let cube_h = (l.h + 1) as f64 * pitch;
     let sip_w = s.sip.cube_mesh.w as f64 * cube_w + 2.0 * pitch;
     let sip_h = s.sip.cube_mesh.h as f64 * cube_h + 2.0 * pitch;
-    let (gw, _) = match s.system.sips.topology {
-        SipTopology::Ring1d => (s.n_sips(), 1),
-        _ => s.sip_grid(),
-    };
+    let (gw, _) = s.sip_grid();
     let sip_origin = |sip: u32| ((sip % gw) as f64 * sip_w, (sip / gw) as f64 * sip_h);
     let router_at = |sip: u32, cube: u32, (x, y): (u32, u32)| {
         let (ox, oy) = sip_origin(sip);
@@ -196,14 +192,12 @@ struct JsonLink {
 }
 
 #[derive(serde::Serialize)]
-struct JsonGraph<'a> {
+struct JsonGraph {
     format: &'static str,
     summary: super::summary::Summary,
     views: Vec<serde_json::Value>,
     nodes: Vec<JsonNode>,
     links: Vec<JsonLink>,
-    #[serde(skip)]
-    _t: std::marker::PhantomData<&'a ()>,
 }
 
 /// Write the graph as JSON: `{format, summary, views, nodes, links}`.
@@ -241,7 +235,6 @@ pub fn write_json(t: &Topology, w: &mut dyn Write) -> io::Result<()> {
                 latency_ns: l.latency as f64 / PS_PER_NS as f64,
             })
             .collect(),
-        _t: std::marker::PhantomData,
     };
     serde_json::to_writer(&mut *w, &g)?;
     writeln!(w)

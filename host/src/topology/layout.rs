@@ -329,17 +329,22 @@ fn router_leaf((x, y): Pos) -> String {
     CubePart::Router { x, y }.to_string()
 }
 
-fn to_cache(inputs: &LayoutInputs, l: &CubeLayout) -> CacheFile {
+/// Grid positions without a router, as router leaves.
+fn excluded_leaves(l: &CubeLayout) -> Vec<String> {
+    (0..l.h)
+        .flat_map(|y| (0..l.w).map(move |x| (x, y)))
+        .filter(|&p| !l.has_router(p))
+        .map(router_leaf)
+        .collect()
+}
+
+fn to_cache(inputs: &LayoutInputs, source_hash: String, l: &CubeLayout) -> CacheFile {
     CacheFile {
         generator: GENERATOR.into(),
-        source_hash: inputs.source_hash(),
+        source_hash,
         inputs: inputs.clone(),
         noc: GridSpec { w: l.w, h: l.h },
-        excluded: (0..l.h)
-            .flat_map(|y| (0..l.w).map(move |x| (x, y)))
-            .filter(|&p| !l.has_router(p))
-            .map(router_leaf)
-            .collect(),
+        excluded: excluded_leaves(l),
         attach: l
             .attachments()
             .into_iter()
@@ -364,7 +369,7 @@ fn from_cache(c: &CacheFile, generated: &CubeLayout) -> Result<CubeLayout, Strin
             c.noc.w, c.noc.h, l.w, l.h
         ));
     }
-    let want_excluded = to_cache(&c.inputs, generated).excluded;
+    let want_excluded = excluded_leaves(generated);
     if c.excluded != want_excluded {
         return Err(format!(
             "excluded lists {:?}; the exclusion zone gives {:?} (edit topology.yaml instead)",
@@ -434,6 +439,7 @@ pub fn load_or_generate(
         return Ok((generated, LayoutSource::Computed));
     };
     let inputs = LayoutInputs::of(spec);
+    let hash = inputs.source_hash();
     let cache_err = |message: String| ConfigError::Invalid {
         origin: Origin::File(path.to_path_buf()),
         message: format!("{message} (delete the file to regenerate it)"),
@@ -444,7 +450,7 @@ pub fn load_or_generate(
         // An unreadable or foreign file is regenerated; a matching hash
         // means the user's edits must be honoured or reported.
         if let Ok(file) = serde_yaml::from_str::<CacheFile>(&text) {
-            if file.generator == GENERATOR && file.source_hash == inputs.source_hash() {
+            if file.generator == GENERATOR && file.source_hash == hash {
                 if file.inputs != inputs {
                     return Err(cache_err(
                         "inputs were edited but source_hash was not".into(),
@@ -453,11 +459,12 @@ pub fn load_or_generate(
                 let l = from_cache(&file, &generated).map_err(cache_err)?;
                 return Ok((l, LayoutSource::CacheHit(path.to_path_buf())));
             }
-        } else if text.contains(&inputs.source_hash()) {
+        } else if text.contains(&hash) {
             return Err(cache_err("cannot parse the cache".into()));
         }
     }
-    let body = serde_yaml::to_string(&to_cache(&inputs, &generated)).expect("cache serialises");
+    let body =
+        serde_yaml::to_string(&to_cache(&inputs, hash, &generated)).expect("cache serialises");
     // Write a temporary file and rename it: a run reading the cache at
     // the same time sees the old file or the new one, never half of one.
     let tmp = path.with_extension(format!("yaml.tmp{}", std::process::id()));

@@ -160,10 +160,6 @@ impl Topology {
         self.graph.node_count()
     }
 
-    pub fn node(&self, i: NodeIndex) -> NodeId {
-        self.graph[i]
-    }
-
     /// Every PE of the machine, in (sip, cube, pe) order.
     pub fn pes(&self) -> impl Iterator<Item = PeCoord> + '_ {
         let (s, c, p) = (

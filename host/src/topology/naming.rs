@@ -74,6 +74,17 @@ pub fn cube_name(sip: u32, cube: u32) -> String {
     format!("sip{sip}.cube{cube}")
 }
 
+/// The name of a cube's whole HBM address space (all stacks):
+/// `sip0.cube3.hbm`.
+pub fn hbm_space_name(sip: u32, cube: u32) -> String {
+    format!("{}.hbm", cube_name(sip, cube))
+}
+
+/// The name of a PE's TCM address space: `sip0.cube3.pe1.tcm`.
+pub fn tcm_space_name(pe: PeCoord) -> String {
+    format!("{pe}.tcm")
+}
+
 /// Structural coordinates of a PE (seed ADR-0026).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeCoord {

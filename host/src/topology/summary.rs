@@ -87,38 +87,26 @@ impl GridCut {
     }
 }
 
-/// Which half a node is in (None: not classified, its links never count).
-type Side = Box<dyn Fn(&NodeId) -> Option<bool>>;
+/// Grid coordinates of a node at the cut's level (None: not on that
+/// level's grid, so its links never cross).
+type Coord = Box<dyn Fn(&NodeId) -> Option<(u32, u32)>>;
 
 fn bisection(t: &Topology) -> Option<Bisection> {
     let s = &t.spec;
     let n = s.n_sips();
     let (cw, ch) = (s.sip.cube_mesh.w, s.sip.cube_mesh.h);
-    let (cut, first, halves): (String, Side, (u32, u32)) = if n > 1 {
+    let (cut, coord): (GridCut, Coord) = if n > 1 {
+        // A ring's grid is n x 1: the cut is SIPs 0..n/2 against the rest.
+        let (w, h) = s.sip_grid();
+        let mut g = GridCut::new("SIP grid", w, h);
         if s.system.sips.topology == SipTopology::Ring1d {
-            let half = n / 2;
-            (
-                format!("SIP ring ({n}) at sip < {half}"),
-                Box::new(move |v: &NodeId| Some(v.sip() < half)),
-                (half, n - half),
-            )
-        } else {
-            let (w, h) = s.sip_grid();
-            let g = GridCut::new("SIP grid", w, h);
-            let (what, halves) = (g.what.clone(), g.halves);
-            (
-                what,
-                Box::new(move |v: &NodeId| Some(g.first(v.sip() % w, v.sip() / w))),
-                halves,
-            )
+            g.what = format!("SIP ring ({n}) at sip < {}", g.half);
         }
+        (g, Box::new(move |v| Some((v.sip() % w, v.sip() / w))))
     } else if cw * ch > 1 {
-        let g = GridCut::new("cube mesh", cw, ch);
-        let (what, halves) = (g.what.clone(), g.halves);
         (
-            what,
-            Box::new(move |v: &NodeId| v.cube_part().map(|(c, _)| g.first(c % cw, c / cw))),
-            halves,
+            GridCut::new("cube mesh", cw, ch),
+            Box::new(move |v| v.cube_part().map(|(c, _)| (c % cw, c / cw))),
         )
     } else {
         let (w, h) = (t.layout.w, t.layout.h);
@@ -127,17 +115,15 @@ fn bisection(t: &Topology) -> Option<Bisection> {
         }
         // Routers decide; a component goes with the router it hangs off,
         // so only NoC links can cross.
-        let g = GridCut::new("cube NoC", w, h);
-        let (what, halves) = (g.what.clone(), g.halves);
         (
-            what,
-            Box::new(move |v: &NodeId| match *v {
-                NodeId::Router { x, y, .. } => Some(g.first(x, y)),
+            GridCut::new("cube NoC", w, h),
+            Box::new(|v| match *v {
+                NodeId::Router { x, y, .. } => Some((x, y)),
                 _ => None,
             }),
-            halves,
         )
     };
+    let first = |v: &NodeId| coord(v).map(|(x, y)| cut.first(x, y));
     let mut links = 0;
     let mut bytes_per_s = 0.0;
     for l in t.links.iter().filter(|l| View::Noc.allows(l.kind)) {
@@ -147,8 +133,8 @@ fn bisection(t: &Topology) -> Option<Bisection> {
         }
     }
     Some(Bisection {
-        cut,
-        halves,
+        cut: cut.what,
+        halves: cut.halves,
         links,
         bandwidth_gbps: bytes_per_s,
     })
