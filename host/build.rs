@@ -23,6 +23,10 @@ fn crates_in(dir: &Path) -> Vec<String> {
 }
 
 fn main() {
+    // Without the wasm runtime there is nothing to embed.
+    if env::var_os("CARGO_FEATURE_WASM").is_none() {
+        return;
+    }
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.parent().unwrap().to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());

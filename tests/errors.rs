@@ -134,7 +134,14 @@ fn an_unmapped_address_is_named() {
 fn a_guest_over_its_memory_cap_or_stack_fails_cleanly() {
     let e = faulty("256", &loader()).to_string();
     assert!(e.contains("faulty_kernel") && e.contains("on sip"), "{e}");
-    assert!(e.contains("wasm trap"), "{e}");
+    assert!(
+        e.contains("linear memory would grow to 1025 MiB, over the per-instance cap of 256 MiB"),
+        "{e}"
+    );
+    assert!(
+        e.contains("--max-guest-memory") && e.contains("malloc"),
+        "{e}"
+    );
     // A Rust guest's stack lives in linear memory: overflowing it is an
     // out-of-bounds access; the (cut) backtrace shows the recursion.
     let e = faulty("512", &loader()).to_string();

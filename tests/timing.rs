@@ -35,7 +35,7 @@ fn dma(t: &TopologySpec, r: &PathRouter, a: NodeId, b: NodeId, bytes: u64) -> u6
     let p = r.find_path(a, b).unwrap();
     let d = r.distance(&p);
     let (lat, bw) = (d.latency_ps, d.bottleneck);
-    ns_to_ps(t.pe.dma.setup_ns) + lat + bw.unwrap().duration_ps(bytes)
+    ns_to_ps(t.pe.dma.setup_ns) + lat + bw.unwrap().duration_ps(bytes).unwrap()
 }
 
 fn ring_closed_form(t: &TopologySpec, p: u32, bytes: u64) -> u64 {
@@ -52,7 +52,9 @@ fn ring_closed_form(t: &TopologySpec, p: u32, bytes: u64) -> u64 {
         .max()
         .unwrap();
     let add = ns_to_ps(t.pe.math.overhead_ns)
-        + Rate::from_giga_per_s(t.pe.math.throughput_gflops).duration_ps(bytes / 2);
+        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
+            .duration_ps(bytes / 2)
+            .unwrap();
     assert!(
         add <= step,
         "the closed form assumes the add hides behind the next step"
@@ -124,7 +126,7 @@ fn ab_bound_column_is_the_ring_formula_on_the_modelled_topology() {
     let rows = kernbench::report::aggregate(&res.rows, Some(&ab));
     let n = 1u64 << 20;
     let want_us = (2.0 * 2.0 * ab.alpha_ps as f64
-        + 2.0 * 2.0 / 3.0 * bw.unwrap().duration_ps(n) as f64)
+        + 2.0 * 2.0 / 3.0 * bw.unwrap().duration_ps(n).unwrap() as f64)
         / 1e6;
     assert!((rows[0].ab_bound_us.unwrap() - want_us).abs() < 1e-6);
     assert!((rows[0].busbw_gbps - rows[0].algbw_gbps * 4.0 / 3.0).abs() < 1e-9);
@@ -248,7 +250,7 @@ fn native_load_time(t: &TopologySpec, pe: u32, bytes: u64) -> u64 {
 #[test]
 fn exclusion_zone_detour_costs_exactly_its_extra_hops() {
     let bytes = 1u64 << 20;
-    let transfer = Rate::from_giga_per_s(256.0).duration_ps(bytes);
+    let transfer = Rate::from_giga_per_s(256.0).duration_ps(bytes).unwrap();
     assert_eq!(
         native_load_time(&topo(1), 2, bytes),
         ns_to_ps(20.0 + 100.0 + 5.0 + 1.0) + transfer

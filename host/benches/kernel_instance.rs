@@ -30,11 +30,13 @@ fn bench(c: &mut Criterion) {
         t_ptr: t.addr(),
         args: vec![64, 1, 0, 0, 0, 0],
     };
+    let limits = loader.run_limits(8 << 30);
     c.bench_function("kernel_instance_instantiate_run_drop", |b| {
         b.iter(|| {
             let ex = Executor::new();
             let (a, m, l) = (algo.clone(), machine.clone(), launch.clone());
-            let h = ex.spawn(async move { a.run_kernel("ring_allreduce", m, l).await });
+            let lim = limits.clone();
+            let h = ex.spawn(async move { a.run_kernel("ring_allreduce", m, &lim, l).await });
             ex.run();
             h.try_take().unwrap().unwrap();
         })

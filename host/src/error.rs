@@ -45,6 +45,15 @@ pub enum HwError {
     OutOfMemory { space: String, len: u64, free: u64 },
     #[error("routing: {0}")]
     NoRoute(String),
+    #[error(transparent)]
+    SizeOverflow(#[from] crate::units::SizeOverflow),
+    #[error("{what}: {source}")]
+    TimeOverflow {
+        what: String,
+        source: crate::units::TimeOverflow,
+    },
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetExceeded),
 }
 
 /// A `tl.*` call that the machine refused; becomes a trap in the kernel.
@@ -77,8 +86,12 @@ pub enum SimError {
         who: String,
         message: String,
     },
+    #[error("the simulation stopped at t={time_us:.3} us: {message}")]
+    Fault { time_us: f64, message: String },
     #[error("deadlock at t={time_us:.3} us: no PE or rank can make progress.\n{report}")]
     Deadlock { time_us: f64, report: String },
+    #[error("{0}")]
+    Budget(String),
     #[error("wasmtime: {0}")]
     Wasmtime(String),
 }

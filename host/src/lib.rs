@@ -5,12 +5,15 @@
 //! `config` → `topology` → `routing` → `engine` / `hw` → `runtime` → `report`.
 
 pub mod address;
+pub mod budget;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod hw;
+#[cfg(feature = "wasm")]
 pub mod report;
 pub mod routing;
+#[cfg(feature = "wasm")]
 pub mod runtime;
 pub mod topology;
 pub mod units;

@@ -60,6 +60,8 @@ enum Cmd {
         /// rank) to this file; open it in ui.perfetto.dev.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        #[command(flatten)]
+        limits: LimitArgs,
         /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -74,6 +76,31 @@ enum Cmd {
         #[command(subcommand)]
         cmd: TopoCmd,
     },
+}
+
+/// The budgets that bound a run (see `runtime::limits`).
+#[derive(clap::Args)]
+struct LimitArgs {
+    /// Host memory the run may use (simulated memory pages, guest linear
+    /// memories and captured output together), e.g. 512M, 8G [default:
+    /// half of this machine's memory].
+    #[arg(long, value_name = "SIZE", value_parser = kernbench::budget::parse_size)]
+    memory_budget: Option<u64>,
+    /// Wall-clock deadline of the run in seconds (0 = none).
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    deadline: u64,
+    /// Fuel per guest instance (about one unit per wasm instruction).
+    #[arg(long, default_value_t = LoaderOptions::default().fuel)]
+    fuel: u64,
+    /// Host calls per guest instance.
+    #[arg(long, default_value_t = LoaderOptions::default().max_host_calls)]
+    max_host_calls: u64,
+    /// Linear-memory cap per guest instance, MiB.
+    #[arg(long, value_name = "MIB", default_value_t = LoaderOptions::default().max_memory_mib)]
+    max_guest_memory: u64,
+    /// WebAssembly instances that can be alive at once (two per rank).
+    #[arg(long, default_value_t = LoaderOptions::default().pool_instances)]
+    pool_instances: u32,
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -113,13 +140,32 @@ fn real_main() -> Result<()> {
             format,
             no_cache,
             trace,
+            limits,
             args,
         } => {
             let wall = Instant::now();
             let (topo, _) = topology_cmd::load(topology.as_deref(), &layout)?;
             let ccl = load_ccl(ccl.as_deref())?;
+            if limits.max_guest_memory == 0 || limits.max_guest_memory > 4096 {
+                bail!(
+                    "--max-guest-memory must be in 1..=4096 MiB (a wasm32 memory), got {}",
+                    limits.max_guest_memory
+                );
+            }
+            if limits.pool_instances == 0 || limits.pool_instances > 100_000 {
+                bail!(
+                    "--pool-instances must be in 1..=100000, got {}",
+                    limits.pool_instances
+                );
+            }
             let mut opts = LoaderOptions {
                 components_dir,
+                fuel: limits.fuel,
+                max_host_calls: limits.max_host_calls,
+                max_memory_mib: limits.max_guest_memory,
+                pool_instances: limits.pool_instances,
+                deadline: (limits.deadline > 0)
+                    .then(|| std::time::Duration::from_secs(limits.deadline)),
                 ..LoaderOptions::default()
             };
             if no_cache {
@@ -136,6 +182,10 @@ fn real_main() -> Result<()> {
                     algorithm,
                     args,
                     trace: trace.is_some(),
+                    memory_budget: limits
+                        .memory_budget
+                        .unwrap_or_else(kernbench::budget::MemoryBudget::default_limit),
+                    memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
                 },
             )?;
             if let (Some(path), Some(json)) = (&trace, &res.trace) {
@@ -153,11 +203,12 @@ fn real_main() -> Result<()> {
                 Format::Csv => print!("{}", report::to_csv(&rows)),
             }
             eprintln!(
-                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH commands | wall {:.3} s",
+                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH commands | peak budgeted host memory {} | wall {:.3} s",
                 kernbench::units::ps_to_us(res.end_time_ps),
                 res.events,
                 res.stats.dma_commands,
                 res.stats.math_commands,
+                kernbench::budget::human_bytes(res.memory_peak),
                 wall.elapsed().as_secs_f64()
             );
             let wrong: u64 = rows.iter().map(|r| r.wrong).sum();

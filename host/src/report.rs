@@ -8,6 +8,7 @@ use crate::runtime::session::{AlphaBeta, ReportRecord};
 use crate::runtime::RunResult;
 use crate::units::{ps_to_us, Ps};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// One line of the report (all ranks merged).
@@ -50,8 +51,12 @@ pub fn ab_bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
             if p <= 1 {
                 return None; // nothing to communicate
             }
-            let data = ab.bandwidth.duration_ps(bytes) as f64 * 2.0 * (p - 1) as f64 / p as f64;
-            Some(2 * (p - 1) * ab.alpha_ps + data.round() as Ps)
+            // An α-β bound past the clock's horizon is no bound: none.
+            let data =
+                ab.bandwidth.duration_ps(bytes).ok()? as f64 * 2.0 * (p - 1) as f64 / p as f64;
+            let alphas = (2 * (p - 1)).checked_mul(ab.alpha_ps)?;
+            let data = Ps::try_from(data.round() as u128).ok()?;
+            alphas.checked_add(data)
         }
         _ => None,
     }
@@ -61,34 +66,41 @@ pub fn ab_bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
 /// summed `#wrong`. Order: first appearance.
 pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
     let mut rows: Vec<Row> = Vec::new();
+    // (collective, size, redop, dtype) -> index in `rows`: linear in the
+    // number of records, whatever their count.
+    let mut index: HashMap<(&str, u64, &str, &str), usize> = HashMap::new();
     for r in records {
-        let key = |row: &Row| {
-            row.collective == r.collective
-                && row.size_bytes == r.size_bytes
-                && row.redop == r.redop
-                && row.dtype == r.dtype.name()
-        };
-        match rows.iter_mut().find(|row| key(row)) {
-            Some(row) => {
+        let key = (
+            r.collective.as_str(),
+            r.size_bytes,
+            r.redop.as_str(),
+            r.dtype.name(),
+        );
+        match index.get(&key) {
+            Some(&i) => {
+                let row = &mut rows[i];
                 row.time_ps = row.time_ps.max(r.time_ps);
-                row.wrong += r.wrong;
+                row.wrong = row.wrong.saturating_add(r.wrong);
                 row.ranks += 1;
             }
-            None => rows.push(Row {
-                collective: r.collective.clone(),
-                size_bytes: r.size_bytes,
-                count: r.count,
-                dtype: dtype_name(r.dtype),
-                redop: r.redop.clone(),
-                ranks: 1,
-                time_ps: r.time_ps,
-                time_us: 0.0,
-                algbw_gbps: 0.0,
-                busbw_gbps: 0.0,
-                ab_bound_us: None,
-                efficiency: None,
-                wrong: r.wrong,
-            }),
+            None => {
+                index.insert(key, rows.len());
+                rows.push(Row {
+                    collective: r.collective.clone(),
+                    size_bytes: r.size_bytes,
+                    count: r.count,
+                    dtype: dtype_name(r.dtype),
+                    redop: r.redop.clone(),
+                    ranks: 1,
+                    time_ps: r.time_ps,
+                    time_us: 0.0,
+                    algbw_gbps: 0.0,
+                    busbw_gbps: 0.0,
+                    ab_bound_us: None,
+                    efficiency: None,
+                    wrong: r.wrong,
+                })
+            }
         }
     }
     for row in &mut rows {
@@ -141,25 +153,43 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
 }
 
 pub fn to_csv(rows: &[Row]) -> String {
-    let mut s = String::from("collective,size_bytes,count,type,redop,time_us,algbw_gbps,busbw_gbps,ab_bound_us,efficiency,wrong\n");
+    // The csv crate quotes fields holding commas, quotes or newlines (a
+    // collective or redop name comes from the guest).
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let header = [
+        "collective",
+        "size_bytes",
+        "count",
+        "type",
+        "redop",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "ab_bound_us",
+        "efficiency",
+        "wrong",
+    ];
+    let mut records = vec![header.map(String::from).to_vec()];
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{:.4},{:.4},{:.4},{},{},{}",
-            r.collective,
-            r.size_bytes,
-            r.count,
-            r.dtype,
-            r.redop,
-            r.time_us,
-            r.algbw_gbps,
-            r.busbw_gbps,
+        records.push(vec![
+            r.collective.clone(),
+            r.size_bytes.to_string(),
+            r.count.to_string(),
+            r.dtype.to_string(),
+            r.redop.clone(),
+            format!("{:.4}", r.time_us),
+            format!("{:.4}", r.algbw_gbps),
+            format!("{:.4}", r.busbw_gbps),
             r.ab_bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
             r.efficiency.map(|v| format!("{v:.4}")).unwrap_or_default(),
-            r.wrong
-        );
+            r.wrong.to_string(),
+        ]);
     }
-    s
+    for rec in records {
+        // Writing to a Vec cannot fail.
+        let _ = w.write_record(&rec);
+    }
+    String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
 }
 
 /// The nccl-tests-style table.
@@ -271,5 +301,41 @@ mod tests {
         );
         assert!((rows[0].algbw_gbps - 50.0).abs() < 1e-9); // 1000 B / 20 ns
         assert!((rows[0].busbw_gbps - 50.0).abs() < 1e-9); // 2 ranks: factor 1
+    }
+
+    #[test]
+    fn csv_quotes_fields_with_commas_quotes_and_newlines() {
+        let rec = ReportRecord {
+            collective: "all,reduce \"x\"\nnext".into(),
+            size_bytes: 8,
+            count: 4,
+            dtype: Dtype::F16,
+            redop: "sum".into(),
+            time_ps: 1000,
+            wrong: 0,
+        };
+        let csv = to_csv(&aggregate(&[rec], None));
+        let mut r = csv::Reader::from_reader(csv.as_bytes());
+        let row = r.records().next().unwrap().unwrap();
+        assert_eq!(&row[0], "all,reduce \"x\"\nnext");
+        assert_eq!(&row[1], "8");
+        assert_eq!(row.len(), 11);
+    }
+
+    #[test]
+    fn many_distinct_rows_aggregate_in_linear_time() {
+        let recs: Vec<ReportRecord> = (0..200_000u64)
+            .map(|i| ReportRecord {
+                collective: "all_reduce".into(),
+                size_bytes: i,
+                count: i,
+                dtype: Dtype::F16,
+                redop: "sum".into(),
+                time_ps: 1,
+                wrong: 0,
+            })
+            .collect();
+        // Quadratic merging would take minutes here; linear takes ms.
+        assert_eq!(aggregate(&recs, None).len(), 200_000);
     }
 }

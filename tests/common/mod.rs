@@ -113,6 +113,8 @@ pub fn run_with(
             algorithm: algorithm.map(str::to_string),
             args: args.iter().map(|s| s.to_string()).collect(),
             trace: false,
+            memory_budget: 8 << 30,
+            memory_baseline: 0,
         },
     )
 }

@@ -2,7 +2,7 @@
 
 use super::Origin;
 use crate::error::ConfigError;
-use crate::units::{ns_to_ps, Ps, Rate};
+use crate::units::{self, ns_to_ps, Ps, Rate};
 use serde::Deserialize;
 
 /// SIP-level interconnect shape.
@@ -503,7 +503,7 @@ impl TopologySpec {
                 );
             }
         }
-        let positive = [
+        let rates = [
             (
                 "system.inter_sip_link.bandwidth_gbps",
                 self.system.inter_sip_link.bandwidth_gbps,
@@ -521,16 +521,24 @@ impl TopologySpec {
             ("cube.sram.bandwidth_gbps", self.cube.sram.bandwidth_gbps),
             ("cube.m_cpu.bandwidth_gbps", self.cube.m_cpu.bandwidth_gbps),
             ("pe.attach.bandwidth_gbps", self.pe.attach.bandwidth_gbps),
-            ("pe.math.throughput_gflops", self.pe.math.throughput_gflops),
+        ];
+        for (name, v) in rates {
+            units::check_figure(name, v, units::BANDWIDTH_GBPS)?;
+        }
+        units::check_figure(
+            "pe.math.throughput_gflops",
+            self.pe.math.throughput_gflops,
+            units::THROUGHPUT_GFLOPS,
+        )?;
+        for (name, v) in [
             ("cube.hbm.size_gib", self.cube.hbm.size_gib),
             ("cube.sram.size_mib", self.cube.sram.size_mib),
-        ];
-        for (name, v) in positive {
+        ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{name} must be a positive number, got {v}"));
             }
         }
-        let non_negative = [
+        let latencies = [
             (
                 "system.inter_sip_link.latency_ns",
                 self.system.inter_sip_link.latency_ns,
@@ -545,10 +553,8 @@ impl TopologySpec {
             ("pe.dma.setup_ns", self.pe.dma.setup_ns),
             ("pe.math.overhead_ns", self.pe.math.overhead_ns),
         ];
-        for (name, v) in non_negative {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(format!("{name} must be a non-negative number, got {v}"));
-            }
+        for (name, v) in latencies {
+            units::check_figure(name, v, units::LATENCY_NS)?;
         }
         if self.pe.tcm_kib == 0 || self.pe.tcm_kib > 256 * 1024 {
             return Err(format!(

@@ -309,9 +309,12 @@ pub fn sleep_until(at: Ps) -> Sleep {
     Sleep { at, armed: false }
 }
 
-/// A future that completes `d` picoseconds from now.
+/// A future that completes `d` picoseconds from now. Callers that add
+/// untrusted durations compute the deadline with [`crate::units::add`] and
+/// use [`sleep_until`]; this one never wraps (past the horizon it waits
+/// forever, which the run reports as a stall).
 pub fn sleep(d: Ps) -> Sleep {
-    sleep_until(now() + d)
+    sleep_until(now().checked_add(d).unwrap_or(Ps::MAX))
 }
 
 /// See [`sleep_until`].

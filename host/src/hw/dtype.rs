@@ -31,9 +31,10 @@ impl Dtype {
         }
     }
 
-    /// Bytes of a tensor of `shape` in this dtype.
-    pub fn nbytes(self, shape: &[u32]) -> u64 {
-        shape.iter().map(|&d| d as u64).product::<u64>() * self.itemsize()
+    /// Bytes of a tensor of `shape` in this dtype (checked: a count that
+    /// does not fit in 64 bits is an error, never a wrapped number).
+    pub fn nbytes(self, shape: &[u32]) -> Result<u64, crate::units::SizeOverflow> {
+        crate::units::tensor_size(shape, self.itemsize()).map(|(_, b)| b)
     }
 
     pub const fn name(self) -> &'static str {

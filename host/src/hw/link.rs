@@ -12,7 +12,7 @@
 //! Cost is O(hops) per transfer, independent of size.
 
 use crate::topology::{LinkId, Topology};
-use crate::units::{Ps, Rate};
+use crate::units::{self, Ps, Rate, TimeOverflow};
 
 #[derive(Debug, Clone, Default)]
 struct LinkState {
@@ -45,9 +45,9 @@ impl LinkTable {
         bytes: u64,
         local_rate: Rate,
         mut busy: Option<&mut Vec<(LinkId, Ps, Ps)>>,
-    ) -> Ps {
+    ) -> Result<Ps, TimeOverflow> {
         if path.is_empty() {
-            return t0 + local_rate.duration_ps(bytes);
+            return units::add(t0, local_rate.duration_ps(bytes)?);
         }
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
@@ -55,15 +55,15 @@ impl LinkTable {
             let link = &topo.links[id as usize];
             let st = &mut self.state[id as usize];
             let start = head.max(st.free_at);
-            let end = (start + link.rate.duration_ps(bytes)).max(prev_tail);
+            let end = units::add(start, link.rate.duration_ps(bytes)?)?.max(prev_tail);
+            head = units::add(start, link.latency)?;
+            prev_tail = units::add(end, link.latency)?;
             st.free_at = end;
             if let Some(b) = busy.as_deref_mut() {
                 b.push((id, start, end));
             }
-            head = start + link.latency;
-            prev_tail = end + link.latency;
         }
-        prev_tail
+        Ok(prev_tail)
     }
 }
 
@@ -94,10 +94,12 @@ mod tests {
         let (t, p, (lat, bw)) = setup();
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(&t);
-            let done = fresh.reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0), None);
+            let done = fresh
+                .reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0), None)
+                .unwrap();
             assert_eq!(
                 done,
-                1000 + lat + bw.unwrap().duration_ps(bytes),
+                1000 + lat + bw.unwrap().duration_ps(bytes).unwrap(),
                 "{bytes} bytes"
             );
         }
@@ -108,11 +110,15 @@ mod tests {
         let (t, p, (lat, bw)) = setup();
         let mut lt = LinkTable::new(&t);
         let s = 1 << 20;
-        let a = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);
-        let b = lt.reserve(&t, &p, 0, s, Rate::from_giga_per_s(1.0), None);
-        assert_eq!(a, lat + bw.unwrap().duration_ps(s));
+        let one = Rate::from_giga_per_s(1.0);
+        let a = lt.reserve(&t, &p, 0, s, one, None).unwrap();
+        let b = lt.reserve(&t, &p, 0, s, one, None).unwrap();
+        let per = bw.unwrap().duration_ps(s).unwrap();
+        assert_eq!(a, lat + per);
         // The second one waits for the first on every link: it ends one
         // bottleneck-serialisation later (rate through a link <= bandwidth).
-        assert_eq!(b, a + bw.unwrap().duration_ps(s));
+        assert_eq!(b, a + per);
+        // A transfer that would end past the clock's horizon is refused.
+        assert!(lt.reserve(&t, &p, u64::MAX - 5, s, one, None).is_err());
     }
 }

@@ -17,6 +17,7 @@ use super::link::LinkTable;
 use super::memory::MemoryStore;
 use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
+use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event};
 use crate::error::HwError;
@@ -51,6 +52,8 @@ pub struct TensorInner {
     pub offset: u64,
     pub shape: Vec<u32>,
     pub dtype: Dtype,
+    numel: u64,
+    nbytes: u64,
     /// Set when the data is in place.
     pub ready: Event,
     hold: Hold,
@@ -59,26 +62,37 @@ pub struct TensorInner {
 pub type TensorRef = Arc<TensorInner>;
 
 impl TensorInner {
-    /// A tensor whose data is already in place.
-    fn ready(space: Space, offset: u64, shape: &[u32], dtype: Dtype, hold: Hold) -> TensorRef {
-        Arc::new(TensorInner {
+    /// A tensor of `shape` at `space`+`offset`; its sizes are checked here,
+    /// once, so that every later use of them is exact.
+    fn build(
+        space: Space,
+        offset: u64,
+        shape: &[u32],
+        dtype: Dtype,
+        ready: Event,
+        hold: Hold,
+    ) -> Result<TensorRef, HwError> {
+        let (numel, nbytes) = crate::units::tensor_size(shape, dtype.itemsize())?;
+        Ok(Arc::new(TensorInner {
             space,
             offset,
             shape: shape.to_vec(),
             dtype,
-            ready: Event::done(),
+            numel,
+            nbytes,
+            ready,
             hold,
-        })
+        }))
     }
 
     pub fn addr(&self) -> u64 {
         self.space.addr(self.offset)
     }
     pub fn numel(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+        self.numel
     }
     pub fn nbytes(&self) -> u64 {
-        self.dtype.nbytes(&self.shape)
+        self.nbytes
     }
 }
 
@@ -153,6 +167,9 @@ pub struct Machine {
     pes: Mutex<HashMap<PeCoord, Arc<PeState>>>,
     blocks: Mutex<HashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     stats: Mutex<MachineStats>,
+    /// The first error an engine hit while executing a command (time or
+    /// memory budget overflow); the run stops with it.
+    fault: Mutex<Option<String>>,
     /// Busy intervals for `--trace` (None: tracing off).
     pub trace: Option<TraceRecorder>,
 }
@@ -170,12 +187,12 @@ impl From<RouteError> for HwError {
 
 impl Machine {
     pub fn new(topo: Arc<Topology>) -> Arc<Self> {
-        Self::with_trace(topo, false)
+        Self::with_options(topo, false, Arc::new(MemoryBudget::unlimited()))
     }
 
     /// A machine that records a trace of every engine and link when
-    /// `trace` is set.
-    pub fn with_trace(topo: Arc<Topology>, trace: bool) -> Arc<Self> {
+    /// `trace` is set, and charges its memory pages to `budget`.
+    pub fn with_options(topo: Arc<Topology>, trace: bool, budget: Arc<MemoryBudget>) -> Arc<Self> {
         let spec = &topo.spec;
         let timing = EngineTiming {
             dma_setup: ns_to_ps(spec.pe.dma.setup_ns),
@@ -188,16 +205,32 @@ impl Machine {
             links: Mutex::new(LinkTable::new(&topo)),
             topo,
             timing,
-            memory: Mutex::new(MemoryStore::default()),
+            memory: Mutex::new(MemoryStore::new(budget)),
             pes: Mutex::new(HashMap::new()),
             blocks: Mutex::new(HashMap::new()),
             stats: Mutex::new(MachineStats::default()),
+            fault: Mutex::new(None),
             trace: trace.then(TraceRecorder::default),
         })
     }
 
     pub fn stats(&self) -> MachineStats {
         *self.stats.lock().unwrap()
+    }
+
+    /// Record an error an engine hit while executing a command of `pe`.
+    /// The command never completes, so whoever waits for it stalls and the
+    /// run ends; [`Machine::fault`] then names the cause.
+    fn set_fault(&self, pe: PeCoord, what: &str, e: HwError) {
+        let mut f = self.fault.lock().unwrap();
+        if f.is_none() {
+            *f = Some(format!("{what} on {pe}: {e}"));
+        }
+    }
+
+    /// The first engine fault of the run, if any.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap().clone()
     }
 
     fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
@@ -230,7 +263,7 @@ impl Machine {
         shape: &[u32],
         dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
-        let len = dtype.nbytes(shape);
+        let len = dtype.nbytes(shape)?;
         let alloc = self.allocator(space);
         let offset = {
             let mut a = alloc.lock().unwrap();
@@ -240,13 +273,17 @@ impl Machine {
                 free: a.free_bytes(),
             })?
         };
-        Ok(TensorInner::ready(
+        // Freshly allocated memory reads as zero (it may hold a freed
+        // tensor's bytes); zeroing drops pages, it never allocates them.
+        self.memory.lock().unwrap().zero(space, offset, len);
+        TensorInner::build(
             space,
             offset,
             shape,
             dtype,
+            Event::done(),
             Hold::Block { alloc, offset, len },
-        ))
+        )
     }
 
     fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
@@ -259,14 +296,14 @@ impl Machine {
 
     /// A view of existing memory at `addr` (no ownership).
     pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
-        let len = dtype.nbytes(shape);
+        let len = dtype.nbytes(shape)?;
         let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
-        Ok(TensorInner::ready(space, offset, shape, dtype, Hold::None))
+        TensorInner::build(space, offset, shape, dtype, Event::done(), Hold::None)
     }
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
-    pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) {
-        self.memory.lock().unwrap().write(space, offset, data)
+    pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
+        Ok(self.memory.lock().unwrap().write(space, offset, data)?)
     }
 
     /// Digest of the whole memory store (see [`MemoryStore::digest`]).
@@ -316,7 +353,15 @@ impl Machine {
                 t.ready.wait().await;
             }
             let start = engine::now();
-            engine::sleep(m.timing.dma_setup).await;
+            let fail = |e: crate::units::TimeOverflow| HwError::TimeOverflow {
+                what: format!("a {what} of {nbytes} bytes issued at {start} ps"),
+                source: e,
+            };
+            let set_up = match crate::units::add(start, m.timing.dma_setup) {
+                Ok(t) => t,
+                Err(e) => return m.set_fault(pe, what, fail(e)),
+            };
+            engine::sleep_until(set_up).await;
             release.set();
             let mut busy = m.trace.as_ref().map(|_| Vec::new());
             let end = m.links.lock().unwrap().reserve(
@@ -327,6 +372,10 @@ impl Machine {
                 m.timing.local_rate,
                 busy.as_mut(),
             );
+            let end = match end {
+                Ok(t) => t,
+                Err(e) => return m.set_fault(pe, what, fail(e)),
+            };
             if let Some(tr) = &m.trace {
                 let name = format!("{what} {nbytes} B {} -> {}", src.0, dst.0);
                 tr.record(Track::Dma(pe), name.clone(), start, end);
@@ -335,10 +384,9 @@ impl Machine {
                 }
             }
             engine::sleep_until(end).await;
-            {
-                let mut mem = m.memory.lock().unwrap();
-                let data = mem.read(src.0, src.1, nbytes);
-                mem.write(dst.0, dst.1, &data);
+            let copied = m.memory.lock().unwrap().copy(src, dst, nbytes);
+            if let Err(e) = copied {
+                return m.set_fault(pe, what, e.into());
             }
             {
                 let mut s = m.stats.lock().unwrap();
@@ -359,20 +407,35 @@ impl Machine {
         inputs: Vec<TensorRef>,
         out: TensorRef,
         f: impl FnOnce(&[Vec<u8>]) -> Vec<u8> + 'static,
-    ) {
+    ) -> Result<(), HwError> {
+        let busy = self
+            .timing
+            .math_rate
+            .duration_ps(out.numel())
+            .and_then(|d| crate::units::add(d, self.timing.math_overhead))
+            .map_err(|source| HwError::TimeOverflow {
+                what: format!("{what} of {} elements", out.numel()),
+                source,
+            })?;
         let st = self.pe(pe);
         let release = Event::new();
         let prev = std::mem::replace(&mut *st.math_tail.lock().unwrap(), release.clone());
         self.track(&st, &out.ready);
         let m = self.clone();
-        let busy = m.timing.math_overhead + m.timing.math_rate.duration_ps(out.numel());
         engine::spawn(async move {
             prev.wait().await;
             for t in &inputs {
                 t.ready.wait().await;
             }
             let start = engine::now();
-            engine::sleep(busy).await;
+            let end = match crate::units::add(start, busy) {
+                Ok(t) => t,
+                Err(source) => {
+                    let what = format!("{what} issued at {start} ps");
+                    return m.set_fault(pe, "MATH", HwError::TimeOverflow { what, source });
+                }
+            };
+            engine::sleep_until(end).await;
             if let Some(tr) = &m.trace {
                 tr.record(
                     Track::Math(pe),
@@ -381,19 +444,23 @@ impl Machine {
                     engine::now(),
                 );
             }
-            {
+            let written = {
                 let mut mem = m.memory.lock().unwrap();
                 let data: Vec<Vec<u8>> = inputs
                     .iter()
                     .map(|t| mem.read(t.space, t.offset, t.nbytes()))
                     .collect();
-                mem.write(out.space, out.offset, &f(&data));
+                mem.write(out.space, out.offset, &f(&data))
+            };
+            if let Err(e) = written {
+                return m.set_fault(pe, "MATH", e.into());
             }
             m.stats.lock().unwrap().math_commands += 1;
             release.set();
             drop(inputs);
             out.ready.set();
         });
+        Ok(())
     }
 
     /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.
@@ -464,7 +531,7 @@ impl Machine {
             vec![a.clone(), b.clone()],
             out.clone(),
             move |d| dtype::binary(op, dt, &d[0], &d[1]),
-        );
+        )?;
         Ok(out)
     }
 
@@ -483,7 +550,7 @@ impl Machine {
             vec![a.clone()],
             out.clone(),
             move |d| dtype::scale(dt, &d[0], factor),
-        );
+        )?;
         Ok(out)
     }
 
@@ -686,7 +753,7 @@ impl Machine {
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
         let m = self.clone();
         async move {
-            let want = dtype.nbytes(&shape);
+            let want = dtype.nbytes(&shape)?;
             let (queue, arrival) = m.take_arrival(pe, dir.as_deref()).await?;
             if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
                 return Err(HwError::Mismatch {
@@ -706,29 +773,29 @@ impl Machine {
                 let q = queue.lock().unwrap();
                 (q.space, q.slot_offset(arrival.slot))
             };
-            let slot = Arc::new(TensorInner {
+            let slot = TensorInner::build(
                 space,
                 offset,
-                shape: shape.clone(),
+                &shape,
                 dtype,
-                ready: arrival.ready.clone(),
-                hold: Hold::Slot {
+                arrival.ready.clone(),
+                Hold::Slot {
                     queue,
                     slot: arrival.slot,
                 },
-            });
+            )?;
             match dst {
                 None => Ok(slot),
                 Some(addr) => {
                     let view = m.view(addr, &shape, dtype)?;
-                    let out = Arc::new(TensorInner {
-                        space: view.space,
-                        offset: view.offset,
-                        shape,
+                    let out = TensorInner::build(
+                        view.space,
+                        view.offset,
+                        &shape,
                         dtype,
-                        ready: Event::new(),
-                        hold: Hold::None,
-                    });
+                        Event::new(),
+                        Hold::None,
+                    )?;
                     m.dma(
                         "recv copy",
                         pe,

@@ -1,48 +1,146 @@
 //! The memory store: real bytes keyed by (space, offset), in sparse 64 KiB
-//! pages. Never-written bytes read as zero.
+//! pages. Never-written bytes read as zero and cost nothing: a page exists
+//! only once a non-zero write touches it, zeroing a range drops the pages it
+//! covers, and a copy from unwritten memory zeroes rather than allocates.
+//! Every page is charged to the run's [`MemoryBudget`].
 
 use crate::address::Space;
+use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const PAGE: u64 = 64 * 1024;
 
-#[derive(Default)]
 pub struct MemoryStore {
     pages: HashMap<(Space, u64), Box<[u8]>>,
+    budget: Arc<MemoryBudget>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new(Arc::new(MemoryBudget::unlimited()))
+    }
+}
+
+impl Drop for MemoryStore {
+    fn drop(&mut self) {
+        self.budget
+            .release(MemoryUse::SimulatedMemory, self.pages.len() as u64 * PAGE);
+    }
+}
+
+/// The page-sized pieces of `[offset, offset+len)`: (page, offset within
+/// the page, position in the range, length).
+fn chunks(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0u64;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let pos = offset + done;
+        let (page, within) = (pos / PAGE, pos % PAGE);
+        let n = (PAGE - within).min(len - done);
+        let item = (page, within as usize, done as usize, n as usize);
+        done += n;
+        Some(item)
+    })
 }
 
 impl MemoryStore {
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        MemoryStore {
+            pages: HashMap::new(),
+            budget,
+        }
+    }
+
+    /// Pages currently materialised.
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Read into `out` (its length is the length read).
+    pub fn read_into(&self, space: Space, offset: u64, out: &mut [u8]) {
+        for (page, within, at, n) in chunks(offset, out.len() as u64) {
+            match self.pages.get(&(space, page)) {
+                Some(p) => out[at..at + n].copy_from_slice(&p[within..within + n]),
+                None => out[at..at + n].fill(0),
+            }
+        }
+    }
+
     pub fn read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
         let mut out = vec![0u8; len as usize];
-        let mut done = 0u64;
-        while done < len {
-            let pos = offset + done;
-            let (page, within) = (pos / PAGE, pos % PAGE);
-            let n = (PAGE - within).min(len - done);
-            if let Some(p) = self.pages.get(&(space, page)) {
-                out[done as usize..(done + n) as usize]
-                    .copy_from_slice(&p[within as usize..(within + n) as usize]);
-            }
-            done += n;
-        }
+        self.read_into(space, offset, &mut out);
         out
     }
 
-    pub fn write(&mut self, space: Space, offset: u64, data: &[u8]) {
-        let len = data.len() as u64;
+    /// The page for a write, created (and charged) if needed.
+    fn page_mut(&mut self, space: Space, page: u64) -> Result<&mut [u8], BudgetExceeded> {
+        use std::collections::hash_map::Entry;
+        match self.pages.entry((space, page)) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(v) => {
+                self.budget.charge(
+                    MemoryUse::SimulatedMemory,
+                    PAGE,
+                    &format!("a write to {space}"),
+                )?;
+                Ok(v.insert(vec![0u8; PAGE as usize].into_boxed_slice()))
+            }
+        }
+    }
+
+    /// Write `data`; all-zero pieces of unwritten pages stay unwritten.
+    pub fn write(&mut self, space: Space, offset: u64, data: &[u8]) -> Result<(), BudgetExceeded> {
+        for (page, within, at, n) in chunks(offset, data.len() as u64) {
+            let src = &data[at..at + n];
+            if !self.pages.contains_key(&(space, page)) && src.iter().all(|&b| b == 0) {
+                continue;
+            }
+            self.page_mut(space, page)?[within..within + n].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// Make `[offset, offset+len)` read as zero; whole pages are dropped.
+    pub fn zero(&mut self, space: Space, offset: u64, len: u64) {
+        for (page, within, _, n) in chunks(offset, len) {
+            if n as u64 == PAGE {
+                if self.pages.remove(&(space, page)).is_some() {
+                    self.budget.release(MemoryUse::SimulatedMemory, PAGE);
+                }
+            } else if let Some(p) = self.pages.get_mut(&(space, page)) {
+                p[within..within + n].fill(0);
+            }
+        }
+    }
+
+    /// Copy `len` bytes from `src` to `dst` page by page (ranges must not
+    /// overlap), without materialising the whole range.
+    pub fn copy(
+        &mut self,
+        src: (Space, u64),
+        dst: (Space, u64),
+        len: u64,
+    ) -> Result<(), BudgetExceeded> {
+        let mut buf = vec![0u8; PAGE.min(len) as usize];
         let mut done = 0u64;
         while done < len {
-            let pos = offset + done;
-            let (page, within) = (pos / PAGE, pos % PAGE);
-            let n = (PAGE - within).min(len - done);
-            let p = self
-                .pages
-                .entry((space, page))
-                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            p[within as usize..(within + n) as usize]
-                .copy_from_slice(&data[done as usize..(done + n) as usize]);
+            let n = (PAGE - (src.1 + done) % PAGE).min(len - done);
+            let src_page = (src.1 + done) / PAGE;
+            if self.pages.contains_key(&(src.0, src_page)) {
+                let piece = &mut buf[..n as usize];
+                self.read_into(src.0, src.1 + done, piece);
+                // `write` keeps unwritten destination pages unwritten when
+                // the piece is zero.
+                self.write(dst.0, dst.1 + done, piece)?;
+            } else {
+                self.zero(dst.0, dst.1 + done, n);
+            }
             done += n;
         }
+        Ok(())
     }
 
     /// SHA-256 over every written page in (space, page) order: equal digests
@@ -53,8 +151,12 @@ impl MemoryStore {
         keys.sort();
         let mut h = Sha256::new();
         for k in keys {
+            let p = &self.pages[k];
+            if p.iter().all(|&b| b == 0) {
+                continue; // a zeroed page is the same memory as no page
+            }
             h.update(format!("{}:{}", k.0, k.1).as_bytes());
-            h.update(&self.pages[k]);
+            h.update(p);
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -65,18 +167,50 @@ mod tests {
     use super::*;
     use crate::topology::PeCoord;
 
-    #[test]
-    fn writes_across_pages_read_back() {
-        let mut m = MemoryStore::default();
-        let s = Space::Tcm(PeCoord {
+    fn tcm() -> Space {
+        Space::Tcm(PeCoord {
             sip: 0,
             cube: 0,
             pe: 0,
-        });
+        })
+    }
+
+    #[test]
+    fn writes_across_pages_read_back() {
+        let mut m = MemoryStore::default();
+        let s = tcm();
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
-        m.write(s, PAGE - 7, &data);
+        m.write(s, PAGE - 7, &data).unwrap();
         assert_eq!(m.read(s, PAGE - 7, data.len() as u64), data);
         assert_eq!(m.read(s, 0, 4), vec![0; 4]);
         assert_eq!(m.read(Space::Hbm { sip: 0, cube: 0 }, PAGE, 4), vec![0; 4]);
+    }
+
+    #[test]
+    fn unwritten_and_zeroed_memory_costs_nothing() {
+        let budget = Arc::new(MemoryBudget::new(4 * PAGE));
+        let mut m = MemoryStore::new(budget.clone());
+        let hbm = Space::Hbm { sip: 0, cube: 0 };
+        // Zeros never materialise; a huge zero range is free.
+        m.write(hbm, 0, &vec![0u8; 3 * PAGE as usize]).unwrap();
+        m.zero(hbm, 0, 8 << 30);
+        assert_eq!(m.pages(), 0);
+        m.write(hbm, 10, &[1, 2, 3]).unwrap();
+        m.write(hbm, 5 * PAGE, &[9]).unwrap();
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 2 * PAGE);
+        // A copy from unwritten memory zeroes the destination.
+        m.copy((hbm, 7 * PAGE), (hbm, 0), 2 * PAGE).unwrap();
+        assert_eq!(m.read(hbm, 10, 3), vec![0, 0, 0]);
+        assert_eq!(m.pages(), 1);
+        // A copy of written memory lands.
+        m.copy((hbm, 5 * PAGE), (tcm(), 100), 4).unwrap();
+        assert_eq!(m.read(tcm(), 100, 4), vec![9, 0, 0, 0]);
+        // Over the budget: a clean refusal.
+        m.write(hbm, 20 * PAGE, &[1]).unwrap();
+        m.write(hbm, 21 * PAGE, &[1]).unwrap();
+        let e = m.write(hbm, 30 * PAGE, &[1]).unwrap_err();
+        assert!(e.to_string().contains("simulated memory pages"), "{e}");
+        drop(m);
+        assert_eq!(budget.in_use(), 0);
     }
 }

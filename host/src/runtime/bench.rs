@@ -7,6 +7,7 @@ use super::bindings::bench::kernbench::sim::{
 };
 use super::bindings::bench::BenchPre;
 use super::kernel::dtype_in;
+use super::limits::{Guarded, InstanceGuard};
 use super::session::{ReportRecord, Session};
 use crate::address::Space;
 use crate::hw::TensorRef;
@@ -28,7 +29,6 @@ pub struct BenchTensor {
 pub struct BenchComponent {
     pub name: String,
     pub pre: BenchPre<BenchHost>,
-    pub fuel: u64,
 }
 
 /// Store data of one bench instance.
@@ -39,6 +39,13 @@ pub struct BenchHost {
     /// `Some(rank)` inside a spawned worker; `None` in the driver (rank 0).
     pub(crate) rank: Option<u32>,
     pub(crate) device: Option<u32>,
+    pub(crate) guard: InstanceGuard,
+}
+
+impl Guarded for BenchHost {
+    fn guard(&mut self) -> &mut InstanceGuard {
+        &mut self.guard
+    }
 }
 
 impl WasiView for BenchHost {
@@ -72,10 +79,40 @@ impl BenchHost {
                 bt.name
             )));
         }
-        self.session
+        Ok(self
+            .session
             .machine
-            .host_write(bt.t.space, bt.t.offset, bytes);
-        Ok(Ok(()))
+            .host_write(bt.t.space, bt.t.offset, bytes)
+            .map_err(|e| format!("copy_: tensor '{}': {e}", bt.name)))
+    }
+
+    /// Read a tensor's bytes for the guest, refusing (a trap naming the
+    /// tensor) what could never fit the guest's memory: `per_elem` is the
+    /// size of one element as the guest receives it.
+    fn read_for_guest(
+        &self,
+        r: &Resource<BenchTensor>,
+        call: &str,
+        per_elem: u64,
+    ) -> wasmtime::Result<Vec<u8>> {
+        let bt = self.table.get(r)?;
+        let t = &bt.t;
+        let cap = self.session.limits.instance.max_memory;
+        let size = t.numel().saturating_mul(per_elem);
+        if size > cap {
+            return Err(wasmtime::Error::msg(format!(
+                "{call} of tensor '{}' ({} elements) would return {}, more than the {} of guest memory an instance may have; \
+                 read it in pieces or raise --max-guest-memory",
+                bt.name,
+                t.numel(),
+                crate::budget::human_bytes(size),
+                crate::budget::human_bytes(cap)
+            )));
+        }
+        Ok(self
+            .session
+            .machine
+            .host_read(t.space, t.offset, t.nbytes()))
     }
 
     fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
@@ -127,20 +164,12 @@ impl torch::HostTensor for BenchHost {
         self.write_checked(&r, &bytes, data.len() as u64, t.numel(), "elements")
     }
     async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
-        let t = self.tensor(&r)?;
-        Ok(self
-            .session
-            .machine
-            .host_read(t.space, t.offset, t.nbytes()))
+        let itemsize = self.tensor(&r)?.dtype.itemsize();
+        self.read_for_guest(&r, "tensor.to_bytes()", itemsize)
     }
     async fn to_f64(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<f64>> {
-        let t = self.tensor(&r)?;
-        Ok(t.dtype.to_f64(
-            &self
-                .session
-                .machine
-                .host_read(t.space, t.offset, t.nbytes()),
-        ))
+        let dtype = self.tensor(&r)?.dtype;
+        Ok(dtype.to_f64(&self.read_for_guest(&r, "tensor.to_f64()", 8)?))
     }
     async fn drop(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<()> {
         self.table.delete(r)?;
@@ -159,13 +188,11 @@ impl torch::Host for BenchHost {
         let sip = self.device.unwrap_or(0);
         let space = Space::Hbm { sip, cube: 0 };
         let dtype = dtype_in(dtype);
+        // Allocated memory reads as zero and costs nothing until written.
         let t = match self.session.machine.alloc_tensor(space, &shape, dtype) {
             Ok(t) => t,
             Err(e) => return Ok(Err(format!("torch.zeros({shape:?}, name='{name}'): {e}"))),
         };
-        self.session
-            .machine
-            .host_write(t.space, t.offset, &vec![0u8; t.nbytes() as usize]);
         Ok(Ok(self.table.push(BenchTensor { t, name })?))
     }
 }

@@ -7,7 +7,8 @@ use super::bindings::algorithm::{Algorithm, AlgorithmPre};
 /// The optional export mapping SIP topology names to kinds.
 pub const TOPO_EXPORT: &str = "topo-name-to-kind";
 use super::describe_wasm_error;
-use super::wasi::{sandbox, FlushOnDrop, Output};
+use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
+use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use crate::error::{HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::trace::Track;
@@ -27,6 +28,15 @@ pub struct KernelHost {
     table: ResourceTable,
     machine: Arc<Machine>,
     pe: PeCoord,
+    guard: InstanceGuard,
+    /// Where `tl.log` lines go (the instance's captured stderr).
+    log: CapturePipe,
+}
+
+impl Guarded for KernelHost {
+    fn guard(&mut self) -> &mut InstanceGuard {
+        &mut self.guard
+    }
 }
 
 impl WasiView for KernelHost {
@@ -75,6 +85,12 @@ impl KernelHost {
 }
 
 impl types::Host for KernelHost {}
+
+/// A receive direction as users write it: `"W"`, or `any` for `None`.
+fn dir_name(dir: &Option<String>) -> String {
+    dir.as_ref()
+        .map_or_else(|| "any".to_string(), |d| format!("{d:?}"))
+}
 
 impl tl::HostTensor for KernelHost {
     async fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
@@ -161,7 +177,7 @@ impl tl::Host for KernelHost {
             .recv(self.pe, dir.clone(), shape, dtype_in(dtype), None);
         let t = fut
             .await
-            .map_err(|e| self.fail(format!("tl.recv(dir={dir:?})"), e))?;
+            .map_err(|e| self.fail(format!("tl.recv(dir={})", dir_name(&dir)), e))?;
         self.push(t)
     }
 
@@ -175,9 +191,12 @@ impl tl::Host for KernelHost {
         let fut = self
             .machine
             .recv(self.pe, dir.clone(), shape, dtype_in(dtype), Some(dst_addr));
-        let t = fut
-            .await
-            .map_err(|e| self.fail(format!("tl.recv_into(dir={dir:?}, dst={dst_addr:#x})"), e))?;
+        let t = fut.await.map_err(|e| {
+            self.fail(
+                format!("tl.recv_into(dir={}, dst={dst_addr:#x})", dir_name(&dir)),
+                e,
+            )
+        })?;
         self.push(t)
     }
 
@@ -229,11 +248,12 @@ impl tl::Host for KernelHost {
 
     async fn log(&mut self, msg: String) -> wasmtime::Result<()> {
         tracing::info!(target: "kernbench::kernel", "[{} t={}ps] {msg}", self.pe, crate::engine::now());
-        eprintln!(
-            "[{} t={:.3}us] {msg}",
-            self.pe,
+        // Captured like stderr: bounded, and printed with the PE's name.
+        let line = format!(
+            "[t={:.3}us] {msg}\n",
             crate::units::ps_to_us(crate::engine::now())
         );
+        self.log.write(line.as_bytes());
         Ok(())
     }
 }
@@ -251,25 +271,28 @@ pub struct KernelLaunch {
 pub struct AlgorithmComponent {
     pub name: String,
     pub pre: AlgorithmPre<KernelHost>,
-    pub fuel: u64,
 }
 
 impl AlgorithmComponent {
     fn store(
         &self,
         machine: &Arc<Machine>,
+        limits: &RunLimits,
         pe: PeCoord,
         seed: u64,
     ) -> wasmtime::Result<(Store<KernelHost>, Output)> {
-        let sb = sandbox(seed);
+        let who = pe.to_string();
+        let sb = sandbox(seed, &who, &limits.budget);
         let host = KernelHost {
             wasi: sb.ctx,
             table: ResourceTable::new(),
             machine: machine.clone(),
             pe,
+            guard: limits.guard(&who),
+            log: sb.output.stderr.clone(),
         };
         let mut store = Store::new(self.pre.engine(), host);
-        store.set_fuel(self.fuel)?;
+        guard_store(&mut store)?;
         Ok((store, sb.output))
     }
 
@@ -288,13 +311,14 @@ impl AlgorithmComponent {
         &self,
         algorithm: &str,
         machine: Arc<Machine>,
+        limits: &RunLimits,
         launch: KernelLaunch,
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let started = crate::engine::now();
         let seed = ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64;
         let (mut store, out) = self
-            .store(&machine, pe, seed)
+            .store(&machine, limits, pe, seed)
             .map_err(|e| self.failed(algorithm, pe, &e))?;
         let _flush = FlushOnDrop::new(pe.to_string(), out);
         let result = async {
@@ -326,6 +350,7 @@ impl AlgorithmComponent {
     pub async fn query(
         &self,
         machine: &Arc<Machine>,
+        limits: &RunLimits,
         world_size: u32,
         n_elem: u64,
         cube: (u32, u32),
@@ -337,7 +362,7 @@ impl AlgorithmComponent {
             pe: 0,
         };
         let (mut store, out) = self
-            .store(machine, pe, u64::MAX)
+            .store(machine, limits, pe, u64::MAX)
             .map_err(|e| self.failed("(kernel-args)", pe, &e))?;
         let _flush = FlushOnDrop::new(format!("{} kernel-args", self.name), out);
         let result = async {

@@ -10,16 +10,22 @@ use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::bench::BenchPre;
 use super::describe_wasm_error;
 use super::kernel::{AlgorithmComponent, KernelHost};
+use super::limits::{InstanceLimits, RunLimits, Ticker};
+use crate::budget::MemoryBudget;
 use crate::error::SimError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 /// The WIT package version this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 pub const WIT_VERSION: &str = "0.1.0";
+
+/// Component files larger than this are refused before they are read.
+const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
 /// What world a component implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,8 +53,15 @@ pub struct LoaderOptions {
     /// Fuel per instance (≈ wasm instructions); exceeding it is a clean
     /// error instead of a hang.
     pub fuel: u64,
+    /// Fuel charged for each host call (so that a loop around a cheap host
+    /// call burns fuel like any other loop).
+    pub host_call_fuel: u64,
+    /// Host calls per instance.
+    pub max_host_calls: u64,
     /// Linear-memory cap per instance.
     pub max_memory_mib: u64,
+    /// Wall-clock deadline of a run (None: none).
+    pub deadline: Option<Duration>,
     /// Use wasmtime's on-disk compilation cache.
     pub cache: bool,
     /// Instance slots of the pooling allocator.
@@ -60,7 +73,10 @@ impl Default for LoaderOptions {
         LoaderOptions {
             components_dir: std::env::var_os("KERNBENCH_COMPONENTS_DIR").map(PathBuf::from),
             fuel: 20_000_000_000,
+            host_call_fuel: 1_000,
+            max_host_calls: 100_000_000,
             max_memory_mib: 256,
+            deadline: Some(Duration::from_secs(1800)),
             cache: std::env::var_os("KERNBENCH_NO_CACHE").is_none(),
             pool_instances: 1000,
         }
@@ -80,6 +96,9 @@ pub struct Loader {
     bench_linker: Linker<BenchHost>,
     opts: LoaderOptions,
     algorithms: Mutex<HashMap<String, AlgorithmComponent>>,
+    ticker: Ticker,
+    /// Instances come from a fixed pool (else: allocated on demand).
+    pooled: bool,
 }
 
 fn wasmtime_err(e: wasmtime::Error) -> SimError {
@@ -90,6 +109,7 @@ fn engine_config(opts: &LoaderOptions, pooling: bool) -> Result<Config, SimError
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.consume_fuel(true);
+    config.epoch_interruption(true);
     config.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
     if opts.cache {
         if let Ok(cache) = wasmtime::Cache::from_file(None) {
@@ -120,15 +140,17 @@ impl Loader {
     pub fn new(opts: LoaderOptions) -> Result<Self, SimError> {
         // Pooling first (fast instantiation); fall back to on-demand
         // allocation when virtual address space is short.
-        let engine = match Engine::new(&engine_config(&opts, true)?) {
-            Ok(e) => e,
+        let (engine, pooled) = match Engine::new(&engine_config(&opts, true)?) {
+            Ok(e) => (e, true),
             Err(e) => {
                 tracing::warn!("pooling allocator unavailable ({e}); using on-demand allocation");
-                Engine::new(&engine_config(&opts, false)?).map_err(wasmtime_err)?
+                let e = Engine::new(&engine_config(&opts, false)?).map_err(wasmtime_err)?;
+                (e, false)
             }
         };
         let mut kernel_linker = Linker::<KernelHost>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut kernel_linker).map_err(wasmtime_err)?;
+        super::wasi::add_simulated_waiting(&mut kernel_linker).map_err(wasmtime_err)?;
         super::bindings::algorithm::Algorithm::add_to_linker::<KernelHost, HasSelf<KernelHost>>(
             &mut kernel_linker,
             |s| s,
@@ -136,18 +158,42 @@ impl Loader {
         .map_err(wasmtime_err)?;
         let mut bench_linker = Linker::<BenchHost>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut bench_linker).map_err(wasmtime_err)?;
+        super::wasi::add_simulated_waiting(&mut bench_linker).map_err(wasmtime_err)?;
         super::bindings::bench::Bench::add_to_linker::<BenchHost, HasSelf<BenchHost>>(
             &mut bench_linker,
             |s| s,
         )
         .map_err(wasmtime_err)?;
+        let ticker = Ticker::start(&engine);
         Ok(Loader {
+            pooled,
+            ticker,
             engine,
             kernel_linker,
             bench_linker,
             opts,
             algorithms: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The budgets of a run that starts now, with a host-memory budget of
+    /// `memory_budget` bytes.
+    pub fn run_limits(&self, memory_budget: u64) -> RunLimits {
+        RunLimits {
+            instance: InstanceLimits {
+                fuel: self.opts.fuel,
+                host_call_fuel: self.opts.host_call_fuel,
+                max_host_calls: self.opts.max_host_calls,
+                max_memory: self.opts.max_memory_mib << 20,
+            },
+            budget: Arc::new(MemoryBudget::new(memory_budget)),
+            deadline: self.ticker.deadline(self.opts.deadline),
+        }
+    }
+
+    /// How many instances can be alive at once (None: no fixed pool).
+    pub fn pool_instances(&self) -> Option<u32> {
+        self.pooled.then_some(self.opts.pool_instances)
     }
 
     /// Built-in components of one kind.
@@ -174,14 +220,24 @@ impl Loader {
                 .cloned()
                 .ok_or_else(|| SimError::Component {
                     name: spec.to_string(),
-                    message: format!(
-                        "no such file (looked at {})",
-                        candidates
-                            .iter()
-                            .map(|c| c.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                    message: match candidates.iter().find(|c| c.exists()) {
+                        Some(c) if c.is_dir() => format!(
+                            "{} is a directory, not a .wasm component file",
+                            c.display()
+                        ),
+                        Some(c) => format!(
+                            "{} is not a regular file (a device or socket?); give the path of a .wasm component",
+                            c.display()
+                        ),
+                        None => format!(
+                            "no such file (looked at {})",
+                            candidates
+                                .iter()
+                                .map(|c| c.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    },
                 })?;
             let name = found
                 .file_stem()
@@ -233,6 +289,14 @@ impl Loader {
         let component = match src {
             Source::Builtin(b) => Component::new(&self.engine, b.wasm),
             Source::File(p) => {
+                let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+                if len > MAX_COMPONENT_BYTES {
+                    return Err(comp_err(format!(
+                        "{} is {len} bytes, over the {} MiB a component may have",
+                        p.display(),
+                        MAX_COMPONENT_BYTES >> 20
+                    )));
+                }
                 let bytes = std::fs::read(p)
                     .map_err(|e| comp_err(format!("cannot read {}: {e}", p.display())))?;
                 Component::new(&self.engine, &bytes)
@@ -271,11 +335,7 @@ impl Loader {
                 name: name.clone(),
                 message: describe_wasm_error(&e),
             })?;
-        let a = AlgorithmComponent {
-            name,
-            pre,
-            fuel: self.opts.fuel,
-        };
+        let a = AlgorithmComponent { name, pre };
         self.algorithms.lock().unwrap().insert(key, a.clone());
         Ok(a)
     }
@@ -292,11 +352,7 @@ impl Loader {
                 name: name.clone(),
                 message: describe_wasm_error(&e),
             })?;
-        Ok(BenchComponent {
-            name,
-            pre,
-            fuel: self.opts.fuel,
-        })
+        Ok(BenchComponent { name, pre })
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod bindings;
 pub mod kernel;
+pub mod limits;
 pub mod loader;
 pub mod session;
 pub mod sim;

@@ -6,6 +6,7 @@ use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::describe_wasm_error;
 use super::kernel::{AlgorithmComponent, KernelLaunch};
+use super::limits::{guard_store, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use crate::config::ccl::NeighbourTopology;
@@ -79,11 +80,30 @@ pub struct Session {
     pub bench: BenchComponent,
     pub algorithm_override: Option<String>,
     pub bench_args: Vec<String>,
+    /// The budgets every instance of this run is held to.
+    pub limits: RunLimits,
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
-    failures: Mutex<Vec<(String, String)>>,
+    failures: Failures,
+}
+
+/// Root causes of a run, in the order they happened: (who, message).
+#[derive(Clone, Default)]
+struct Failures(Arc<Mutex<Vec<(String, String)>>>);
+
+impl Failures {
+    fn record(&self, who: String, message: String) {
+        let mut f = self.0.lock().unwrap();
+        if !f.iter().any(|(_, m)| *m == message) {
+            f.push((who, message));
+        }
+    }
+
+    fn first(&self) -> Option<(String, String)> {
+        self.0.lock().unwrap().first().cloned()
+    }
 }
 
 fn runtime_error(m: impl Into<String>) -> DistError {
@@ -98,6 +118,7 @@ impl Session {
         bench: BenchComponent,
         algorithm_override: Option<String>,
         bench_args: Vec<String>,
+        limits: RunLimits,
     ) -> Arc<Self> {
         Arc::new(Session {
             machine,
@@ -106,9 +127,10 @@ impl Session {
             bench,
             algorithm_override,
             bench_args,
+            limits,
             pg: Mutex::new(None),
             rows: Mutex::new(Vec::new()),
-            failures: Mutex::new(Vec::new()),
+            failures: Failures::default(),
         })
     }
 
@@ -122,14 +144,11 @@ impl Session {
 
     /// The first root-cause failure of the run, if any: (who, message).
     pub fn first_failure(&self) -> Option<(String, String)> {
-        self.failures.lock().unwrap().first().cloned()
+        self.failures.first()
     }
 
     fn record_failure(&self, who: String, message: String) {
-        let mut f = self.failures.lock().unwrap();
-        if !f.iter().any(|(_, m)| *m == message) {
-            f.push((who, message));
-        }
+        self.failures.record(who, message)
     }
 
     pub fn process_group(&self) -> Result<Arc<ProcessGroup>, DistError> {
@@ -218,6 +237,7 @@ impl Session {
         let (_, kind) = component
             .query(
                 &self.machine,
+                &self.limits,
                 world_size,
                 0,
                 (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h),
@@ -331,8 +351,12 @@ impl Session {
             pg.algorithm.clone(),
         );
         let errs = errors.clone();
+        let (limits, failures) = (self.limits.clone(), self.failures.clone());
         let h = engine::spawn(async move {
-            if let Err(e) = comp.run_kernel(&algo, machine, launch).await {
+            if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
+                // Recorded at once: if its peers then wait for it forever,
+                // the run reports this failure, not the wait.
+                failures.record("collective".into(), e.to_string());
                 errs.lock().unwrap().push(e.to_string());
             }
         });
@@ -389,6 +413,7 @@ impl Session {
             .component
             .query(
                 &self.machine,
+                &self.limits,
                 pg.world_size,
                 n_elem,
                 cube,
@@ -426,16 +451,22 @@ impl Session {
         self: &Arc<Self>,
         rank: Option<u32>,
     ) -> wasmtime::Result<(Store<BenchHost>, super::wasi::Output)> {
-        let sb = sandbox(0xBE_0000 + rank.map_or(0, |r| r as u64 + 1));
+        let who = rank.map_or_else(|| "bench".to_string(), |r| format!("rank {r}"));
+        let sb = sandbox(
+            0xBE_0000 + rank.map_or(0, |r| r as u64 + 1),
+            &who,
+            &self.limits.budget,
+        );
         let host = BenchHost {
             wasi: sb.ctx,
             table: ResourceTable::new(),
             session: self.clone(),
             rank,
             device: None,
+            guard: self.limits.guard(&who),
         };
         let mut store = Store::new(self.bench.pre.engine(), host);
-        store.set_fuel(self.bench.fuel)?;
+        guard_store(&mut store)?;
         Ok((store, sb.output))
     }
 
@@ -515,6 +546,19 @@ impl Session {
         let max = self.machine.topo.spec.n_sips().max(1) * 64;
         if nprocs == 0 || nprocs > max {
             return Err(format!("spawn: nprocs must be in 1..={max}, got {nprocs}"));
+        }
+        // Each rank holds a bench instance and, during a collective, a
+        // kernel instance; the driver holds one more, a kernel-args query
+        // one more.
+        if let Some(pool) = self.loader.pool_instances() {
+            let need = nprocs as u64 * 2 + 2;
+            if need > pool as u64 {
+                return Err(format!(
+                    "spawn({nprocs}): {nprocs} ranks need up to {need} WebAssembly instances at once \
+                     (a bench and a kernel instance per rank, plus the driver), but the instance pool \
+                     holds {pool}; raise it with --pool-instances {need}"
+                ));
+            }
         }
         let handles: Vec<_> = (0..nprocs)
             .map(|rank| engine::spawn(self.clone().run_worker(rank, nprocs, args.clone())))

@@ -25,6 +25,12 @@ pub struct RunRequest {
     pub args: Vec<String>,
     /// Record a Chrome/Perfetto trace of every engine and link.
     pub trace: bool,
+    /// Host-memory budget of the run, bytes (simulated memory pages, guest
+    /// linear memories and captured output together).
+    pub memory_budget: u64,
+    /// Host memory already in use that counts against the budget (the
+    /// CLI passes the process's resident size; in-process callers 0).
+    pub memory_baseline: u64,
 }
 
 /// What a run produced.
@@ -43,12 +49,23 @@ pub struct RunResult {
     pub memory_digest: String,
     /// Chrome trace-event JSON, when requested.
     pub trace: Option<serde_json::Value>,
+    /// The most host memory the run's budget held at once, bytes.
+    pub memory_peak: u64,
 }
 
 /// Run a bench to completion.
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
     let topo = req.topology.clone();
-    let machine = Machine::with_trace(topo.clone(), req.trace);
+    let limits = loader.run_limits(req.memory_budget);
+    limits
+        .budget
+        .charge(
+            crate::budget::MemoryUse::Host,
+            req.memory_baseline,
+            "at start",
+        )
+        .map_err(|e| SimError::Budget(e.to_string()))?;
+    let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
     let bench = loader.load_bench(&req.bench)?;
     let session = Session::new(
         machine.clone(),
@@ -57,15 +74,30 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         bench,
         req.algorithm,
         req.args,
+        limits.clone(),
     );
     let ex = Executor::new();
     let main = ex.spawn(session.clone().run_main());
     let outcome = ex.run();
+    // An engine fault (time past the clock's horizon, memory over budget)
+    // stops the commands it hit; whatever then waited is its consequence.
+    let fault = || {
+        machine.fault().map(|message| SimError::Fault {
+            time_us: ps_to_us(ex.now()),
+            message,
+        })
+    };
     match outcome {
         RunOutcome::Finished => {
+            if let Some(f) = fault() {
+                return Err(f);
+            }
             main.try_take().expect("the bench task finished")?;
         }
         RunOutcome::Stalled { .. } => {
+            if let Some(f) = fault() {
+                return Err(f);
+            }
             if let Some(SimError::BenchFailed {
                 bench,
                 who,
@@ -107,5 +139,6 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         stats: machine.stats(),
         memory_digest: machine.memory_digest(),
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
+        memory_peak: limits.budget.peak(),
     })
 }

@@ -22,6 +22,18 @@ pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
     if causes.is_empty() {
         causes.push(err.to_string());
     }
+    // wasmtime's words for a budget that ran out inside wasm code, in ours.
+    match err.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => causes.push(
+            "its fuel budget (wasm instructions per instance) ran out: a runaway loop? raise it with --fuel"
+                .into(),
+        ),
+        Some(wasmtime::Trap::Interrupt) => causes.push(
+            "the run's wall-clock deadline passed while it ran; raise it with --deadline (0 = none)"
+                .into(),
+        ),
+        _ => {}
+    }
     let mut out = causes.join(": ");
     if let Some(bt) = backtrace {
         let frames: Vec<&str> = bt

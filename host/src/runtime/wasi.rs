@@ -1,16 +1,27 @@
 //! The guest sandbox (DESIGN §7): no filesystem, no network, no
-//! environment, no arguments; simulated clocks; deterministic random;
-//! stdout/stderr captured and later printed with the guest's name.
+//! environment, no arguments; deterministic random; simulated clocks for
+//! reading *and* for waiting (a sleep, a `monotonic-clock` subscription or a
+//! `poll` on one advances that guest's simulated time); stdout/stderr
+//! captured up to a cap and later printed with the guest's name.
 
+use crate::budget::{human_bytes, MemoryBudget, MemoryUse};
 use crate::engine;
+use crate::units::{Ps, PS_PER_NS};
+use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder};
+use wasmtime::component::{Linker, Resource};
+use wasmtime::StoreContextMut;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamError};
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiView};
 
 /// Captured output is truncated past this many bytes per instance.
-const OUTPUT_CAP: usize = 16 << 20;
+pub const OUTPUT_CAP: usize = 16 << 20;
 
 /// Monotonic clock = simulated time (ns).
 struct SimMonotonic;
@@ -19,7 +30,7 @@ impl HostMonotonicClock for SimMonotonic {
         1
     }
     fn now(&self) -> u64 {
-        engine::try_now().unwrap_or(0) / crate::units::PS_PER_NS
+        engine::try_now().unwrap_or(0) / PS_PER_NS
     }
 }
 
@@ -31,15 +42,184 @@ impl HostWallClock for SimWall {
     }
     fn now(&self) -> Duration {
         Duration::from_secs(1_767_225_600)
-            + Duration::from_nanos(engine::try_now().unwrap_or(0) / crate::units::PS_PER_NS)
+            + Duration::from_nanos(engine::try_now().unwrap_or(0) / PS_PER_NS)
+    }
+}
+
+/// A deadline in simulated time, as a `wasi:io/poll` pollable.
+struct SimDeadline {
+    at: Ps,
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for SimDeadline {
+    async fn ready(&mut self) {
+        engine::sleep_until(self.at).await
+    }
+}
+
+/// A sleep that would pass the simulated clock's horizon.
+#[derive(Debug, thiserror::Error)]
+#[error("a sleep until {ns} ns (simulated) passes the simulated clock's horizon of 2^64 ps")]
+struct SleepTooLong {
+    ns: u128,
+}
+
+fn subscribe_at<T: WasiView>(
+    mut store: StoreContextMut<'_, T>,
+    at_ns: u128,
+) -> wasmtime::Result<(Resource<DynPollable>,)> {
+    let at = u64::try_from(at_ns * PS_PER_NS as u128).map_err(|_| SleepTooLong { ns: at_ns })?;
+    let table = store.data_mut().ctx().table;
+    let deadline = table.push(SimDeadline { at })?;
+    Ok((wasmtime_wasi::p2::subscribe(table, deadline)?,))
+}
+
+/// The `wasi:clocks/monotonic-clock` version wasmtime-wasi registers.
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Replace wasmtime-wasi's `monotonic-clock` subscriptions (which need a
+/// tokio reactor and measure real time) by deadlines in simulated time.
+/// Everything that waits on a clock (`std::thread::sleep`, `poll`,
+/// `pollable.block`) then waits in simulated time, deterministically.
+pub fn add_simulated_waiting<T: WasiView + 'static>(
+    linker: &mut Linker<T>,
+) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    clock.func_wrap(
+        "subscribe-duration",
+        |store: StoreContextMut<'_, T>, (ns,): (u64,)| {
+            let now = engine::try_now().unwrap_or(0) / PS_PER_NS;
+            subscribe_at(store, now as u128 + ns as u128)
+        },
+    )?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |store: StoreContextMut<'_, T>, (when,): (u64,)| subscribe_at(store, when as u128),
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The bytes an instance wrote to one stream, up to its cap; what is over
+/// the cap (or over the run's memory budget) is counted, not kept.
+struct Capture {
+    bytes: Vec<u8>,
+    dropped: u64,
+    cap: usize,
+    budget: Arc<MemoryBudget>,
+    who: String,
+}
+
+impl Capture {
+    fn push(&mut self, data: &[u8]) {
+        let room = self.cap.saturating_sub(self.bytes.len()).min(data.len());
+        if room > 0
+            && self
+                .budget
+                .charge(MemoryUse::GuestOutput, room as u64, &self.who)
+                .is_ok()
+        {
+            self.bytes.extend_from_slice(&data[..room]);
+            self.dropped += (data.len() - room) as u64;
+        } else {
+            self.dropped += data.len() as u64;
+        }
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.budget
+            .release(MemoryUse::GuestOutput, self.bytes.len() as u64);
+    }
+}
+
+/// A captured output stream (stdout, stderr or `tl.log`) of one instance.
+#[derive(Clone)]
+pub struct CapturePipe(Arc<Mutex<Capture>>);
+
+impl CapturePipe {
+    pub fn new(cap: usize, budget: Arc<MemoryBudget>, who: &str) -> Self {
+        CapturePipe(Arc::new(Mutex::new(Capture {
+            bytes: Vec::new(),
+            dropped: 0,
+            cap,
+            budget,
+            who: who.to_string(),
+        })))
+    }
+
+    pub fn write(&self, data: &[u8]) {
+        self.0.lock().unwrap().push(data)
+    }
+
+    /// What was kept, and how many bytes were not.
+    pub fn contents(&self) -> (Vec<u8>, u64) {
+        let c = self.0.lock().unwrap();
+        (c.bytes.clone(), c.dropped)
+    }
+}
+
+impl IsTerminal for CapturePipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturePipe {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for CapturePipe {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        CapturePipe::write(self, &bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        // Always accepting: output over the cap is dropped and counted, so
+        // a chatty guest is told nothing and never traps on a full pipe.
+        Ok(64 * 1024)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CapturePipe {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CapturePipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        CapturePipe::write(&self, buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
     }
 }
 
 /// The pipes holding a guest's captured output.
 #[derive(Clone)]
 pub struct Output {
-    pub stdout: MemoryOutputPipe,
-    pub stderr: MemoryOutputPipe,
+    pub stdout: CapturePipe,
+    pub stderr: CapturePipe,
 }
 
 /// A sandboxed WASI context and its output pipes.
@@ -48,11 +228,12 @@ pub struct Sandbox {
     pub output: Output,
 }
 
-/// Build the sandbox of one guest instance; `seed` makes its random
-/// stream distinct but reproducible.
-pub fn sandbox(seed: u64) -> Sandbox {
-    let stdout = MemoryOutputPipe::new(OUTPUT_CAP);
-    let stderr = MemoryOutputPipe::new(OUTPUT_CAP);
+/// Build the sandbox of one guest instance (`who` names it); `seed` makes
+/// its random stream distinct but reproducible. Captured output is charged
+/// to `budget`.
+pub fn sandbox(seed: u64, who: &str, budget: &Arc<MemoryBudget>) -> Sandbox {
+    let stdout = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
+    let stderr = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
     let ctx = WasiCtxBuilder::new()
         .stdout(stdout.clone())
         .stderr(stderr.clone())
@@ -68,16 +249,21 @@ pub fn sandbox(seed: u64) -> Sandbox {
     }
 }
 
-/// Print captured output to stderr, each line prefixed with `[who]`.
+/// Print captured output to stderr, each line prefixed with `[who]`, and
+/// say how much was cut.
 pub fn flush_output(who: &str, out: &Output) {
     for pipe in [&out.stdout, &out.stderr] {
-        let bytes = pipe.contents();
-        if bytes.is_empty() {
-            continue;
-        }
+        let (bytes, dropped) = pipe.contents();
         let text = String::from_utf8_lossy(&bytes);
         for line in text.lines() {
             eprintln!("[{who}] {line}");
+        }
+        if dropped > 0 {
+            eprintln!(
+                "[{who}] ... output truncated at {} ({} more not shown)",
+                human_bytes(bytes.len() as u64),
+                human_bytes(dropped)
+            );
         }
     }
 }
@@ -99,5 +285,29 @@ impl FlushOnDrop {
 impl Drop for FlushOnDrop {
     fn drop(&mut self) {
         flush_output(&self.who, &self.out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_up_to_its_cap_and_counts_the_rest() {
+        let budget = Arc::new(MemoryBudget::new(1 << 20));
+        let p = CapturePipe::new(10, budget.clone(), "t");
+        p.write(b"hello ");
+        p.write(b"world, again");
+        let (kept, dropped) = p.contents();
+        assert_eq!(kept, b"hello worl");
+        assert_eq!(dropped, 8);
+        assert_eq!(budget.used_by(MemoryUse::GuestOutput), 10);
+        drop(p);
+        assert_eq!(budget.in_use(), 0);
+        // Over the run's budget: dropped too.
+        let small = Arc::new(MemoryBudget::new(4));
+        let p = CapturePipe::new(100, small, "t");
+        p.write(b"12345678");
+        assert_eq!(p.contents(), (Vec::new(), 8));
     }
 }

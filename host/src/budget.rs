@@ -1,0 +1,257 @@
+//! The host-memory budget of one run: the single owner of how much host
+//! memory the simulated memory pages, the guests' linear memories and their
+//! captured output may use *together*. Every grower charges it before it
+//! grows and gives back what it frees, so a run that would exceed the budget
+//! stops with an error that says what asked and what already holds memory,
+//! instead of driving the machine into swap or the OOM killer.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What host memory is used for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryUse {
+    /// The host process itself when the run started (code, compiled
+    /// components, the topology): counted so that the budget bounds the
+    /// whole process, not only what the run adds.
+    Host,
+    /// Written pages of the simulated HBM / SRAM / TCM.
+    SimulatedMemory,
+    /// Linear memories of bench and kernel instances.
+    GuestMemory,
+    /// Captured guest stdout / stderr / `tl.log`.
+    GuestOutput,
+}
+
+impl MemoryUse {
+    const ALL: [MemoryUse; 4] = [
+        MemoryUse::Host,
+        MemoryUse::SimulatedMemory,
+        MemoryUse::GuestMemory,
+        MemoryUse::GuestOutput,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryUse::Host => "the host itself",
+            MemoryUse::SimulatedMemory => "simulated memory pages",
+            MemoryUse::GuestMemory => "guest linear memories",
+            MemoryUse::GuestOutput => "captured guest output",
+        }
+    }
+}
+
+/// A charge the budget refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "host memory budget of {} exhausted: {} asked for {} more while {} are in use ({}); \
+     raise it with --memory-budget (default: half of this machine's memory) or make the run smaller",
+    human_bytes(*limit),
+    asked_by,
+    human_bytes(*asked),
+    human_bytes(*in_use),
+    breakdown
+)]
+pub struct BudgetExceeded {
+    pub limit: u64,
+    pub asked_by: String,
+    pub asked: u64,
+    pub in_use: u64,
+    pub breakdown: String,
+}
+
+/// A run's host-memory budget. Cheap to charge (two atomic operations);
+/// shared by reference between the machine and the runtime.
+pub struct MemoryBudget {
+    limit: u64,
+    used: [AtomicU64; 4],
+    peak: AtomicU64,
+}
+
+impl fmt::Debug for MemoryBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MemoryBudget({} of {})", self.in_use(), self.limit)
+    }
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> Self {
+        MemoryBudget {
+            limit,
+            used: Default::default(),
+            peak: AtomicU64::new(0),
+        }
+    }
+
+    /// A budget nothing can exhaust (unit tests of single components).
+    pub fn unlimited() -> Self {
+        Self::new(u64::MAX)
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes in use over every kind of use.
+    pub fn in_use(&self) -> u64 {
+        self.used.iter().map(|u| u.load(Ordering::Relaxed)).sum()
+    }
+
+    pub fn used_by(&self, what: MemoryUse) -> u64 {
+        self.used[what.index()].load(Ordering::Relaxed)
+    }
+
+    /// The most ever in use at once.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Take `bytes` for `what`, or refuse (nothing taken) with a report.
+    /// `who` names the asker in the error (a PE, a rank, a tensor).
+    pub fn charge(&self, what: MemoryUse, bytes: u64, who: &str) -> Result<(), BudgetExceeded> {
+        let in_use = self.in_use();
+        if in_use
+            .checked_add(bytes)
+            .is_none_or(|total| total > self.limit)
+        {
+            return Err(BudgetExceeded {
+                limit: self.limit,
+                asked_by: if who.is_empty() {
+                    what.name().to_string()
+                } else {
+                    format!("{} ({who})", what.name())
+                },
+                asked: bytes,
+                in_use,
+                breakdown: MemoryUse::ALL
+                    .iter()
+                    .map(|u| format!("{} {}", u.name(), human_bytes(self.used_by(*u))))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        self.used[what.index()].fetch_add(bytes, Ordering::Relaxed);
+        self.peak.fetch_max(in_use + bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Give back `bytes` taken for `what`.
+    pub fn release(&self, what: MemoryUse, bytes: u64) {
+        let prev = self.used[what.index()].fetch_sub(bytes, Ordering::Relaxed);
+        debug_assert!(prev >= bytes, "released more {} than charged", what.name());
+    }
+
+    /// Resident memory of this process now (Linux `/proc/self/statm`;
+    /// 0 where it cannot be read).
+    pub fn process_resident() -> u64 {
+        std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map(|pages| pages * 4096)
+            .unwrap_or(0)
+    }
+
+    /// The default budget: half of this machine's physical memory (Linux
+    /// `/proc/meminfo`), or 4 GiB where that cannot be read.
+    pub fn default_limit() -> u64 {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|kib| kib.parse::<u64>().ok())
+            })
+            .map(|kib| kib * 1024 / 2)
+            .unwrap_or(4 << 30)
+    }
+}
+
+/// `1536` → `1.5 KiB`.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+/// Parse a size as a user writes it: `512M`, `4G`, `1.5GiB`, `1048576`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (e.g. 512M, 4G, 1048576)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "'{s}': unknown size unit '{other}' (use K, M, G or T)"
+            ))
+        }
+    };
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("'{s}' is too large"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_up_to_the_limit_and_reports_who_holds_what() {
+        let b = MemoryBudget::new(1000);
+        b.charge(MemoryUse::SimulatedMemory, 600, "").unwrap();
+        b.charge(MemoryUse::GuestMemory, 400, "rank 0").unwrap();
+        let e = b
+            .charge(MemoryUse::GuestOutput, 1, "sip0.cube0.pe0")
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("captured guest output (sip0.cube0.pe0) asked for 1 B"),
+            "{msg}"
+        );
+        assert!(msg.contains("simulated memory pages 600 B"), "{msg}");
+        assert!(msg.contains("--memory-budget"), "{msg}");
+        b.release(MemoryUse::SimulatedMemory, 600);
+        b.charge(MemoryUse::GuestOutput, 600, "").unwrap();
+        assert_eq!(b.in_use(), 1000);
+        assert_eq!(b.peak(), 1000);
+        assert!(b.charge(MemoryUse::GuestOutput, u64::MAX, "").is_err());
+    }
+
+    #[test]
+    fn sizes_parse_as_users_write_them() {
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("4G").unwrap(), 4 << 30);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("3X").is_err());
+        assert!(parse_size("99999999999T").is_err());
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(12), "12 B");
+    }
+}

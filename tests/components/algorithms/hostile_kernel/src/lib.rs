@@ -1,0 +1,70 @@
+//! Test algorithm that attacks the host on purpose; the tile size picks
+//! how (n_elem as the bench passes it: bytes / 2). `args[1]` is the rank.
+//! * 4    → sleeps 1 ms (std::thread::sleep), then runs the hello ring;
+//! * 8    → spins on `tl.now_ps` forever;
+//! * 16   → spins on `tl.program_id` forever;
+//! * 32   → floods `tl.log` forever;
+//! * 64   → floods stdout forever;
+//! * 128  → loads a shape whose byte count overflows 64 bits;
+//! * 256  → sleeps past the simulated clock's horizon;
+//! * 512  → rank 0 loads an unmapped address while its peers wait for it;
+//! * 1024 → sleeps 10 us in a loop forever;
+//! * otherwise behaves like hello_send.
+
+use kernbench_guest::prelude::*;
+use std::time::Duration;
+
+pub struct Hostile;
+
+fn hello<T: Tl>(tl: &T, t_ptr: u64, n: u32) {
+    let t = tl.load(t_ptr, &[n], Dtype::F16);
+    tl.send("E", &t);
+    let r = tl.recv(Some("W"), &[n], Dtype::F16);
+    tl.store(t_ptr, &r);
+}
+
+impl Algorithm for Hostile {
+    fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+        let n = args[0] as u32;
+        let rank = args[1];
+        match n {
+            4 => {
+                std::thread::sleep(Duration::from_millis(1));
+                hello(tl, t_ptr, n);
+            }
+            8 => loop {
+                std::hint::black_box(tl.now_ps());
+            },
+            16 => loop {
+                std::hint::black_box(tl.program_id(0));
+            },
+            32 => loop {
+                tl.log("flooding the log");
+            },
+            64 => loop {
+                println!("flooding stdout with a line that is long enough to fill the cap sooner");
+            },
+            128 => {
+                tl.load(t_ptr, &[1 << 31, 1 << 31, 2], Dtype::F16);
+            }
+            256 => std::thread::sleep(Duration::from_secs(u64::MAX / 4)),
+            512 => {
+                if rank == 0 {
+                    tl.load(0x7000_0000_0000_0000, &[n], Dtype::F16);
+                } else {
+                    hello(tl, t_ptr, n);
+                }
+            }
+            1024 => loop {
+                std::thread::sleep(Duration::from_micros(10));
+            },
+            _ => hello(tl, t_ptr, n),
+        }
+    }
+
+    fn kernel_args(_world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
+        vec![n_elem as i64]
+    }
+}
+
+kernbench_guest::export_algorithm!(Hostile);

@@ -1,0 +1,468 @@
+//! Hostile guests and absurd inputs (issue 8): guests that sleep, spin on
+//! cheap host calls, flood output, allocate huge tensors or overflowing
+//! shapes, and configs with extreme figures. Each must end in a correct
+//! result or a clear error naming the culprit and the budget or key to
+//! change: never a panic, a hang, an unbounded allocation or a wrong
+//! figure with exit status 0. Every run here is bounded by a budget it
+//! sets itself (none relies on a long timeout).
+
+mod common;
+use common::*;
+use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_TOPOLOGY_YAML};
+use kernbench::error::SimError;
+use kernbench::runtime::{Loader, LoaderOptions};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+fn hostile_ccl() -> CclConfig {
+    let text = format!(
+        "defaults: {{algorithm: hostile}}\nalgorithms:\n  hostile: {{module: {}, topology: ring_1d, buffer_kind: tcm, n_slots: 2, slot_kib: 64}}\n",
+        test_component("hostile_kernel")
+    );
+    CclConfig::from_yaml(&text, Origin::Embedded("hostile-ccl")).unwrap()
+}
+
+/// A loader whose host-call budget stops a spinning guest in well under a
+/// second.
+fn tight_loader() -> Arc<Loader> {
+    static L: OnceLock<Arc<Loader>> = OnceLock::new();
+    L.get_or_init(|| {
+        Arc::new(
+            Loader::new(LoaderOptions {
+                max_host_calls: 200_000,
+                pool_instances: 100,
+                ..LoaderOptions::default()
+            })
+            .unwrap(),
+        )
+    })
+    .clone()
+}
+
+fn bench(
+    l: &Arc<Loader>,
+    sips: u32,
+    args: &[&str],
+) -> Result<kernbench::runtime::RunResult, SimError> {
+    run_with(
+        l,
+        test_component("hostile_bench"),
+        topo(sips),
+        hostile_ccl(),
+        None,
+        args,
+    )
+}
+
+fn bench_err(l: &Arc<Loader>, sips: u32, args: &[&str]) -> String {
+    match bench(l, sips, args) {
+        Ok(_) => panic!("{args:?} was expected to fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The hostile kernel, picked by its tile size (elements), on `sips` ranks.
+fn kernel_err(l: &Arc<Loader>, sips: u32, elems: u32) -> String {
+    bench_err(l, sips, &["collective", &elems.to_string()])
+}
+
+// ---- crash: sleeping guests ---------------------------------------------
+
+#[test]
+fn a_sleeping_bench_waits_in_simulated_time() {
+    let e = bench_err(&loader(), 1, &["sleep"]);
+    // 3 ms of std::thread::sleep = 3e9 ps of simulated time, exactly; an
+    // Instant measures simulated time too.
+    assert!(e.contains("slept 3000000000 ps, instant 5000 ns"), "{e}");
+}
+
+#[test]
+fn a_sleeping_kernel_advances_its_time_deterministically() {
+    let a = kernel_err(&loader(), 2, 4);
+    for r in 0..2 {
+        assert!(e_has_rank_time(&a, r), "{a}");
+    }
+    // Each rank slept 1 ms before its ring step, and the data is right
+    // (hello swaps the two ranks' tiles).
+    assert!(a.contains("rank 0 took") && a.contains("got [2.0]"), "{a}");
+    assert!(a.contains("got [1.0]"), "{a}");
+    let t: u64 = a
+        .split("rank 0 took ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    assert!((1_000_000_000..1_010_000_000).contains(&t), "{t} ps");
+    assert_eq!(a, kernel_err(&loader(), 2, 4), "same inputs, same times");
+}
+
+fn e_has_rank_time(e: &str, r: u32) -> bool {
+    e.contains(&format!("rank {r} took "))
+}
+
+#[test]
+fn sleeping_past_the_clocks_horizon_is_refused() {
+    let e = kernel_err(&loader(), 2, 256);
+    assert!(e.contains("hostile_kernel") && e.contains("on sip"), "{e}");
+    assert!(e.contains("passes the simulated clock's horizon"), "{e}");
+    assert!(!e.contains("deadlock"), "{e}");
+}
+
+// ---- hang: loops around cheap host calls, wall clock ---------------------
+
+#[test]
+fn spinning_on_a_host_call_is_stopped_by_the_host_call_budget() {
+    for elems in [8, 16, 1024] {
+        let e = kernel_err(&tight_loader(), 2, elems);
+        assert!(
+            e.contains("hostile_kernel") && e.contains("on sip"),
+            "{elems}: {e}"
+        );
+        assert!(
+            e.contains("host-call budget of 200000 calls ran out"),
+            "{elems}: {e}"
+        );
+        assert!(e.contains("--max-host-calls"), "{elems}: {e}");
+    }
+    let e = bench_err(&tight_loader(), 1, &["spin-now"]);
+    assert!(e.contains("bench 'hostile_bench' run failed"), "{e}");
+    assert!(e.contains("host-call budget"), "{e}");
+}
+
+#[test]
+fn host_calls_burn_fuel() {
+    static L: OnceLock<Arc<Loader>> = OnceLock::new();
+    let l = L
+        .get_or_init(|| {
+            Arc::new(
+                Loader::new(LoaderOptions {
+                    fuel: 20_000_000,
+                    host_call_fuel: 1_000,
+                    pool_instances: 20,
+                    ..LoaderOptions::default()
+                })
+                .unwrap(),
+            )
+        })
+        .clone();
+    let e = bench_err(&l, 1, &["spin-now"]);
+    assert!(
+        e.contains("fuel budget of 20000000 ran out inside a host call"),
+        "{e}"
+    );
+    assert!(e.contains("--fuel"), "{e}");
+}
+
+#[test]
+fn a_wall_clock_deadline_stops_a_pure_spin() {
+    let l = Arc::new(
+        Loader::new(LoaderOptions {
+            fuel: u64::MAX / 4,
+            deadline: Some(Duration::from_secs(1)),
+            pool_instances: 10,
+            ..LoaderOptions::default()
+        })
+        .unwrap(),
+    );
+    let t0 = std::time::Instant::now();
+    let e = bench_err(&l, 1, &["spin-pure"]);
+    assert!(e.contains("wall-clock deadline"), "{e}");
+    assert!(e.contains("--deadline"), "{e}");
+    assert!(e.contains("bench 'hostile_bench' run failed"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(30));
+}
+
+// ---- output floods -------------------------------------------------------
+
+#[test]
+fn a_log_flood_is_bounded_and_stopped() {
+    for elems in [32, 64] {
+        let e = kernel_err(&tight_loader(), 2, elems);
+        assert!(e.contains("host-call budget"), "{elems}: {e}");
+        assert!(!e.contains("unreachable"), "{elems}: {e}");
+    }
+}
+
+#[test]
+fn output_over_the_cap_is_truncated_with_a_notice() {
+    let err = fails(
+        kb().args([
+            "run",
+            test_component("hostile_bench"),
+            "--max-host-calls",
+            "2000000",
+        ])
+        .args(["--", "flood"]),
+    );
+    assert!(
+        err.contains("output truncated at 16.0 MiB"),
+        "{}",
+        tail(&err)
+    );
+    assert!(
+        err.contains("host-call budget of 2000000 calls"),
+        "{}",
+        tail(&err)
+    );
+    assert!(!err.contains("unreachable"), "{}", tail(&err));
+}
+
+fn tail(s: &str) -> String {
+    s.lines().rev().take(6).collect::<Vec<_>>().join("\n")
+}
+
+// ---- silently wrong: sizes and times -------------------------------------
+
+#[test]
+fn shapes_whose_size_overflows_are_refused() {
+    let e = bench_err(&loader(), 1, &["overflow-shape"]);
+    assert!(e.contains("torch.zeros([2147483648, 2147483648, 2]"), "{e}");
+    assert!(e.contains("more than 2^64 bytes"), "{e}");
+    let e = bench_err(&loader(), 1, &["wrapping-shape"]);
+    assert!(e.contains("more than 2^64 elements"), "{e}");
+    let e = kernel_err(&loader(), 2, 128);
+    assert!(
+        e.contains("tl.load(") && e.contains("more than 2^64 bytes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn extreme_figures_are_refused_at_load_time_naming_key_and_range() {
+    let cases = [
+        (
+            "latency_ns: 500 ",
+            "latency_ns: 1e16 ",
+            "system.inter_sip_link.latency_ns",
+            "1 ms",
+        ),
+        (
+            "bandwidth_gbps: 100 ",
+            "bandwidth_gbps: 1e-30 ",
+            "system.inter_sip_link.bandwidth_gbps",
+            "1 MB/s",
+        ),
+        (
+            "setup_ns: 20 ",
+            "setup_ns: 18446744073709551615 ",
+            "pe.dma.setup_ns",
+            "1 ms",
+        ),
+        (
+            "throughput_gflops: 256",
+            "throughput_gflops: 1e-30",
+            "pe.math.throughput_gflops",
+            "elements/s",
+        ),
+    ];
+    for (from, to, key, why) in cases {
+        let text = DEFAULT_TOPOLOGY_YAML.replacen(from, to, 1);
+        assert_ne!(text, DEFAULT_TOPOLOGY_YAML, "{from}");
+        let e = match TopologySpec::from_yaml(&text, Origin::Embedded("extreme.yaml")) {
+            Ok(t) => kernbench::topology::build(&t)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains(key) && e.contains("physical range") && e.contains(why),
+            "{e}"
+        );
+    }
+}
+
+// ---- memory ---------------------------------------------------------------
+
+#[test]
+fn eight_gib_of_zeros_costs_no_host_memory() {
+    let r = bench(&loader(), 1, &["zeros-8g"]).unwrap_err().to_string();
+    assert!(
+        r.contains("ok nbytes=8589934592 small=[1.0, 2.0, 3.0, 4.0]"),
+        "{r}"
+    );
+    // Reading it back whole would not fit a guest: refused, naming it.
+    let e = bench_err(&loader(), 1, &["zeros-8g-read"]);
+    assert!(e.contains("tensor.to_f64() of tensor 'big'"), "{e}");
+    assert!(e.contains("--max-guest-memory"), "{e}");
+}
+
+/// The hostile bench on `sips` ranks with a host-memory budget of `budget`
+/// bytes; the error it ends with.
+fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
+    let r = kernbench::runtime::run_bench(
+        &loader(),
+        kernbench::runtime::RunRequest {
+            bench: test_component("hostile_bench").into(),
+            topology: Arc::new(kernbench::topology::build(&topo(sips)).unwrap()),
+            ccl: hostile_ccl(),
+            algorithm: None,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            trace: false,
+            memory_budget: budget,
+            memory_baseline: 0,
+        },
+    );
+    r.unwrap_err().to_string()
+}
+
+#[test]
+fn scattered_writes_stop_at_the_memory_budget() {
+    let e = budget_err(1, &["scatter", "4"], 128 << 20);
+    assert!(
+        e.contains("host memory budget of 128.0 MiB exhausted"),
+        "{e}"
+    );
+    assert!(e.contains("simulated memory pages"), "{e}");
+    assert!(e.contains("copy_: tensor 'piece"), "{e}");
+}
+
+#[test]
+fn guest_memories_are_charged_to_the_budget() {
+    let e = budget_err(4, &["hold", "8", "32"], 128 << 20);
+    assert!(
+        e.contains("host memory budget of 128.0 MiB exhausted"),
+        "{e}"
+    );
+    assert!(e.contains("guest linear memories (rank"), "{e}");
+}
+
+/// Peak resident size of a child process, from the OS (wait4's rusage;
+/// std's `wait` would not give it, so the child is reaped by `wait4`).
+#[allow(clippy::zombie_processes)]
+fn run_measuring_rss(cmd: &mut std::process::Command) -> (i32, String, u64) {
+    use std::io::Read;
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, err, usage.ru_maxrss as u64 * 1024)
+}
+
+#[test]
+fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
+    let budget: u64 = 400 << 20;
+    // 16 ranks x 64 MiB of touched guest memory = 1 GiB wanted.
+    let (code, err, rss) = run_measuring_rss(
+        kb().args([
+            "run",
+            test_component("hostile_bench"),
+            "--memory-budget",
+            "400M",
+        ])
+        .args(["--topology", &four_sip_by_four_topology()])
+        .args(["--", "hold", "16", "64"]),
+    );
+    assert_eq!(code, 1, "{}", tail(&err));
+    assert!(
+        err.contains("host memory budget of 400.0 MiB exhausted"),
+        "{}",
+        tail(&err)
+    );
+    assert!(
+        err.contains("guest linear memories (rank"),
+        "{}",
+        tail(&err)
+    );
+    assert!(!err.contains("panicked"), "{}", tail(&err));
+    eprintln!("peak RSS of the run: {} MiB (budget 400 MiB)", rss >> 20);
+    assert!(
+        rss < budget,
+        "peak RSS {} MiB over the 400 MiB budget",
+        rss >> 20
+    );
+}
+
+fn four_sip_by_four_topology() -> String {
+    static P: OnceLock<tempfile::TempPath> = OnceLock::new();
+    let p = P.get_or_init(|| {
+        let f = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+        let text = DEFAULT_TOPOLOGY_YAML.replacen("count: 4", "count: 16", 1);
+        std::fs::write(f.path(), text).unwrap();
+        f.into_temp_path()
+    });
+    p.to_str().unwrap().to_string()
+}
+
+// ---- misleading reports ---------------------------------------------------
+
+#[test]
+fn a_kernel_failing_while_its_peers_wait_is_reported_as_itself() {
+    let e = kernel_err(&loader(), 3, 512);
+    assert!(e.contains("tl.load(addr=0x7000000000000000"), "{e}");
+    assert!(e.contains("sip0.cube0.pe0"), "{e}");
+    assert!(e.contains("unknown memory kind 7"), "{e}");
+    assert!(!e.contains("deadlock"), "{e}");
+}
+
+#[test]
+fn more_ranks_than_the_instance_pool_holds_is_explained() {
+    let l = Arc::new(
+        Loader::new(LoaderOptions {
+            pool_instances: 12,
+            ..LoaderOptions::default()
+        })
+        .unwrap(),
+    );
+    let e = bench_err(&l, 8, &["collective", "8"]);
+    assert!(
+        e.contains("8 ranks need up to 18 WebAssembly instances"),
+        "{e}"
+    );
+    assert!(e.contains("--pool-instances 18"), "{e}");
+    assert!(!e.contains("deadlock"), "{e}");
+}
+
+#[test]
+fn a_directory_as_a_component_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("algo.wasm");
+    std::fs::create_dir(&d).unwrap();
+    let e = run(d.to_str().unwrap(), topo(2), ccl(), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is a directory, not a .wasm component file"),
+        "{e}"
+    );
+    let e = run("/dev/null", topo(2), ccl(), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not a regular file"), "{e}");
+}
+
+#[test]
+fn a_hundred_thousand_rows_report_in_linear_time() {
+    let r = bench(&loader(), 1, &["records", "100000"]).unwrap();
+    assert_eq!(r.rows.len(), 100_000);
+    let rows = kernbench::report::aggregate(&r.rows, None);
+    assert_eq!(rows.len(), 100_000);
+}
+
+#[test]
+fn csv_fields_with_commas_quotes_and_newlines_are_quoted() {
+    let out = ok(kb()
+        .args(["run", test_component("hostile_bench"), "--format", "csv"])
+        .args(["--", "odd-names"]));
+    let mut r = csv::Reader::from_reader(out.as_bytes());
+    let row = r.records().next().unwrap().unwrap();
+    assert_eq!(&row[0], "all,reduce \"odd\"\nname");
+    assert_eq!(&row[4], "s,u\"m");
+}
