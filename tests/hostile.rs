@@ -172,6 +172,15 @@ fn a_wall_clock_deadline_stops_a_pure_spin() {
     assert!(t0.elapsed() < Duration::from_secs(30));
 }
 
+#[test]
+fn a_kernel_issuing_commands_in_a_loop_waits_for_its_command_queue() {
+    // 20000 stores in flight would be 20000 tasks; the queue holds 4096,
+    // the kernel waits for room, and the run completes with correct data.
+    let e = kernel_err(&loader(), 2, 2048);
+    assert!(e.contains("rank 0 took") && e.contains("got [2.0]"), "{e}");
+    assert!(e.contains("rank 1 took") && e.contains("got [1.0]"), "{e}");
+}
+
 // ---- output floods -------------------------------------------------------
 
 #[test]
@@ -270,6 +279,22 @@ fn extreme_figures_are_refused_at_load_time_naming_key_and_range() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_machine_too_large_to_compile_is_refused_before_it_is_built() {
+    let text = DEFAULT_TOPOLOGY_YAML
+        .replacen("count: 4", "count: 4096", 1)
+        .replacen("w: 4\n    h: 4", "w: 64\n    h: 64", 1);
+    let e = match TopologySpec::from_yaml(&text, Origin::Embedded("huge.yaml")) {
+        Ok(t) => kernbench::topology::build(&t)
+            .map(|_| ())
+            .unwrap_err()
+            .to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("at most 4194304 are supported"), "{e}");
+    assert!(e.contains("4096 SIPs x 4096 cubes"), "{e}");
 }
 
 // ---- memory ---------------------------------------------------------------

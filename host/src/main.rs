@@ -188,6 +188,11 @@ fn real_main() -> Result<()> {
                     memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
                 },
             )?;
+            if let Some(dropped) = res.trace_dropped.filter(|&d| d > 0) {
+                eprintln!(
+                    "# trace truncated: {dropped} spans not recorded (the memory budget was spent; raise --memory-budget)"
+                );
+            }
             if let (Some(path), Some(json)) = (&trace, &res.trace) {
                 std::fs::write(path, serde_json::to_vec(json)?)
                     .with_context(|| format!("cannot write the trace to {}", path.display()))?;

@@ -3,6 +3,10 @@
 use super::Origin;
 use crate::error::ConfigError;
 use crate::units::{self, ns_to_ps, Ps, Rate};
+
+/// The most nodes a compiled machine graph may have (about 1.6 GB of host
+/// memory; 4096 SIPs of the default 4x4-cube SIP have 1.7 M).
+pub const MAX_GRAPH_NODES: u64 = 4 << 20;
 use serde::Deserialize;
 
 /// SIP-level interconnect shape.
@@ -444,6 +448,23 @@ impl TopologySpec {
         )?;
         grid("cube.noc", (self.cube.noc.w, self.cube.noc.h))?;
         let pl = &self.cube.pe_layout;
+        // The compiled graph holds every router, PE and memory of every
+        // cube: bound it before building it (~400 bytes of host memory a
+        // node, with its links and routing tables).
+        let per_cube = self.cube.noc.w as u64 * self.cube.noc.h as u64
+            + pl.corners.len() as u64 * pl.pe_per_corner as u64
+            + self.cube.hbm.stacks as u64
+            + 8;
+        let nodes =
+            s.count as u64 * self.sip.cube_mesh.w as u64 * self.sip.cube_mesh.h as u64 * per_cube;
+        if nodes > MAX_GRAPH_NODES {
+            return Err(format!(
+                "the machine would have about {nodes} nodes ({} SIPs x {} cubes x {per_cube} nodes per cube); \
+                 at most {MAX_GRAPH_NODES} are supported: make system.sips.count, sip.cube_mesh or cube.noc smaller",
+                s.count,
+                self.sip.cube_mesh.w * self.sip.cube_mesh.h
+            ));
+        }
         if pl.corners.is_empty() || pl.pe_per_corner == 0 || self.pes_per_cube() > 256 {
             return Err(format!(
                 "cube.pe_layout needs 1..=256 PEs (corners x pe_per_corner), got {} x {}",

@@ -23,6 +23,19 @@ pub enum BinOp {
     Min,
 }
 
+impl BinOp {
+    /// The name as the WIT spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BinOp::Add => "add",
+            BinOp::Sub => "sub",
+            BinOp::Mul => "mul",
+            BinOp::Max => "max",
+            BinOp::Min => "min",
+        }
+    }
+}
+
 impl Dtype {
     pub const fn itemsize(self) -> u64 {
         match self {

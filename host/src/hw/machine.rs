@@ -28,6 +28,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+/// Commands a PE may have in flight (issued, not completed).
+pub const COMMAND_QUEUE_DEPTH: usize = 4096;
+
 /// What is given back when the last reference to a tensor drops.
 enum Hold {
     None,
@@ -205,12 +208,12 @@ impl Machine {
             links: Mutex::new(LinkTable::new(&topo)),
             topo,
             timing,
-            memory: Mutex::new(MemoryStore::new(budget)),
+            memory: Mutex::new(MemoryStore::new(budget.clone())),
             pes: Mutex::new(HashMap::new()),
             blocks: Mutex::new(HashMap::new()),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
-            trace: trace.then(TraceRecorder::default),
+            trace: trace.then(|| TraceRecorder::new(budget)),
         })
     }
 
@@ -314,6 +317,33 @@ impl Machine {
     /// Host-side (zero simulated time) read.
     pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
         self.memory.lock().unwrap().read(space, offset, len)
+    }
+
+    /// Wait (in simulated time) until `pe` has fewer than
+    /// [`COMMAND_QUEUE_DEPTH`] commands in flight, as a hardware command
+    /// queue of that depth would make its kernel wait. Bounds the host
+    /// memory a kernel issuing commands in a loop can take.
+    pub async fn queue_room(&self, pe: PeCoord) {
+        let st = self.pe(pe);
+        loop {
+            let oldest = {
+                let mut o = st.outstanding.lock().unwrap();
+                if o.len() < COMMAND_QUEUE_DEPTH {
+                    return;
+                }
+                o.retain(|e| !e.is_set());
+                if o.len() < COMMAND_QUEUE_DEPTH {
+                    return;
+                }
+                o[0].clone()
+            };
+            self.set_blocked(
+                pe,
+                Some("command queue full: waiting for the oldest command".into()),
+            );
+            oldest.wait().await;
+            self.set_blocked(pe, None);
+        }
     }
 
     fn track(&self, pe: &PeState, done: &Event) {
@@ -515,7 +545,8 @@ impl Machine {
         if a.shape != b.shape || a.dtype != b.dtype {
             return Err(HwError::Mismatch {
                 what: format!(
-                    "{op:?} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
+                    "{} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
+                    op.name(),
                     a.shape,
                     a.dtype.name(),
                     b.shape,
@@ -526,7 +557,7 @@ impl Machine {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
         self.math(
-            format!("{op:?}"),
+            op.name().to_string(),
             pe,
             vec![a.clone(), b.clone()],
             out.clone(),

@@ -6,11 +6,13 @@
 //! per PE kernel, and per link leaving that SIP's nodes; plus a "ranks"
 //! process with one thread per bench rank.
 
+use crate::budget::{MemoryBudget, MemoryUse};
 use crate::topology::{LinkId, PeCoord, Topology};
 use crate::units::Ps;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Where a span is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,10 +33,22 @@ pub struct Span {
     pub end: Ps,
 }
 
-/// Collects spans during a run (only when tracing is on).
-#[derive(Debug, Default)]
+/// Collects spans during a run (only when tracing is on). Spans are
+/// charged to the run's memory budget (with room for their JSON form);
+/// once it refuses, further spans are counted and dropped.
+#[derive(Debug)]
 pub struct TraceRecorder {
     spans: Mutex<Vec<Span>>,
+    budget: Arc<MemoryBudget>,
+    charged: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl Drop for TraceRecorder {
+    fn drop(&mut self) {
+        self.budget
+            .release(MemoryUse::GuestOutput, *self.charged.get_mut());
+    }
 }
 
 const RANKS_PID: u32 = 1_000_000;
@@ -44,13 +58,39 @@ fn us(ps: Ps) -> f64 {
 }
 
 impl TraceRecorder {
+    pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        TraceRecorder {
+            spans: Mutex::new(Vec::new()),
+            budget,
+            charged: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
     pub fn record(&self, track: Track, name: impl Into<String>, start: Ps, end: Ps) {
+        let name = name.into();
+        // The span, and its JSON event when the trace is written.
+        let cost = 4 * (std::mem::size_of::<Span>() + name.len()) as u64 + 256;
+        if self
+            .budget
+            .charge(MemoryUse::GuestOutput, cost, "the --trace recorder")
+            .is_err()
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.charged.fetch_add(cost, Ordering::Relaxed);
         self.spans.lock().unwrap().push(Span {
             track,
-            name: name.into(),
+            name,
             start,
             end,
         });
+    }
+
+    /// Spans not recorded because the memory budget was spent.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Chrome trace-event JSON (timestamps in µs).
@@ -100,6 +140,28 @@ impl TraceRecorder {
                 "args": {"start_ps": s.start, "end_ps": s.end},
             }));
         }
-        json!({"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"time_unit": "us, from picoseconds"}})
+        json!({"traceEvents": events, "displayTimeUnit": "ns", "otherData": {
+            "time_unit": "us, from picoseconds",
+            "dropped_spans": self.dropped(),
+        }})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_over_the_budget_are_counted_and_dropped() {
+        let budget = Arc::new(MemoryBudget::new(4096));
+        let t = TraceRecorder::new(budget.clone());
+        for i in 0..100 {
+            t.record(Track::Rank(0), format!("span {i}"), i, i + 1);
+        }
+        let kept = t.spans.lock().unwrap().len() as u64;
+        assert!(kept > 0 && kept < 100, "{kept}");
+        assert_eq!(kept + t.dropped(), 100);
+        drop(t);
+        assert_eq!(budget.in_use(), 0);
     }
 }

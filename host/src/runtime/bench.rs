@@ -281,15 +281,22 @@ impl report::Host for BenchHost {
         collective: String,
         row: report::ResultRow,
     ) -> wasmtime::Result<()> {
-        self.session.record(ReportRecord {
-            collective,
-            size_bytes: row.size_bytes,
-            count: row.count,
-            dtype: dtype_in(row.dtype),
-            redop: row.redop,
-            time_ps: row.time_ps,
-            wrong: row.wrong,
-        });
-        Ok(())
+        let who = self
+            .rank
+            .map_or_else(|| "bench".to_string(), |r| format!("rank {r}"));
+        self.session
+            .record(
+                ReportRecord {
+                    collective,
+                    size_bytes: row.size_bytes,
+                    count: row.count,
+                    dtype: dtype_in(row.dtype),
+                    redop: row.redop,
+                    time_ps: row.time_ps,
+                    wrong: row.wrong,
+                },
+                &who,
+            )
+            .map_err(wasmtime::Error::msg)
     }
 }

@@ -145,6 +145,7 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
         let t = self
             .machine
             .load(self.pe, addr, &shape, dtype_in(dtype))
@@ -153,6 +154,7 @@ impl tl::Host for KernelHost {
     }
 
     async fn store(&mut self, addr: u64, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
+        self.machine.queue_room(self.pe).await;
         let v = self.tensor(&value)?;
         self.machine
             .store(self.pe, addr, &v)
@@ -188,6 +190,7 @@ impl tl::Host for KernelHost {
         dtype: types::Dtype,
         dst_addr: u64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
         let fut = self
             .machine
             .recv(self.pe, dir.clone(), shape, dtype_in(dtype), Some(dst_addr));
@@ -214,6 +217,7 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         b: Resource<KernelTensor>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
         let op = match op {
             tl::Binop::Add => BinOp::Add,
             tl::Binop::Sub => BinOp::Sub,
@@ -225,7 +229,7 @@ impl tl::Host for KernelHost {
         let t = self
             .machine
             .binary(self.pe, op, &a, &b)
-            .map_err(|e| self.fail(format!("tl.binary({op:?})"), e))?;
+            .map_err(|e| self.fail(format!("tl.binary({})", op.name()), e))?;
         self.push(t)
     }
 
@@ -234,6 +238,7 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         factor: f64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
         let a = self.tensor(&a)?;
         let t = self
             .machine

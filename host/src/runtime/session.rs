@@ -138,8 +138,17 @@ impl Session {
         self.rows.lock().unwrap().clone()
     }
 
-    pub(crate) fn record(&self, r: ReportRecord) {
+    /// Keep a row the bench reported; rows are charged to the run's
+    /// memory budget like the rest of its output.
+    pub(crate) fn record(&self, r: ReportRecord, who: &str) -> Result<(), String> {
+        let cost =
+            (std::mem::size_of::<ReportRecord>() + r.collective.len() + r.redop.len()) as u64;
+        self.limits
+            .budget
+            .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
+            .map_err(|e| format!("report.record-result: {e}"))?;
         self.rows.lock().unwrap().push(r);
+        Ok(())
     }
 
     /// The first root-cause failure of the run, if any: (who, message).

@@ -51,6 +51,8 @@ pub struct RunResult {
     pub trace: Option<serde_json::Value>,
     /// The most host memory the run's budget held at once, bytes.
     pub memory_peak: u64,
+    /// Trace spans dropped for want of memory budget (when tracing).
+    pub trace_dropped: Option<u64>,
 }
 
 /// Run a bench to completion.
@@ -140,5 +142,6 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         memory_digest: machine.memory_digest(),
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
         memory_peak: limits.budget.peak(),
+        trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),
     })
 }

@@ -9,6 +9,7 @@
 //! * 256  → sleeps past the simulated clock's horizon;
 //! * 512  → rank 0 loads an unmapped address while its peers wait for it;
 //! * 1024 → sleeps 10 us in a loop forever;
+//! * 2048 → issues 20000 stores without waiting, then the hello ring;
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -58,6 +59,13 @@ impl Algorithm for Hostile {
             1024 => loop {
                 std::thread::sleep(Duration::from_micros(10));
             },
+            2048 => {
+                let t = tl.load(t_ptr, &[n], Dtype::F16);
+                for _ in 0..20_000 {
+                    tl.store(t_ptr, &t);
+                }
+                hello(tl, t_ptr, n);
+            }
             _ => hello(tl, t_ptr, n),
         }
     }
