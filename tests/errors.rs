@@ -93,6 +93,13 @@ fn a_wrong_direction_names_the_component_the_pe_and_the_call() {
 fn a_guest_panic_is_an_error_with_the_guest_backtrace() {
     let e = faulty("16", &loader()).to_string();
     assert!(e.contains("faulty_kernel"), "{e}");
+    // The panic's own message and place lead, not a bare `unreachable`.
+    assert!(
+        e.contains("the guest panicked at")
+            && e.contains("src/lib.rs")
+            && e.contains(": deliberate failure in faulty_kernel"),
+        "{e}"
+    );
     assert!(e.contains("on sip"), "{e}");
     assert!(
         e.contains("wasm backtrace") || e.contains("wasm trap"),

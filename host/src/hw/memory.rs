@@ -116,29 +116,35 @@ impl MemoryStore {
         }
     }
 
-    /// Copy `len` bytes from `src` to `dst` page by page (ranges must not
-    /// overlap), without materialising the whole range.
+    /// Copy `len` bytes from `src` to `dst` page by page, without
+    /// materialising the whole range; overlapping ranges copy as `memmove`
+    /// does (the result is the source as it was before the copy).
     pub fn copy(
         &mut self,
         src: (Space, u64),
         dst: (Space, u64),
         len: u64,
     ) -> Result<(), BudgetExceeded> {
+        let mut pieces: Vec<(u64, u64)> = chunks(src.1, len)
+            .map(|(_, _, at, n)| (at as u64, n as u64))
+            .collect();
+        // Copying forward onto a later part of the same range would read
+        // bytes already overwritten: go backwards then.
+        if src.0 == dst.0 && dst.1 > src.1 && dst.1 < src.1 + len {
+            pieces.reverse();
+        }
         let mut buf = vec![0u8; PAGE.min(len) as usize];
-        let mut done = 0u64;
-        while done < len {
-            let n = (PAGE - (src.1 + done) % PAGE).min(len - done);
-            let src_page = (src.1 + done) / PAGE;
-            if self.pages.contains_key(&(src.0, src_page)) {
+        for (at, n) in pieces {
+            let from = src.1 + at;
+            if self.pages.contains_key(&(src.0, from / PAGE)) {
                 let piece = &mut buf[..n as usize];
-                self.read_into(src.0, src.1 + done, piece);
+                self.read_into(src.0, from, piece);
                 // `write` keeps unwritten destination pages unwritten when
                 // the piece is zero.
-                self.write(dst.0, dst.1 + done, piece)?;
+                self.write(dst.0, dst.1 + at, piece)?;
             } else {
-                self.zero(dst.0, dst.1 + done, n);
+                self.zero(dst.0, dst.1 + at, n);
             }
-            done += n;
         }
         Ok(())
     }
@@ -188,7 +194,7 @@ mod tests {
 
     #[test]
     fn unwritten_and_zeroed_memory_costs_nothing() {
-        let budget = Arc::new(MemoryBudget::new(4 * PAGE));
+        let budget = Arc::new(MemoryBudget::new(8 * PAGE));
         let mut m = MemoryStore::new(budget.clone());
         let hbm = Space::Hbm { sip: 0, cube: 0 };
         // Zeros never materialise; a huge zero range is free.
@@ -205,10 +211,26 @@ mod tests {
         // A copy of written memory lands.
         m.copy((hbm, 5 * PAGE), (tcm(), 100), 4).unwrap();
         assert_eq!(m.read(tcm(), 100, 4), vec![9, 0, 0, 0]);
+        // Overlapping copies behave as memmove, both ways.
+        let data: Vec<u8> = (0..3 * PAGE).map(|i| (i % 253) as u8 + 1).collect();
+        m.write(tcm(), 0, &data).unwrap();
+        m.copy((tcm(), 0), (tcm(), 1000), 2 * PAGE).unwrap();
+        assert_eq!(m.read(tcm(), 1000, 2 * PAGE), data[..2 * PAGE as usize]);
+        m.write(tcm(), 0, &data).unwrap();
+        m.copy((tcm(), 1000), (tcm(), 0), 2 * PAGE).unwrap();
+        assert_eq!(
+            m.read(tcm(), 0, 2 * PAGE),
+            data[1000..1000 + 2 * PAGE as usize]
+        );
         // Over the budget: a clean refusal.
-        m.write(hbm, 20 * PAGE, &[1]).unwrap();
-        m.write(hbm, 21 * PAGE, &[1]).unwrap();
-        let e = m.write(hbm, 30 * PAGE, &[1]).unwrap_err();
+        let mut page = 20;
+        let e = loop {
+            match m.write(hbm, page * PAGE, &[1]) {
+                Ok(()) => page += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(budget.in_use(), 8 * PAGE);
         assert!(e.to_string().contains("simulated memory pages"), "{e}");
         drop(m);
         assert_eq!(budget.in_use(), 0);

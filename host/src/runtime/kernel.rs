@@ -6,9 +6,9 @@ use super::bindings::algorithm::{Algorithm, AlgorithmPre};
 
 /// The optional export mapping SIP topology names to kinds.
 pub const TOPO_EXPORT: &str = "topo-name-to-kind";
-use super::describe_wasm_error;
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
+use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::trace::Track;
@@ -301,12 +301,21 @@ impl AlgorithmComponent {
         Ok((store, sb.output))
     }
 
-    fn failed(&self, algorithm: &str, pe: PeCoord, e: &wasmtime::Error) -> SimError {
+    fn failed(
+        &self,
+        algorithm: &str,
+        pe: PeCoord,
+        e: &wasmtime::Error,
+        out: Option<&Output>,
+    ) -> SimError {
         SimError::KernelFailed {
             algorithm: algorithm.to_string(),
             component: self.name.clone(),
             pe: pe.to_string(),
-            message: describe_wasm_error(e),
+            message: match out {
+                Some(out) => describe_guest_error(e, out),
+                None => describe_wasm_error(e),
+            },
         }
     }
 
@@ -324,8 +333,8 @@ impl AlgorithmComponent {
         let seed = ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64;
         let (mut store, out) = self
             .store(&machine, limits, pe, seed)
-            .map_err(|e| self.failed(algorithm, pe, &e))?;
-        let _flush = FlushOnDrop::new(pe.to_string(), out);
+            .map_err(|e| self.failed(algorithm, pe, &e, None))?;
+        let _flush = FlushOnDrop::new(pe.to_string(), out.clone());
         let result = async {
             let inst = self.pre.instantiate_async(&mut store).await?;
             inst.call_kernel(&mut store, launch.t_ptr, &launch.args)
@@ -333,7 +342,7 @@ impl AlgorithmComponent {
         }
         .await;
         if let Err(e) = result {
-            return Err(self.failed(algorithm, pe, &e));
+            return Err(self.failed(algorithm, pe, &e, Some(&out)));
         }
         for done in machine.take_outstanding(pe) {
             done.wait().await;
@@ -368,8 +377,8 @@ impl AlgorithmComponent {
         };
         let (mut store, out) = self
             .store(machine, limits, pe, u64::MAX)
-            .map_err(|e| self.failed("(kernel-args)", pe, &e))?;
-        let _flush = FlushOnDrop::new(format!("{} kernel-args", self.name), out);
+            .map_err(|e| self.failed("(kernel-args)", pe, &e, None))?;
+        let _flush = FlushOnDrop::new(format!("{} kernel-args", self.name), out.clone());
         let result = async {
             let instance = self
                 .pre
@@ -390,7 +399,7 @@ impl AlgorithmComponent {
         .await;
         result.map_err(|e| SimError::Component {
             name: self.name.clone(),
-            message: describe_wasm_error(&e),
+            message: describe_guest_error(&e, &out),
         })
     }
 }

@@ -23,4 +23,4 @@ mod trap;
 pub use loader::{Loader, LoaderOptions};
 pub use session::{ReportRecord, Session};
 pub use sim::{run_bench, RunRequest, RunResult};
-pub use trap::describe_wasm_error;
+pub use trap::{describe_guest_error, describe_wasm_error};

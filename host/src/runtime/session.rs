@@ -4,11 +4,11 @@
 
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
-use super::describe_wasm_error;
 use super::kernel::{AlgorithmComponent, KernelLaunch};
 use super::limits::{guard_store, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
+use super::{describe_guest_error, describe_wasm_error};
 use crate::config::ccl::NeighbourTopology;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
@@ -484,7 +484,7 @@ impl Session {
         let (mut store, out) = self
             .bench_store(None)
             .map_err(|e| SimError::Wasmtime(describe_wasm_error(&e)))?;
-        let _flush = FlushOnDrop::new("bench".into(), out);
+        let _flush = FlushOnDrop::new("bench".into(), out.clone());
         let args = self.bench_args.clone();
         let result = async {
             let inst = self.bench.pre.instantiate_async(&mut store).await?;
@@ -504,7 +504,7 @@ impl Session {
         match result {
             Ok(Ok(())) => Ok(()),
             Ok(Err(msg)) => Err(kernel_failure.unwrap_or_else(|| failed(msg))),
-            Err(e) => Err(kernel_failure.unwrap_or_else(|| failed(describe_wasm_error(&e)))),
+            Err(e) => Err(kernel_failure.unwrap_or_else(|| failed(describe_guest_error(&e, &out)))),
         }
     }
 
@@ -527,7 +527,7 @@ impl Session {
         let (mut store, out) = self
             .bench_store(Some(rank))
             .map_err(|e| describe_wasm_error(&e))?;
-        let _flush = FlushOnDrop::new(format!("rank {rank}"), out);
+        let _flush = FlushOnDrop::new(format!("rank {rank}"), out.clone());
         let result = async {
             let inst = self.bench.pre.instantiate_async(&mut store).await?;
             inst.call_worker(&mut store, rank, world_size, &args).await
@@ -535,7 +535,7 @@ impl Session {
         .await;
         let result = match result {
             Ok(r) => r,
-            Err(e) => Err(describe_wasm_error(&e)),
+            Err(e) => Err(describe_guest_error(&e, &out)),
         };
         if let Err(e) = &result {
             // A rank that dies leaves its peers waiting in collectives: keep

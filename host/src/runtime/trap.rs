@@ -1,6 +1,8 @@
 //! Turning wasmtime errors (guest traps, host errors raised in imports)
 //! into messages that point at the user's code.
 
+use super::wasi::Output;
+
 /// Guest backtraces are cut after this many frames (deep recursion).
 const MAX_FRAMES: usize = 24;
 
@@ -55,4 +57,52 @@ pub fn describe_wasm_error(err: &wasmtime::Error) -> String {
         }
     }
     out
+}
+
+/// A Rust guest's panic, as its runtime printed it to stderr:
+/// (message, location).
+fn rust_panic(stderr: &str) -> Option<(String, String)> {
+    let mut lines = stderr.lines();
+    let head = lines.by_ref().find(|l| l.contains(" panicked at "))?;
+    let location = head
+        .split(" panicked at ")
+        .nth(1)?
+        .trim_end_matches(':')
+        .to_string();
+    let message: Vec<&str> = lines
+        .take_while(|l| !l.starts_with("note: ") && !l.starts_with("stack backtrace"))
+        .collect();
+    Some((message.join("\n"), location))
+}
+
+/// [`describe_wasm_error`], led by the guest's own panic message when the
+/// trap is a Rust guest panicking (a bare `unreachable` says nothing).
+pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
+    let described = describe_wasm_error(err);
+    if !matches!(
+        err.downcast_ref::<wasmtime::Trap>(),
+        Some(wasmtime::Trap::UnreachableCodeReached)
+    ) {
+        return described;
+    }
+    let (stderr, _) = out.stderr.contents();
+    match rust_panic(&String::from_utf8_lossy(&stderr)) {
+        Some((message, location)) => {
+            format!("the guest panicked at {location}: {message}\n{described}")
+        }
+        None => described,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_rust_panic_is_read_from_stderr() {
+        let text = "hello\n\nthread '<unnamed>' (1) panicked at src/lib.rs:40:21:\ndeliberate failure\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            super::rust_panic(text),
+            Some(("deliberate failure".into(), "src/lib.rs:40:21".into()))
+        );
+        assert_eq!(super::rust_panic("no panic here"), None);
+    }
 }
