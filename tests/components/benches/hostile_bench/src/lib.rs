@@ -21,13 +21,17 @@ impl Bench for Hostile {
     fn run(args: Vec<String>) -> Result<(), String> {
         let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
         match arg(0) {
-            // 8 GiB of zeros, one element written at the end, then read back.
+            // 8 GiB of zeros beside a small tensor written and read back.
             "zeros-8g" => {
                 let t = torch::zeros(&[1 << 22, 1 << 10], Dtype::F16, "big")?;
                 let before = t.nbytes();
                 let small = torch::zeros(&[4], Dtype::F16, "small")?;
                 small.copy_from_f64(&[1.0, 2.0, 3.0, 4.0])?;
-                Err(format!("ok nbytes={before} small={:?}", small.to_f64()))
+                let back = small.to_f64();
+                if before != 8 << 30 || back != [1.0, 2.0, 3.0, 4.0] {
+                    return Err(format!("wrong: nbytes={before} small={back:?}"));
+                }
+                Ok(())
             }
             "zeros-8g-read" => {
                 let t = torch::zeros(&[1 << 22, 1 << 10], Dtype::F16, "big")?;
