@@ -3,6 +3,7 @@
 //! guests, deadlocks and broken components. Never a host panic or a hang.
 
 mod common;
+mod hostile;
 use common::*;
 use kernbench::error::SimError;
 

@@ -4,10 +4,10 @@
 //! result or a clear error naming the culprit and the budget or key to
 //! change: never a panic, a hang, an unbounded allocation or a wrong
 //! figure with exit status 0. Every run here is bounded by a budget it
-//! sets itself (none relies on a long timeout).
+//! sets itself (none relies on a long timeout). Part of the `errors` test
+//! binary (one binary linking wasmtime, not two).
 
-mod common;
-use common::*;
+use crate::common::*;
 use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_TOPOLOGY_YAML};
 use kernbench::error::SimError;
 use kernbench::runtime::{Loader, LoaderOptions};
