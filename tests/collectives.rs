@@ -31,6 +31,34 @@ fn ring_allreduce_is_correct_for_2_3_4_and_8_ranks() {
 }
 
 #[test]
+fn the_reference_check_is_exact_beyond_f16s_integer_range() {
+    // 300 ranks: sums of 0..16 from every rank would pass 2048, where f16
+    // stops being exact, and the check would report false "wrong"s.
+    let l = std::sync::Arc::new(
+        kernbench::runtime::Loader::new(kernbench::runtime::LoaderOptions {
+            pool_instances: 700,
+            ..kernbench::runtime::LoaderOptions::default()
+        })
+        .unwrap(),
+    );
+    let res = run_with(
+        &l,
+        "ccl_allreduce",
+        topo(300),
+        ccl(),
+        None,
+        &["-b", "64", "-e", "64"],
+    )
+    .unwrap();
+    assert_eq!(res.rows.len(), 300);
+    assert!(
+        res.rows.iter().all(|r| r.wrong == 0),
+        "{:?}",
+        res.rows.iter().find(|r| r.wrong > 0)
+    );
+}
+
+#[test]
 fn ring_allreduce_is_correct_on_a_custom_topology() {
     check_allreduce(custom_topo(5), 5);
 }
