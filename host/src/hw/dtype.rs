@@ -1,9 +1,15 @@
 //! Tensor element types and element-wise math on raw little-endian bytes
-//! (host-side math with `ndarray`; f16/bf16 via `half`, computed in f32
-//! and rounded once, which is exact rounding for add/sub/mul/max/min).
+//! (f16/bf16 via `half`'s slice conversions, computed in f32 and rounded
+//! once, which is exact rounding for add/sub/mul/max/min; each op is one
+//! tight loop over slices, which the compiler vectorises).
 
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
-use ndarray::{Array1, Zip};
+
+// Encoded tensors are little-endian; so is every host this builds for.
+#[cfg(not(target_endian = "little"))]
+compile_error!("the memory store holds little-endian bytes: build on a little-endian host");
+use ndarray::{ArrayView1, ArrayViewMut1, Zip};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
@@ -98,70 +104,104 @@ fn apply_f32(op: BinOp, a: f32, b: f32) -> f32 {
     }
 }
 
-fn to_f32(dtype: Dtype, bytes: &[u8]) -> Array1<f32> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| match dtype {
-            Dtype::F16 => f16::from_le_bytes([c[0], c[1]]).to_f32(),
-            _ => bf16::from_le_bytes([c[0], c[1]]).to_f32(),
-        })
-        .collect()
+/// `out[i] = a[i] op b[i]`, one tight loop per op so that it vectorises.
+fn apply_slices<T: Copy>(op: BinOp, a: &[T], b: &[T], out: &mut [T], f: impl Fn(BinOp, T, T) -> T) {
+    macro_rules! each {
+        ($op:expr) => {
+            Zip::from(ArrayViewMut1::from(&mut *out))
+                .and(ArrayView1::from(a))
+                .and(ArrayView1::from(b))
+                .for_each(|o, &x, &y| *o = f($op, x, y))
+        };
+    }
+    match op {
+        BinOp::Add => each!(BinOp::Add),
+        BinOp::Sub => each!(BinOp::Sub),
+        BinOp::Mul => each!(BinOp::Mul),
+        BinOp::Max => each!(BinOp::Max),
+        BinOp::Min => each!(BinOp::Min),
+    }
 }
 
-/// `a op b` element-wise on encoded bytes of equal length.
+/// Elements of `bytes` as `T`: borrowed when the bytes are aligned for
+/// `T` (as the memory store's buffers are), else copied.
+fn elements<T: bytemuck::Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(v) => std::borrow::Cow::Borrowed(v),
+        Err(_) => std::borrow::Cow::Owned(
+            bytes
+                .chunks_exact(std::mem::size_of::<T>())
+                .map(bytemuck::pod_read_unaligned)
+                .collect(),
+        ),
+    }
+}
+
+/// Elements per step of the f16 / bf16 loop: its f32 buffers stay on the
+/// stack and in L1, instead of three tensor-sized temporaries (whose fresh
+/// pages cost more than the math).
+const HALF_CHUNK: usize = 2048;
+
+/// `a op b` for a 16-bit float type `H` (f16 / bf16): each chunk is
+/// widened to f32 with `half`'s slice conversions (F16C on x86 when the
+/// CPU has it), combined, and rounded back once.
+fn binary_half<H>(op: BinOp, a: &[u8], b: &[u8]) -> Vec<u8>
+where
+    H: bytemuck::Pod,
+    [H]: HalfFloatSliceExt,
+{
+    let (x, y) = (elements::<H>(a), elements::<H>(b));
+    let fill = |dst: &mut [u16]| {
+        let mut fx = [0f32; HALF_CHUNK];
+        let mut fy = [0f32; HALF_CHUNK];
+        let mut fr = [0f32; HALF_CHUNK];
+        for start in (0..x.len()).step_by(HALF_CHUNK) {
+            let end = (start + HALF_CHUNK).min(x.len());
+            let m = end - start;
+            x[start..end].convert_to_f32_slice(&mut fx[..m]);
+            y[start..end].convert_to_f32_slice(&mut fy[..m]);
+            apply_slices(op, &fx[..m], &fy[..m], &mut fr[..m], apply_f32);
+            bytemuck::cast_slice_mut::<u16, H>(&mut dst[start..end])
+                .convert_from_f32_slice(&fr[..m]);
+        }
+    };
+    let mut out = vec![0u8; a.len()];
+    match bytemuck::try_cast_slice_mut::<u8, u16>(&mut out) {
+        Ok(dst) => fill(dst),
+        Err(_) => {
+            let mut bits = vec![0u16; x.len()];
+            fill(&mut bits);
+            out.copy_from_slice(bytemuck::cast_slice(&bits));
+        }
+    }
+    out
+}
+
+/// `a op b` element-wise on encoded bytes of equal length. f16 / bf16 are
+/// computed in f32 and rounded once, which is exact rounding for
+/// add/sub/mul/max/min.
 pub fn binary(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
     debug_assert_eq!(a.len(), b.len());
     match dtype {
-        Dtype::F16 | Dtype::Bf16 => {
-            let (x, y) = (to_f32(dtype, a), to_f32(dtype, b));
-            let mut out = Vec::with_capacity(a.len());
-            Zip::from(&x).and(&y).for_each(|&p, &q| {
-                let r = apply_f32(op, p, q);
-                let bytes = if dtype == Dtype::F16 {
-                    f16::from_f32(r).to_le_bytes()
-                } else {
-                    bf16::from_f32(r).to_le_bytes()
-                };
-                out.extend_from_slice(&bytes);
-            });
-            out
-        }
+        Dtype::F16 => binary_half::<f16>(op, a, b),
+        Dtype::Bf16 => binary_half::<bf16>(op, a, b),
         Dtype::F32 => {
-            let x: Array1<f32> = a
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            let y: Array1<f32> = b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            let mut out = Vec::with_capacity(a.len());
-            Zip::from(&x)
-                .and(&y)
-                .for_each(|&p, &q| out.extend_from_slice(&apply_f32(op, p, q).to_le_bytes()));
-            out
+            let (x, y) = (elements::<f32>(a), elements::<f32>(b));
+            let mut r = vec![0f32; x.len()];
+            apply_slices(op, &x, &y, &mut r, apply_f32);
+            bytemuck::cast_slice(&r).to_vec()
         }
         Dtype::I32 => {
-            let x: Array1<i32> = a
-                .chunks_exact(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            let y: Array1<i32> = b
-                .chunks_exact(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect();
-            let mut out = Vec::with_capacity(a.len());
-            Zip::from(&x).and(&y).for_each(|&p, &q| {
-                let r = match op {
-                    BinOp::Add => p.wrapping_add(q),
-                    BinOp::Sub => p.wrapping_sub(q),
-                    BinOp::Mul => p.wrapping_mul(q),
-                    BinOp::Max => p.max(q),
-                    BinOp::Min => p.min(q),
-                };
-                out.extend_from_slice(&r.to_le_bytes());
+            let (x, y) = (elements::<i32>(a), elements::<i32>(b));
+            let mut r = vec![0i32; x.len()];
+            apply_slices(op, &x, &y, &mut r, |op, p: i32, q| match op {
+                BinOp::Add => p.wrapping_add(q),
+                BinOp::Sub => p.wrapping_sub(q),
+                BinOp::Mul => p.wrapping_mul(q),
+                BinOp::Max => p.max(q),
+                BinOp::Min => p.min(q),
             });
-            out
+            bytemuck::cast_slice(&r).to_vec()
         }
     }
 }
@@ -182,6 +222,52 @@ mod tests {
         let b = Dtype::F16.from_f64(&[2.0, 1.0, 0.25]);
         let r = Dtype::F16.to_f64(&binary(BinOp::Add, Dtype::F16, &a, &b));
         assert_eq!(r, vec![3.0, 2048.0, -3.25]); // 2049 rounds to even
+    }
+
+    #[test]
+    fn slice_math_matches_element_by_element_rounding() {
+        // Every f16 bit pattern against a neighbour, every op: the slice
+        // path gives the bits of one f32 op rounded once per element.
+        let a: Vec<u8> = (0..=u16::MAX).flat_map(|w| w.to_le_bytes()).collect();
+        let b: Vec<u8> = (0..=u16::MAX)
+            .map(|w| w.rotate_left(3) ^ 0x1234)
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            for op in [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Max, BinOp::Min] {
+                let fast = binary(op, dtype, &a, &b);
+                for i in 0..=u16::MAX as usize {
+                    let (x, y) = (
+                        u16::from_le_bytes([a[2 * i], a[2 * i + 1]]),
+                        u16::from_le_bytes([b[2 * i], b[2 * i + 1]]),
+                    );
+                    let want = match dtype {
+                        Dtype::F16 => f16::from_f32(apply_f32(
+                            op,
+                            f16::from_bits(x).to_f32(),
+                            f16::from_bits(y).to_f32(),
+                        ))
+                        .to_bits(),
+                        _ => bf16::from_f32(apply_f32(
+                            op,
+                            bf16::from_bits(x).to_f32(),
+                            bf16::from_bits(y).to_f32(),
+                        ))
+                        .to_bits(),
+                    };
+                    let got = u16::from_le_bytes([fast[2 * i], fast[2 * i + 1]]);
+                    let nan = |w: u16| match dtype {
+                        Dtype::F16 => f16::from_bits(w).is_nan(),
+                        _ => bf16::from_bits(w).is_nan(),
+                    };
+                    assert!(
+                        got == want || (nan(got) && nan(want)),
+                        "{} {op:?} {x:#06x} {y:#06x}: {got:#06x} != {want:#06x}",
+                        dtype.name()
+                    );
+                }
+            }
+        }
     }
 
     #[test]
