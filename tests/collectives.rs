@@ -134,6 +134,7 @@ fn two_runs_give_identical_bytes_and_times() {
     let (a, b) = (sweep(4), sweep(4));
     assert_eq!(a.rows, b.rows);
     assert_eq!(a.end_time_ps, b.end_time_ps);
+    assert!(a.memory_digest.is_some());
     assert_eq!(a.memory_digest, b.memory_digest);
     assert_eq!(a.events, b.events);
     let c = sweep(3);

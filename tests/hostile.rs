@@ -353,6 +353,7 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
             trace: false,
             memory_budget: budget,
             memory_baseline: 0,
+            memory_digest: true,
         },
     );
     match r {

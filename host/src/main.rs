@@ -186,6 +186,7 @@ fn real_main() -> Result<()> {
                         .memory_budget
                         .unwrap_or_else(kernbench::budget::MemoryBudget::default_limit),
                     memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
+                    memory_digest: false,
                 },
             )?;
             if let Some(dropped) = res.trace_dropped.filter(|&d| d > 0) {

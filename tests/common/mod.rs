@@ -115,6 +115,7 @@ pub fn run_with(
             trace: false,
             memory_budget: 8 << 30,
             memory_baseline: 0,
+            memory_digest: true,
         },
     )
 }

@@ -31,6 +31,8 @@ pub struct RunRequest {
     /// Host memory already in use that counts against the budget (the
     /// CLI passes the process's resident size; in-process callers 0).
     pub memory_baseline: u64,
+    /// Compute [`RunResult::memory_digest`].
+    pub memory_digest: bool,
 }
 
 /// What a run produced.
@@ -45,8 +47,9 @@ pub struct RunResult {
     /// Executor polls + timer events.
     pub events: u64,
     pub stats: MachineStats,
-    /// SHA-256 of the machine's memory at the end of the run.
-    pub memory_digest: String,
+    /// SHA-256 of the machine's memory at the end of the run, when asked
+    /// for (it reads every written page).
+    pub memory_digest: Option<String>,
     /// Chrome trace-event JSON, when requested.
     pub trace: Option<serde_json::Value>,
     /// The most host memory the run's budget held at once, bytes.
@@ -139,7 +142,7 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         alpha_beta: session.alpha_beta(),
         events: ex.events_processed(),
         stats: machine.stats(),
-        memory_digest: machine.memory_digest(),
+        memory_digest: req.memory_digest.then(|| machine.memory_digest()),
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
         memory_peak: limits.budget.peak(),
         trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),
