@@ -1,40 +1,88 @@
-//! Links under contention: per-link FIFO reservation (as ASTRA-sim's
-//! analytical backend does).
+//! Links under contention: a calendar of busy intervals per link, with
+//! backfilling.
 //!
 //! A transfer of `s` bytes entering a path at time `t0` is cut-through
 //! (pipelined): its head reaches link `i` after the latencies of links
 //! `0..i`; link `i` is busy for `s / bandwidth_i` from when it can start
-//! (head arrived and link free) and cannot finish before the tail has left
-//! link `i−1`. Uncontended this gives exactly
-//! `t0 + Σ latency + s / min(bandwidth)`; under contention a link serves
-//! reservations one after another, so its rate never exceeds its bandwidth.
-//! Reservations are made when a transfer starts, in simulated-time order.
-//! Cost is O(hops) per transfer, independent of size.
+//! and cannot finish before the tail has left link `i−1`. Uncontended this
+//! gives exactly `t0 + Σ latency + s / min(bandwidth)`.
+//!
+//! Each link keeps the intervals it is reserved for. A transfer takes, on
+//! each link, the *earliest gap* at or after its head's arrival that is
+//! long enough for it — so a link is only held while a transfer's bytes
+//! cross it, and a later transfer may use an idle link before a
+//! reservation that starts in the future (a short load is not held behind
+//! a message still travelling towards the link). Intervals never overlap,
+//! so the rate through a link never exceeds its bandwidth; two transfers
+//! that want a link at the same time are served one after the other in
+//! the order they were issued. Intervals that ended before the time of the
+//! newest reservation are dropped (every later head arrives after it).
+//! Cost is O(hops × log intervals) per transfer, independent of size.
 
 use crate::topology::{LinkId, Topology};
 use crate::units::{self, Ps, Rate, TimeOverflow};
+use std::collections::BTreeMap;
 
+/// The busy intervals of one link: start -> end, non-overlapping.
 #[derive(Debug, Clone, Default)]
-struct LinkState {
-    free_at: Ps,
+struct Calendar {
+    busy: BTreeMap<Ps, Ps>,
+}
+
+impl Calendar {
+    /// Forget intervals that ended by `now`.
+    fn prune(&mut self, now: Ps) {
+        while let Some((&s, &e)) = self.busy.first_key_value() {
+            if e > now {
+                break;
+            }
+            self.busy.remove(&s);
+        }
+    }
+
+    /// The earliest `start >= earliest` such that `[start, end)` is free,
+    /// where `end = max(start + duration, min_end)`; reserves it.
+    fn book(&mut self, earliest: Ps, duration: Ps, min_end: Ps) -> Result<(Ps, Ps), TimeOverflow> {
+        let mut start = earliest;
+        loop {
+            let end = units::add(start, duration)?.max(min_end);
+            // An interval that began before `start` and is still running.
+            if let Some((_, &e)) = self.busy.range(..=start).next_back() {
+                if e > start {
+                    start = e;
+                    continue;
+                }
+            }
+            // The next interval, if it begins before we would end.
+            match self.busy.range(start..).next() {
+                Some((&s, &e)) if s < end => start = e,
+                _ => {
+                    if end > start {
+                        self.busy.insert(start, end);
+                    }
+                    return Ok((start, end));
+                }
+            }
+        }
+    }
 }
 
 /// Occupancy of every directed link.
 #[derive(Debug)]
 pub struct LinkTable {
-    state: Vec<LinkState>,
+    state: Vec<Calendar>,
 }
 
 impl LinkTable {
     pub fn new(topo: &Topology) -> Self {
         LinkTable {
-            state: vec![LinkState::default(); topo.links.len()],
+            state: vec![Calendar::default(); topo.links.len()],
         }
     }
 
-    /// Reserve `path` for `bytes` starting at `t0`; returns when the last
-    /// byte arrives. An empty path (a copy within one PE) takes
-    /// `bytes / local_rate`.
+    /// Reserve `path` for `bytes` starting at `t0` (the current simulated
+    /// time); returns when the last byte arrives. An empty path (a copy
+    /// within one PE) takes `bytes / local_rate`.
     /// When `busy` is given, each link's reserved interval is appended to
     /// it (for the trace).
     pub fn reserve(
@@ -53,12 +101,11 @@ impl LinkTable {
         let mut prev_tail: Ps = t0; // when the tail left the previous link
         for &id in path {
             let link = &topo.links[id as usize];
-            let st = &mut self.state[id as usize];
-            let start = head.max(st.free_at);
-            let end = units::add(start, link.rate.duration_ps(bytes)?)?.max(prev_tail);
+            let cal = &mut self.state[id as usize];
+            cal.prune(t0);
+            let (start, end) = cal.book(head, link.rate.duration_ps(bytes)?, prev_tail)?;
             head = units::add(start, link.latency)?;
             prev_tail = units::add(end, link.latency)?;
-            st.free_at = end;
             if let Some(b) = busy.as_deref_mut() {
                 b.push((id, start, end));
             }
@@ -120,5 +167,44 @@ mod tests {
         assert_eq!(b, a + per);
         // A transfer that would end past the clock's horizon is refused.
         assert!(lt.reserve(&t, &p, u64::MAX - 5, s, one, None).is_err());
+    }
+
+    #[test]
+    fn an_idle_link_is_not_held_by_a_future_reservation() {
+        let (t, p, _) = setup();
+        let one = Rate::from_giga_per_s(1.0);
+        let last = *p.last().unwrap();
+        let link = &t.links[last as usize];
+        // When A's head reaches the last link of its path.
+        let a_arrives: Ps = p[..p.len() - 1]
+            .iter()
+            .map(|&id| t.links[id as usize].latency)
+            .sum();
+        let mut lt = LinkTable::new(&t);
+        let a_bytes = 1 << 20;
+        let a = lt.reserve(&t, &p, 0, a_bytes, one, None).unwrap();
+        // B needs only the last link, which is idle until A gets there:
+        // it crosses at once instead of queueing behind A.
+        let b_bytes = 64;
+        let b_time = link.rate.duration_ps(b_bytes).unwrap();
+        assert!(b_time <= a_arrives, "the test needs a gap");
+        let mut busy = Vec::new();
+        let b = lt
+            .reserve(&t, &[last], 0, b_bytes, one, Some(&mut busy))
+            .unwrap();
+        assert_eq!(busy, vec![(last, 0, b_time)]);
+        assert_eq!(b, b_time + link.latency);
+        // A is untouched: a fresh table gives it the same time.
+        let alone = LinkTable::new(&t)
+            .reserve(&t, &p, 0, a_bytes, one, None)
+            .unwrap();
+        assert_eq!(a, alone);
+        // C does not fit in the gap: it waits for A's interval to end.
+        let c_bytes = 1 << 20;
+        let mut busy = Vec::new();
+        lt.reserve(&t, &[last], 0, c_bytes, one, Some(&mut busy))
+            .unwrap();
+        let a_end_on_last = a - link.latency;
+        assert_eq!(busy[0].1, a_end_on_last, "after A's interval");
     }
 }
