@@ -176,3 +176,29 @@ fn trace_has_engines_links_kernels_and_ranks() {
         .iter()
         .all(|(_, e)| e["dur"].as_f64().unwrap() <= report["sim_end_us"].as_f64().unwrap()));
 }
+
+#[test]
+fn more_than_five_hundred_ranks_run_with_a_pool_sized_from_the_topology() {
+    // 600 SIPs need 1202 instances: more than the old fixed pool of 1000.
+    let dir = tempfile::tempdir().unwrap();
+    let topo = dir.path().join("t600.yaml");
+    std::fs::write(
+        &topo,
+        kernbench::config::DEFAULT_TOPOLOGY_YAML.replacen("count: 4", "count: 600", 1),
+    )
+    .unwrap();
+    let out = ok(kb()
+        .args([
+            "run",
+            "ccl_hello",
+            "--algorithm",
+            "hello_send",
+            "--format",
+            "json",
+        ])
+        .arg("--topology")
+        .arg(&topo));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["world_size"], 600);
+    assert_eq!(report["wrong_total"], 0);
+}

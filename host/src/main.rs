@@ -98,9 +98,10 @@ struct LimitArgs {
     /// Linear-memory cap per guest instance, MiB.
     #[arg(long, value_name = "MIB", default_value_t = LoaderOptions::default().max_memory_mib)]
     max_guest_memory: u64,
-    /// WebAssembly instances that can be alive at once (two per rank).
-    #[arg(long, default_value_t = LoaderOptions::default().pool_instances)]
-    pool_instances: u32,
+    /// WebAssembly instances that can be alive at once (two per rank)
+    /// [default: sized from the topology's SIP count, at least 1000].
+    #[arg(long)]
+    pool_instances: Option<u32>,
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -152,18 +153,20 @@ fn real_main() -> Result<()> {
                     limits.max_guest_memory
                 );
             }
-            if limits.pool_instances == 0 || limits.pool_instances > 100_000 {
-                bail!(
-                    "--pool-instances must be in 1..=100000, got {}",
-                    limits.pool_instances
-                );
+            // Every rank holds a bench and a kernel instance; the driver and a
+            // kernel-args query one more each.
+            let pool_instances = limits.pool_instances.unwrap_or_else(|| {
+                (2 * topo.spec.n_sips() + 8).max(LoaderOptions::default().pool_instances)
+            });
+            if pool_instances == 0 || pool_instances > 100_000 {
+                bail!("--pool-instances must be in 1..=100000, got {pool_instances}");
             }
             let mut opts = LoaderOptions {
                 components_dir,
                 fuel: limits.fuel,
                 max_host_calls: limits.max_host_calls,
                 max_memory_mib: limits.max_guest_memory,
-                pool_instances: limits.pool_instances,
+                pool_instances,
                 deadline: (limits.deadline > 0)
                     .then(|| std::time::Duration::from_secs(limits.deadline)),
                 ..LoaderOptions::default()
