@@ -181,12 +181,7 @@ fn trace_has_engines_links_kernels_and_ranks() {
 fn more_than_five_hundred_ranks_run_with_a_pool_sized_from_the_topology() {
     // 600 SIPs need 1202 instances: more than the old fixed pool of 1000.
     let dir = tempfile::tempdir().unwrap();
-    let topo = dir.path().join("t600.yaml");
-    std::fs::write(
-        &topo,
-        kernbench::config::DEFAULT_TOPOLOGY_YAML.replacen("count: 4", "count: 600", 1),
-    )
-    .unwrap();
+    let topo = common::topology_file(dir.path(), 600);
     let out = ok(kb()
         .args([
             "run",

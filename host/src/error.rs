@@ -90,8 +90,8 @@ pub enum SimError {
     Fault { time_us: f64, message: String },
     #[error("deadlock at t={time_us:.3} us: no PE or rank can make progress.\n{report}")]
     Deadlock { time_us: f64, report: String },
-    #[error("{0}")]
-    Budget(String),
+    #[error(transparent)]
+    Budget(#[from] crate::budget::BudgetExceeded),
     #[error("wasmtime: {0}")]
     Wasmtime(String),
 }

@@ -98,7 +98,7 @@ struct LimitArgs {
     /// Linear-memory cap per guest instance, MiB.
     #[arg(long, value_name = "MIB", default_value_t = LoaderOptions::default().max_memory_mib)]
     max_guest_memory: u64,
-    /// WebAssembly instances that can be alive at once (two per rank)
+    /// WebAssembly instances that can be alive at once (two per rank + 2)
     /// [default: sized from the topology's SIP count, at least 1000].
     #[arg(long)]
     pool_instances: Option<u32>,
@@ -153,10 +153,9 @@ fn real_main() -> Result<()> {
                     limits.max_guest_memory
                 );
             }
-            // Every rank holds a bench and a kernel instance; the driver and a
-            // kernel-args query one more each.
             let pool_instances = limits.pool_instances.unwrap_or_else(|| {
-                (2 * topo.spec.n_sips() + 8).max(LoaderOptions::default().pool_instances)
+                kernbench::runtime::limits::instances_needed(topo.spec.n_sips())
+                    .max(LoaderOptions::default().pool_instances)
             });
             if pool_instances == 0 || pool_instances > 100_000 {
                 bail!("--pool-instances must be in 1..=100000, got {pool_instances}");

@@ -120,6 +120,24 @@ pub fn run_with(
     )
 }
 
+/// The default topology.yaml with `sips` SIPs, written into `dir` (for
+/// runs of the CLI).
+pub fn topology_file(dir: &std::path::Path, sips: u32) -> std::path::PathBuf {
+    let path = dir.join(format!("topology_{sips}_sips.yaml"));
+    let text = DEFAULT_TOPOLOGY_YAML.replacen("count: 4", &format!("count: {sips}"), 1);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Assert that `text` holds every one of `needles`; on failure show its
+/// last lines (guest output before an error can be long).
+pub fn assert_contains_all(text: &str, needles: &[&str]) {
+    let tail: Vec<&str> = text.lines().rev().take(6).collect();
+    for n in needles {
+        assert!(text.contains(n), "missing {n:?} in:\n{}", tail.join("\n"));
+    }
+}
+
 /// The `kernbench-host` binary, as a user runs it.
 pub fn kb() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_kernbench-host"))

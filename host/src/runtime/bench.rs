@@ -281,9 +281,6 @@ impl report::Host for BenchHost {
         collective: String,
         row: report::ResultRow,
     ) -> wasmtime::Result<()> {
-        let who = self
-            .rank
-            .map_or_else(|| "bench".to_string(), |r| format!("rank {r}"));
         self.session
             .record(
                 ReportRecord {
@@ -295,7 +292,7 @@ impl report::Host for BenchHost {
                     time_ps: row.time_ps,
                     wrong: row.wrong,
                 },
-                &who,
+                self.guard.who(),
             )
             .map_err(wasmtime::Error::msg)
     }

@@ -22,6 +22,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::{CallHook, Engine, ResourceLimiter, Store, StoreContextMut};
 
+/// WebAssembly instances a run of `ranks` ranks can hold at once: a bench
+/// and a kernel instance per rank, the driver, and a kernel-args query.
+pub fn instances_needed(ranks: u32) -> u32 {
+    ranks.saturating_mul(2).saturating_add(2)
+}
+
 /// How often the epoch ticks.
 pub const TICK: Duration = Duration::from_millis(10);
 
@@ -188,6 +194,11 @@ impl InstanceGuard {
 
     pub fn host_calls(&self) -> u64 {
         self.host_calls
+    }
+
+    /// The instance's name in errors (a PE, `bench` or `rank N`).
+    pub fn who(&self) -> &str {
+        &self.who
     }
 }
 

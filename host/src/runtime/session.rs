@@ -5,7 +5,7 @@
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::{AlgorithmComponent, KernelLaunch};
-use super::limits::{guard_store, RunLimits};
+use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
@@ -104,6 +104,12 @@ impl Failures {
     fn first(&self) -> Option<(String, String)> {
         self.0.lock().unwrap().first().cloned()
     }
+}
+
+/// How a bench instance is named in its output and errors: the driver is
+/// `bench`, a spawned worker `rank N`.
+fn bench_instance_name(rank: Option<u32>) -> String {
+    rank.map_or_else(|| "bench".to_string(), |r| format!("rank {r}"))
 }
 
 fn runtime_error(m: impl Into<String>) -> DistError {
@@ -460,7 +466,7 @@ impl Session {
         self: &Arc<Self>,
         rank: Option<u32>,
     ) -> wasmtime::Result<(Store<BenchHost>, super::wasi::Output)> {
-        let who = rank.map_or_else(|| "bench".to_string(), |r| format!("rank {r}"));
+        let who = bench_instance_name(rank);
         let sb = sandbox(
             0xBE_0000 + rank.map_or(0, |r| r as u64 + 1),
             &who,
@@ -527,7 +533,7 @@ impl Session {
         let (mut store, out) = self
             .bench_store(Some(rank))
             .map_err(|e| describe_wasm_error(&e))?;
-        let _flush = FlushOnDrop::new(format!("rank {rank}"), out.clone());
+        let _flush = FlushOnDrop::new(bench_instance_name(Some(rank)), out.clone());
         let result = async {
             let inst = self.bench.pre.instantiate_async(&mut store).await?;
             inst.call_worker(&mut store, rank, world_size, &args).await
@@ -556,12 +562,9 @@ impl Session {
         if nprocs == 0 || nprocs > max {
             return Err(format!("spawn: nprocs must be in 1..={max}, got {nprocs}"));
         }
-        // Each rank holds a bench instance and, during a collective, a
-        // kernel instance; the driver holds one more, a kernel-args query
-        // one more.
         if let Some(pool) = self.loader.pool_instances() {
-            let need = nprocs as u64 * 2 + 2;
-            if need > pool as u64 {
+            let need = instances_needed(nprocs);
+            if need > pool {
                 return Err(format!(
                     "spawn({nprocs}): {nprocs} ranks need up to {need} WebAssembly instances at once \
                      (a bench and a kernel instance per rank, plus the driver), but the instance pool \

@@ -62,14 +62,11 @@ pub struct RunResult {
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
     let topo = req.topology.clone();
     let limits = loader.run_limits(req.memory_budget);
-    limits
-        .budget
-        .charge(
-            crate::budget::MemoryUse::Host,
-            req.memory_baseline,
-            "at start",
-        )
-        .map_err(|e| SimError::Budget(e.to_string()))?;
+    limits.budget.charge(
+        crate::budget::MemoryUse::Host,
+        req.memory_baseline,
+        "at start",
+    )?;
     let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
     let bench = loader.load_bench(&req.bench)?;
     let session = Session::new(
@@ -86,23 +83,17 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let outcome = ex.run();
     // An engine fault (time past the clock's horizon, memory over budget)
     // stops the commands it hit; whatever then waited is its consequence.
-    let fault = || {
-        machine.fault().map(|message| SimError::Fault {
+    if let Some(message) = machine.fault() {
+        return Err(SimError::Fault {
             time_us: ps_to_us(ex.now()),
             message,
-        })
-    };
+        });
+    }
     match outcome {
         RunOutcome::Finished => {
-            if let Some(f) = fault() {
-                return Err(f);
-            }
             main.try_take().expect("the bench task finished")?;
         }
         RunOutcome::Stalled { .. } => {
-            if let Some(f) = fault() {
-                return Err(f);
-            }
             if let Some(SimError::BenchFailed {
                 bench,
                 who,
