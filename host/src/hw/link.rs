@@ -21,22 +21,23 @@
 
 use crate::topology::{LinkId, Topology};
 use crate::units::{self, Ps, Rate, TimeOverflow};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
-/// The busy intervals of one link: start -> end, non-overlapping.
+/// The busy intervals of one link, sorted by start and non-overlapping.
+/// Most bookings land at the end and pruning takes from the front, so a
+/// ring buffer keeps both O(1) without allocating per interval; a booking
+/// into an earlier gap is a binary search and a shift of the (few)
+/// intervals after it.
 #[derive(Debug, Clone, Default)]
 struct Calendar {
-    busy: BTreeMap<Ps, Ps>,
+    busy: VecDeque<(Ps, Ps)>,
 }
 
 impl Calendar {
     /// Forget intervals that ended by `now`.
     fn prune(&mut self, now: Ps) {
-        while let Some((&s, &e)) = self.busy.first_key_value() {
-            if e > now {
-                break;
-            }
-            self.busy.remove(&s);
+        while self.busy.front().is_some_and(|&(_, e)| e <= now) {
+            self.busy.pop_front();
         }
     }
 
@@ -44,21 +45,20 @@ impl Calendar {
     /// where `end = max(start + duration, min_end)`; reserves it.
     fn book(&mut self, earliest: Ps, duration: Ps, min_end: Ps) -> Result<(Ps, Ps), TimeOverflow> {
         let mut start = earliest;
+        // First interval that ends after `start`: the ones before it are
+        // over by then (intervals are sorted and disjoint, so ends are too).
+        let mut i = self.busy.partition_point(|&(_, e)| e <= start);
         loop {
             let end = units::add(start, duration)?.max(min_end);
-            // An interval that began before `start` and is still running.
-            if let Some((_, &e)) = self.busy.range(..=start).next_back() {
-                if e > start {
-                    start = e;
-                    continue;
+            match self.busy.get(i) {
+                // It is running at `start`, or begins before we would end.
+                Some(&(s, e)) if s < end => {
+                    start = start.max(e);
+                    i += 1;
                 }
-            }
-            // The next interval, if it begins before we would end.
-            match self.busy.range(start..).next() {
-                Some((&s, &e)) if s < end => start = e,
                 _ => {
                     if end > start {
-                        self.busy.insert(start, end);
+                        self.busy.insert(i, (start, end));
                     }
                     return Ok((start, end));
                 }

@@ -11,6 +11,7 @@
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
 use super::alloc::RangeAlloc;
+use super::blocked::Blocked;
 use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
 use super::link::LinkTable;
@@ -24,7 +25,8 @@ use crate::error::HwError;
 use crate::routing::{PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
@@ -131,7 +133,7 @@ struct PeState {
     math_tail: Mutex<Event>,
     ipcq: Mutex<Option<IpcqPort>>,
     outstanding: Mutex<Vec<Event>>,
-    blocked_on: Mutex<Option<String>>,
+    blocked_on: Mutex<Option<Blocked>>,
 }
 
 /// Timing parameters of the PE engines.
@@ -167,8 +169,8 @@ pub struct Machine {
     pub timing: EngineTiming,
     memory: Mutex<MemoryStore>,
     links: Mutex<LinkTable>,
-    pes: Mutex<HashMap<PeCoord, Arc<PeState>>>,
-    blocks: Mutex<HashMap<Space, Arc<Mutex<RangeAlloc>>>>,
+    pes: Mutex<FxHashMap<PeCoord, Arc<PeState>>>,
+    blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     stats: Mutex<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow); the run stops with it.
@@ -209,8 +211,8 @@ impl Machine {
             topo,
             timing,
             memory: Mutex::new(MemoryStore::new(budget.clone())),
-            pes: Mutex::new(HashMap::new()),
-            blocks: Mutex::new(HashMap::new()),
+            pes: Mutex::default(),
+            blocks: Mutex::default(),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget)),
@@ -337,17 +339,20 @@ impl Machine {
                 }
                 o[0].clone()
             };
-            self.set_blocked(
-                pe,
-                Some("command queue full: waiting for the oldest command".into()),
-            );
+            self.set_blocked(pe, Some(Blocked::CommandQueueFull));
             oldest.wait().await;
             self.set_blocked(pe, None);
         }
     }
 
     fn track(&self, pe: &PeState, done: &Event) {
-        pe.outstanding.lock().unwrap().push(done.clone());
+        let mut o = pe.outstanding.lock().unwrap();
+        // Forget finished commands now and then (amortised O(1)), so a
+        // long kernel holds only what is still in flight.
+        if o.len() >= 64 && o.len().is_power_of_two() {
+            o.retain(|e| !e.is_set());
+        }
+        o.push(done.clone());
     }
 
     /// Completion events of every command `pe` issued since the last call.
@@ -649,16 +654,21 @@ impl Machine {
         Ok(())
     }
 
-    fn set_blocked(&self, pe: PeCoord, what: Option<String>) {
+    fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {
         *self.pe(pe).blocked_on.lock().unwrap() = what;
     }
 
     /// What each blocked PE is waiting for (for deadlock reports).
     pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
-        let pes = self.pes.lock().unwrap();
-        let mut v: Vec<_> = pes
-            .iter()
-            .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w)))
+        let blocked: Vec<_> = {
+            let pes = self.pes.lock().unwrap();
+            pes.iter()
+                .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w)))
+                .collect()
+        };
+        let mut v: Vec<_> = blocked
+            .into_iter()
+            .map(|(pe, w)| (pe, w.describe(|dir| self.expected_senders(pe, dir))))
             .collect();
         v.sort();
         v
@@ -727,10 +737,10 @@ impl Machine {
                 };
                 m.set_blocked(
                     pe,
-                    Some(format!(
-                        "send(dir={dir}): no free IPCQ slot at {} (all slots held)",
-                        tx.peer
-                    )),
+                    Some(Blocked::SendNoSlot {
+                        dir: dir.clone(),
+                        peer: tx.peer,
+                    }),
                 );
                 wait.wait().await;
                 m.set_blocked(pe, None);
@@ -901,24 +911,21 @@ impl Machine {
                 if !a.ready.is_set() {
                     self.set_blocked(
                         pe,
-                        Some(format!(
-                            "recv(dir={}): data from {} in flight",
-                            dir.unwrap_or("any"),
-                            a.from
-                        )),
+                        Some(Blocked::RecvInFlight {
+                            dir: dir.map(str::to_string),
+                            from: a.from,
+                        }),
                     );
                     a.ready.wait().await;
                     self.set_blocked(pe, None);
                 }
                 return Ok((q, a));
             }
-            let from = self.expected_senders(pe, dir);
             self.set_blocked(
                 pe,
-                Some(format!(
-                    "recv(dir={}): waiting for a message from {from}",
-                    dir.unwrap_or("any")
-                )),
+                Some(Blocked::RecvWaiting {
+                    dir: dir.map(str::to_string),
+                }),
             );
             notify.wait().await;
             self.set_blocked(pe, None);

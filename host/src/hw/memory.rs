@@ -6,13 +6,13 @@
 
 use crate::address::Space;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 const PAGE: u64 = 64 * 1024;
 
 pub struct MemoryStore {
-    pages: HashMap<(Space, u64), Box<[u8]>>,
+    pages: FxHashMap<(Space, u64), Box<[u8]>>,
     budget: Arc<MemoryBudget>,
 }
 
@@ -49,7 +49,7 @@ fn chunks(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usi
 impl MemoryStore {
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         MemoryStore {
-            pages: HashMap::new(),
+            pages: FxHashMap::default(),
             budget,
         }
     }

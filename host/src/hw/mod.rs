@@ -3,6 +3,7 @@
 //! [`Machine`] that issues commands on them in simulated time.
 
 pub mod alloc;
+pub mod blocked;
 pub mod dtype;
 pub mod ipcq;
 pub mod link;

@@ -7,8 +7,9 @@ use super::RouteError;
 use crate::topology::{LinkId, LinkKind, NodeId, PeCoord, Topology, View};
 use crate::units::{Ps, Rate};
 use petgraph::graph::NodeIndex;
+use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// A routed path: the links in order, from source to destination.
@@ -75,7 +76,7 @@ pub struct PathRouter {
     rank: Vec<u8>,
     /// Dijkstra buffers reused between queries (reset by touched list).
     scratch: Mutex<Scratch>,
-    cache: Mutex<HashMap<(View, NodeId, NodeId), Path>>,
+    cache: Mutex<FxHashMap<(View, NodeId, NodeId), Path>>,
 }
 
 fn is_north_south(kind: LinkKind, from: NodeId, to: NodeId) -> bool {
@@ -100,7 +101,7 @@ impl PathRouter {
             views: Default::default(),
             rank,
             scratch: Mutex::default(),
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(FxHashMap::default()),
         }
     }
 

@@ -24,7 +24,7 @@ use crate::config::topology::{LinkSpec, SipTopology};
 use crate::config::{Origin, TopologySpec};
 use crate::error::ConfigError;
 use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 
 /// Where stage 3 keeps its layout.
@@ -40,7 +40,7 @@ pub enum LayoutCache {
 struct Builder {
     graph: DiGraph<NodeId, LinkId>,
     links: Vec<Link>,
-    index: HashMap<NodeId, NodeIndex>,
+    index: FxHashMap<NodeId, NodeIndex>,
 }
 
 impl Builder {
@@ -267,8 +267,8 @@ mod tests {
         crate::config::edited_default_topology(edits)
     }
 
-    fn kinds(b: &Builder) -> HashMap<LinkKind, usize> {
-        let mut m = HashMap::new();
+    fn kinds(b: &Builder) -> FxHashMap<LinkKind, usize> {
+        let mut m = FxHashMap::default();
         for l in &b.links {
             *m.entry(l.kind).or_insert(0) += 1;
         }

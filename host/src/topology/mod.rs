@@ -17,7 +17,7 @@ pub use naming::{CubePart, NodeId, PeCoord, Side};
 use crate::config::TopologySpec;
 use crate::units::{Ps, Rate};
 use petgraph::graph::{DiGraph, NodeIndex};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// The edge-kind catalog: what a link is. Every physical link is full
 /// duplex (two directed links of the same kind and figures).
@@ -148,7 +148,7 @@ pub struct Topology {
     pub layout_source: LayoutSource,
     pub graph: DiGraph<NodeId, LinkId>,
     pub links: Vec<Link>,
-    index: HashMap<NodeId, NodeIndex>,
+    index: FxHashMap<NodeId, NodeIndex>,
 }
 
 impl Topology {
