@@ -120,6 +120,33 @@ fn hello_send_shifts_data_by_one_rank() {
 }
 
 #[test]
+fn hello_send_moves_exact_data_across_4096_ranks() {
+    // The validator's largest machine: 4096 SIPs (1.7 M graph nodes), one
+    // rank per SIP, each with its own bench and kernel instance. Every
+    // tile is a per-rank pattern exact in f16, so a rank that received
+    // the wrong neighbour's data (or nothing) is counted.
+    let ranks = 4096;
+    let l = std::sync::Arc::new(
+        kernbench::runtime::Loader::new(kernbench::runtime::LoaderOptions {
+            pool_instances: kernbench::runtime::limits::instances_needed(ranks),
+            ..kernbench::runtime::LoaderOptions::default()
+        })
+        .unwrap(),
+    );
+    let res = run_with(&l, "ccl_hello", topo(ranks), ccl(), Some("hello_send"), &[]).unwrap();
+    assert_eq!(res.rows.len(), ranks as usize);
+    assert!(
+        res.rows.iter().all(|r| r.wrong == 0),
+        "{:?}",
+        res.rows.iter().find(|r| r.wrong > 0)
+    );
+    // One send per rank, all at once on disjoint links: every rank takes
+    // the same time as in a 4-rank ring.
+    let small = run("ccl_hello", topo(4), ccl(), Some("hello_send"), &[]).unwrap();
+    assert!(res.rows.iter().all(|r| r.time_ps == small.rows[0].time_ps));
+}
+
+#[test]
 fn two_runs_give_identical_bytes_and_times() {
     let sweep = |sips| {
         run(

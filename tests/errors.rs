@@ -143,7 +143,7 @@ fn a_guest_over_its_memory_cap_or_stack_fails_cleanly() {
     let e = faulty("256", &loader()).to_string();
     assert!(e.contains("faulty_kernel") && e.contains("on sip"), "{e}");
     assert!(
-        e.contains("linear memory would grow to 1025 MiB, over the per-instance cap of 256 MiB"),
+        e.contains("linear memory would grow to 1024 MiB, over the per-instance cap of 256 MiB"),
         "{e}"
     );
     assert!(

@@ -380,7 +380,7 @@ fn guest_memories_are_charged_to_the_budget() {
         e.contains("host memory budget of 128.0 MiB exhausted"),
         "{e}"
     );
-    assert!(e.contains("guest linear memories (rank"), "{e}");
+    assert!(e.contains("guest instances (rank"), "{e}");
 }
 
 /// Peak resident size of a child process, from the OS (wait4's rusage;
@@ -434,7 +434,7 @@ fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
         &err,
         &[
             "host memory budget of 400.0 MiB exhausted",
-            "guest linear memories (rank",
+            "guest instances (rank",
         ],
     );
     assert!(!err.contains("panicked"), "{}", tail(&err));

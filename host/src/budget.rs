@@ -17,7 +17,8 @@ pub enum MemoryUse {
     Host,
     /// Written pages of the simulated HBM / SRAM / TCM.
     SimulatedMemory,
-    /// Linear memories of bench and kernel instances.
+    /// Bench and kernel instances: their linear memories plus a fixed
+    /// host-side overhead each (`runtime::limits::INSTANCE_HOST_OVERHEAD`).
     GuestMemory,
     /// Captured guest stdout / stderr / `tl.log`.
     GuestOutput,
@@ -39,7 +40,7 @@ impl MemoryUse {
         match self {
             MemoryUse::Host => "the host itself",
             MemoryUse::SimulatedMemory => "simulated memory pages",
-            MemoryUse::GuestMemory => "guest linear memories",
+            MemoryUse::GuestMemory => "guest instances",
             MemoryUse::GuestOutput => "captured guest output",
         }
     }

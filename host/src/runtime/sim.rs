@@ -3,6 +3,7 @@
 
 use super::loader::Loader;
 use super::session::{AlphaBeta, ReportRecord, Session};
+use crate::budget::MemoryBudget;
 use crate::config::CclConfig;
 use crate::engine::{Executor, RunOutcome};
 use crate::error::SimError;
@@ -69,6 +70,16 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     )?;
     let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
     let bench = loader.load_bench(&req.bench)?;
+    if req.memory_baseline > 0 {
+        // What the host itself took since the baseline (the bench's compiled
+        // code, the device view's adjacency, built now rather than in the
+        // middle of the run) is the host's too, not room for the guests.
+        machine.router.adjacency(crate::topology::View::Noc);
+        let grown = MemoryBudget::process_resident().saturating_sub(req.memory_baseline);
+        limits
+            .budget
+            .charge(crate::budget::MemoryUse::Host, grown, "after loading")?;
+    }
     let session = Session::new(
         machine.clone(),
         req.ccl,
