@@ -145,7 +145,7 @@ const HALF_CHUNK: usize = 2048;
 /// `a op b` for a 16-bit float type `H` (f16 / bf16): each chunk is
 /// widened to f32 with `half`'s slice conversions (F16C on x86 when the
 /// CPU has it), combined, and rounded back once.
-fn binary_half<H>(op: BinOp, a: &[u8], b: &[u8]) -> Vec<u8>
+fn binary_half<H>(op: BinOp, a: &[u8], b: &[u8], out: &mut [u8])
 where
     H: bytemuck::Pod,
     [H]: HalfFloatSliceExt,
@@ -165,8 +165,7 @@ where
                 .convert_from_f32_slice(&fr[..m]);
         }
     };
-    let mut out = vec![0u8; a.len()];
-    match bytemuck::try_cast_slice_mut::<u8, u16>(&mut out) {
+    match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
         Ok(dst) => fill(dst),
         Err(_) => {
             let mut bits = vec![0u16; x.len()];
@@ -174,42 +173,58 @@ where
             out.copy_from_slice(bytemuck::cast_slice(&bits));
         }
     }
-    out
 }
 
-/// `a op b` element-wise on encoded bytes of equal length. f16 / bf16 are
-/// computed in f32 and rounded once, which is exact rounding for
-/// add/sub/mul/max/min.
-pub fn binary(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
-    debug_assert_eq!(a.len(), b.len());
-    match dtype {
-        Dtype::F16 => binary_half::<f16>(op, a, b),
-        Dtype::Bf16 => binary_half::<bf16>(op, a, b),
-        Dtype::F32 => {
-            let (x, y) = (elements::<f32>(a), elements::<f32>(b));
-            let mut r = vec![0f32; x.len()];
-            apply_slices(op, &x, &y, &mut r, apply_f32);
-            bytemuck::cast_slice(&r).to_vec()
-        }
-        Dtype::I32 => {
-            let (x, y) = (elements::<i32>(a), elements::<i32>(b));
-            let mut r = vec![0i32; x.len()];
-            apply_slices(op, &x, &y, &mut r, |op, p: i32, q| match op {
-                BinOp::Add => p.wrapping_add(q),
-                BinOp::Sub => p.wrapping_sub(q),
-                BinOp::Mul => p.wrapping_mul(q),
-                BinOp::Max => p.max(q),
-                BinOp::Min => p.min(q),
-            });
-            bytemuck::cast_slice(&r).to_vec()
+/// `out = op(a, b)` for a 32-bit type, through an aligned buffer when
+/// `out` is not aligned for it.
+fn binary_wide<T: bytemuck::Pod>(
+    op: BinOp,
+    a: &[u8],
+    b: &[u8],
+    out: &mut [u8],
+    f: impl Fn(BinOp, T, T) -> T,
+) {
+    let (x, y) = (elements::<T>(a), elements::<T>(b));
+    match bytemuck::try_cast_slice_mut::<u8, T>(out) {
+        Ok(dst) => apply_slices(op, &x, &y, dst, f),
+        Err(_) => {
+            let mut r = vec![T::zeroed(); x.len()];
+            apply_slices(op, &x, &y, &mut r, f);
+            out.copy_from_slice(bytemuck::cast_slice(&r));
         }
     }
 }
 
-/// `a * factor` element-wise.
-pub fn scale(dtype: Dtype, a: &[u8], factor: f64) -> Vec<u8> {
+/// `out = a op b` element-wise on encoded bytes of equal length. f16 /
+/// bf16 are computed in f32 and rounded once, which is exact rounding for
+/// add/sub/mul/max/min.
+pub fn binary_into(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8], out: &mut [u8]) {
+    debug_assert!(a.len() == b.len() && a.len() == out.len());
+    match dtype {
+        Dtype::F16 => binary_half::<f16>(op, a, b, out),
+        Dtype::Bf16 => binary_half::<bf16>(op, a, b, out),
+        Dtype::F32 => binary_wide::<f32>(op, a, b, out, apply_f32),
+        Dtype::I32 => binary_wide::<i32>(op, a, b, out, |op, p, q| match op {
+            BinOp::Add => p.wrapping_add(q),
+            BinOp::Sub => p.wrapping_sub(q),
+            BinOp::Mul => p.wrapping_mul(q),
+            BinOp::Max => p.max(q),
+            BinOp::Min => p.min(q),
+        }),
+    }
+}
+
+/// [`binary_into`] a new buffer.
+pub fn binary(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; a.len()];
+    binary_into(op, dtype, a, b, &mut out);
+    out
+}
+
+/// `out = a * factor` (computed in f64, rounded once).
+pub fn scale_into(dtype: Dtype, a: &[u8], factor: f64, out: &mut [u8]) {
     let v: Vec<f64> = dtype.to_f64(a).into_iter().map(|x| x * factor).collect();
-    dtype.from_f64(&v)
+    out.copy_from_slice(&dtype.from_f64(&v));
 }
 
 #[cfg(test)]

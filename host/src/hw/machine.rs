@@ -434,14 +434,15 @@ impl Machine {
         Ok(())
     }
 
-    /// A MATH command on `pe`: `out = f(inputs)` over `numel` elements.
-    fn math(
+    /// A MATH command on `pe`: `out = f(inputs)`, element-wise (`f` is
+    /// called on page-sized pieces of the inputs and of `out`).
+    fn math<const N: usize>(
         self: &Arc<Self>,
         what: String,
         pe: PeCoord,
-        inputs: Vec<TensorRef>,
+        inputs: [TensorRef; N],
         out: TensorRef,
-        f: impl FnOnce(&[Vec<u8>]) -> Vec<u8> + 'static,
+        f: impl FnMut([&[u8]; N], &mut [u8]) + 'static,
     ) -> Result<(), HwError> {
         let busy = self
             .timing
@@ -479,14 +480,13 @@ impl Machine {
                     engine::now(),
                 );
             }
-            let written = {
-                let mut mem = m.memory.lock().unwrap();
-                let data: Vec<Vec<u8>> = inputs
-                    .iter()
-                    .map(|t| mem.read(t.space, t.offset, t.nbytes()))
-                    .collect();
-                mem.write(out.space, out.offset, &f(&data))
-            };
+            let written = m.memory.lock().unwrap().apply(
+                inputs.each_ref().map(|t| (t.space, t.offset)),
+                (out.space, out.offset),
+                out.nbytes(),
+                out.dtype.itemsize(),
+                f,
+            );
             if let Err(e) = written {
                 return m.set_fault(pe, "MATH", e.into());
             }
@@ -564,9 +564,9 @@ impl Machine {
         self.math(
             op.name().to_string(),
             pe,
-            vec![a.clone(), b.clone()],
+            [a.clone(), b.clone()],
             out.clone(),
-            move |d| dtype::binary(op, dt, &d[0], &d[1]),
+            move |[x, y], o| dtype::binary_into(op, dt, x, y, o),
         )?;
         Ok(out)
     }
@@ -583,9 +583,9 @@ impl Machine {
         self.math(
             format!("Scale {factor}"),
             pe,
-            vec![a.clone()],
+            [a.clone()],
             out.clone(),
-            move |d| dtype::scale(dt, &d[0], factor),
+            move |[x], o| dtype::scale_into(dt, x, factor, o),
         )?;
         Ok(out)
     }

@@ -3,6 +3,14 @@
 //! only once a non-zero write touches it, zeroing a range drops the pages it
 //! covers, and a copy from unwritten memory zeroes rather than allocates.
 //! Every page is charged to the run's [`MemoryBudget`].
+//!
+//! Data moves page to page: a DMA copies each piece straight from its
+//! source page into its destination page, and element-wise math reads its
+//! inputs in place and computes one page-sized piece at a time, so no
+//! command materialises a tensor-sized buffer. Dropped pages are kept in a
+//! small pool and reused, so scratch memory freed and allocated again on
+//! every ring step does not go back to the allocator (and the kernel) each
+//! time.
 
 use crate::address::Space;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
@@ -11,8 +19,18 @@ use std::sync::Arc;
 
 const PAGE: u64 = 64 * 1024;
 
+/// Dropped pages kept for reuse (not charged to the budget: at most
+/// 4 MiB of host memory).
+const SPARE_PAGES: usize = 64;
+
+/// What unwritten memory reads as.
+static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
+
+type PageKey = (Space, u64);
+
 pub struct MemoryStore {
-    pages: FxHashMap<(Space, u64), Box<[u8]>>,
+    pages: FxHashMap<PageKey, Box<[u8]>>,
+    spare: Vec<Box<[u8]>>,
     budget: Arc<MemoryBudget>,
 }
 
@@ -27,6 +45,30 @@ impl Drop for MemoryStore {
         self.budget
             .release(MemoryUse::SimulatedMemory, self.pages.len() as u64 * PAGE);
     }
+}
+
+/// Pieces of `len` bytes read or written at each of `offsets` at once,
+/// none crossing a page boundary at any of them: (position in the range,
+/// length).
+fn pieces<const N: usize>(offsets: [u64; N], len: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut done = 0u64;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let n = offsets
+            .iter()
+            .map(|o| PAGE - (o + done) % PAGE)
+            .fold(len - done, u64::min);
+        let item = (done, n);
+        done += n;
+        Some(item)
+    })
+}
+
+/// Page and offset within it of byte `pos`.
+fn page_of(pos: u64) -> (u64, usize) {
+    (pos / PAGE, (pos % PAGE) as usize)
 }
 
 /// The page-sized pieces of `[offset, offset+len)`: (page, offset within
@@ -50,6 +92,7 @@ impl MemoryStore {
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         MemoryStore {
             pages: FxHashMap::default(),
+            spare: Vec::new(),
             budget,
         }
     }
@@ -81,8 +124,15 @@ impl MemoryStore {
         out
     }
 
-    /// The page for a write, created (and charged) if needed.
-    fn page_mut(&mut self, space: Space, page: u64) -> Result<&mut [u8], BudgetExceeded> {
+    /// The page for a write, created (and charged) if needed. A new page
+    /// reads as zero except where `overwritten` (a range the caller is
+    /// about to write) says it need not be cleared.
+    fn page_mut(
+        &mut self,
+        space: Space,
+        page: u64,
+        overwritten: std::ops::Range<usize>,
+    ) -> Result<&mut [u8], BudgetExceeded> {
         use std::collections::hash_map::Entry;
         match self.pages.entry((space, page)) {
             Entry::Occupied(e) => Ok(e.into_mut()),
@@ -92,9 +142,37 @@ impl MemoryStore {
                     PAGE,
                     &format!("a write to {space}"),
                 )?;
-                Ok(v.insert(vec![0u8; PAGE as usize].into_boxed_slice()))
+                let fresh = match self.spare.pop() {
+                    Some(mut p) => {
+                        p[..overwritten.start].fill(0);
+                        p[overwritten.end..].fill(0);
+                        p
+                    }
+                    None => vec![0u8; PAGE as usize].into_boxed_slice(),
+                };
+                Ok(v.insert(fresh))
             }
         }
+    }
+
+    /// Drop a page (it reads as zero again).
+    fn drop_page(&mut self, key: PageKey) {
+        if let Some(p) = self.pages.remove(&key) {
+            self.budget.release(MemoryUse::SimulatedMemory, PAGE);
+            if self.spare.len() < SPARE_PAGES {
+                self.spare.push(p);
+            }
+        }
+    }
+
+    /// The bytes of one piece that does not cross a page boundary.
+    fn piece(&self, space: Space, pos: u64, n: u64) -> &[u8] {
+        let (page, within) = page_of(pos);
+        let p: &[u8] = match self.pages.get(&(space, page)) {
+            Some(p) => p,
+            None => &ZERO_PAGE,
+        };
+        &p[within..within + n as usize]
     }
 
     /// Write `data`; all-zero pieces of unwritten pages stay unwritten.
@@ -104,7 +182,8 @@ impl MemoryStore {
             if !self.pages.contains_key(&(space, page)) && src.iter().all(|&b| b == 0) {
                 continue;
             }
-            self.page_mut(space, page)?[within..within + n].copy_from_slice(src);
+            self.page_mut(space, page, within..within + n)?[within..within + n]
+                .copy_from_slice(src);
         }
         Ok(())
     }
@@ -113,44 +192,90 @@ impl MemoryStore {
     pub fn zero(&mut self, space: Space, offset: u64, len: u64) {
         for (page, within, _, n) in chunks(offset, len) {
             if n as u64 == PAGE {
-                if self.pages.remove(&(space, page)).is_some() {
-                    self.budget.release(MemoryUse::SimulatedMemory, PAGE);
-                }
+                self.drop_page((space, page));
             } else if let Some(p) = self.pages.get_mut(&(space, page)) {
                 p[within..within + n].fill(0);
             }
         }
     }
 
-    /// Copy `len` bytes from `src` to `dst` page by page, without
-    /// materialising the whole range; overlapping ranges copy as `memmove`
-    /// does (the result is the source as it was before the copy).
+    /// Copy `len` bytes from `src` to `dst` page to page, without
+    /// materialising the range; overlapping ranges copy as `memmove` does
+    /// (the result is the source as it was before the copy).
     pub fn copy(
         &mut self,
         src: (Space, u64),
         dst: (Space, u64),
         len: u64,
     ) -> Result<(), BudgetExceeded> {
-        let mut pieces: Vec<(u64, u64)> = chunks(src.1, len)
-            .map(|(_, _, at, n)| (at as u64, n as u64))
-            .collect();
+        let mut todo: Vec<(u64, u64)> = pieces([src.1, dst.1], len).collect();
         // Copying forward onto a later part of the same range would read
         // bytes already overwritten: go backwards then.
         if src.0 == dst.0 && dst.1 > src.1 && dst.1 < src.1 + len {
-            pieces.reverse();
+            todo.reverse();
         }
-        let mut buf = vec![0u8; PAGE.min(len) as usize];
-        for (at, n) in pieces {
-            let from = src.1 + at;
-            if self.pages.contains_key(&(src.0, from / PAGE)) {
-                let piece = &mut buf[..n as usize];
-                self.read_into(src.0, from, piece);
-                // `write` keeps unwritten destination pages unwritten when
-                // the piece is zero.
-                self.write(dst.0, dst.1 + at, piece)?;
+        for (at, n) in todo {
+            let (sp, so) = page_of(src.1 + at);
+            let (dp, doff) = page_of(dst.1 + at);
+            let (skey, dkey) = ((src.0, sp), (dst.0, dp));
+            let n = n as usize;
+            if !self.pages.contains_key(&skey) {
+                self.zero(dst.0, dst.1 + at, n as u64);
+            } else if skey == dkey {
+                let page = self.pages.get_mut(&skey).expect("present");
+                page.copy_within(so..so + n, doff);
+            } else if !self.pages.contains_key(&dkey)
+                && self.pages[&skey][so..so + n].iter().all(|&b| b == 0)
+            {
+                // Zeros onto unwritten memory: nothing to do.
             } else {
-                self.zero(dst.0, dst.1 + at, n);
+                self.page_mut(dst.0, dp, doff..doff + n)?;
+                let [Some(s), Some(d)] = self.pages.get_disjoint_mut([&skey, &dkey]) else {
+                    unreachable!("both pages are present and distinct")
+                };
+                d[doff..doff + n].copy_from_slice(&s[so..so + n]);
             }
+        }
+        Ok(())
+    }
+
+    /// `dst = f(inputs)` over `len` bytes of each, element-wise in units of
+    /// `unit` bytes: inputs are read in place and the result is computed a
+    /// page-sized piece at a time. Falls back to whole buffers when a
+    /// piece could split an element or `dst` overlaps an input.
+    pub fn apply<const N: usize>(
+        &mut self,
+        inputs: [(Space, u64); N],
+        dst: (Space, u64),
+        len: u64,
+        unit: u64,
+        mut f: impl FnMut([&[u8]; N], &mut [u8]),
+    ) -> Result<(), BudgetExceeded> {
+        let aligned = inputs.iter().all(|i| i.1.is_multiple_of(unit)) && dst.1.is_multiple_of(unit);
+        let overlaps = inputs
+            .iter()
+            .any(|i| i.0 == dst.0 && i.1 < dst.1 + len && dst.1 < i.1 + len);
+        if !aligned || overlaps {
+            let data = inputs.map(|(s, o)| self.read(s, o, len));
+            let mut out = vec![0u8; len as usize];
+            f(std::array::from_fn(|k| &data[k][..]), &mut out);
+            return self.write(dst.0, dst.1, &out);
+        }
+        let mut offsets = [0u64; N];
+        for (o, i) in offsets.iter_mut().zip(&inputs) {
+            *o = i.1;
+        }
+        let mut out = vec![0u8; PAGE.min(len) as usize];
+        for (at, n) in pieces(offsets, len).flat_map(|(at, n)| {
+            // Split again at the destination's page boundaries.
+            pieces([dst.1 + at], n).map(move |(a2, n2)| (at + a2, n2))
+        }) {
+            let piece = &mut out[..n as usize];
+            f(
+                std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
+                piece,
+            );
+            self.write(dst.0, dst.1 + at, piece)?;
         }
         Ok(())
     }
@@ -240,5 +365,59 @@ mod tests {
         assert!(e.to_string().contains("simulated memory pages"), "{e}");
         drop(m);
         assert_eq!(budget.in_use(), 0);
+    }
+
+    /// `apply` gives what a whole-buffer computation gives, for ranges
+    /// that straddle pages at different phases, unwritten inputs, an
+    /// odd (element-splitting) offset and an output overlapping an input.
+    #[test]
+    fn piecewise_math_matches_whole_buffers() {
+        let s = tcm();
+        let h = Space::Hbm { sip: 0, cube: 0 };
+        let len = 3 * PAGE + 10;
+        let a: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let sum = |x: [&[u8]; 2], out: &mut [u8]| {
+            for ((o, p), q) in out.iter_mut().zip(x[0]).zip(x[1]) {
+                *o = p.wrapping_add(*q);
+            }
+        };
+        for (a_at, b_at, dst, unit) in [
+            ((s, 100), (h, 7 * PAGE - 36), (h, 2 * PAGE + 4), 2),
+            ((s, 101), (h, 40), (s, 9 * PAGE), 2), // odd: whole buffers
+            ((s, 100), (h, 40), (s, 200), 1),      // overlaps a
+        ] {
+            let mut m = MemoryStore::default();
+            m.write(a_at.0, a_at.1, &a).unwrap();
+            // b is unwritten but for one page in the middle.
+            m.write(b_at.0, b_at.1 + PAGE, &[9; 64]).unwrap();
+            let b = m.read(b_at.0, b_at.1, len);
+            let mut want = vec![0u8; len as usize];
+            sum([&a, &b], &mut want);
+            m.apply([a_at, b_at], dst, len, unit, sum).unwrap();
+            assert_eq!(m.read(dst.0, dst.1, len), want, "{a_at:?} {b_at:?} {dst:?}");
+        }
+    }
+
+    /// A page dropped and taken again (the pool) reads as zero outside
+    /// what is written, and page-to-page copies keep memmove semantics.
+    #[test]
+    fn reused_pages_read_as_zero_and_copies_go_page_to_page() {
+        let mut m = MemoryStore::default();
+        let s = tcm();
+        m.write(s, 0, &vec![7u8; PAGE as usize]).unwrap();
+        m.zero(s, 0, PAGE);
+        assert_eq!(m.pages(), 0);
+        m.write(s, 3 * PAGE + 5, &[1, 2, 3]).unwrap();
+        let page = m.read(s, 3 * PAGE, PAGE);
+        assert_eq!(&page[5..8], &[1, 2, 3]);
+        assert!(page[..5].iter().chain(&page[8..]).all(|&b| b == 0));
+        let h = Space::Hbm { sip: 0, cube: 0 };
+        let data: Vec<u8> = (0..2 * PAGE).map(|i| (i % 251) as u8).collect();
+        m.write(h, 30, &data).unwrap();
+        m.copy((h, 30), (s, PAGE - 3), 2 * PAGE).unwrap();
+        assert_eq!(m.read(s, PAGE - 3, 2 * PAGE), data);
+        // Forward onto itself, overlapping: the source as it was.
+        m.copy((h, 30), (h, 1030), 2 * PAGE).unwrap();
+        assert_eq!(m.read(h, 1030, 2 * PAGE), data);
     }
 }
