@@ -54,6 +54,18 @@ fn second_init_and_unsupported_op_and_single_driver_collective() {
 }
 
 #[test]
+fn a_tensor_filled_and_read_in_pieces_and_a_piece_outside_it() {
+    let e = probe("pieces", 1);
+    assert_contains_all(
+        &e,
+        &[
+            "copy_from_f64_at: elements 3..3+2 are outside tensor 'probe' (4 elements)",
+            "tensor.to_f64_range(): elements 18446744073709551615..18446744073709551615+2 are outside tensor 'probe' (4 elements)",
+        ],
+    );
+}
+
+#[test]
 fn a_rank_that_dies_is_reported_not_the_wait_it_causes() {
     let e = probe("rank-dies", 3);
     assert!(

@@ -81,6 +81,16 @@ pub mod torch {
         pub fn to_f64(&self) -> Vec<f64> {
             self.0.to_f64()
         }
+        /// Overwrite elements `offset..offset + data.len()` (fill a large
+        /// tensor in pieces without holding it whole).
+        pub fn copy_from_f64_at(&self, offset: u64, data: &[f64]) -> Result<(), String> {
+            self.0.copy_from_f64_at(offset, data)
+        }
+        /// Elements `offset..offset + count` as f64 (read a large tensor in
+        /// pieces).
+        pub fn to_f64_range(&self, offset: u64, count: u64) -> Result<Vec<f64>, String> {
+            self.0.to_f64_range(offset, count)
+        }
     }
 }
 

@@ -86,33 +86,55 @@ impl BenchHost {
             .map_err(|e| format!("copy_: tensor '{}': {e}", bt.name)))
     }
 
-    /// Read a tensor's bytes for the guest, refusing (a trap naming the
-    /// tensor) what could never fit the guest's memory: `per_elem` is the
-    /// size of one element as the guest receives it.
+    /// Read elements `[first, first + count)` of a tensor for the guest,
+    /// refusing (a trap naming the tensor) what could never fit the guest's
+    /// memory: `per_elem` is the size of one element as the guest receives
+    /// it.
     fn read_for_guest(
         &self,
         r: &Resource<BenchTensor>,
         call: &str,
+        (first, count): (u64, u64),
         per_elem: u64,
     ) -> wasmtime::Result<Vec<u8>> {
         let bt = self.table.get(r)?;
         let t = &bt.t;
         let cap = self.session.limits.instance.max_memory;
-        let size = t.numel().saturating_mul(per_elem);
+        let size = count.saturating_mul(per_elem);
         if size > cap {
             return Err(wasmtime::Error::msg(format!(
-                "{call} of tensor '{}' ({} elements) would return {}, more than the {} of guest memory an instance may have; \
-                 read it in pieces or raise --max-guest-memory",
+                "{call} of tensor '{}' ({count} elements) would return {}, more than the {} of guest memory an instance may have; \
+                 read it in pieces (tensor.to_f64_range) or raise --max-guest-memory",
                 bt.name,
-                t.numel(),
                 crate::budget::human_bytes(size),
                 crate::budget::human_bytes(cap)
             )));
         }
+        let item = t.dtype.itemsize();
         Ok(self
             .session
             .machine
-            .host_read(t.space, t.offset, t.nbytes()))
+            .host_read(t.space, t.offset + first * item, count * item))
+    }
+
+    /// `Err` naming the tensor unless `[offset, offset + count)` lies
+    /// within its elements.
+    fn element_range(
+        &self,
+        r: &Resource<BenchTensor>,
+        call: &str,
+        offset: u64,
+        count: u64,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let bt = self.table.get(r)?;
+        let numel = bt.t.numel();
+        Ok(match offset.checked_add(count) {
+            Some(end) if end <= numel => Ok(()),
+            _ => Err(format!(
+                "{call}: elements {offset}..{offset}+{count} are outside tensor '{}' ({numel} elements)",
+                bt.name
+            )),
+        })
     }
 
     fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
@@ -164,12 +186,51 @@ impl torch::HostTensor for BenchHost {
         self.write_checked(&r, &bytes, data.len() as u64, t.numel(), "elements")
     }
     async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
-        let itemsize = self.tensor(&r)?.dtype.itemsize();
-        self.read_for_guest(&r, "tensor.to_bytes()", itemsize)
+        let t = self.tensor(&r)?;
+        let all = (0, t.numel());
+        self.read_for_guest(&r, "tensor.to_bytes()", all, t.dtype.itemsize())
     }
     async fn to_f64(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<f64>> {
+        let t = self.tensor(&r)?;
+        let all = (0, t.numel());
+        Ok(t.dtype
+            .to_f64(&self.read_for_guest(&r, "tensor.to_f64()", all, 8)?))
+    }
+    async fn copy_from_f64_at(
+        &mut self,
+        r: Resource<BenchTensor>,
+        offset: u64,
+        data: Vec<f64>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let call = "copy_from_f64_at";
+        if let Err(e) = self.element_range(&r, call, offset, data.len() as u64)? {
+            return Ok(Err(e));
+        }
+        let bt = self.table.get(&r)?;
+        let item = bt.t.dtype.itemsize();
+        Ok(self
+            .session
+            .machine
+            .host_write(
+                bt.t.space,
+                bt.t.offset + offset * item,
+                &bt.t.dtype.from_f64(&data),
+            )
+            .map_err(|e| format!("{call}: tensor '{}': {e}", bt.name)))
+    }
+    async fn to_f64_range(
+        &mut self,
+        r: Resource<BenchTensor>,
+        offset: u64,
+        count: u64,
+    ) -> wasmtime::Result<Result<Vec<f64>, String>> {
+        let call = "tensor.to_f64_range()";
+        if let Err(e) = self.element_range(&r, call, offset, count)? {
+            return Ok(Err(e));
+        }
         let dtype = self.tensor(&r)?.dtype;
-        Ok(dtype.to_f64(&self.read_for_guest(&r, "tensor.to_f64()", 8)?))
+        let bytes = self.read_for_guest(&r, call, (offset, count), 8)?;
+        Ok(Ok(dtype.to_f64(&bytes)))
     }
     async fn drop(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<()> {
         self.table.delete(r)?;

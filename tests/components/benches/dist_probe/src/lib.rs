@@ -57,6 +57,20 @@ impl Bench for Probe {
                     ahbm::device_count()
                 ))
             }
+            "pieces" => {
+                // Fill and read a tensor in pieces, then step outside it.
+                ahbm::set_device(0)?;
+                let t = tensor()?;
+                t.copy_from_f64_at(1, &[5.0, 6.0])?;
+                t.copy_from_f64_at(3, &[7.0])?;
+                let got = (t.to_f64_range(0, 2)?, t.to_f64_range(2, 2)?);
+                if got != (vec![0.0, 5.0], vec![6.0, 7.0]) || t.to_f64() != [0.0, 5.0, 6.0, 7.0] {
+                    return Err(format!("pieces read back {got:?}"));
+                }
+                let write = t.copy_from_f64_at(3, &[1.0, 2.0]).unwrap_err();
+                let read = t.to_f64_range(u64::MAX, 2).unwrap_err();
+                Err(format!("{write} | {read}"))
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
