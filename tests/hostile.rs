@@ -351,6 +351,7 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
             memory_budget: budget,
             memory_baseline: 0,
             memory_digest: true,
+            on_row: None,
         },
     );
     match r {

@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+mod progress;
 mod topology_cmd;
 
 use kernbench::config::{CclConfig, Origin};
@@ -175,6 +176,7 @@ fn real_main() -> Result<()> {
             }
             let loader = Arc::new(Loader::new(opts)?);
             let line = topology_cmd::machine_line(&topo);
+            let progress = progress::RunProgress::start(&bench);
             let res = run_bench(
                 &loader,
                 RunRequest {
@@ -189,8 +191,11 @@ fn real_main() -> Result<()> {
                         .unwrap_or_else(kernbench::budget::MemoryBudget::default_limit),
                     memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
                     memory_digest: false,
+                    on_row: Some(progress.observer()),
                 },
-            )?;
+            );
+            progress.finish();
+            let res = res?;
             if let Some(dropped) = res.trace_dropped.filter(|&d| d > 0) {
                 eprintln!(
                     "# trace truncated: {dropped} spans not recorded (the memory budget was spent; raise --memory-budget)"

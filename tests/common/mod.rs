@@ -116,6 +116,7 @@ pub fn run_with(
             memory_budget: 8 << 30,
             memory_baseline: 0,
             memory_digest: true,
+            on_row: None,
         },
     )
 }

@@ -22,5 +22,5 @@ mod trap;
 
 pub use loader::{Loader, LoaderOptions};
 pub use session::{ReportRecord, Session};
-pub use sim::{run_bench, RunRequest, RunResult};
+pub use sim::{run_bench, RowObserver, RunRequest, RunResult};
 pub use trap::{describe_guest_error, describe_wasm_error};

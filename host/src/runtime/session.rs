@@ -19,7 +19,7 @@ use crate::hw::machine::IpcqSettings;
 use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::ResourceTable;
 use wasmtime::Store;
 
@@ -84,6 +84,7 @@ pub struct Session {
     pub limits: RunLimits,
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
+    row_observer: OnceLock<super::sim::RowObserver>,
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
     failures: Failures,
@@ -136,8 +137,14 @@ impl Session {
             limits,
             pg: Mutex::new(None),
             rows: Mutex::new(Vec::new()),
+            row_observer: OnceLock::new(),
             failures: Failures::default(),
         })
+    }
+
+    /// Tell `observer` of every row as the bench reports it.
+    pub fn observe_rows(&self, observer: super::sim::RowObserver) {
+        let _ = self.row_observer.set(observer);
     }
 
     pub fn rows(&self) -> Vec<ReportRecord> {
@@ -153,6 +160,9 @@ impl Session {
             .budget
             .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
             .map_err(|e| format!("report.record-result: {e}"))?;
+        if let Some(observe) = self.row_observer.get() {
+            observe(&r);
+        }
         self.rows.lock().unwrap().push(r);
         Ok(())
     }

@@ -13,6 +13,10 @@ use crate::topology::Topology;
 use crate::units::{ps_to_us, Ps};
 use std::sync::Arc;
 
+/// Called with every row a bench reports, as it is reported (e.g. to
+/// drive a progress bar).
+pub type RowObserver = Arc<dyn Fn(&ReportRecord) + Send + Sync>;
+
 /// What to run.
 pub struct RunRequest {
     /// Bench name (built-in / components dir) or path to a .wasm file.
@@ -34,6 +38,8 @@ pub struct RunRequest {
     pub memory_baseline: u64,
     /// Compute [`RunResult::memory_digest`].
     pub memory_digest: bool,
+    /// Told of every report row as it arrives.
+    pub on_row: Option<RowObserver>,
 }
 
 /// What a run produced.
@@ -89,6 +95,9 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         req.args,
         limits.clone(),
     );
+    if let Some(observer) = req.on_row {
+        session.observe_rows(observer);
+    }
     let ex = Executor::new();
     let main = ex.spawn(session.clone().run_main());
     let outcome = ex.run();
