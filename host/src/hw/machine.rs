@@ -260,13 +260,28 @@ impl Machine {
             .clone()
     }
 
-    /// Allocate `len` bytes in `space`; the returned tensor frees them when
-    /// its last reference drops.
+    /// Allocate a zero-filled tensor in `space`; the returned tensor frees
+    /// its bytes when its last reference drops.
     pub fn alloc_tensor(
         &self,
         space: Space,
         shape: &[u32],
         dtype: Dtype,
+    ) -> Result<TensorRef, HwError> {
+        self.alloc_block(space, shape, dtype, true)
+    }
+
+    /// Allocate a tensor in `space`, zero-filled when `zeroed`. Without it
+    /// the bytes are whatever a freed tensor left: only for a tensor that
+    /// its producing command overwrites whole before anyone may read it
+    /// (readers wait for `ready`), which keeps its pages in place instead
+    /// of dropping and re-creating them on every ring step.
+    fn alloc_block(
+        &self,
+        space: Space,
+        shape: &[u32],
+        dtype: Dtype,
+        zeroed: bool,
     ) -> Result<TensorRef, HwError> {
         let len = dtype.nbytes(shape)?;
         let alloc = self.allocator(space);
@@ -280,7 +295,9 @@ impl Machine {
         };
         // Freshly allocated memory reads as zero (it may hold a freed
         // tensor's bytes); zeroing drops pages, it never allocates them.
-        self.memory.lock().unwrap().zero(space, offset, len);
+        if zeroed {
+            self.memory.lock().unwrap().zero(space, offset, len);
+        }
         TensorInner::build(
             space,
             offset,
@@ -292,7 +309,8 @@ impl Machine {
     }
 
     fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
-        let t = self.alloc_tensor(Space::Tcm(pe), shape, dtype)?;
+        // Its producer (a load or a MATH command) writes every byte.
+        let t = self.alloc_block(Space::Tcm(pe), shape, dtype, false)?;
         // A fresh scratch tensor is not ready until its producer completes.
         let mut t = Arc::into_inner(t).expect("fresh tensor has one reference");
         t.ready = Event::new();

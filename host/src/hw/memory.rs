@@ -270,12 +270,30 @@ impl MemoryStore {
             // Split again at the destination's page boundaries.
             pieces([dst.1 + at], n).map(move |(a2, n2)| (at + a2, n2))
         }) {
-            let piece = &mut out[..n as usize];
-            f(
-                std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
-                piece,
-            );
-            self.write(dst.0, dst.1 + at, piece)?;
+            let (dp, doff) = page_of(dst.1 + at);
+            let dkey = (dst.0, dp);
+            let shares = inputs.iter().any(|&(sp, o)| (sp, (o + at) / PAGE) == dkey);
+            if shares {
+                // An input lives in the destination page (at other bytes):
+                // compute aside, then write.
+                let piece = &mut out[..n as usize];
+                f(
+                    std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
+                    piece,
+                );
+                self.write(dst.0, dst.1 + at, piece)?;
+            } else {
+                // Straight into the destination page, held out of the map
+                // while the inputs are read from it.
+                let range = doff..doff + n as usize;
+                self.page_mut(dst.0, dp, range.clone())?;
+                let mut page = self.pages.remove(&dkey).expect("just made");
+                f(
+                    std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
+                    &mut page[range],
+                );
+                self.pages.insert(dkey, page);
+            }
         }
         Ok(())
     }
