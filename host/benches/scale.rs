@@ -1,0 +1,134 @@
+//! Scale and speed figures of issue 9, printed as a table: the cost of a
+//! ring step, the 1024-rank 16 B and the 64-rank 1 MiB ring all-reduce,
+//! f16 add throughput and host memory per rank.
+//!
+//! ```sh
+//! cargo bench -p kernbench-host --bench scale            # all figures
+//! cargo bench -p kernbench-host --bench scale -- quick   # skip the 1024-rank ring
+//! ```
+//!
+//! Each run goes through the real host (library API, built-in components)
+//! exactly as `kernbench-host run` does; wall times exclude compiling the
+//! topology and include everything else (instances, simulation, checks).
+//! Every run's data is checked: a figure from a wrong result is refused.
+
+use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_CCL_YAML};
+use kernbench::hw::dtype::{binary, BinOp, Dtype};
+use kernbench::runtime::limits::instances_needed;
+use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest, RunResult};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunResult, f64) {
+    let loader = Arc::new(
+        Loader::new(LoaderOptions {
+            pool_instances: instances_needed(ranks).max(100),
+            ..LoaderOptions::default()
+        })
+        .expect("a loader"),
+    );
+    let mut spec = TopologySpec::default_embedded();
+    spec.system.sips.count = ranks;
+    let topology = Arc::new(kernbench::topology::build(&spec).expect("a valid topology"));
+    let ccl = CclConfig::from_yaml(DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).unwrap();
+    let start = Instant::now();
+    let res = run_bench(
+        &loader,
+        RunRequest {
+            bench: bench.into(),
+            topology,
+            ccl,
+            algorithm: algorithm.map(str::to_string),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            trace: false,
+            memory_budget: 16 << 30,
+            memory_baseline: 0,
+            memory_digest: false,
+            on_row: None,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
+    let wall = start.elapsed().as_secs_f64();
+    let wrong: u64 = res.rows.iter().map(|r| r.wrong).sum();
+    assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");
+    (res, wall)
+}
+
+fn ring(ranks: u32, size: &str) -> (RunResult, f64) {
+    run(ranks, "ccl_allreduce", None, &["-b", size, "-e", size])
+}
+
+fn line(what: &str, figure: String, note: String) {
+    println!("{what:<34} {figure:>16}   {note}");
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    println!("{:<34} {:>16}   detail", "figure", "value");
+
+    // A ring step = send + recv + add on one rank; the seed ring does
+    // p(p-1) of them (one MATH command each).
+    let (r, wall) = ring(256, "16");
+    let steps = r.stats.math_commands;
+    line(
+        "ring step (256 ranks, 16 B)",
+        format!("{:.2} us", wall * 1e6 / steps as f64),
+        format!("{steps} steps in {wall:.2} s wall"),
+    );
+
+    if !quick {
+        let (r, wall) = ring(1024, "16");
+        line(
+            "all-reduce 1024 ranks x 16 B",
+            format!("{wall:.2} s"),
+            format!(
+                "simulated {:.3} us, {:.2} us wall per step",
+                r.end_time_ps as f64 / 1e6,
+                wall * 1e6 / r.stats.math_commands as f64
+            ),
+        );
+    }
+
+    let (r, wall) = ring(64, "1M");
+    line(
+        "all-reduce 64 ranks x 1 MiB",
+        format!("{wall:.2} s"),
+        format!(
+            "simulated {:.3} us, {} DMA + {} MATH commands",
+            r.end_time_ps as f64 / 1e6,
+            r.stats.dma_commands,
+            r.stats.math_commands
+        ),
+    );
+
+    let n = 1 << 19; // 1 MiB of f16
+    let a = Dtype::F16.from_f64(&(0..n).map(|i| (i % 1000) as f64).collect::<Vec<_>>());
+    let b = Dtype::F16.from_f64(&(0..n).map(|i| (i % 7) as f64).collect::<Vec<_>>());
+    let reps = 200;
+    let start = Instant::now();
+    for _ in 0..reps {
+        std::hint::black_box(binary(BinOp::Add, Dtype::F16, &a, &b));
+    }
+    let per = start.elapsed().as_secs_f64() / reps as f64;
+    line(
+        "f16 add (1 MiB + 1 MiB -> 1 MiB)",
+        format!("{:.2} GB/s", (a.len() as f64) / per / 1e9),
+        format!(
+            "{:.0} us per MiB of result, {:.2} G elements/s",
+            per * 1e6,
+            n as f64 / per / 1e9
+        ),
+    );
+
+    for ranks in [256u32, 1024] {
+        let (r, wall) = run(ranks, "ccl_hello", Some("hello_send"), &[]);
+        line(
+            &format!("memory per rank ({ranks} ranks)"),
+            format!("{} KiB", (r.memory_peak / ranks as u64) >> 10),
+            format!(
+                "budgeted peak {} MiB (instances, pages, output); hello_send {wall:.2} s",
+                r.memory_peak >> 20
+            ),
+        );
+    }
+}
