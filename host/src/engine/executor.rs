@@ -304,6 +304,12 @@ where
     handle
 }
 
+/// Spawn a task whose result nobody awaits (a hardware command that
+/// signals its completion itself): no join state is allocated.
+pub fn spawn_detached(fut: impl Future<Output = ()> + 'static) {
+    with_current(|c| c.spawn_boxed(Box::pin(fut)));
+}
+
 /// A future that completes at simulated time `at` (at once if past).
 pub fn sleep_until(at: Ps) -> Sleep {
     Sleep { at, armed: false }

@@ -15,5 +15,7 @@ mod executor;
 mod sync;
 mod wheel;
 
-pub use executor::{now, sleep, sleep_until, spawn, try_now, Executor, RunOutcome, Sleep};
+pub use executor::{
+    now, sleep, sleep_until, spawn, spawn_detached, try_now, Executor, RunOutcome, Sleep,
+};
 pub use sync::{Event, JoinHandle};

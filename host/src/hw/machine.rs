@@ -400,7 +400,7 @@ impl Machine {
         let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
         self.track(&st, &done);
         let m = self.clone();
-        engine::spawn(async move {
+        engine::spawn_detached(async move {
             prev.wait().await;
             for t in &inputs {
                 t.ready.wait().await;
@@ -476,7 +476,7 @@ impl Machine {
         let prev = std::mem::replace(&mut *st.math_tail.lock().unwrap(), release.clone());
         self.track(&st, &out.ready);
         let m = self.clone();
-        engine::spawn(async move {
+        engine::spawn_detached(async move {
             prev.wait().await;
             for t in &inputs {
                 t.ready.wait().await;

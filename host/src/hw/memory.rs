@@ -1,4 +1,4 @@
-//! The memory store: real bytes keyed by (space, offset), in sparse 64 KiB
+//! The memory store: real bytes keyed by (space, offset), in sparse 4 KiB
 //! pages. Never-written bytes read as zero and cost nothing: a page exists
 //! only once a non-zero write touches it, zeroing a range drops the pages it
 //! covers, and a copy from unwritten memory zeroes rather than allocates.
@@ -17,7 +17,7 @@ use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-const PAGE: u64 = 64 * 1024;
+const PAGE: u64 = 4 * 1024;
 
 /// Dropped pages kept for reuse (not charged to the budget: at most
 /// 4 MiB of host memory).
