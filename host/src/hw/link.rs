@@ -21,23 +21,26 @@
 
 use crate::topology::{LinkId, Topology};
 use crate::units::{self, Ps, Rate, TimeOverflow};
-use std::collections::VecDeque;
+use smallvec::SmallVec;
 
-/// The busy intervals of one link, sorted by start and non-overlapping.
-/// Most bookings land at the end and pruning takes from the front, so a
-/// ring buffer keeps both O(1) without allocating per interval; a booking
-/// into an earlier gap is a binary search and a shift of the (few)
-/// intervals after it.
-#[derive(Debug, Clone, Default)]
+/// One directed link: its figures (copied from the topology) and its busy
+/// intervals, sorted by start and non-overlapping. A link rarely holds
+/// more than two intervals at once, so they live inline: a transfer
+/// touches one cache line per hop (at thousands of ranks the links no
+/// longer fit in cache and every extra pointer was a miss).
+#[derive(Debug, Clone)]
 struct Calendar {
-    busy: VecDeque<(Ps, Ps)>,
+    latency: Ps,
+    rate: Rate,
+    busy: SmallVec<[(Ps, Ps); 2]>,
 }
 
 impl Calendar {
     /// Forget intervals that ended by `now`.
     fn prune(&mut self, now: Ps) {
-        while self.busy.front().is_some_and(|&(_, e)| e <= now) {
-            self.busy.pop_front();
+        let over = self.busy.iter().take_while(|&&(_, e)| e <= now).count();
+        if over > 0 {
+            self.busy.drain(..over);
         }
     }
 
@@ -76,7 +79,15 @@ pub struct LinkTable {
 impl LinkTable {
     pub fn new(topo: &Topology) -> Self {
         LinkTable {
-            state: vec![Calendar::default(); topo.links.len()],
+            state: topo
+                .links
+                .iter()
+                .map(|l| Calendar {
+                    latency: l.latency,
+                    rate: l.rate,
+                    busy: SmallVec::new(),
+                })
+                .collect(),
         }
     }
 
@@ -87,7 +98,6 @@ impl LinkTable {
     /// it (for the trace).
     pub fn reserve(
         &mut self,
-        topo: &Topology,
         path: &[LinkId],
         t0: Ps,
         bytes: u64,
@@ -100,12 +110,11 @@ impl LinkTable {
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
         for &id in path {
-            let link = &topo.links[id as usize];
             let cal = &mut self.state[id as usize];
             cal.prune(t0);
-            let (start, end) = cal.book(head, link.rate.duration_ps(bytes)?, prev_tail)?;
-            head = units::add(start, link.latency)?;
-            prev_tail = units::add(end, link.latency)?;
+            let (start, end) = cal.book(head, cal.rate.duration_ps(bytes)?, prev_tail)?;
+            head = units::add(start, cal.latency)?;
+            prev_tail = units::add(end, cal.latency)?;
             if let Some(b) = busy.as_deref_mut() {
                 b.push((id, start, end));
             }
@@ -142,7 +151,7 @@ mod tests {
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(&t);
             let done = fresh
-                .reserve(&t, &p, 1000, bytes, Rate::from_giga_per_s(1.0), None)
+                .reserve(&p, 1000, bytes, Rate::from_giga_per_s(1.0), None)
                 .unwrap();
             assert_eq!(
                 done,
@@ -158,15 +167,15 @@ mod tests {
         let mut lt = LinkTable::new(&t);
         let s = 1 << 20;
         let one = Rate::from_giga_per_s(1.0);
-        let a = lt.reserve(&t, &p, 0, s, one, None).unwrap();
-        let b = lt.reserve(&t, &p, 0, s, one, None).unwrap();
+        let a = lt.reserve(&p, 0, s, one, None).unwrap();
+        let b = lt.reserve(&p, 0, s, one, None).unwrap();
         let per = bw.unwrap().duration_ps(s).unwrap();
         assert_eq!(a, lat + per);
         // The second one waits for the first on every link: it ends one
         // bottleneck-serialisation later (rate through a link <= bandwidth).
         assert_eq!(b, a + per);
         // A transfer that would end past the clock's horizon is refused.
-        assert!(lt.reserve(&t, &p, u64::MAX - 5, s, one, None).is_err());
+        assert!(lt.reserve(&p, u64::MAX - 5, s, one, None).is_err());
     }
 
     #[test]
@@ -182,7 +191,7 @@ mod tests {
             .sum();
         let mut lt = LinkTable::new(&t);
         let a_bytes = 1 << 20;
-        let a = lt.reserve(&t, &p, 0, a_bytes, one, None).unwrap();
+        let a = lt.reserve(&p, 0, a_bytes, one, None).unwrap();
         // B needs only the last link, which is idle until A gets there:
         // it crosses at once instead of queueing behind A.
         let b_bytes = 64;
@@ -190,19 +199,19 @@ mod tests {
         assert!(b_time <= a_arrives, "the test needs a gap");
         let mut busy = Vec::new();
         let b = lt
-            .reserve(&t, &[last], 0, b_bytes, one, Some(&mut busy))
+            .reserve(&[last], 0, b_bytes, one, Some(&mut busy))
             .unwrap();
         assert_eq!(busy, vec![(last, 0, b_time)]);
         assert_eq!(b, b_time + link.latency);
         // A is untouched: a fresh table gives it the same time.
         let alone = LinkTable::new(&t)
-            .reserve(&t, &p, 0, a_bytes, one, None)
+            .reserve(&p, 0, a_bytes, one, None)
             .unwrap();
         assert_eq!(a, alone);
         // C does not fit in the gap: it waits for A's interval to end.
         let c_bytes = 1 << 20;
         let mut busy = Vec::new();
-        lt.reserve(&t, &[last], 0, c_bytes, one, Some(&mut busy))
+        lt.reserve(&[last], 0, c_bytes, one, Some(&mut busy))
             .unwrap();
         let a_end_on_last = a - link.latency;
         assert_eq!(busy[0].1, a_end_on_last, "after A's interval");

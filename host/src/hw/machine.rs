@@ -418,7 +418,6 @@ impl Machine {
             release.set();
             let mut busy = m.trace.as_ref().map(|_| Vec::new());
             let end = m.links.lock().unwrap().reserve(
-                &m.topo,
                 &path,
                 engine::now(),
                 nbytes,
