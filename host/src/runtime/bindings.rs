@@ -5,7 +5,20 @@ pub mod algorithm {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "algorithm",
-        imports: { default: async | trappable },
+        // Calls that never wait in simulated time are plain host calls:
+        // no future, no fiber bookkeeping (a ring step drops two tensors).
+        imports: {
+            "kernbench:sim/tl.[method]tensor.shape": trappable,
+            "kernbench:sim/tl.[method]tensor.dtype": trappable,
+            "kernbench:sim/tl.[method]tensor.addr": trappable,
+            "kernbench:sim/tl.[method]tensor.nbytes": trappable,
+            "kernbench:sim/tl.[drop]tensor": trappable,
+            "kernbench:sim/tl.program-id": trappable,
+            "kernbench:sim/tl.num-programs": trappable,
+            "kernbench:sim/tl.now-ps": trappable,
+            "kernbench:sim/tl.log": trappable,
+            default: async | trappable,
+        },
         exports: { default: async },
         with: {
             "kernbench:sim/tl.tensor": crate::runtime::kernel::KernelTensor,

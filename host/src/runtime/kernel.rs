@@ -93,26 +93,26 @@ fn dir_name(dir: &Option<String>) -> String {
 }
 
 impl tl::HostTensor for KernelHost {
-    async fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
+    fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
         Ok(self.tensor(&r)?.shape.clone())
     }
-    async fn dtype(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<types::Dtype> {
+    fn dtype(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<types::Dtype> {
         Ok(dtype_out(self.tensor(&r)?.dtype))
     }
-    async fn addr(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
+    fn addr(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
         Ok(self.tensor(&r)?.addr())
     }
-    async fn nbytes(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
+    fn nbytes(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
         Ok(self.tensor(&r)?.nbytes())
     }
-    async fn drop(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<()> {
+    fn drop(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<()> {
         self.table.delete(r)?;
         Ok(())
     }
 }
 
 impl tl::Host for KernelHost {
-    async fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
+    fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
         match axis {
             0 => Ok(self.pe.pe as i64),
             1 => Ok(self.pe.cube as i64),
@@ -125,7 +125,7 @@ impl tl::Host for KernelHost {
         }
     }
 
-    async fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
+    fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
         let spec = &self.machine.topo.spec;
         match axis {
             0 => Ok(spec.pes_per_cube() as i64),
@@ -247,11 +247,11 @@ impl tl::Host for KernelHost {
         self.push(t)
     }
 
-    async fn now_ps(&mut self) -> wasmtime::Result<u64> {
+    fn now_ps(&mut self) -> wasmtime::Result<u64> {
         Ok(crate::engine::now())
     }
 
-    async fn log(&mut self, msg: String) -> wasmtime::Result<()> {
+    fn log(&mut self, msg: String) -> wasmtime::Result<()> {
         tracing::info!(target: "kernbench::kernel", "[{} t={}ps] {msg}", self.pe, crate::engine::now());
         // Captured like stderr: bounded, and printed with the PE's name.
         let line = format!(
