@@ -197,3 +197,30 @@ fn more_than_five_hundred_ranks_run_with_a_pool_sized_from_the_topology() {
     assert_eq!(report["world_size"], 600);
     assert_eq!(report["wrong_total"], 0);
 }
+
+#[test]
+fn the_progress_line_never_reaches_a_pipe() {
+    // A run of over a second (a 512-rank ring) with stderr captured, as in
+    // CI or `2> log`: the summary is there, the spinner is not.
+    let dir = tempfile::tempdir().unwrap();
+    let topo = common::topology_file(dir.path(), 512);
+    let out = kb()
+        .args(["run", "ccl_allreduce", "--topology"])
+        .arg(&topo)
+        .args(["--", "-b", "16", "-e", "16"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let wall: f64 = err
+        .rsplit("wall ")
+        .next()
+        .and_then(|w| w.trim().trim_end_matches(" s").parse().ok())
+        .expect("the summary line gives the wall time");
+    assert!(err.contains("# simulated"), "{err}");
+    assert!(
+        !err.contains("rows reported") && !err.contains('\r'),
+        "{err}"
+    );
+    assert!(wall > 1.0, "the run must outlast the 1 s delay: {wall} s");
+}
