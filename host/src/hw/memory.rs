@@ -74,17 +74,9 @@ fn page_of(pos: u64) -> (u64, usize) {
 /// The page-sized pieces of `[offset, offset+len)`: (page, offset within
 /// the page, position in the range, length).
 fn chunks(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-    let mut done = 0u64;
-    std::iter::from_fn(move || {
-        if done >= len {
-            return None;
-        }
-        let pos = offset + done;
-        let (page, within) = (pos / PAGE, pos % PAGE);
-        let n = (PAGE - within).min(len - done);
-        let item = (page, within as usize, done as usize, n as usize);
-        done += n;
-        Some(item)
+    pieces([offset], len).map(move |(at, n)| {
+        let (page, within) = page_of(offset + at);
+        (page, within, at as usize, n as usize)
     })
 }
 
