@@ -85,8 +85,16 @@ fn ring(ranks: u32, n_elem: u32) -> (f64, u64) {
 }
 
 fn main() {
+    // Rank counts may be given on the command line (`-- 256 1024`).
+    let mut counts: Vec<u32> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    if counts.is_empty() {
+        counts = vec![64, 256, 1024];
+    }
     println!("{:<34} {:>12}   detail", "figure", "value");
-    for ranks in [64u32, 256, 1024] {
+    for ranks in counts {
         let (wall, steps) = ring(ranks, 8);
         println!(
             "{:<34} {:>9.2} us   {steps} steps in {wall:.2} s (no wasm)",

@@ -3,6 +3,7 @@
 //! across awaits in wasm host functions (whose futures must be `Send`); they
 //! are only ever touched from the executor's thread.
 
+use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,9 @@ use std::task::{Context, Poll, Waker};
 #[derive(Default)]
 struct EventState {
     set: bool,
-    waiters: Vec<Waker>,
+    /// Most events have one waiter (a command's completion awaited by the
+    /// next command or the kernel): no allocation for it.
+    waiters: SmallVec<[Waker; 1]>,
 }
 
 /// A one-shot latch: once set, every present and future waiter proceeds.

@@ -28,7 +28,7 @@ use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Commands a PE may have in flight (issued, not completed).
 pub const COMMAND_QUEUE_DEPTH: usize = 4096;
@@ -169,7 +169,8 @@ pub struct Machine {
     pub timing: EngineTiming,
     memory: Mutex<MemoryStore>,
     links: Mutex<LinkTable>,
-    pes: Mutex<FxHashMap<PeCoord, Arc<PeState>>>,
+    /// Per-PE state, indexed densely by PE (created on first use).
+    pes: Box<[OnceLock<Box<PeState>>]>,
     blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     stats: Mutex<MachineStats>,
     /// The first error an engine hit while executing a command (time or
@@ -199,6 +200,9 @@ impl Machine {
     /// `trace` is set, and charges its memory pages to `budget`.
     pub fn with_options(topo: Arc<Topology>, trace: bool, budget: Arc<MemoryBudget>) -> Arc<Self> {
         let spec = &topo.spec;
+        let pe_count = spec.system.sips.count as usize
+            * spec.cubes_per_sip() as usize
+            * spec.pes_per_cube() as usize;
         let timing = EngineTiming {
             dma_setup: ns_to_ps(spec.pe.dma.setup_ns),
             math_overhead: ns_to_ps(spec.pe.math.overhead_ns),
@@ -207,11 +211,11 @@ impl Machine {
         };
         Arc::new(Machine {
             router: PathRouter::new(topo.clone()),
-            links: Mutex::new(LinkTable::new(&topo)),
+            links: Mutex::new(LinkTable::new(topo.clone())),
             topo,
             timing,
             memory: Mutex::new(MemoryStore::new(budget.clone())),
-            pes: Mutex::default(),
+            pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
@@ -245,11 +249,18 @@ impl Machine {
             .clone()
     }
 
-    fn pe(&self, pe: PeCoord) -> Arc<PeState> {
-        let mut pes = self.pes.lock().unwrap();
-        pes.entry(pe)
-            .or_insert_with(|| {
-                Arc::new(PeState {
+    /// The state of `pe`, a PE of this machine (every `PeCoord` the
+    /// machine is given comes from its topology or a resolved address).
+    fn pe(&self, pe: PeCoord) -> &PeState {
+        let spec = &self.topo.spec;
+        let index = (pe.sip as usize * spec.cubes_per_sip() as usize + pe.cube as usize)
+            * spec.pes_per_cube() as usize
+            + pe.pe as usize;
+        self.pes
+            .get(index)
+            .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
+            .get_or_init(|| {
+                Box::new(PeState {
                     dma_tail: Mutex::new(Event::done()),
                     math_tail: Mutex::new(Event::done()),
                     ipcq: Mutex::new(None),
@@ -257,7 +268,21 @@ impl Machine {
                     blocked_on: Mutex::new(None),
                 })
             })
-            .clone()
+    }
+
+    /// Every PE that has state, in `PeCoord` order.
+    fn pes(&self) -> impl Iterator<Item = (PeCoord, &PeState)> {
+        let spec = &self.topo.spec;
+        let (cubes, pes) = (spec.cubes_per_sip(), spec.pes_per_cube());
+        self.pes.iter().enumerate().filter_map(move |(i, st)| {
+            let i = i as u32;
+            let pe = PeCoord {
+                sip: i / (cubes * pes),
+                cube: i / pes % cubes,
+                pe: i % pes,
+            };
+            st.get().map(|st| (pe, &**st))
+        })
     }
 
     /// Allocate a zero-filled tensor in `space`; the returned tensor frees
@@ -268,7 +293,7 @@ impl Machine {
         shape: &[u32],
         dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
-        self.alloc_block(space, shape, dtype, true)
+        self.alloc_block(space, shape, dtype, true, Event::done())
     }
 
     /// Allocate a tensor in `space`, zero-filled when `zeroed`. Without it
@@ -282,6 +307,7 @@ impl Machine {
         shape: &[u32],
         dtype: Dtype,
         zeroed: bool,
+        ready: Event,
     ) -> Result<TensorRef, HwError> {
         let len = dtype.nbytes(shape)?;
         let alloc = self.allocator(space);
@@ -293,28 +319,28 @@ impl Machine {
                 free: a.free_bytes(),
             })?
         };
-        // Freshly allocated memory reads as zero (it may hold a freed
-        // tensor's bytes); zeroing drops pages, it never allocates them.
-        if zeroed {
-            self.memory.lock().unwrap().zero(space, offset, len);
-        }
-        TensorInner::build(
+        let t = TensorInner::build(
             space,
             offset,
             shape,
             dtype,
-            Event::done(),
+            ready,
             Hold::Block { alloc, offset, len },
-        )
+        )?;
+        // Freshly allocated memory reads as zero (it may hold a freed
+        // tensor's bytes); zeroing drops pages, and allocates only to
+        // un-share the part of a shared page that the block covers (on a
+        // budget refusal the block is freed with `t`).
+        if zeroed {
+            self.memory.lock().unwrap().zero(space, offset, len)?;
+        }
+        Ok(t)
     }
 
     fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
-        // Its producer (a load or a MATH command) writes every byte.
-        let t = self.alloc_block(Space::Tcm(pe), shape, dtype, false)?;
-        // A fresh scratch tensor is not ready until its producer completes.
-        let mut t = Arc::into_inner(t).expect("fresh tensor has one reference");
-        t.ready = Event::new();
-        Ok(Arc::new(t))
+        // Its producer (a load or a MATH command) writes every byte, and
+        // the tensor is not ready until that producer completes.
+        self.alloc_block(Space::Tcm(pe), shape, dtype, false, Event::new())
     }
 
     /// A view of existing memory at `addr` (no ownership).
@@ -398,7 +424,7 @@ impl Machine {
         let st = self.pe(pe);
         let release = Event::new();
         let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
-        self.track(&st, &done);
+        self.track(st, &done);
         let m = self.clone();
         engine::spawn_detached(async move {
             prev.wait().await;
@@ -473,7 +499,7 @@ impl Machine {
         let st = self.pe(pe);
         let release = Event::new();
         let prev = std::mem::replace(&mut *st.math_tail.lock().unwrap(), release.clone());
-        self.track(&st, &out.ready);
+        self.track(st, &out.ready);
         let m = self.clone();
         engine::spawn_detached(async move {
             prev.wait().await;
@@ -677,12 +703,10 @@ impl Machine {
 
     /// What each blocked PE is waiting for (for deadlock reports).
     pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
-        let blocked: Vec<_> = {
-            let pes = self.pes.lock().unwrap();
-            pes.iter()
-                .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (*pe, w)))
-                .collect()
-        };
+        let blocked: Vec<_> = self
+            .pes()
+            .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (pe, w)))
+            .collect();
         let mut v: Vec<_> = blocked
             .into_iter()
             .map(|(pe, w)| (pe, w.describe(|dir| self.expected_senders(pe, dir))))
@@ -693,12 +717,9 @@ impl Machine {
 
     /// A short dump of every IPCQ ring (free slots, pending arrivals).
     pub fn ipcq_dump(&self) -> Vec<String> {
-        let pes = self.pes.lock().unwrap();
-        let mut keys: Vec<_> = pes.keys().copied().collect();
-        keys.sort();
         let mut out = Vec::new();
-        for pe in keys {
-            if let Some(port) = pes[&pe].ipcq.lock().unwrap().as_ref() {
+        for (pe, st) in self.pes() {
+            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
                 for (dir, q) in &port.rx {
                     let q = q.lock().unwrap();
                     out.push(format!(
@@ -950,9 +971,8 @@ impl Machine {
     }
 
     fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
-        let pes = self.pes.lock().unwrap();
         let mut senders = Vec::new();
-        for (p, st) in pes.iter() {
+        for (p, st) in self.pes() {
             if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
                 for (d, e) in &port.tx {
                     if e.peer == pe && dir.is_none_or(|want| reverse_dir(d) == want) {

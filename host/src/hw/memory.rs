@@ -2,15 +2,21 @@
 //! pages. Never-written bytes read as zero and cost nothing: a page exists
 //! only once a non-zero write touches it, zeroing a range drops the pages it
 //! covers, and a copy from unwritten memory zeroes rather than allocates.
-//! Every page is charged to the run's [`MemoryBudget`].
+//! Every page buffer is charged to the run's [`MemoryBudget`] once, however
+//! many places share it.
 //!
-//! Data moves page to page: a DMA copies each piece straight from its
-//! source page into its destination page, and element-wise math reads its
-//! inputs in place and computes one page-sized piece at a time, so no
-//! command materialises a tensor-sized buffer. Dropped pages are kept in a
-//! small pool and reused, so scratch memory freed and allocated again on
-//! every ring step does not go back to the allocator (and the kernel) each
-//! time.
+//! Pages are copy-on-write: a copy of a whole page (a DMA whose source and
+//! destination are at the same offset within their pages, as tensors and
+//! IPCQ slots of a page or more are) shares the source's buffer instead of
+//! copying its bytes, and the first write to a shared page gives the writer
+//! its own buffer. So a message forwarded around a ring moves no bytes on
+//! the host until someone writes to it. Other data moves page to page: a
+//! DMA copies each piece straight from its source page into its
+//! destination page, and element-wise math reads its inputs in place and
+//! computes one page-sized piece at a time, so no command materialises a
+//! tensor-sized buffer. Dropped buffers are kept in a small pool and
+//! reused, so scratch memory freed and allocated again on every ring step
+//! does not go back to the allocator (and the kernel) each time.
 
 use crate::address::Space;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
@@ -19,8 +25,8 @@ use std::sync::Arc;
 
 const PAGE: u64 = 4 * 1024;
 
-/// Dropped pages kept for reuse (not charged to the budget: at most
-/// 4 MiB of host memory).
+/// Dropped page buffers kept for reuse (not charged to the budget: at most
+/// 256 KiB of host memory).
 const SPARE_PAGES: usize = 64;
 
 /// What unwritten memory reads as.
@@ -28,9 +34,14 @@ static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
 
 type PageKey = (Space, u64);
 
+/// One page buffer, shared by every page that holds the same bytes.
+type Page = Arc<[u8; PAGE as usize]>;
+
 pub struct MemoryStore {
-    pages: FxHashMap<PageKey, Box<[u8]>>,
-    spare: Vec<Box<[u8]>>,
+    pages: FxHashMap<PageKey, Page>,
+    spare: Vec<Page>,
+    /// Distinct page buffers held (what the budget is charged for).
+    buffers: u64,
     budget: Arc<MemoryBudget>,
 }
 
@@ -43,7 +54,7 @@ impl Default for MemoryStore {
 impl Drop for MemoryStore {
     fn drop(&mut self) {
         self.budget
-            .release(MemoryUse::SimulatedMemory, self.pages.len() as u64 * PAGE);
+            .release(MemoryUse::SimulatedMemory, self.buffers * PAGE);
     }
 }
 
@@ -85,13 +96,20 @@ impl MemoryStore {
         MemoryStore {
             pages: FxHashMap::default(),
             spare: Vec::new(),
+            buffers: 0,
             budget,
         }
     }
 
-    /// Pages currently materialised.
+    /// Pages currently materialised (a shared buffer counts once per page
+    /// that holds it).
     pub fn pages(&self) -> usize {
         self.pages.len()
+    }
+
+    /// Distinct page buffers held (what the budget is charged for).
+    pub fn buffers(&self) -> u64 {
+        self.buffers
     }
 
     /// Read into `out` (its length is the length read).
@@ -116,40 +134,66 @@ impl MemoryStore {
         out
     }
 
-    /// The page for a write, created (and charged) if needed. A new page
-    /// reads as zero except where `overwritten` (a range the caller is
-    /// about to write) says it need not be cleared.
+    /// A buffer of our own for a page about to be written, charged to the
+    /// budget: from the pool or new. Its bytes are `keep`'s (or zero)
+    /// except where `overwritten` (a range the caller is about to write)
+    /// says they need not be set.
+    fn fresh_buffer(
+        &mut self,
+        space: Space,
+        keep: Option<&[u8; PAGE as usize]>,
+        overwritten: std::ops::Range<usize>,
+    ) -> Result<Page, BudgetExceeded> {
+        self.budget.charge(
+            MemoryUse::SimulatedMemory,
+            PAGE,
+            &format!("a write to {space}"),
+        )?;
+        self.buffers += 1;
+        let mut page = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Arc::new([0u8; PAGE as usize]));
+        let buf = Arc::get_mut(&mut page).expect("spare buffers are unshared");
+        let src = keep.unwrap_or(&ZERO_PAGE);
+        buf[..overwritten.start].copy_from_slice(&src[..overwritten.start]);
+        buf[overwritten.end..].copy_from_slice(&src[overwritten.end..]);
+        Ok(page)
+    }
+
+    /// The page for a write, created (and charged) if needed, and made
+    /// this page's own if its buffer is shared (copy-on-write). Its bytes
+    /// are kept except where `overwritten` (a range the caller is about
+    /// to write) says they need not be.
     fn page_mut(
         &mut self,
         space: Space,
         page: u64,
         overwritten: std::ops::Range<usize>,
-    ) -> Result<&mut [u8], BudgetExceeded> {
-        use std::collections::hash_map::Entry;
-        match self.pages.entry((space, page)) {
-            Entry::Occupied(e) => Ok(e.into_mut()),
-            Entry::Vacant(v) => {
-                self.budget.charge(
-                    MemoryUse::SimulatedMemory,
-                    PAGE,
-                    &format!("a write to {space}"),
-                )?;
-                let fresh = match self.spare.pop() {
-                    Some(mut p) => {
-                        p[..overwritten.start].fill(0);
-                        p[overwritten.end..].fill(0);
-                        p
-                    }
-                    None => vec![0u8; PAGE as usize].into_boxed_slice(),
-                };
-                Ok(v.insert(fresh))
+    ) -> Result<&mut [u8; PAGE as usize], BudgetExceeded> {
+        let key = (space, page);
+        let own = match self.pages.get_mut(&key) {
+            Some(p) if Arc::strong_count(p) == 1 => None,
+            Some(p) => {
+                let shared = p.clone();
+                Some(self.fresh_buffer(space, Some(&shared), overwritten)?)
             }
+            None => Some(self.fresh_buffer(space, None, overwritten)?),
+        };
+        if let Some(own) = own {
+            // Replaces a shared buffer: the others still hold it, so
+            // nothing is released.
+            self.pages.insert(key, own);
         }
+        let p = self.pages.get_mut(&key).expect("present");
+        Ok(Arc::get_mut(p).expect("unshared"))
     }
 
-    /// Drop a page (it reads as zero again).
-    fn drop_page(&mut self, key: PageKey) {
-        if let Some(p) = self.pages.remove(&key) {
+    /// Forget a page buffer taken out of the map: its budget is released
+    /// when no other page shares it.
+    fn forget(&mut self, p: Page) {
+        if Arc::strong_count(&p) == 1 {
+            self.buffers -= 1;
             self.budget.release(MemoryUse::SimulatedMemory, PAGE);
             if self.spare.len() < SPARE_PAGES {
                 self.spare.push(p);
@@ -157,11 +201,26 @@ impl MemoryStore {
         }
     }
 
+    /// Drop a page (it reads as zero again).
+    fn drop_page(&mut self, key: PageKey) {
+        if let Some(p) = self.pages.remove(&key) {
+            self.forget(p);
+        }
+    }
+
+    /// Make page `dst` share the buffer of page `src` (a whole-page copy).
+    fn share(&mut self, src: PageKey, dst: PageKey) {
+        let p = self.pages[&src].clone();
+        if let Some(old) = self.pages.insert(dst, p) {
+            self.forget(old);
+        }
+    }
+
     /// The bytes of one piece that does not cross a page boundary.
     fn piece(&self, space: Space, pos: u64, n: u64) -> &[u8] {
         let (page, within) = page_of(pos);
         let p: &[u8] = match self.pages.get(&(space, page)) {
-            Some(p) => p,
+            Some(p) => &p[..],
             None => &ZERO_PAGE,
         };
         &p[within..within + n as usize]
@@ -181,14 +240,18 @@ impl MemoryStore {
     }
 
     /// Make `[offset, offset+len)` read as zero; whole pages are dropped.
-    pub fn zero(&mut self, space: Space, offset: u64, len: u64) {
+    /// Fails only when part of a shared page is zeroed and the budget
+    /// refuses the page its own buffer.
+    pub fn zero(&mut self, space: Space, offset: u64, len: u64) -> Result<(), BudgetExceeded> {
         for (page, within, _, n) in chunks(offset, len) {
             if n as u64 == PAGE {
                 self.drop_page((space, page));
-            } else if let Some(p) = self.pages.get_mut(&(space, page)) {
-                p[within..within + n].fill(0);
+            } else if self.pages.contains_key(&(space, page)) {
+                // Part of a shared page: it gets its own buffer first.
+                self.page_mut(space, page, within..within + n)?[within..within + n].fill(0);
             }
         }
+        Ok(())
     }
 
     /// Copy `len` bytes from `src` to `dst` page to page, without
@@ -212,20 +275,23 @@ impl MemoryStore {
             let (skey, dkey) = ((src.0, sp), (dst.0, dp));
             let n = n as usize;
             if !self.pages.contains_key(&skey) {
-                self.zero(dst.0, dst.1 + at, n as u64);
+                self.zero(dst.0, dst.1 + at, n as u64)?;
             } else if skey == dkey {
-                let page = self.pages.get_mut(&skey).expect("present");
-                page.copy_within(so..so + n, doff);
+                self.page_mut(dst.0, dp, 0..0)?
+                    .copy_within(so..so + n, doff);
+            } else if n as u64 == PAGE {
+                // A whole page: share its buffer (copy-on-write).
+                self.share(skey, dkey);
             } else if !self.pages.contains_key(&dkey)
                 && self.pages[&skey][so..so + n].iter().all(|&b| b == 0)
             {
                 // Zeros onto unwritten memory: nothing to do.
             } else {
-                self.page_mut(dst.0, dp, doff..doff + n)?;
-                let [Some(s), Some(d)] = self.pages.get_disjoint_mut([&skey, &dkey]) else {
-                    unreachable!("both pages are present and distinct")
-                };
-                d[doff..doff + n].copy_from_slice(&s[so..so + n]);
+                // The source buffer is held (not copied) while the
+                // destination page is made writable.
+                let s = self.pages[&skey].clone();
+                self.page_mut(dst.0, dp, doff..doff + n)?[doff..doff + n]
+                    .copy_from_slice(&s[so..so + n]);
             }
         }
         Ok(())
@@ -280,9 +346,10 @@ impl MemoryStore {
                 let range = doff..doff + n as usize;
                 self.page_mut(dst.0, dp, range.clone())?;
                 let mut page = self.pages.remove(&dkey).expect("just made");
+                let out = Arc::get_mut(&mut page).expect("page_mut unshared it");
                 f(
                     std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
-                    &mut page[range],
+                    &mut out[range],
                 );
                 self.pages.insert(dkey, page);
             }
@@ -303,7 +370,7 @@ impl MemoryStore {
                 continue; // a zeroed page is the same memory as no page
             }
             h.update(format!("{}:{}", k.0, k.1).as_bytes());
-            h.update(p);
+            h.update(&p[..]);
         }
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -340,7 +407,7 @@ mod tests {
         let hbm = Space::Hbm { sip: 0, cube: 0 };
         // Zeros never materialise; a huge zero range is free.
         m.write(hbm, 0, &vec![0u8; 3 * PAGE as usize]).unwrap();
-        m.zero(hbm, 0, 8 << 30);
+        m.zero(hbm, 0, 8 << 30).unwrap();
         assert_eq!(m.pages(), 0);
         m.write(hbm, 10, &[1, 2, 3]).unwrap();
         m.write(hbm, 5 * PAGE, &[9]).unwrap();
@@ -408,6 +475,71 @@ mod tests {
         }
     }
 
+    /// Whole-page copies share one buffer, charged once; a write to
+    /// either side gives it its own buffer and leaves the other as it was;
+    /// the charge goes when the last page holding a buffer is dropped.
+    #[test]
+    fn whole_page_copies_share_buffers_until_written() {
+        let budget = Arc::new(MemoryBudget::new(64 * PAGE));
+        let mut m = MemoryStore::new(budget.clone());
+        let (s, h) = (tcm(), Space::Hbm { sip: 0, cube: 0 });
+        let data: Vec<u8> = (0..4 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
+        m.write(h, 0, &data).unwrap();
+        assert_eq!(m.buffers(), 4);
+        // Same phase: the four pages are shared, no bytes copied.
+        m.copy((h, 0), (s, 8 * PAGE), 4 * PAGE).unwrap();
+        assert_eq!((m.pages(), m.buffers()), (8, 4));
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 4 * PAGE);
+        assert_eq!(m.read(s, 8 * PAGE, 4 * PAGE), data);
+        // A copy of a copy shares too.
+        m.copy((s, 8 * PAGE), (s, 0), 4 * PAGE).unwrap();
+        assert_eq!((m.pages(), m.buffers()), (12, 4));
+        // Writing one byte of a shared page un-shares that page only.
+        m.write(s, 8 * PAGE + 5, &[0xEE]).unwrap();
+        assert_eq!(m.buffers(), 5);
+        assert_eq!(m.read(h, 0, 4 * PAGE), data, "the source is untouched");
+        assert_eq!(m.read(s, 0, 4 * PAGE), data, "the other copy too");
+        let mut want = data.clone();
+        want[5] = 0xEE;
+        assert_eq!(m.read(s, 8 * PAGE, 4 * PAGE), want);
+        // Zeroing part of a shared page, a copy within one, and math into
+        // one each un-share it and keep the rest of its bytes.
+        m.zero(s, 10, 6).unwrap();
+        m.copy((s, PAGE), (s, PAGE + 100), 50).unwrap();
+        m.apply([(h, 2 * PAGE)], (s, 2 * PAGE), 8, 1, |[x], o| {
+            for (o, x) in o.iter_mut().zip(x) {
+                *o = x.wrapping_mul(2);
+            }
+        })
+        .unwrap();
+        assert_eq!(m.read(h, 0, 4 * PAGE), data, "the source is untouched");
+        let mut want = data.clone();
+        want[10..16].fill(0);
+        want.copy_within(PAGE as usize..PAGE as usize + 50, PAGE as usize + 100);
+        for i in 0..8 {
+            want[2 * PAGE as usize + i] = data[2 * PAGE as usize + i].wrapping_mul(2);
+        }
+        assert_eq!(m.read(s, 0, 4 * PAGE), want);
+        assert_eq!(m.buffers(), 8);
+        // Dropping every holder releases each buffer exactly once.
+        m.zero(h, 0, 4 * PAGE).unwrap();
+        m.zero(s, 0, 16 * PAGE).unwrap();
+        assert_eq!((m.pages(), m.buffers()), (0, 0));
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 0);
+        // Un-sharing is charged: with no budget left it is refused.
+        let tight = Arc::new(MemoryBudget::new(2 * PAGE));
+        let mut m = MemoryStore::new(tight.clone());
+        m.write(h, 0, &data[..PAGE as usize]).unwrap();
+        m.copy((h, 0), (s, 0), PAGE).unwrap();
+        m.write(h, PAGE, &[1]).unwrap();
+        assert!(
+            m.write(s, 3, &[1]).is_err(),
+            "a third buffer is over the budget"
+        );
+        drop(m);
+        assert_eq!(tight.in_use(), 0);
+    }
+
     /// A page dropped and taken again (the pool) reads as zero outside
     /// what is written, and page-to-page copies keep memmove semantics.
     #[test]
@@ -415,7 +547,7 @@ mod tests {
         let mut m = MemoryStore::default();
         let s = tcm();
         m.write(s, 0, &vec![7u8; PAGE as usize]).unwrap();
-        m.zero(s, 0, PAGE);
+        m.zero(s, 0, PAGE).unwrap();
         assert_eq!(m.pages(), 0);
         m.write(s, 3 * PAGE + 5, &[1, 2, 3]).unwrap();
         let page = m.read(s, 3 * PAGE, PAGE);
