@@ -18,9 +18,9 @@
 //! reused, so scratch memory freed and allocated again on every ring step
 //! does not go back to the allocator (and the kernel) each time.
 
+use super::page_table::PageTable;
 use crate::address::Space;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 const PAGE: u64 = 4 * 1024;
@@ -38,7 +38,7 @@ type PageKey = (Space, u64);
 type Page = Arc<[u8; PAGE as usize]>;
 
 pub struct MemoryStore {
-    pages: FxHashMap<PageKey, Page>,
+    pages: PageTable<Page>,
     spare: Vec<Page>,
     /// Distinct page buffers held (what the budget is charged for).
     buffers: u64,
@@ -94,7 +94,7 @@ fn chunks(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usi
 impl MemoryStore {
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
         MemoryStore {
-            pages: FxHashMap::default(),
+            pages: PageTable::default(),
             spare: Vec::new(),
             buffers: 0,
             budget,
@@ -115,7 +115,7 @@ impl MemoryStore {
     /// Read into `out` (its length is the length read).
     pub fn read_into(&self, space: Space, offset: u64, out: &mut [u8]) {
         for (page, within, at, n) in chunks(offset, out.len() as u64) {
-            match self.pages.get(&(space, page)) {
+            match self.pages.get(space, page) {
                 Some(p) => out[at..at + n].copy_from_slice(&p[within..within + n]),
                 None => out[at..at + n].fill(0),
             }
@@ -126,7 +126,7 @@ impl MemoryStore {
         // Each byte is written once: copied from its page, or zero.
         let mut out = Vec::with_capacity(len as usize);
         for (page, within, _, n) in chunks(offset, len) {
-            match self.pages.get(&(space, page)) {
+            match self.pages.get(space, page) {
                 Some(p) => out.extend_from_slice(&p[within..within + n]),
                 None => out.resize(out.len() + n, 0),
             }
@@ -172,7 +172,7 @@ impl MemoryStore {
         overwritten: std::ops::Range<usize>,
     ) -> Result<&mut [u8; PAGE as usize], BudgetExceeded> {
         let key = (space, page);
-        let own = match self.pages.get_mut(&key) {
+        let own = match self.pages.get_mut(key.0, key.1) {
             Some(p) if Arc::strong_count(p) == 1 => None,
             Some(p) => {
                 let shared = p.clone();
@@ -183,9 +183,9 @@ impl MemoryStore {
         if let Some(own) = own {
             // Replaces a shared buffer: the others still hold it, so
             // nothing is released.
-            self.pages.insert(key, own);
+            self.pages.insert(key.0, key.1, own);
         }
-        let p = self.pages.get_mut(&key).expect("present");
+        let p = self.pages.get_mut(key.0, key.1).expect("present");
         Ok(Arc::get_mut(p).expect("unshared"))
     }
 
@@ -203,15 +203,15 @@ impl MemoryStore {
 
     /// Drop a page (it reads as zero again).
     fn drop_page(&mut self, key: PageKey) {
-        if let Some(p) = self.pages.remove(&key) {
+        if let Some(p) = self.pages.remove(key.0, key.1) {
             self.forget(p);
         }
     }
 
     /// Make page `dst` share the buffer of page `src` (a whole-page copy).
     fn share(&mut self, src: PageKey, dst: PageKey) {
-        let p = self.pages[&src].clone();
-        if let Some(old) = self.pages.insert(dst, p) {
+        let p = self.pages.get(src.0, src.1).expect("present").clone();
+        if let Some(old) = self.pages.insert(dst.0, dst.1, p) {
             self.forget(old);
         }
     }
@@ -219,7 +219,7 @@ impl MemoryStore {
     /// The bytes of one piece that does not cross a page boundary.
     fn piece(&self, space: Space, pos: u64, n: u64) -> &[u8] {
         let (page, within) = page_of(pos);
-        let p: &[u8] = match self.pages.get(&(space, page)) {
+        let p: &[u8] = match self.pages.get(space, page) {
             Some(p) => &p[..],
             None => &ZERO_PAGE,
         };
@@ -230,7 +230,7 @@ impl MemoryStore {
     pub fn write(&mut self, space: Space, offset: u64, data: &[u8]) -> Result<(), BudgetExceeded> {
         for (page, within, at, n) in chunks(offset, data.len() as u64) {
             let src = &data[at..at + n];
-            if !self.pages.contains_key(&(space, page)) && src.iter().all(|&b| b == 0) {
+            if !self.pages.contains(space, page) && src.iter().all(|&b| b == 0) {
                 continue;
             }
             self.page_mut(space, page, within..within + n)?[within..within + n]
@@ -246,7 +246,7 @@ impl MemoryStore {
         for (page, within, _, n) in chunks(offset, len) {
             if n as u64 == PAGE {
                 self.drop_page((space, page));
-            } else if self.pages.contains_key(&(space, page)) {
+            } else if self.pages.contains(space, page) {
                 // Part of a shared page: it gets its own buffer first.
                 self.page_mut(space, page, within..within + n)?[within..within + n].fill(0);
             }
@@ -274,7 +274,7 @@ impl MemoryStore {
             let (dp, doff) = page_of(dst.1 + at);
             let (skey, dkey) = ((src.0, sp), (dst.0, dp));
             let n = n as usize;
-            if !self.pages.contains_key(&skey) {
+            if !self.pages.contains(skey.0, skey.1) {
                 self.zero(dst.0, dst.1 + at, n as u64)?;
             } else if skey == dkey {
                 self.page_mut(dst.0, dp, 0..0)?
@@ -282,14 +282,16 @@ impl MemoryStore {
             } else if n as u64 == PAGE {
                 // A whole page: share its buffer (copy-on-write).
                 self.share(skey, dkey);
-            } else if !self.pages.contains_key(&dkey)
-                && self.pages[&skey][so..so + n].iter().all(|&b| b == 0)
+            } else if !self.pages.contains(dkey.0, dkey.1)
+                && self.pages.get(skey.0, skey.1).expect("present")[so..so + n]
+                    .iter()
+                    .all(|&b| b == 0)
             {
                 // Zeros onto unwritten memory: nothing to do.
             } else {
                 // The source buffer is held (not copied) while the
                 // destination page is made writable.
-                let s = self.pages[&skey].clone();
+                let s = self.pages.get(skey.0, skey.1).expect("present").clone();
                 self.page_mut(dst.0, dp, doff..doff + n)?[doff..doff + n]
                     .copy_from_slice(&s[so..so + n]);
             }
@@ -341,17 +343,25 @@ impl MemoryStore {
                 );
                 self.write(dst.0, dst.1 + at, piece)?;
             } else {
-                // Straight into the destination page, held out of the map
-                // while the inputs are read from it.
+                // Straight into the destination page (its own buffer, so
+                // no input page shares it); the input buffers are held by
+                // reference count while it is written.
                 let range = doff..doff + n as usize;
                 self.page_mut(dst.0, dp, range.clone())?;
-                let mut page = self.pages.remove(&dkey).expect("just made");
-                let out = Arc::get_mut(&mut page).expect("page_mut unshared it");
+                let held: [Option<Page>; N] = std::array::from_fn(|k| {
+                    let (page, _) = page_of(inputs[k].1 + at);
+                    self.pages.get(inputs[k].0, page).cloned()
+                });
+                let page = self.pages.get_mut(dkey.0, dkey.1).expect("just made");
+                let out = Arc::get_mut(page).expect("page_mut unshared it");
                 f(
-                    std::array::from_fn(|k| self.piece(inputs[k].0, inputs[k].1 + at, n)),
+                    std::array::from_fn(|k| {
+                        let (_, within) = page_of(inputs[k].1 + at);
+                        let p: &[u8] = held[k].as_deref().unwrap_or(&ZERO_PAGE);
+                        &p[within..within + n as usize]
+                    }),
                     &mut out[range],
                 );
-                self.pages.insert(dkey, page);
             }
         }
         Ok(())
@@ -361,11 +371,8 @@ impl MemoryStore {
     /// mean bit-identical memory.
     pub fn digest(&self) -> String {
         use sha2::{Digest, Sha256};
-        let mut keys: Vec<&(Space, u64)> = self.pages.keys().collect();
-        keys.sort();
         let mut h = Sha256::new();
-        for k in keys {
-            let p = &self.pages[k];
+        for (k, p) in self.pages.sorted() {
             if p.iter().all(|&b| b == 0) {
                 continue; // a zeroed page is the same memory as no page
             }

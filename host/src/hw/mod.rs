@@ -9,6 +9,7 @@ pub mod ipcq;
 pub mod link;
 pub mod machine;
 pub mod memory;
+pub mod page_table;
 pub mod trace;
 
 pub use dtype::Dtype;
