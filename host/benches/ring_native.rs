@@ -21,10 +21,6 @@ use kernbench::topology::PeCoord;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The allocator `kernbench-host` uses, so the figures are the binary's.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn ring(ranks: u32, n_elem: u32) -> (f64, u64) {
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;

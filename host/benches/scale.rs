@@ -19,10 +19,6 @@ use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest, RunResult
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The allocator `kernbench-host` uses, so the figures are the binary's.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunResult, f64) {
     let loader = Arc::new(
         Loader::new(LoaderOptions {

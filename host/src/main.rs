@@ -14,11 +14,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use topology_cmd::{LayoutArgs, TopoCmd};
 
-/// mimalloc: per-thread free lists and size-segregated pages suit the
-/// simulator's many short-lived small objects better than glibc malloc.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "kernbench-host",
