@@ -171,8 +171,7 @@ impl MemoryStore {
         page: u64,
         overwritten: std::ops::Range<usize>,
     ) -> Result<&mut [u8; PAGE as usize], BudgetExceeded> {
-        let key = (space, page);
-        let own = match self.pages.get_mut(key.0, key.1) {
+        let own = match self.pages.get_mut(space, page) {
             Some(p) if Arc::strong_count(p) == 1 => None,
             Some(p) => {
                 let shared = p.clone();
@@ -183,9 +182,9 @@ impl MemoryStore {
         if let Some(own) = own {
             // Replaces a shared buffer: the others still hold it, so
             // nothing is released.
-            self.pages.insert(key.0, key.1, own);
+            self.pages.insert(space, page, own);
         }
-        let p = self.pages.get_mut(key.0, key.1).expect("present");
+        let p = self.pages.get_mut(space, page).expect("present");
         Ok(Arc::get_mut(p).expect("unshared"))
     }
 
@@ -348,17 +347,17 @@ impl MemoryStore {
                 // reference count while it is written.
                 let range = doff..doff + n as usize;
                 self.page_mut(dst.0, dp, range.clone())?;
-                let held: [Option<Page>; N] = std::array::from_fn(|k| {
-                    let (page, _) = page_of(inputs[k].1 + at);
-                    self.pages.get(inputs[k].0, page).cloned()
+                let held: [(Option<Page>, usize); N] = std::array::from_fn(|k| {
+                    let (page, within) = page_of(inputs[k].1 + at);
+                    (self.pages.get(inputs[k].0, page).cloned(), within)
                 });
                 let page = self.pages.get_mut(dkey.0, dkey.1).expect("just made");
                 let out = Arc::get_mut(page).expect("page_mut unshared it");
                 f(
                     std::array::from_fn(|k| {
-                        let (_, within) = page_of(inputs[k].1 + at);
-                        let p: &[u8] = held[k].as_deref().unwrap_or(&ZERO_PAGE);
-                        &p[within..within + n as usize]
+                        let (p, within) = &held[k];
+                        let p: &[u8] = p.as_deref().unwrap_or(&ZERO_PAGE);
+                        &p[*within..*within + n as usize]
                     }),
                     &mut out[range],
                 );
