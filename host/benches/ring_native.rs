@@ -21,7 +21,7 @@ use kernbench::topology::PeCoord;
 use std::sync::Arc;
 use std::time::Instant;
 
-fn ring(ranks: u32, n_elem: u32) -> (f64, u64) {
+fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;
     let machine = Machine::new(Arc::new(kernbench::topology::build(&spec).unwrap()));
@@ -60,7 +60,7 @@ fn ring(ranks: u32, n_elem: u32) -> (f64, u64) {
             let addr = t.addr();
             let mut acc = m.load(pe, addr, &[n_elem], Dtype::F16).unwrap();
             let mut current = None;
-            for _ in 1..ranks {
+            for _ in 0..rounds * (ranks - 1) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
                 m.send(pe, "E".into(), out).await.unwrap();
                 let recv = m
@@ -95,7 +95,8 @@ fn main() {
     }
     println!("{:<34} {:>12}   detail", "figure", "value");
     for ranks in counts {
-        let (wall, steps) = ring(ranks, 8);
+        let rounds = ((1 << 20) / (ranks * (ranks - 1))).max(1);
+        let (wall, steps) = ring(ranks, 8, rounds);
         println!(
             "{:<34} {:>9.2} us   {steps} steps in {wall:.2} s (no wasm)",
             format!("native ring step ({ranks} ranks, 16 B)"),

@@ -122,6 +122,10 @@ impl Rate {
 
     /// Time to move `units` at this rate, rounded up to a whole picosecond.
     pub fn duration_ps(self, units: u64) -> Result<Ps, TimeOverflow> {
+        // Up to ~18 MB the product fits a u64 (one hardware division).
+        if let Some(num) = units.checked_mul(PS_PER_S) {
+            return Ok(num.div_ceil(self.0.max(1)));
+        }
         let num = units as u128 * PS_PER_S as u128;
         Ps::try_from(num.div_ceil(self.0.max(1) as u128)).map_err(|_| TimeOverflow)
     }
@@ -143,6 +147,23 @@ mod tests {
         assert_eq!(r.duration_ps(1), Ok(10));
         assert_eq!(Rate::from_giga_per_s(3.0).duration_ps(1), Ok(334));
         assert_eq!(ns_to_ps(2.5), 2_500);
+    }
+
+    #[test]
+    fn the_u64_fast_path_agrees_with_the_wide_division() {
+        // Around the largest count whose product with PS_PER_S fits a u64.
+        let edge = u64::MAX / PS_PER_S;
+        for rate in [1.0, 3.0, 100.0, 512.0] {
+            let r = Rate::from_giga_per_s(rate);
+            for units in [edge - 1, edge, edge + 1, edge + 12_345] {
+                let wide = (units as u128 * PS_PER_S as u128).div_ceil(r.0 as u128);
+                assert_eq!(
+                    r.duration_ps(units),
+                    Ok(wide as Ps),
+                    "{units} at {rate} G/s"
+                );
+            }
+        }
     }
 
     #[test]

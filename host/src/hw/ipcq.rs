@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 pub struct Arrival {
     pub slot: u32,
     pub nbytes: u64,
-    pub shape: Vec<u32>,
+    pub shape: super::machine::Shape,
     pub dtype: Dtype,
     pub from: PeCoord,
     pub ready: Event,

@@ -129,10 +129,21 @@ impl LinkTable {
         }
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
+                                    // A path has a handful of distinct rates over tens of hops: each
+                                    // serialisation time is computed once.
+        let mut durations: SmallVec<[(Rate, Ps); 4]> = SmallVec::new();
         for &id in path {
             let cal = self.calendar(id);
             cal.prune(t0);
-            let (start, end) = cal.book(head, cal.rate.duration_ps(bytes)?, prev_tail)?;
+            let duration = match durations.iter().find(|(r, _)| *r == cal.rate) {
+                Some(&(_, d)) => d,
+                None => {
+                    let d = cal.rate.duration_ps(bytes)?;
+                    durations.push((cal.rate, d));
+                    d
+                }
+            };
+            let (start, end) = cal.book(head, duration, prev_tail)?;
             head = units::add(start, cal.latency)?;
             prev_tail = units::add(end, cal.latency)?;
             if let Some(b) = busy.as_deref_mut() {

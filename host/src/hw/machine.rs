@@ -22,10 +22,12 @@ use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event};
 use crate::error::HwError;
-use crate::routing::{PathRouter, RouteError};
+use crate::routing::{Path, PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -55,7 +57,7 @@ enum Hold {
 pub struct TensorInner {
     pub space: Space,
     pub offset: u64,
-    pub shape: Vec<u32>,
+    pub shape: Shape,
     pub dtype: Dtype,
     numel: u64,
     nbytes: u64,
@@ -65,6 +67,9 @@ pub struct TensorInner {
 }
 
 pub type TensorRef = Arc<TensorInner>;
+
+/// A tensor's shape: kernels use one to four dimensions, held inline.
+pub type Shape = SmallVec<[u32; 4]>;
 
 impl TensorInner {
     /// A tensor of `shape` at `space`+`offset`; its sizes are checked here,
@@ -81,7 +86,7 @@ impl TensorInner {
         Ok(Arc::new(TensorInner {
             space,
             offset,
-            shape: shape.to_vec(),
+            shape: Shape::from_slice(shape),
             dtype,
             numel,
             nbytes,
@@ -127,8 +132,37 @@ impl std::fmt::Debug for TensorInner {
     }
 }
 
+/// The last few paths a PE's DMA engine used (a kernel moves data along
+/// a handful of routes: its loads, stores and sends), so that a command
+/// finds its route without the router's shared map.
+#[derive(Default)]
+struct RecentPaths {
+    entries: SmallVec<[(NodeId, NodeId, Path); RECENT_PATHS]>,
+    /// The entry replaced next once all are in use.
+    next: usize,
+}
+
+const RECENT_PATHS: usize = 4;
+
+impl RecentPaths {
+    fn get(&mut self, router: &PathRouter, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
+        if let Some((_, _, p)) = self.entries.iter().find(|e| e.0 == from && e.1 == to) {
+            return Ok(p.clone());
+        }
+        let p = router.find_path(from, to)?;
+        if self.entries.len() < RECENT_PATHS {
+            self.entries.push((from, to, p.clone()));
+        } else {
+            self.entries[self.next] = (from, to, p.clone());
+            self.next = (self.next + 1) % RECENT_PATHS;
+        }
+        Ok(p)
+    }
+}
+
 /// Per-PE state.
 struct PeState {
+    paths: Mutex<RecentPaths>,
     dma_tail: Mutex<Event>,
     math_tail: Mutex<Event>,
     ipcq: Mutex<Option<IpcqPort>>,
@@ -261,6 +295,7 @@ impl Machine {
             .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
             .get_or_init(|| {
                 Box::new(PeState {
+                    paths: Mutex::default(),
                     dma_tail: Mutex::new(Event::done()),
                     math_tail: Mutex::new(Event::done()),
                     ipcq: Mutex::new(None),
@@ -418,10 +453,12 @@ impl Machine {
         done: Event,
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
-        let path = self
-            .router
-            .find_path(src.0.node_at(src.1, spec), dst.0.node_at(dst.1, spec))?;
         let st = self.pe(pe);
+        let path = st.paths.lock().unwrap().get(
+            &self.router,
+            src.0.node_at(src.1, spec),
+            dst.0.node_at(dst.1, spec),
+        )?;
         let release = Event::new();
         let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
         self.track(st, &done);
@@ -481,7 +518,7 @@ impl Machine {
     /// called on page-sized pieces of the inputs and of `out`).
     fn math<const N: usize>(
         self: &Arc<Self>,
-        what: String,
+        what: Cow<'static, str>,
         pe: PeCoord,
         inputs: [TensorRef; N],
         out: TensorRef,
@@ -605,7 +642,7 @@ impl Machine {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
         self.math(
-            op.name().to_string(),
+            Cow::Borrowed(op.name()),
             pe,
             [a.clone(), b.clone()],
             out.clone(),
@@ -624,7 +661,7 @@ impl Machine {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
         self.math(
-            format!("Scale {factor}"),
+            Cow::Owned(format!("Scale {factor}")),
             pe,
             [a.clone()],
             out.clone(),
@@ -738,7 +775,7 @@ impl Machine {
         let port = st.ipcq.lock().unwrap();
         let port = port
             .as_ref()
-            .ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+            .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
         port.tx
             .get(dir)
             .cloned()
@@ -901,7 +938,7 @@ impl Machine {
                 let mut guard = st.ipcq.lock().unwrap();
                 let port = guard
                     .as_mut()
-                    .ok_or(HwError::NoIpcq { pe: pe.to_string() })?;
+                    .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
                 let n = port.rx.len();
                 let mut picked = None;
                 match dir {
@@ -987,5 +1024,28 @@ impl Machine {
         } else {
             senders.join(" or ")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TopologySpec;
+
+    #[test]
+    fn recent_paths_give_the_router_s_path_past_their_capacity() {
+        let topo = Arc::new(crate::topology::build(&TopologySpec::default_embedded()).unwrap());
+        let router = PathRouter::new(topo);
+        let from: NodeId = "sip0.cube0.pe0".parse().unwrap();
+        let tos: Vec<NodeId> = (0..RECENT_PATHS as u32 + 3)
+            .map(|i| format!("sip{}.cube{}.pe0", i % 2, i / 2).parse().unwrap())
+            .collect();
+        let mut recent = RecentPaths::default();
+        // Twice round, so that evicted entries are asked for again.
+        for to in tos.iter().chain(&tos) {
+            let got = recent.get(&router, from, *to).unwrap();
+            assert_eq!(got, router.find_path(from, *to).unwrap(), "to {to}");
+        }
+        assert_eq!(recent.entries.len(), RECENT_PATHS);
     }
 }

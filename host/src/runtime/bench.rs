@@ -154,7 +154,7 @@ impl super::bindings::algorithm::kernbench::sim::types::Host for BenchHost {}
 
 impl torch::HostTensor for BenchHost {
     async fn shape(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.tensor(&r)?.shape.clone())
+        Ok(self.tensor(&r)?.shape.to_vec())
     }
     async fn dtype(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<torch::Dtype> {
         Ok(super::kernel::dtype_out(self.tensor(&r)?.dtype))

@@ -94,7 +94,7 @@ fn dir_name(dir: &Option<String>) -> String {
 
 impl tl::HostTensor for KernelHost {
     fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.tensor(&r)?.shape.clone())
+        Ok(self.tensor(&r)?.shape.to_vec())
     }
     fn dtype(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<types::Dtype> {
         Ok(dtype_out(self.tensor(&r)?.dtype))
