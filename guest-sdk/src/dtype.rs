@@ -43,17 +43,53 @@ impl Dtype {
             .collect()
     }
 
-    /// Encode f64 values as little-endian element bytes (round to nearest).
+    /// Encode f64 values as little-endian element bytes, rounded to
+    /// nearest-even once, exactly as the host encodes them (f16/bf16
+    /// through f32 rounded to odd; i32 rounded, saturating).
     pub fn encode(self, values: &[f64]) -> Vec<u8> {
         let mut out = Vec::with_capacity(values.len() * self.itemsize());
         for &v in values {
             match self {
-                Dtype::F16 => out.extend_from_slice(&half::f16::from_f64(v).to_le_bytes()),
-                Dtype::Bf16 => out.extend_from_slice(&half::bf16::from_f64(v).to_le_bytes()),
+                Dtype::F16 => {
+                    out.extend_from_slice(&half::f16::from_f32(f32_round_to_odd(v)).to_le_bytes())
+                }
+                Dtype::Bf16 => {
+                    out.extend_from_slice(&half::bf16::from_f32(f32_round_to_odd(v)).to_le_bytes())
+                }
                 Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
-                Dtype::I32 => out.extend_from_slice(&(v as i32).to_le_bytes()),
+                Dtype::I32 => out.extend_from_slice(&(v.round() as i32).to_le_bytes()),
             }
         }
         out
+    }
+}
+
+/// `v` in f32 rounded to odd, so that rounding it again to f16 / bf16 is
+/// the correct single rounding of `v` (`half`'s own `from_f64` is not).
+fn f32_round_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if f as f64 == v || v.is_nan() {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > v.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_rounds_once() {
+        // 1 + 2^-11 + 2^-40 is nearer 1 + 2^-10 than 1.
+        let v = 1.00048828125 + 2f64.powi(-40);
+        assert_eq!(Dtype::F16.encode(&[v]), 0x3c01u16.to_le_bytes());
+        assert_eq!(
+            Dtype::I32.encode(&[2.5, -1.6]),
+            [3i32.to_le_bytes(), (-2i32).to_le_bytes()].concat()
+        );
     }
 }

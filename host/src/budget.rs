@@ -113,12 +113,20 @@ impl MemoryBudget {
 
     /// Take `bytes` for `what`, or refuse (nothing taken) with a report.
     /// `who` names the asker in the error (a PE, a rank, a tensor).
-    pub fn charge(&self, what: MemoryUse, bytes: u64, who: &str) -> Result<(), BudgetExceeded> {
+    /// Charge `bytes` of `what`; `who` (asked for, and formatted, only
+    /// when the budget refuses) names the asker.
+    pub fn charge(
+        &self,
+        what: MemoryUse,
+        bytes: u64,
+        who: impl std::fmt::Display,
+    ) -> Result<(), BudgetExceeded> {
         let in_use = self.in_use();
         if in_use
             .checked_add(bytes)
             .is_none_or(|total| total > self.limit)
         {
+            let who = who.to_string();
             return Err(BudgetExceeded {
                 limit: self.limit,
                 asked_by: if who.is_empty() {

@@ -67,30 +67,97 @@ impl Dtype {
 
     /// Decode to f64 (exact for every supported type).
     pub fn to_f64(self, bytes: &[u8]) -> Vec<f64> {
-        let n = self.itemsize() as usize;
-        bytes
-            .chunks_exact(n)
-            .map(|c| match self {
-                Dtype::F16 => f16::from_le_bytes([c[0], c[1]]).to_f64(),
-                Dtype::Bf16 => bf16::from_le_bytes([c[0], c[1]]).to_f64(),
-                Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
-                Dtype::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
-            })
-            .collect()
-    }
-
-    /// Encode from f64, rounding to nearest (saturating for i32).
-    pub fn from_f64(self, values: &[f64]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(values.len() * self.itemsize() as usize);
-        for &v in values {
-            match self {
-                Dtype::F16 => out.extend_from_slice(&f16::from_f64(v).to_le_bytes()),
-                Dtype::Bf16 => out.extend_from_slice(&bf16::from_f64(v).to_le_bytes()),
-                Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
-                Dtype::I32 => out.extend_from_slice(&(v.round() as i32).to_le_bytes()),
+        let n = bytes.len() / self.itemsize() as usize;
+        let mut out = vec![0f64; n];
+        match self {
+            Dtype::F16 => halves::<f16>(bytes).convert_to_f64_slice(&mut out),
+            Dtype::Bf16 => halves::<bf16>(bytes).convert_to_f64_slice(&mut out),
+            Dtype::F32 => {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
+                }
+            }
+            Dtype::I32 => {
+                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
+                }
             }
         }
         out
+    }
+
+    /// Encode from f64, rounding to nearest-even once (saturating for
+    /// i32). f16/bf16 go through f32 rounded *to odd*, then `half`'s
+    /// vectorised f32 conversion: correctly rounded, unlike `half`'s own
+    /// `from_f64`, which on x86 rounds to f32 to nearest first and then
+    /// again to f16 (1 + 2⁻¹¹ + 2⁻⁴⁰ became 1.0 instead of 1 + 2⁻¹⁰).
+    pub fn from_f64(self, values: &[f64]) -> Vec<u8> {
+        let mut out = vec![0u8; values.len() * self.itemsize() as usize];
+        match self {
+            Dtype::F16 => encode_halves::<f16>(values, &mut out),
+            Dtype::Bf16 => encode_halves::<bf16>(values, &mut out),
+            Dtype::F32 => {
+                for (c, &v) in out.chunks_exact_mut(4).zip(values) {
+                    c.copy_from_slice(&(v as f32).to_le_bytes());
+                }
+            }
+            Dtype::I32 => {
+                for (c, &v) in out.chunks_exact_mut(4).zip(values) {
+                    c.copy_from_slice(&(v.round() as i32).to_le_bytes());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `bytes` (whole 2-byte elements) as a slice of `H`. Memory-store pages
+/// and wasm lists carry no alignment promise, so misaligned input is
+/// copied first.
+fn halves<H: bytemuck::Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [H]> {
+    match bytemuck::try_cast_slice(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => std::borrow::Cow::Owned(
+            bytes
+                .chunks_exact(std::mem::size_of::<H>())
+                .map(bytemuck::pod_read_unaligned)
+                .collect(),
+        ),
+    }
+}
+
+/// `v` rounded to f32 *to odd*: exact values stay; any other is cut
+/// toward zero and gets its last mantissa bit set. Rounding that result
+/// to nearest-even in a format at least two bits narrower and with no
+/// wider exponent range below f32's (f16, bf16) gives `v` correctly
+/// rounded: the set bit stands for the bits f32 could not hold.
+fn f32_round_to_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if f as f64 == v || v.is_nan() {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > v.abs() {
+        bits -= 1; // one step toward zero (sign-magnitude)
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// See [`Dtype::from_f64`].
+fn encode_halves<H: bytemuck::Pod>(values: &[f64], out: &mut [u8])
+where
+    [H]: HalfFloatSliceExt,
+{
+    const CHUNK: usize = 256;
+    let mut wide = [0f32; CHUNK];
+    let mut narrow = [H::zeroed(); CHUNK];
+    for (vals, bytes) in values.chunks(CHUNK).zip(out.chunks_mut(CHUNK * 2)) {
+        let (wide, narrow) = (&mut wide[..vals.len()], &mut narrow[..vals.len()]);
+        for (w, &v) in wide.iter_mut().zip(vals) {
+            *w = f32_round_to_odd(v);
+        }
+        narrow.convert_from_f32_slice(wide);
+        bytes.copy_from_slice(bytemuck::cast_slice(narrow));
     }
 }
 
@@ -302,6 +369,119 @@ pub fn scale_into(dtype: Dtype, a: &[u8], factor: f64, out: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Half an f16 ulp above 1, plus a little: f64 -> f16 rounds up, but
+    /// f64 -> f32 drops the little and f32 -> f16 then ties to even (down).
+    const DOUBLE_ROUNDS: f64 = 1.00048828125 + 1e-12;
+
+    /// `v` correctly rounded (nearest, ties to even) to the 16-bit format
+    /// whose finite positive values are `decode(0..=max)` in increasing
+    /// order and whose next power of two past `max` is `top` (the value
+    /// overflow rounds towards): found by search between midpoints, which
+    /// f64 holds exactly.
+    fn reference(v: f64, decode: impl Fn(u16) -> f64, max: u16, top: f64) -> u16 {
+        let sign = if v.is_sign_negative() { 0x8000 } else { 0 };
+        let a = v.abs();
+        // The largest k with decode(k) <= a.
+        let (mut lo, mut hi) = (0u16, max);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if decode(mid) <= a {
+                lo = mid
+            } else {
+                hi = mid - 1
+            }
+        }
+        let k = lo;
+        let next = if k == max { top } else { decode(k + 1) };
+        let mid = (decode(k) + next) / 2.0;
+        let up = a > mid || (a == mid && k % 2 == 1);
+        sign | if up { k + 1 } else { k }
+    }
+
+    #[test]
+    fn encoding_rounds_once_and_correctly() {
+        assert_eq!(
+            f16::from_f32(DOUBLE_ROUNDS as f32).to_bits(),
+            0x3c00,
+            "through f32 to nearest, the case rounds down (wrongly)"
+        );
+        assert_eq!(
+            Dtype::F16.from_f64(&[DOUBLE_ROUNDS]),
+            (f16::from_bits(0x3c01)).to_le_bytes(),
+            "1 + 2^-10"
+        );
+        // Exact values, values f32 would round, halfway cases, overflow,
+        // subnormals, underflow, infinities; over 256 so that chunks fill.
+        let mut v: Vec<f64> = (0..600).map(|i| i as f64 * 0.5 - 100.0).collect();
+        for k in 0..2000u64 {
+            // Pseudo-random bit patterns over many magnitudes.
+            let bits = k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 2;
+            let x = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | ((1000 + k % 60) << 52));
+            v.extend([x, -x]);
+        }
+        v.extend([
+            1.0 + f64::EPSILON,
+            2049.0000001,
+            DOUBLE_ROUNDS,
+            1.00048828125,
+            65504.0,
+            65519.999,
+            65520.0,
+            1e300,
+            -1e-310,
+            2f64.powi(-25),
+            2f64.powi(-25) * 1.0000001,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            3.0000000001,
+        ]);
+        let f16_of = |b: u16| f16::from_bits(b).to_f64();
+        let bf16_of = |b: u16| bf16::from_bits(b).to_f64();
+        // The values catch a conversion that rounds twice.
+        let twice = v
+            .iter()
+            .filter(|&&x| f16::from_f64(x).to_bits() != reference(x, f16_of, 0x7bff, 65536.0))
+            .count();
+        assert!(twice > 0, "no value tells single from double rounding");
+        for (dt, want) in [
+            (
+                Dtype::F16,
+                Box::new(|x| reference(x, f16_of, 0x7bff, 65536.0)) as Box<dyn Fn(f64) -> u16>,
+            ),
+            (
+                Dtype::Bf16,
+                Box::new(|x| reference(x, bf16_of, 0x7f7f, 2f64.powi(128))),
+            ),
+        ] {
+            let got = dt.from_f64(&v);
+            for (x, c) in v.iter().zip(got.chunks_exact(2)) {
+                let got = u16::from_le_bytes([c[0], c[1]]);
+                assert_eq!(got, want(*x), "{} of {x:e}", dt.name());
+            }
+            let nan = dt.from_f64(&[f64::NAN]);
+            assert!(dt.to_f64(&nan)[0].is_nan());
+        }
+    }
+
+    #[test]
+    fn decoding_is_exact_from_any_alignment() {
+        let bytes: Vec<u8> = (0..=255u8).chain(0..=255).collect();
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&bytes);
+        for b in [&bytes[..], &shifted[1..]] {
+            let f = Dtype::F16.to_f64(b);
+            let g = Dtype::Bf16.to_f64(b);
+            for (i, c) in b.chunks_exact(2).enumerate() {
+                let (x, y) = (
+                    f16::from_le_bytes([c[0], c[1]]),
+                    bf16::from_le_bytes([c[0], c[1]]),
+                );
+                assert!(f[i] == x.to_f64() || f[i].is_nan() && x.is_nan());
+                assert!(g[i] == y.to_f64() || g[i].is_nan() && y.is_nan());
+            }
+        }
+    }
 
     #[test]
     fn f16_add_rounds_once() {

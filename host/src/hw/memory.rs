@@ -14,7 +14,7 @@
 //! DMA copies each piece straight from its source page into its
 //! destination page, and element-wise math reads its inputs in place and
 //! computes one page-sized piece at a time, so no command materialises a
-//! tensor-sized buffer. Dropped buffers are kept in a small pool and
+//! tensor-sized buffer. Dropped buffers are kept in a bounded pool and
 //! reused, so scratch memory freed and allocated again on every ring step
 //! does not go back to the allocator (and the kernel) each time.
 
@@ -26,8 +26,10 @@ use std::sync::Arc;
 const PAGE: u64 = 4 * 1024;
 
 /// Dropped page buffers kept for reuse (not charged to the budget: at most
-/// 256 KiB of host memory).
-const SPARE_PAGES: usize = 64;
+/// 16 MiB of host memory). Enough for the scratch of a few MiB-sized
+/// tensors freed and taken again on every ring step, which otherwise go
+/// back to the allocator and come back as fresh (page-faulting) memory.
+const SPARE_PAGES: usize = 4096;
 
 /// What unwritten memory reads as.
 static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
@@ -147,7 +149,7 @@ impl MemoryStore {
         self.budget.charge(
             MemoryUse::SimulatedMemory,
             PAGE,
-            &format!("a write to {space}"),
+            format_args!("a write to {space}"),
         )?;
         self.buffers += 1;
         let mut page = self
