@@ -199,3 +199,50 @@ fn a_component_without_the_sdk_and_without_topo_name_to_kind_runs() {
     assert_eq!(res.rows.len(), 2 * 4);
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
 }
+
+#[test]
+fn recorded_kernels_run_exactly_as_kernels_in_step() {
+    // Kernels are recorded ahead of simulated time and their calls
+    // replayed; the same run in step with simulated time is the
+    // reference: same rows, times, event count, commands and bytes.
+    let mut torus = topo(4);
+    torus.system.sips.topology = serde_yaml::from_str("torus_2d").unwrap();
+    let cases: Vec<(
+        &str,
+        kernbench::config::TopologySpec,
+        Option<&str>,
+        Vec<&str>,
+    )> = vec![
+        (
+            "ccl_allreduce",
+            topo(3),
+            None,
+            vec!["-b", "8", "-e", "64K", "-f", "8"],
+        ),
+        ("ccl_allreduce", topo(8), None, vec!["-b", "2K", "-e", "2K"]),
+        (
+            "ccl_allreduce",
+            torus,
+            None,
+            vec!["-b", "64", "-e", "4K", "-f", "8"],
+        ),
+        (
+            "ccl_allreduce",
+            custom_topo(5),
+            None,
+            vec!["-b", "1K", "-e", "1K"],
+        ),
+        ("ccl_hello", topo(5), Some("hello_send"), vec![]),
+    ];
+    for (bench, t, algorithm, args) in cases {
+        let what = format!("{bench} {args:?} on {} SIPs", t.system.sips.count);
+        let a = run_with(&loader(), bench, t.clone(), ccl(), algorithm, &args).unwrap();
+        let b = run_with(&in_step_loader(), bench, t, ccl(), algorithm, &args).unwrap();
+        assert_eq!(a.rows, b.rows, "{what}");
+        assert_eq!(a.end_time_ps, b.end_time_ps, "{what}");
+        assert_eq!(a.events, b.events, "{what}");
+        assert_eq!(a.stats.dma_commands, b.stats.dma_commands, "{what}");
+        assert_eq!(a.stats.math_commands, b.stats.math_commands, "{what}");
+        assert_eq!(a.memory_digest, b.memory_digest, "{what}");
+    }
+}

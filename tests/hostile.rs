@@ -132,6 +132,20 @@ fn e_has_rank_time(e: &str, r: u32) -> bool {
 }
 
 #[test]
+fn kernels_that_need_simulated_time_or_flood_the_queue_run_as_in_step() {
+    // Mode 4 sleeps (recording stops, the kernel runs again in step);
+    // 2048 records 20000 stores that the replay feeds through the
+    // command queue. Both must equal the run with no recording at all.
+    for mode in [4, 2048] {
+        assert_eq!(
+            kernel_report(&loader(), 2, mode),
+            kernel_report(&in_step_loader(), 2, mode),
+            "mode {mode}"
+        );
+    }
+}
+
+#[test]
 fn sleeping_past_the_clocks_horizon_is_refused() {
     let e = kernel_err(&loader(), 2, 256);
     assert!(e.contains("hostile_kernel") && e.contains("on sip"), "{e}");

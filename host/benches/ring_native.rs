@@ -14,7 +14,7 @@ use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
-use kernbench::hw::machine::IpcqSettings;
+use kernbench::hw::machine::{IpcqSettings, Shape};
 use kernbench::hw::Machine;
 use kernbench::runtime::session::neighbour_tables;
 use kernbench::topology::PeCoord;
@@ -64,7 +64,13 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
                 m.send(pe, "E".into(), out).await.unwrap();
                 let recv = m
-                    .recv(pe, Some("W".into()), vec![n_elem], Dtype::F16, None)
+                    .recv(
+                        pe,
+                        Some("W".into()),
+                        Shape::from_slice(&[n_elem]),
+                        Dtype::F16,
+                        None,
+                    )
                     .await
                     .unwrap();
                 acc = m.binary(pe, BinOp::Add, &acc, &recv).unwrap();

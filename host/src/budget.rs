@@ -22,14 +22,17 @@ pub enum MemoryUse {
     GuestMemory,
     /// Captured guest stdout / stderr / `tl.log`.
     GuestOutput,
+    /// Kernels' recorded `tl` calls awaiting replay.
+    KernelCommands,
 }
 
 impl MemoryUse {
-    const ALL: [MemoryUse; 4] = [
+    const ALL: [MemoryUse; 5] = [
         MemoryUse::Host,
         MemoryUse::SimulatedMemory,
         MemoryUse::GuestMemory,
         MemoryUse::GuestOutput,
+        MemoryUse::KernelCommands,
     ];
 
     fn index(self) -> usize {
@@ -42,6 +45,7 @@ impl MemoryUse {
             MemoryUse::SimulatedMemory => "simulated memory pages",
             MemoryUse::GuestMemory => "guest instances",
             MemoryUse::GuestOutput => "captured guest output",
+            MemoryUse::KernelCommands => "recorded kernel commands",
         }
     }
 }
@@ -69,7 +73,7 @@ pub struct BudgetExceeded {
 /// shared by reference between the machine and the runtime.
 pub struct MemoryBudget {
     limit: u64,
-    used: [AtomicU64; 4],
+    used: [AtomicU64; MemoryUse::ALL.len()],
     peak: AtomicU64,
 }
 

@@ -103,6 +103,10 @@ struct LimitArgs {
     /// [default: sized from the topology's SIP count, at least 1000].
     #[arg(long)]
     pool_instances: Option<u32>,
+    /// Run every kernel in step with simulated time instead of recording
+    /// it first and replaying its calls (slower; the same results)
+    #[arg(long)]
+    in_step_kernels: bool,
 }
 
 fn read(path: &Path) -> Result<String> {
@@ -167,6 +171,7 @@ fn real_main() -> Result<()> {
                 max_host_calls: limits.max_host_calls,
                 max_memory_mib: limits.max_guest_memory,
                 pool_instances,
+                record_kernels: !limits.in_step_kernels,
                 deadline: (limits.deadline > 0)
                     .then(|| std::time::Duration::from_secs(limits.deadline)),
                 ..LoaderOptions::default()

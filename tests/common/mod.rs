@@ -76,6 +76,17 @@ pub fn loader() -> Arc<Loader> {
     })
 }
 
+/// A loader that runs every kernel in step with simulated time (no
+/// recording ahead of it): the reference the recorded runs must equal.
+pub fn in_step_loader() -> Arc<Loader> {
+    static L: OnceLock<Arc<Loader>> = OnceLock::new();
+    shared(&L, || LoaderOptions {
+        pool_instances: 200,
+        record_kernels: false,
+        ..LoaderOptions::default()
+    })
+}
+
 /// A loader with a small fuel budget (for runaway-guest tests).
 pub fn low_fuel_loader() -> Arc<Loader> {
     static L: OnceLock<Arc<Loader>> = OnceLock::new();

@@ -4,24 +4,27 @@
 
 use crate::topology::PeCoord;
 
+/// An IPCQ direction name (`"E"`, `"global_N"`, ...), shared, not copied.
+pub type Dir = std::sync::Arc<str>;
+
 /// What a blocked kernel waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Blocked {
     /// Its PE has [`super::machine::COMMAND_QUEUE_DEPTH`] commands in flight.
     CommandQueueFull,
     /// `send(dir)`: every slot of `peer`'s receive ring is held.
-    SendNoSlot { dir: String, peer: PeCoord },
+    SendNoSlot { dir: Dir, peer: PeCoord },
     /// `recv(dir)`: a message from `from` was sent, its data is in flight.
-    RecvInFlight { dir: Option<String>, from: PeCoord },
+    RecvInFlight { dir: Option<Dir>, from: PeCoord },
     /// `recv(dir)`: no message has been sent to it yet.
-    RecvWaiting { dir: Option<String> },
+    RecvWaiting { dir: Option<Dir> },
 }
 
 impl Blocked {
     /// The report line. `senders(dir)` names the PEs that send to this
     /// direction (only asked for [`Blocked::RecvWaiting`]).
     pub fn describe(&self, senders: impl FnOnce(Option<&str>) -> String) -> String {
-        let any = |d: &Option<String>| d.clone().unwrap_or_else(|| "any".into());
+        let any = |d: &Option<Dir>| d.as_deref().unwrap_or("any").to_string();
         match self {
             Blocked::CommandQueueFull => {
                 "command queue full: waiting for the oldest command".into()

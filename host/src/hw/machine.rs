@@ -11,7 +11,7 @@
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
 use super::alloc::RangeAlloc;
-use super::blocked::Blocked;
+use super::blocked::{Blocked, Dir};
 use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
 use super::link::LinkTable;
@@ -158,6 +158,27 @@ impl RecentPaths {
         }
         Ok(p)
     }
+}
+
+/// An element-wise `op` needs operands of one shape and dtype.
+pub fn check_same_operands(
+    op: BinOp,
+    a: (&[u32], Dtype),
+    b: (&[u32], Dtype),
+) -> Result<(), HwError> {
+    if a != b {
+        return Err(HwError::Mismatch {
+            what: format!(
+                "{} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
+                op.name(),
+                a.0,
+                a.1.name(),
+                b.0,
+                b.1.name()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Per-PE state.
@@ -627,18 +648,7 @@ impl Machine {
         a: &TensorRef,
         b: &TensorRef,
     ) -> Result<TensorRef, HwError> {
-        if a.shape != b.shape || a.dtype != b.dtype {
-            return Err(HwError::Mismatch {
-                what: format!(
-                    "{} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
-                    op.name(),
-                    a.shape,
-                    a.dtype.name(),
-                    b.shape,
-                    b.dtype.name()
-                ),
-            });
-        }
+        check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))?;
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let dt = a.dtype;
         self.math(
@@ -786,22 +796,56 @@ impl Machine {
             })
     }
 
+    /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
+    /// no such direction, or a message larger than a slot. These depend
+    /// on the installed tables only, so a kernel can be told at once.
+    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<TxEntry, HwError> {
+        let tx = self.tx_entry(pe, dir)?;
+        let slot_size = tx.queue.lock().unwrap().slot_size;
+        if nbytes > slot_size {
+            return Err(HwError::SlotTooSmall { nbytes, slot_size });
+        }
+        Ok(tx)
+    }
+
+    /// The checks of `tl.send` that need no simulated time (see
+    /// [`Machine::sendable`]).
+    pub fn check_send(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
+        self.sendable(pe, dir, nbytes).map(drop)
+    }
+
+    /// The checks of `tl.recv` that need no simulated time: `pe` has an
+    /// IPCQ and receives from `dir` (any direction when `None`).
+    pub fn check_recv(&self, pe: PeCoord, dir: Option<&str>) -> Result<(), HwError> {
+        let st = self.pe(pe);
+        let guard = st.ipcq.lock().unwrap();
+        let port = guard
+            .as_ref()
+            .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
+        match dir {
+            Some(d) if !port.rx.iter().any(|(name, _)| name == d) => {
+                Err(HwError::InvalidDirection {
+                    pe: pe.to_string(),
+                    dir: d.to_string(),
+                    installed: port.installed_dirs(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `tl.send`: blocks (in simulated time) until the peer has a free
     /// slot, then issues the DMA into it and returns.
     pub fn send(
         self: &Arc<Self>,
         pe: PeCoord,
-        dir: String,
+        dir: Dir,
         value: TensorRef,
     ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
         let m = self.clone();
         async move {
-            let tx = m.tx_entry(pe, &dir)?;
+            let tx = m.sendable(pe, &dir, value.nbytes())?;
             let nbytes = value.nbytes();
-            let slot_size = tx.queue.lock().unwrap().slot_size;
-            if nbytes > slot_size {
-                return Err(HwError::SlotTooSmall { nbytes, slot_size });
-            }
             let (slot, visible) = loop {
                 let wait = {
                     let mut q = tx.queue.lock().unwrap();
@@ -862,15 +906,15 @@ impl Machine {
     pub fn recv(
         self: &Arc<Self>,
         pe: PeCoord,
-        dir: Option<String>,
-        shape: Vec<u32>,
+        dir: Option<Dir>,
+        shape: Shape,
         dtype: Dtype,
         dst: Option<u64>,
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
         let m = self.clone();
         async move {
             let want = dtype.nbytes(&shape)?;
-            let (queue, arrival) = m.take_arrival(pe, dir.as_deref()).await?;
+            let (queue, arrival) = m.take_arrival(pe, dir.as_ref()).await?;
             if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
                 return Err(HwError::Mismatch {
                     what: format!(
@@ -930,7 +974,7 @@ impl Machine {
     async fn take_arrival(
         self: &Arc<Self>,
         pe: PeCoord,
-        dir: Option<&str>,
+        dir: Option<&Dir>,
     ) -> Result<(SharedQueue, Arrival), HwError> {
         let st = self.pe(pe);
         loop {
@@ -944,13 +988,14 @@ impl Machine {
                 match dir {
                     Some(d) => {
                         let (_, q) =
-                            port.rx.iter().find(|(name, _)| name == d).ok_or_else(|| {
-                                HwError::InvalidDirection {
+                            port.rx
+                                .iter()
+                                .find(|(name, _)| **name == **d)
+                                .ok_or_else(|| HwError::InvalidDirection {
                                     pe: pe.to_string(),
                                     dir: d.to_string(),
                                     installed: port.installed_dirs(),
-                                }
-                            })?;
+                                })?;
                         if let Some(a) = q.lock().unwrap().arrivals.pop_front() {
                             picked = Some((q.clone(), a));
                         }
@@ -987,7 +1032,7 @@ impl Machine {
                     self.set_blocked(
                         pe,
                         Some(Blocked::RecvInFlight {
-                            dir: dir.map(str::to_string),
+                            dir: dir.cloned(),
                             from: a.from,
                         }),
                     );
@@ -996,12 +1041,7 @@ impl Machine {
                 }
                 return Ok((q, a));
             }
-            self.set_blocked(
-                pe,
-                Some(Blocked::RecvWaiting {
-                    dir: dir.map(str::to_string),
-                }),
-            );
+            self.set_blocked(pe, Some(Blocked::RecvWaiting { dir: dir.cloned() }));
             notify.wait().await;
             self.set_blocked(pe, None);
         }

@@ -26,6 +26,21 @@ pub mod algorithm {
     });
 }
 
+/// The `algorithm` world again, every import a plain host call: the
+/// bindings of a kernel *recorded* to completion first (see
+/// [`crate::runtime::eager`]), which never waits inside a call.
+pub mod algorithm_eager {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "algorithm",
+        imports: { default: trappable },
+        with: {
+            "kernbench:sim/types": super::algorithm::kernbench::sim::types,
+            "kernbench:sim/tl.tensor": crate::runtime::eager::EagerTensor,
+        },
+    });
+}
+
 /// The `bench` world: torch / distributed / multiprocessing / ahbm /
 /// accelerator / report imports, run / worker exports.
 pub mod bench {

@@ -3,6 +3,10 @@
 
 use super::bindings::algorithm::kernbench::sim::{tl, types};
 use super::bindings::algorithm::{Algorithm, AlgorithmPre};
+use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
+use super::commands::{call, replay, CommandList};
+use super::eager::{EagerHost, NeedsSimulatedTime};
+use crate::budget::MemoryUse;
 
 /// The optional export mapping SIP topology names to kinds.
 pub const TOPO_EXPORT: &str = "topo-name-to-kind";
@@ -10,6 +14,7 @@ use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
+use crate::hw::blocked::Dir;
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::trace::Track;
 use crate::hw::{Machine, TensorRef};
@@ -86,10 +91,41 @@ impl KernelHost {
 
 impl types::Host for KernelHost {}
 
-/// A receive direction as users write it: `"W"`, or `any` for `None`.
-fn dir_name(dir: &Option<String>) -> String {
-    dir.as_ref()
-        .map_or_else(|| "any".to_string(), |d| format!("{d:?}"))
+fn binop_in(op: tl::Binop) -> BinOp {
+    match op {
+        tl::Binop::Add => BinOp::Add,
+        tl::Binop::Sub => BinOp::Sub,
+        tl::Binop::Mul => BinOp::Mul,
+        tl::Binop::Max => BinOp::Max,
+        tl::Binop::Min => BinOp::Min,
+    }
+}
+
+/// `tl.program_id(axis)` (or `tl.num_programs(axis)` when `count`) of
+/// `pe`: axis 0 is the PE in its cube, 1 the cube in its SIP. The error
+/// names the call.
+pub(crate) fn program_axis(
+    machine: &Machine,
+    pe: PeCoord,
+    axis: u32,
+    count: bool,
+) -> Result<i64, (String, HwError)> {
+    let spec = &machine.topo.spec;
+    match (axis, count) {
+        (0, false) => Ok(pe.pe as i64),
+        (1, false) => Ok(pe.cube as i64),
+        (0, true) => Ok(spec.pes_per_cube() as i64),
+        (1, true) => Ok(spec.cubes_per_sip() as i64),
+        _ => Err((
+            format!(
+                "tl.{}(axis={axis})",
+                if count { "num_programs" } else { "program_id" }
+            ),
+            HwError::Mismatch {
+                what: "axis must be 0 (PE) or 1 (cube)".into(),
+            },
+        )),
+    }
 }
 
 impl tl::HostTensor for KernelHost {
@@ -113,30 +149,11 @@ impl tl::HostTensor for KernelHost {
 
 impl tl::Host for KernelHost {
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        match axis {
-            0 => Ok(self.pe.pe as i64),
-            1 => Ok(self.pe.cube as i64),
-            _ => Err(self.fail(
-                format!("tl.program_id(axis={axis})"),
-                HwError::Mismatch {
-                    what: "axis must be 0 (PE) or 1 (cube)".into(),
-                },
-            )),
-        }
+        program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
     }
 
     fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        let spec = &self.machine.topo.spec;
-        match axis {
-            0 => Ok(spec.pes_per_cube() as i64),
-            1 => Ok(spec.cubes_per_sip() as i64),
-            _ => Err(self.fail(
-                format!("tl.num_programs(axis={axis})"),
-                HwError::Mismatch {
-                    what: "axis must be 0 (PE) or 1 (cube)".into(),
-                },
-            )),
-        }
+        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| self.fail(c, e))
     }
 
     async fn load(
@@ -149,7 +166,7 @@ impl tl::Host for KernelHost {
         let t = self
             .machine
             .load(self.pe, addr, &shape, dtype_in(dtype))
-            .map_err(|e| self.fail(format!("tl.load(addr={addr:#x}, shape={shape:?})"), e))?;
+            .map_err(|e| self.fail(call::load(addr, &shape), e))?;
         self.push(t)
     }
 
@@ -158,14 +175,13 @@ impl tl::Host for KernelHost {
         let v = self.tensor(&value)?;
         self.machine
             .store(self.pe, addr, &v)
-            .map_err(|e| self.fail(format!("tl.store(addr={addr:#x})"), e))
+            .map_err(|e| self.fail(call::store(addr), e))
     }
 
     async fn send(&mut self, dir: String, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
         let v = self.tensor(&value)?;
-        let fut = self.machine.send(self.pe, dir.clone(), v);
-        fut.await
-            .map_err(|e| self.fail(format!("tl.send(dir={dir:?})"), e))
+        let fut = self.machine.send(self.pe, dir.as_str().into(), v);
+        fut.await.map_err(|e| self.fail(call::send(&dir), e))
     }
 
     async fn recv(
@@ -174,12 +190,16 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        let fut = self
-            .machine
-            .recv(self.pe, dir.clone(), shape, dtype_in(dtype), None);
+        let fut = self.machine.recv(
+            self.pe,
+            dir.as_deref().map(Dir::from),
+            shape.into(),
+            dtype_in(dtype),
+            None,
+        );
         let t = fut
             .await
-            .map_err(|e| self.fail(format!("tl.recv(dir={})", dir_name(&dir)), e))?;
+            .map_err(|e| self.fail(call::recv(dir.as_deref(), None), e))?;
         self.push(t)
     }
 
@@ -191,15 +211,16 @@ impl tl::Host for KernelHost {
         dst_addr: u64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         self.machine.queue_room(self.pe).await;
-        let fut = self
-            .machine
-            .recv(self.pe, dir.clone(), shape, dtype_in(dtype), Some(dst_addr));
-        let t = fut.await.map_err(|e| {
-            self.fail(
-                format!("tl.recv_into(dir={}, dst={dst_addr:#x})", dir_name(&dir)),
-                e,
-            )
-        })?;
+        let fut = self.machine.recv(
+            self.pe,
+            dir.as_deref().map(Dir::from),
+            shape.into(),
+            dtype_in(dtype),
+            Some(dst_addr),
+        );
+        let t = fut
+            .await
+            .map_err(|e| self.fail(call::recv(dir.as_deref(), Some(dst_addr)), e))?;
         self.push(t)
     }
 
@@ -218,18 +239,12 @@ impl tl::Host for KernelHost {
         b: Resource<KernelTensor>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         self.machine.queue_room(self.pe).await;
-        let op = match op {
-            tl::Binop::Add => BinOp::Add,
-            tl::Binop::Sub => BinOp::Sub,
-            tl::Binop::Mul => BinOp::Mul,
-            tl::Binop::Max => BinOp::Max,
-            tl::Binop::Min => BinOp::Min,
-        };
+        let op = binop_in(op);
         let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
         let t = self
             .machine
             .binary(self.pe, op, &a, &b)
-            .map_err(|e| self.fail(format!("tl.binary({})", op.name()), e))?;
+            .map_err(|e| self.fail(call::binary(op), e))?;
         self.push(t)
     }
 
@@ -243,7 +258,7 @@ impl tl::Host for KernelHost {
         let t = self
             .machine
             .scale(self.pe, &a, factor)
-            .map_err(|e| self.fail(format!("tl.scale({factor})"), e))?;
+            .map_err(|e| self.fail(call::scale(factor), e))?;
         self.push(t)
     }
 
@@ -275,7 +290,19 @@ pub struct KernelLaunch {
 #[derive(Clone)]
 pub struct AlgorithmComponent {
     pub name: String,
+    /// Instances that run in step with simulated time.
     pub pre: AlgorithmPre<KernelHost>,
+    /// Instances recorded ahead of simulated time ([`super::eager`]);
+    /// `None` when every kernel runs in step.
+    pub eager: Option<EagerPre<EagerHost>>,
+}
+
+/// A kernel recorded ahead of simulated time.
+struct Recorded {
+    list: CommandList,
+    out: Output,
+    /// How the guest failed after the recorded calls, if it did.
+    guest_error: Option<wasmtime::Error>,
 }
 
 impl AlgorithmComponent {
@@ -319,8 +346,10 @@ impl AlgorithmComponent {
         }
     }
 
-    /// Run the kernel on `launch.pe` to completion: instantiate, call
-    /// `kernel`, then wait until every command it issued has completed.
+    /// Run the kernel on `launch.pe` to completion, then wait until every
+    /// command it issued has completed. The kernel is first recorded ahead
+    /// of simulated time and its calls replayed ([`super::eager`]); one
+    /// that needs simulated time to run runs again, in step with it.
     pub async fn run_kernel(
         &self,
         algorithm: &str,
@@ -330,19 +359,28 @@ impl AlgorithmComponent {
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let started = crate::engine::now();
-        let seed = ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64;
-        let (mut store, out) = self
-            .store(&machine, limits, pe, seed)
-            .map_err(|e| self.failed(algorithm, pe, &e, None))?;
-        let _flush = FlushOnDrop::new(pe.to_string(), out.clone());
-        let result = async {
-            let inst = self.pre.instantiate_async(&mut store).await?;
-            inst.call_kernel(&mut store, launch.t_ptr, &launch.args)
-                .await
-        }
-        .await;
-        if let Err(e) = result {
-            return Err(self.failed(algorithm, pe, &e, Some(&out)));
+        match self.record(algorithm, &machine, limits, &launch)? {
+            Some(rec) => {
+                let _flush = FlushOnDrop::new(pe.to_string(), rec.out.clone());
+                let bytes = rec.list.bytes();
+                limits
+                    .budget
+                    .charge(MemoryUse::KernelCommands, bytes, format_args!("{pe}"))
+                    .map_err(|e| self.failed(algorithm, pe, &wasmtime::Error::new(e), None))?;
+                let replayed = replay(&machine, pe, &rec.list).await;
+                drop(rec.list);
+                limits.budget.release(MemoryUse::KernelCommands, bytes);
+                if let Err(e) = replayed {
+                    return Err(self.failed(algorithm, pe, &wasmtime::Error::new(e), None));
+                }
+                if let Some(e) = rec.guest_error {
+                    return Err(self.failed(algorithm, pe, &e, Some(&rec.out)));
+                }
+            }
+            None => {
+                self.run_in_step(algorithm, &machine, limits, &launch)
+                    .await?
+            }
         }
         for done in machine.take_outstanding(pe) {
             done.wait().await;
@@ -355,7 +393,70 @@ impl AlgorithmComponent {
                 crate::engine::now(),
             );
         }
-        drop(store);
+        Ok(())
+    }
+
+    fn seed(pe: PeCoord) -> u64 {
+        ((pe.sip as u64) << 32) | ((pe.cube as u64) << 16) | pe.pe as u64
+    }
+
+    /// Run the guest to completion at once, recording its `tl` calls;
+    /// `None` when it asked for something only simulated time can answer
+    /// (or recording is off).
+    fn record(
+        &self,
+        algorithm: &str,
+        machine: &Arc<Machine>,
+        limits: &RunLimits,
+        launch: &KernelLaunch,
+    ) -> Result<Option<Recorded>, SimError> {
+        let Some(eager) = &self.eager else {
+            return Ok(None);
+        };
+        let pe = launch.pe;
+        let who = pe.to_string();
+        let sb = sandbox(Self::seed(pe), &who, &limits.budget);
+        let host = EagerHost::new(sb.ctx, machine.clone(), pe, limits.guard(&who));
+        let mut store = Store::new(eager.engine(), host);
+        guard_store(&mut store).map_err(|e| self.failed(algorithm, pe, &e, None))?;
+        let result = eager
+            .instantiate(&mut store)
+            .and_then(|inst| inst.call_kernel(&mut store, launch.t_ptr, &launch.args));
+        if let Err(e) = &result {
+            if e.downcast_ref::<NeedsSimulatedTime>().is_some() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(Recorded {
+            list: std::mem::take(&mut store.data_mut().list),
+            out: sb.output,
+            guest_error: result.err(),
+        }))
+    }
+
+    /// Run the kernel in step with simulated time: instantiate, call
+    /// `kernel`, each `tl` call waiting in simulated time as it goes.
+    async fn run_in_step(
+        &self,
+        algorithm: &str,
+        machine: &Arc<Machine>,
+        limits: &RunLimits,
+        launch: &KernelLaunch,
+    ) -> Result<(), SimError> {
+        let pe = launch.pe;
+        let (mut store, out) = self
+            .store(machine, limits, pe, Self::seed(pe))
+            .map_err(|e| self.failed(algorithm, pe, &e, None))?;
+        let _flush = FlushOnDrop::new(pe.to_string(), out.clone());
+        let result = async {
+            let inst = self.pre.instantiate_async(&mut store).await?;
+            inst.call_kernel(&mut store, launch.t_ptr, &launch.args)
+                .await
+        }
+        .await;
+        if let Err(e) = result {
+            return Err(self.failed(algorithm, pe, &e, Some(&out)));
+        }
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use super::bench::{BenchComponent, BenchHost};
 use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::bench::BenchPre;
 use super::describe_wasm_error;
+use super::eager::EagerHost;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::{InstanceLimits, RunLimits, Ticker};
 use crate::budget::MemoryBudget;
@@ -66,6 +67,10 @@ pub struct LoaderOptions {
     pub cache: bool,
     /// Instance slots of the pooling allocator.
     pub pool_instances: u32,
+    /// Run kernels ahead of simulated time and replay their calls
+    /// (`runtime::eager`); off: every kernel runs in step with simulated
+    /// time, as kernels that read the clock always do.
+    pub record_kernels: bool,
 }
 
 impl Default for LoaderOptions {
@@ -79,6 +84,7 @@ impl Default for LoaderOptions {
             deadline: Some(Duration::from_secs(1800)),
             cache: std::env::var_os("KERNBENCH_NO_CACHE").is_none(),
             pool_instances: 1000,
+            record_kernels: true,
         }
     }
 }
@@ -93,6 +99,8 @@ enum Source {
 pub struct Loader {
     pub engine: Engine,
     kernel_linker: Linker<KernelHost>,
+    /// Kernels recorded ahead of simulated time (plain host calls).
+    eager_linker: Linker<EagerHost>,
     bench_linker: Linker<BenchHost>,
     opts: LoaderOptions,
     algorithms: Mutex<HashMap<String, AlgorithmComponent>>,
@@ -156,6 +164,14 @@ impl Loader {
             |s| s,
         )
         .map_err(wasmtime_err)?;
+        let mut eager_linker = Linker::<EagerHost>::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut eager_linker).map_err(wasmtime_err)?;
+        super::wasi::refuse_clocks(&mut eager_linker).map_err(wasmtime_err)?;
+        super::bindings::algorithm_eager::Algorithm::add_to_linker::<EagerHost, HasSelf<EagerHost>>(
+            &mut eager_linker,
+            |s| s,
+        )
+        .map_err(wasmtime_err)?;
         let mut bench_linker = Linker::<BenchHost>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut bench_linker).map_err(wasmtime_err)?;
         super::wasi::add_simulated_waiting(&mut bench_linker).map_err(wasmtime_err)?;
@@ -170,6 +186,7 @@ impl Loader {
             ticker,
             engine,
             kernel_linker,
+            eager_linker,
             bench_linker,
             opts,
             algorithms: Mutex::new(HashMap::new()),
@@ -335,7 +352,19 @@ impl Loader {
                 name: name.clone(),
                 message: describe_wasm_error(&e),
             })?;
-        let a = AlgorithmComponent { name, pre };
+        let eager = self
+            .eager_linker
+            .instantiate_pre(&component)
+            .and_then(super::bindings::algorithm_eager::AlgorithmPre::new)
+            .map_err(|e| SimError::Component {
+                name: name.clone(),
+                message: describe_wasm_error(&e),
+            })?;
+        let a = AlgorithmComponent {
+            name,
+            pre,
+            eager: self.opts.record_kernels.then_some(eager),
+        };
         self.algorithms.lock().unwrap().insert(key, a.clone());
         Ok(a)
     }

@@ -1,8 +1,11 @@
 //! The wasmtime runtime — the only module that touches wasmtime.
 //!
 //! * [`loader`]: finds, checks, compiles and pre-instantiates components.
-//! * [`kernel`]: the `tl.*` host functions and kernel launches (one Store
-//!   per PE kernel instance).
+//! * [`kernel`]: kernel launches, and the `tl.*` host functions of a
+//!   kernel run in step with simulated time (one Store per PE kernel).
+//! * [`eager`]: a kernel run ahead of simulated time, its `tl.*` calls
+//!   recorded; [`commands`]: the recorded list and its replay on the
+//!   machine (how most kernels run: no Store alive while simulated).
 //! * [`bench`]: the `torch.*` surface for bench instances (one Store per
 //!   rank).
 //! * [`session`]: one run — process group, spawn, epoch barrier, reports.
@@ -11,6 +14,8 @@
 
 pub mod bench;
 pub mod bindings;
+pub mod commands;
+pub mod eager;
 pub mod kernel;
 pub mod limits;
 pub mod loader;

@@ -102,6 +102,39 @@ pub fn add_simulated_waiting<T: WasiView + 'static>(
     Ok(())
 }
 
+/// The `wasi:clocks/wall-clock` version wasmtime-wasi registers.
+const WALL_CLOCK: &str = "wasi:clocks/wall-clock@0.2.12";
+
+/// For a kernel recorded ahead of simulated time: reading a clock or
+/// waiting on one stops the recording (the kernel then runs in step with
+/// simulated time, where clocks mean something).
+pub fn refuse_clocks<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    fn refuse<R>(what: &'static str) -> wasmtime::Result<R> {
+        Err(wasmtime::Error::new(super::eager::NeedsSimulatedTime {
+            what,
+        }))
+    }
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    clock.func_wrap("now", |_: StoreContextMut<'_, T>, (): ()| {
+        refuse::<(u64,)>("the monotonic clock")
+    })?;
+    clock.func_wrap(
+        "subscribe-duration",
+        |_: StoreContextMut<'_, T>, (_,): (u64,)| refuse::<(Resource<DynPollable>,)>("a sleep"),
+    )?;
+    clock.func_wrap(
+        "subscribe-instant",
+        |_: StoreContextMut<'_, T>, (_,): (u64,)| refuse::<(Resource<DynPollable>,)>("a sleep"),
+    )?;
+    let mut wall = linker.instance(WALL_CLOCK)?;
+    wall.func_wrap("now", |_: StoreContextMut<'_, T>, (): ()| {
+        refuse::<(wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime,)>("the wall clock")
+    })?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
 /// The bytes an instance wrote to one stream, up to its cap; what is over
 /// the cap (or over the run's memory budget) is counted, not kept.
 struct Capture {

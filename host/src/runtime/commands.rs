@@ -1,0 +1,284 @@
+//! A kernel's `tl` calls as data: the command list a kernel run ahead of
+//! simulated time records (see [`super::eager`]), and its replay, which
+//! issues the same calls on the machine in simulated time.
+//!
+//! Every `tl` call either returns at once or waits for something the
+//! machine does (a free slot, a message, room in the command queue), and
+//! none hands data back to the kernel: so, unless a kernel observes time
+//! or addresses, the order and arguments of its calls do not depend on
+//! when they are made, and replaying them one after another — waiting
+//! where the call would have waited — is the same run. Replay is plain
+//! native code: no guest, no fiber, no host-call glue per command.
+//!
+//! The names of calls in errors (`tl.load(addr=..., shape=...)`) are made
+//! here for both ways a kernel runs.
+
+use crate::error::{HwError, TlCallError};
+use crate::hw::blocked::Dir;
+use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::machine::Shape;
+use crate::hw::{Machine, TensorRef};
+use crate::topology::PeCoord;
+use std::sync::Arc;
+
+/// A tensor handle of a recorded kernel: an index into the replay's
+/// table of live tensors (freed indices are reused).
+pub type TensorId = u32;
+
+/// One recorded `tl` call. Shapes and directions are interned in the
+/// list (a kernel uses a handful), so a command is a few words.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Command {
+    Load {
+        addr: u64,
+        shape: u32,
+        dtype: Dtype,
+        out: TensorId,
+    },
+    Store {
+        addr: u64,
+        value: TensorId,
+    },
+    Send {
+        dir: u32,
+        value: TensorId,
+    },
+    /// `recv`; `dir` indexes the directions, `None` is any direction.
+    Recv {
+        dir: Option<u32>,
+        shape: u32,
+        dtype: Dtype,
+        out: TensorId,
+    },
+    /// `recv_into`.
+    RecvInto {
+        dir: Option<u32>,
+        shape: u32,
+        dtype: Dtype,
+        dst: u64,
+        out: TensorId,
+    },
+    Binary {
+        op: BinOp,
+        a: TensorId,
+        b: TensorId,
+        out: TensorId,
+    },
+    Scale {
+        a: TensorId,
+        factor: f64,
+        out: TensorId,
+    },
+    /// The kernel dropped its handle.
+    Drop(TensorId),
+}
+
+/// A kernel's calls in order, with the shapes and directions they name.
+#[derive(Debug, Default)]
+pub struct CommandList {
+    pub commands: Vec<Command>,
+    shapes: Vec<Shape>,
+    dirs: Vec<Dir>,
+    /// Tensor ids handed out so far (the replay table's size).
+    pub tensors: u32,
+}
+
+impl CommandList {
+    /// The index of `shape` in the list's shapes.
+    pub fn shape(&mut self, shape: &[u32]) -> u32 {
+        intern(&mut self.shapes, shape, Shape::from_slice)
+    }
+
+    /// The index of direction `dir`.
+    pub fn dir(&mut self, dir: &str) -> u32 {
+        intern(&mut self.dirs, dir, |d| Dir::from(d))
+    }
+
+    /// Host bytes the list holds (charged to the run's memory budget).
+    pub fn bytes(&self) -> u64 {
+        (self.commands.capacity() * std::mem::size_of::<Command>()
+            + self.shapes.capacity() * std::mem::size_of::<Shape>()
+            + self.dirs.iter().map(|d| d.len() + 16).sum::<usize>()) as u64
+    }
+}
+
+fn intern<T: ?Sized + PartialEq, V: std::ops::Deref<Target = T>>(
+    table: &mut Vec<V>,
+    key: &T,
+    make: impl FnOnce(&T) -> V,
+) -> u32 {
+    match table.iter().position(|v| **v == *key) {
+        Some(i) => i as u32,
+        None => {
+            table.push(make(key));
+            (table.len() - 1) as u32
+        }
+    }
+}
+
+/// Names of `tl` calls as errors show them.
+pub mod call {
+    use crate::hw::dtype::BinOp;
+
+    /// A receive direction as users write it: `"W"`, or `any`.
+    fn dir_name(dir: Option<&str>) -> String {
+        dir.map_or_else(|| "any".to_string(), |d| format!("{d:?}"))
+    }
+    pub fn load(addr: u64, shape: &[u32]) -> String {
+        format!("tl.load(addr={addr:#x}, shape={shape:?})")
+    }
+    pub fn store(addr: u64) -> String {
+        format!("tl.store(addr={addr:#x})")
+    }
+    pub fn send(dir: &str) -> String {
+        format!("tl.send(dir={dir:?})")
+    }
+    pub fn recv(dir: Option<&str>, dst: Option<u64>) -> String {
+        match dst {
+            None => format!("tl.recv(dir={})", dir_name(dir)),
+            Some(dst) => format!("tl.recv_into(dir={}, dst={dst:#x})", dir_name(dir)),
+        }
+    }
+    pub fn binary(op: BinOp) -> String {
+        format!("tl.binary({})", op.name())
+    }
+    pub fn scale(factor: f64) -> String {
+        format!("tl.scale({factor})")
+    }
+}
+
+/// Issue `list`'s calls on `pe` in simulated time, each when the kernel
+/// would have made it; returns the first call the machine refuses.
+pub async fn replay(
+    machine: &Arc<Machine>,
+    pe: PeCoord,
+    list: &CommandList,
+) -> Result<(), TlCallError> {
+    let mut live: Vec<Option<TensorRef>> = vec![None; list.tensors as usize];
+    let fail = |call: String, source: HwError| TlCallError {
+        call,
+        pe: pe.to_string(),
+        source,
+    };
+    // Handles are valid by construction: the recorder only names tensors
+    // it created and has not dropped.
+    let get = |live: &[Option<TensorRef>], id: TensorId| -> TensorRef {
+        live[id as usize]
+            .clone()
+            .expect("a recorded handle names a live tensor")
+    };
+    let recv = async |live: &mut Vec<Option<TensorRef>>,
+                      dir: Option<u32>,
+                      shape: u32,
+                      dtype: Dtype,
+                      dst: Option<u64>,
+                      out: TensorId|
+           -> Result<(), TlCallError> {
+        let dir = dir.map(|d| list.dirs[d as usize].clone());
+        let shape = &list.shapes[shape as usize];
+        if dst.is_some() {
+            machine.queue_room(pe).await;
+        }
+        let t = machine
+            .recv(pe, dir.clone(), shape.clone(), dtype, dst)
+            .await
+            .map_err(|e| fail(call::recv(dir.as_deref(), dst), e))?;
+        live[out as usize] = Some(t);
+        Ok(())
+    };
+    for &command in &list.commands {
+        match command {
+            Command::Load {
+                addr,
+                shape,
+                dtype,
+                out,
+            } => {
+                let shape = &list.shapes[shape as usize];
+                machine.queue_room(pe).await;
+                let t = machine
+                    .load(pe, addr, shape, dtype)
+                    .map_err(|e| fail(call::load(addr, shape), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Store { addr, value } => {
+                machine.queue_room(pe).await;
+                let v = get(&live, value);
+                machine
+                    .store(pe, addr, &v)
+                    .map_err(|e| fail(call::store(addr), e))?;
+            }
+            Command::Send { dir, value } => {
+                let dir = &list.dirs[dir as usize];
+                let v = get(&live, value);
+                machine
+                    .send(pe, dir.clone(), v)
+                    .await
+                    .map_err(|e| fail(call::send(dir), e))?;
+            }
+            Command::Recv {
+                dir,
+                shape,
+                dtype,
+                out,
+            } => {
+                recv(&mut live, dir, shape, dtype, None, out).await?;
+            }
+            Command::RecvInto {
+                dir,
+                shape,
+                dtype,
+                dst,
+                out,
+            } => {
+                recv(&mut live, dir, shape, dtype, Some(dst), out).await?;
+            }
+            Command::Binary { op, a, b, out } => {
+                machine.queue_room(pe).await;
+                let (a, b) = (get(&live, a), get(&live, b));
+                let t = machine
+                    .binary(pe, op, &a, &b)
+                    .map_err(|e| fail(call::binary(op), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Scale { a, factor, out } => {
+                machine.queue_room(pe).await;
+                let a = get(&live, a);
+                let t = machine
+                    .scale(pe, &a, factor)
+                    .map_err(|e| fail(call::scale(factor), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Drop(id) => live[id as usize] = None,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_directions_are_interned() {
+        let mut l = CommandList::default();
+        assert_eq!(l.shape(&[8]), 0);
+        assert_eq!(l.shape(&[8, 2]), 1);
+        assert_eq!(l.shape(&[8]), 0);
+        assert_eq!(l.dir("E"), 0);
+        assert_eq!(l.dir("W"), 1);
+        assert_eq!(l.dir("E"), 0);
+        assert!(std::mem::size_of::<Command>() <= 32);
+    }
+
+    #[test]
+    fn call_names_read_as_the_user_wrote_them() {
+        assert_eq!(call::load(0x40, &[8]), "tl.load(addr=0x40, shape=[8])");
+        assert_eq!(call::recv(None, None), "tl.recv(dir=any)");
+        assert_eq!(
+            call::recv(Some("W"), Some(0x10)),
+            "tl.recv_into(dir=\"W\", dst=0x10)"
+        );
+        assert_eq!(call::send("E"), "tl.send(dir=\"E\")");
+    }
+}

@@ -1,0 +1,324 @@
+//! Kernels run ahead of simulated time: the guest runs to completion at
+//! once, each `tl` call a plain host call that checks what it can and
+//! records the call (see [`super::commands`]); the recorded list then
+//! drives the machine. The guest's instance is gone before the first
+//! command is simulated, so a rank costs no fiber, no Store and no host
+//! call glue per command while the simulation runs.
+//!
+//! A call whose answer depends on simulated time or on where the machine
+//! put a tensor — `tl.now_ps`, `tl.log` (its lines carry the time),
+//! `tensor.addr`, the WASI clocks and sleeps — cannot be answered ahead
+//! of time: it stops the recording with [`NeedsSimulatedTime`], and the
+//! kernel runs again from the start in step with simulated time
+//! ([`super::kernel`]). The recording had no effect on the machine, and
+//! its output is discarded.
+//!
+//! Errors that need no simulated time (a bad address, an unknown
+//! direction, mismatched shapes, a message larger than a slot) trap the
+//! guest at the call, with its backtrace, as they do in step; the rest
+//! (scratch memory, a message of another size) are found by the replay.
+
+use super::bindings::algorithm::kernbench::sim::types;
+use super::bindings::algorithm_eager::kernbench::sim::tl;
+use super::commands::{call, Command, CommandList, TensorId};
+use super::kernel::{dtype_in, dtype_out, program_axis};
+use super::limits::{Guarded, InstanceGuard};
+use crate::error::{HwError, TlCallError};
+use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::machine::{check_same_operands, Shape};
+use crate::hw::Machine;
+use crate::topology::PeCoord;
+use std::sync::Arc;
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Commands one recording may hold; a kernel issuing more runs in step
+/// with simulated time instead (where the command queue bounds it).
+pub const MAX_RECORDED_COMMANDS: usize = 1 << 20;
+
+/// A kernel asked for something only simulated time can answer.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} cannot be answered ahead of simulated time")]
+pub struct NeedsSimulatedTime {
+    pub what: &'static str,
+}
+
+/// The host object behind a recorded kernel's `tl.tensor` handle: what
+/// the kernel may ask of it without simulated time.
+pub struct EagerTensor {
+    id: TensorId,
+    shape: Shape,
+    dtype: Dtype,
+}
+
+/// Store data of a kernel being recorded.
+pub struct EagerHost {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    machine: Arc<Machine>,
+    pe: PeCoord,
+    guard: InstanceGuard,
+    pub(crate) list: CommandList,
+    /// Tensor ids whose handles were dropped, for reuse.
+    free: Vec<TensorId>,
+}
+
+impl Guarded for EagerHost {
+    fn guard(&mut self) -> &mut InstanceGuard {
+        &mut self.guard
+    }
+}
+
+impl WasiView for EagerHost {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl EagerHost {
+    pub fn new(wasi: WasiCtx, machine: Arc<Machine>, pe: PeCoord, guard: InstanceGuard) -> Self {
+        EagerHost {
+            wasi,
+            table: ResourceTable::new(),
+            machine,
+            pe,
+            guard,
+            list: CommandList::default(),
+            free: Vec::new(),
+        }
+    }
+
+    fn fail(&self, call: String, source: HwError) -> wasmtime::Error {
+        wasmtime::Error::new(TlCallError {
+            call,
+            pe: self.pe.to_string(),
+            source,
+        })
+    }
+
+    fn record(&mut self, c: Command) -> wasmtime::Result<()> {
+        if self.list.commands.len() >= MAX_RECORDED_COMMANDS {
+            return Err(wasmtime::Error::new(NeedsSimulatedTime {
+                what: "a kernel of more than 2^20 commands",
+            }));
+        }
+        self.list.commands.push(c);
+        Ok(())
+    }
+
+    /// A new handle to a tensor of `shape` / `dtype`; `make` records the
+    /// command that produces it, given its id.
+    fn produce(
+        &mut self,
+        shape: Shape,
+        dtype: Dtype,
+        make: impl FnOnce(TensorId) -> Command,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.list.tensors += 1;
+            self.list.tensors - 1
+        });
+        self.record(make(id))?;
+        Ok(self.table.push(EagerTensor { id, shape, dtype })?)
+    }
+
+    fn tensor(&self, r: &Resource<EagerTensor>) -> wasmtime::Result<&EagerTensor> {
+        Ok(self.table.get(r)?)
+    }
+
+    fn binary_op(
+        &mut self,
+        op: BinOp,
+        a: Resource<EagerTensor>,
+        b: Resource<EagerTensor>,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
+        check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))
+            .map_err(|e| self.fail(call::binary(op), e))?;
+        let (ia, ib, shape, dtype) = (a.id, b.id, a.shape.clone(), a.dtype);
+        self.produce(shape, dtype, |out| Command::Binary {
+            op,
+            a: ia,
+            b: ib,
+            out,
+        })
+    }
+
+    fn receive(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+        dst: Option<u64>,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(dtype);
+        let checked = self
+            .machine
+            .check_recv(self.pe, dir.as_deref())
+            .and_then(|()| match dst {
+                Some(addr) => self.machine.view(addr, &shape, dtype).map(drop),
+                None => dtype.nbytes(&shape).map(drop).map_err(HwError::from),
+            });
+        if let Err(e) = checked {
+            return Err(self.fail(call::recv(dir.as_deref(), dst), e));
+        }
+        let dir = dir.map(|d| self.list.dir(&d));
+        let shape_id = self.list.shape(&shape);
+        self.produce(Shape::from_vec(shape), dtype, |out| match dst {
+            None => Command::Recv {
+                dir,
+                shape: shape_id,
+                dtype,
+                out,
+            },
+            Some(dst) => Command::RecvInto {
+                dir,
+                shape: shape_id,
+                dtype,
+                dst,
+                out,
+            },
+        })
+    }
+}
+
+impl types::Host for EagerHost {}
+
+impl tl::HostTensor for EagerHost {
+    fn shape(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.tensor(&r)?.shape.to_vec())
+    }
+    fn dtype(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<types::Dtype> {
+        Ok(dtype_out(self.tensor(&r)?.dtype))
+    }
+    fn addr(&mut self, _: Resource<EagerTensor>) -> wasmtime::Result<u64> {
+        Err(wasmtime::Error::new(NeedsSimulatedTime {
+            what: "tensor.addr",
+        }))
+    }
+    fn nbytes(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<u64> {
+        let t = self.tensor(&r)?;
+        Ok(t.dtype.nbytes(&t.shape)?)
+    }
+    fn drop(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<()> {
+        let t = self.table.delete(r)?;
+        self.record(Command::Drop(t.id))?;
+        self.free.push(t.id);
+        Ok(())
+    }
+}
+
+impl tl::Host for EagerHost {
+    fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
+        program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
+    }
+
+    fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
+        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| self.fail(c, e))
+    }
+
+    fn load(
+        &mut self,
+        addr: u64,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(dtype);
+        if let Err(e) = self.machine.view(addr, &shape, dtype) {
+            return Err(self.fail(call::load(addr, &shape), e));
+        }
+        let shape_id = self.list.shape(&shape);
+        self.produce(Shape::from_vec(shape), dtype, |out| Command::Load {
+            addr,
+            shape: shape_id,
+            dtype,
+            out,
+        })
+    }
+
+    fn store(&mut self, addr: u64, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        if let Err(e) = self.machine.view(addr, &v.shape, v.dtype) {
+            return Err(self.fail(call::store(addr), e));
+        }
+        let value = v.id;
+        self.record(Command::Store { addr, value })
+    }
+
+    fn send(&mut self, dir: String, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        let nbytes = v.dtype.nbytes(&v.shape)?;
+        let value = v.id;
+        if let Err(e) = self.machine.check_send(self.pe, &dir, nbytes) {
+            return Err(self.fail(call::send(&dir), e));
+        }
+        let dir = self.list.dir(&dir);
+        self.record(Command::Send { dir, value })
+    }
+
+    fn recv(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        self.receive(dir, shape, dtype, None)
+    }
+
+    fn recv_into(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+        dst_addr: u64,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        self.receive(dir, shape, dtype, Some(dst_addr))
+    }
+
+    fn add(
+        &mut self,
+        a: Resource<EagerTensor>,
+        b: Resource<EagerTensor>,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        self.binary_op(BinOp::Add, a, b)
+    }
+
+    fn binary(
+        &mut self,
+        op: tl::Binop,
+        a: Resource<EagerTensor>,
+        b: Resource<EagerTensor>,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let op = match op {
+            tl::Binop::Add => BinOp::Add,
+            tl::Binop::Sub => BinOp::Sub,
+            tl::Binop::Mul => BinOp::Mul,
+            tl::Binop::Max => BinOp::Max,
+            tl::Binop::Min => BinOp::Min,
+        };
+        self.binary_op(op, a, b)
+    }
+
+    fn scale(
+        &mut self,
+        a: Resource<EagerTensor>,
+        factor: f64,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let a = self.tensor(&a)?;
+        let (id, shape, dtype) = (a.id, a.shape.clone(), a.dtype);
+        self.produce(shape, dtype, |out| Command::Scale { a: id, factor, out })
+    }
+
+    fn now_ps(&mut self) -> wasmtime::Result<u64> {
+        Err(wasmtime::Error::new(NeedsSimulatedTime {
+            what: "tl.now_ps",
+        }))
+    }
+
+    fn log(&mut self, _msg: String) -> wasmtime::Result<()> {
+        Err(wasmtime::Error::new(NeedsSimulatedTime { what: "tl.log" }))
+    }
+}
