@@ -86,6 +86,81 @@ impl Future for EventWait {
     }
 }
 
+/// A notification that may fire any number of times: a waiter observes
+/// the current generation, then waits until a later `notify`. Unlike an
+/// [`Event`] replaced after each firing, nothing is allocated per
+/// notification.
+#[derive(Clone, Default)]
+pub struct Signal(Arc<Mutex<SignalState>>);
+
+#[derive(Default)]
+struct SignalState {
+    generation: u64,
+    waiters: SmallVec<[Waker; 1]>,
+}
+
+impl Signal {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Notifications so far.
+    pub fn generation(&self) -> u64 {
+        self.0.lock().unwrap().generation
+    }
+
+    /// Fire: wake every waiter (in the order they started waiting).
+    pub fn notify(&self) {
+        let waiters = {
+            let mut s = self.0.lock().unwrap();
+            s.generation += 1;
+            std::mem::take(&mut s.waiters)
+        };
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    /// Completes once the signal has fired after `generation` (at once if
+    /// it already has).
+    pub fn wait_past(&self, generation: u64) -> SignalWait {
+        SignalWait {
+            signal: self.clone(),
+            generation,
+            registered: false,
+        }
+    }
+}
+
+impl std::fmt::Debug for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Signal(generation={})", self.generation())
+    }
+}
+
+/// Future of [`Signal::wait_past`].
+pub struct SignalWait {
+    signal: Signal,
+    generation: u64,
+    registered: bool,
+}
+
+impl Future for SignalWait {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.signal.0.lock().unwrap();
+        if s.generation > self.generation {
+            return Poll::Ready(());
+        }
+        if !self.registered {
+            s.waiters.push(cx.waker().clone());
+            drop(s);
+            self.registered = true;
+        }
+        Poll::Pending
+    }
+}
+
 struct JoinState<T> {
     value: Option<T>,
     done: Event,
@@ -145,5 +220,46 @@ impl<T> Future for JoinHandle<T> {
             },
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{now, sleep, Executor, RunOutcome};
+
+    #[test]
+    fn a_signal_wakes_those_waiting_past_what_they_saw_and_fires_again() {
+        let ex = Executor::new();
+        let sig = Signal::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for name in ["a", "b"] {
+            let (sig, log) = (sig.clone(), log.clone());
+            ex.spawn(async move {
+                for _ in 0..2 {
+                    let g = sig.generation();
+                    sig.wait_past(g).await;
+                    log.lock().unwrap().push((name, now()));
+                }
+            });
+        }
+        let s = sig.clone();
+        ex.spawn(async move {
+            for _ in 0..2 {
+                sleep(10).await;
+                s.notify();
+            }
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec![("a", 10), ("b", 10), ("a", 20), ("b", 20)]
+        );
+        // A generation already past completes at once.
+        let late = Executor::new();
+        let s2 = sig.clone();
+        late.spawn(async move { s2.wait_past(0).await });
+        assert_eq!(late.run(), RunOutcome::Finished);
+        assert_eq!(sig.generation(), 2);
     }
 }

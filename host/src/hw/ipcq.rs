@@ -18,7 +18,7 @@
 
 use super::dtype::Dtype;
 use crate::address::Space;
-use crate::engine::Event;
+use crate::engine::{Event, Signal};
 use crate::topology::PeCoord;
 use crate::units::Ps;
 use std::collections::{BTreeMap, VecDeque};
@@ -43,8 +43,8 @@ pub struct RxQueue {
     pub slot_size: u64,
     /// Free slots and the time the sender may see each as free.
     pub free: VecDeque<(u32, Ps)>,
-    /// Set (and replaced) whenever a slot is freed.
-    pub freed: Event,
+    /// Fires whenever a slot is freed.
+    pub freed: Signal,
     pub arrivals: VecDeque<Arrival>,
     /// Credit latency back to the sender.
     pub credit_latency: Ps,
@@ -58,7 +58,7 @@ impl RxQueue {
     /// Return `slot` at time `now`.
     pub fn release(&mut self, slot: u32, now: Ps) {
         self.free.push_back((slot, now + self.credit_latency));
-        std::mem::take(&mut self.freed).set();
+        self.freed.notify();
     }
 }
 
@@ -79,8 +79,8 @@ pub struct IpcqPort {
     /// Receive queues in round-robin order.
     pub rx: Vec<(String, SharedQueue)>,
     pub rr: usize,
-    /// Set (and replaced) whenever a message is appended to any rx queue.
-    pub rx_notify: Event,
+    /// Fires whenever a message is appended to any rx queue.
+    pub rx_notify: Signal,
 }
 
 impl IpcqPort {

@@ -84,6 +84,16 @@ pub struct LinkTable {
     calendars: Vec<Calendar>,
 }
 
+/// One hop of a [`Route`]: the link and its calendar in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    calendar: u32,
+    pub link: LinkId,
+}
+
+/// A path resolved to the calendars of one [`LinkTable`].
+pub type Route = std::sync::Arc<[Hop]>;
+
 /// A link no transfer has used yet.
 const UNUSED: u32 = u32::MAX;
 
@@ -111,20 +121,37 @@ impl LinkTable {
         &mut self.calendars[*slot as usize]
     }
 
-    /// Reserve `path` for `bytes` starting at `t0` (the current simulated
-    /// time); returns when the last byte arrives. An empty path (a copy
+    /// `path` as this table's calendars: what [`LinkTable::reserve`]
+    /// walks. A route made once per path (callers keep it) spares every
+    /// transfer a lookup per hop in a table of every link of the machine:
+    /// at thousands of ranks that lookup was a cache miss per hop, and the
+    /// calendars of one path, made together, sit together.
+    pub fn route(&mut self, path: &[LinkId]) -> Route {
+        path.iter()
+            .map(|&link| {
+                self.calendar(link);
+                Hop {
+                    calendar: self.index[link as usize],
+                    link,
+                }
+            })
+            .collect()
+    }
+
+    /// Reserve `route` for `bytes` starting at `t0` (the current simulated
+    /// time); returns when the last byte arrives. An empty route (a copy
     /// within one PE) takes `bytes / local_rate`.
     /// When `busy` is given, each link's reserved interval is appended to
     /// it (for the trace).
     pub fn reserve(
         &mut self,
-        path: &[LinkId],
+        route: &[Hop],
         t0: Ps,
         bytes: u64,
         local_rate: Rate,
         mut busy: Option<&mut Vec<(LinkId, Ps, Ps)>>,
     ) -> Result<Ps, TimeOverflow> {
-        if path.is_empty() {
+        if route.is_empty() {
             return units::add(t0, local_rate.duration_ps(bytes)?);
         }
         let mut head = t0; // when the head reaches the current link
@@ -132,8 +159,8 @@ impl LinkTable {
                                     // A path has a handful of distinct rates over tens of hops: each
                                     // serialisation time is computed once.
         let mut durations: SmallVec<[(Rate, Ps); 4]> = SmallVec::new();
-        for &id in path {
-            let cal = self.calendar(id);
+        for &Hop { calendar, link } in route {
+            let cal = &mut self.calendars[calendar as usize];
             cal.prune(t0);
             let duration = match durations.iter().find(|(r, _)| *r == cal.rate) {
                 Some(&(_, d)) => d,
@@ -147,7 +174,7 @@ impl LinkTable {
             head = units::add(start, cal.latency)?;
             prev_tail = units::add(end, cal.latency)?;
             if let Some(b) = busy.as_deref_mut() {
-                b.push((id, start, end));
+                b.push((link, start, end));
             }
         }
         Ok(prev_tail)
@@ -181,8 +208,9 @@ mod tests {
         let (t, p, (lat, bw)) = setup();
         for bytes in [1u64, 8, 1000, 1 << 20] {
             let mut fresh = LinkTable::new(t.clone());
+            let r = fresh.route(&p);
             let done = fresh
-                .reserve(&p, 1000, bytes, Rate::from_giga_per_s(1.0), None)
+                .reserve(&r, 1000, bytes, Rate::from_giga_per_s(1.0), None)
                 .unwrap();
             assert_eq!(
                 done,
@@ -198,6 +226,7 @@ mod tests {
         let mut lt = LinkTable::new(t.clone());
         let s = 1 << 20;
         let one = Rate::from_giga_per_s(1.0);
+        let p = lt.route(&p);
         let a = lt.reserve(&p, 0, s, one, None).unwrap();
         let b = lt.reserve(&p, 0, s, one, None).unwrap();
         let per = bw.unwrap().duration_ps(s).unwrap();
@@ -222,7 +251,9 @@ mod tests {
             .sum();
         let mut lt = LinkTable::new(t.clone());
         let a_bytes = 1 << 20;
-        let a = lt.reserve(&p, 0, a_bytes, one, None).unwrap();
+        let route = lt.route(&p);
+        let a = lt.reserve(&route, 0, a_bytes, one, None).unwrap();
+        let only_last = lt.route(&[last]);
         // B needs only the last link, which is idle until A gets there:
         // it crosses at once instead of queueing behind A.
         let b_bytes = 64;
@@ -230,19 +261,19 @@ mod tests {
         assert!(b_time <= a_arrives, "the test needs a gap");
         let mut busy = Vec::new();
         let b = lt
-            .reserve(&[last], 0, b_bytes, one, Some(&mut busy))
+            .reserve(&only_last, 0, b_bytes, one, Some(&mut busy))
             .unwrap();
         assert_eq!(busy, vec![(last, 0, b_time)]);
         assert_eq!(b, b_time + link.latency);
         // A is untouched: a fresh table gives it the same time.
-        let alone = LinkTable::new(t.clone())
-            .reserve(&p, 0, a_bytes, one, None)
-            .unwrap();
+        let mut fresh = LinkTable::new(t.clone());
+        let route = fresh.route(&p);
+        let alone = fresh.reserve(&route, 0, a_bytes, one, None).unwrap();
         assert_eq!(a, alone);
         // C does not fit in the gap: it waits for A's interval to end.
         let c_bytes = 1 << 20;
         let mut busy = Vec::new();
-        lt.reserve(&[last], 0, c_bytes, one, Some(&mut busy))
+        lt.reserve(&only_last, 0, c_bytes, one, Some(&mut busy))
             .unwrap();
         let a_end_on_last = a - link.latency;
         assert_eq!(busy[0].1, a_end_on_last, "after A's interval");

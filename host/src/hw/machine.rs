@@ -14,15 +14,15 @@ use super::alloc::RangeAlloc;
 use super::blocked::{Blocked, Dir};
 use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
-use super::link::LinkTable;
+use super::link::{LinkTable, Route};
 use super::memory::MemoryStore;
 use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
-use crate::engine::{self, Event};
+use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
-use crate::routing::{Path, PathRouter, RouteError};
+use crate::routing::{PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
@@ -132,31 +132,38 @@ impl std::fmt::Debug for TensorInner {
     }
 }
 
-/// The last few paths a PE's DMA engine used (a kernel moves data along
-/// a handful of routes: its loads, stores and sends), so that a command
-/// finds its route without the router's shared map.
+/// The last few routes a PE's DMA engine used (a kernel moves data along
+/// a handful of them: its loads, stores and sends), so that a command
+/// finds its route without the router's shared map or a per-hop lookup
+/// in the link table.
 #[derive(Default)]
-struct RecentPaths {
-    entries: SmallVec<[(NodeId, NodeId, Path); RECENT_PATHS]>,
+struct RecentRoutes {
+    entries: SmallVec<[(NodeId, NodeId, Route); RECENT_ROUTES]>,
     /// The entry replaced next once all are in use.
     next: usize,
 }
 
-const RECENT_PATHS: usize = 4;
+const RECENT_ROUTES: usize = 4;
 
-impl RecentPaths {
-    fn get(&mut self, router: &PathRouter, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
-        if let Some((_, _, p)) = self.entries.iter().find(|e| e.0 == from && e.1 == to) {
-            return Ok(p.clone());
+impl RecentRoutes {
+    fn get(
+        &mut self,
+        router: &PathRouter,
+        links: &Mutex<LinkTable>,
+        from: NodeId,
+        to: NodeId,
+    ) -> Result<Route, RouteError> {
+        if let Some((_, _, r)) = self.entries.iter().find(|e| e.0 == from && e.1 == to) {
+            return Ok(r.clone());
         }
-        let p = router.find_path(from, to)?;
-        if self.entries.len() < RECENT_PATHS {
-            self.entries.push((from, to, p.clone()));
+        let r = links.lock().unwrap().route(&router.find_path(from, to)?);
+        if self.entries.len() < RECENT_ROUTES {
+            self.entries.push((from, to, r.clone()));
         } else {
-            self.entries[self.next] = (from, to, p.clone());
-            self.next = (self.next + 1) % RECENT_PATHS;
+            self.entries[self.next] = (from, to, r.clone());
+            self.next = (self.next + 1) % RECENT_ROUTES;
         }
-        Ok(p)
+        Ok(r)
     }
 }
 
@@ -183,7 +190,7 @@ pub fn check_same_operands(
 
 /// Per-PE state.
 struct PeState {
-    paths: Mutex<RecentPaths>,
+    routes: Mutex<RecentRoutes>,
     dma_tail: Mutex<Event>,
     math_tail: Mutex<Event>,
     ipcq: Mutex<Option<IpcqPort>>,
@@ -316,7 +323,7 @@ impl Machine {
             .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
             .get_or_init(|| {
                 Box::new(PeState {
-                    paths: Mutex::default(),
+                    routes: Mutex::default(),
                     dma_tail: Mutex::new(Event::done()),
                     math_tail: Mutex::new(Event::done()),
                     ipcq: Mutex::new(None),
@@ -475,8 +482,9 @@ impl Machine {
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
         let st = self.pe(pe);
-        let path = st.paths.lock().unwrap().get(
+        let path = st.routes.lock().unwrap().get(
             &self.router,
+            &self.links,
             src.0.node_at(src.1, spec),
             dst.0.node_at(dst.1, spec),
         )?;
@@ -724,7 +732,7 @@ impl Machine {
                     base,
                     slot_size: s.slot_size,
                     free: (0..s.n_slots).map(|i| (i, 0)).collect(),
-                    freed: Event::new(),
+                    freed: Signal::new(),
                     arrivals: VecDeque::new(),
                     credit_latency,
                 }));
@@ -851,7 +859,7 @@ impl Machine {
                     let mut q = tx.queue.lock().unwrap();
                     match q.free.pop_front() {
                         Some(s) => break s,
-                        None => q.freed.clone(),
+                        None => q.freed.wait_past(q.freed.generation()),
                     }
                 };
                 m.set_blocked(
@@ -861,12 +869,12 @@ impl Machine {
                         peer: tx.peer,
                     }),
                 );
-                wait.wait().await;
+                wait.await;
                 m.set_blocked(pe, None);
             };
             engine::sleep_until(visible).await;
             let ready = Event::new();
-            let (space, offset, notify) = {
+            let (space, offset) = {
                 let mut q = tx.queue.lock().unwrap();
                 q.arrivals.push_back(Arrival {
                     slot,
@@ -876,18 +884,11 @@ impl Machine {
                     from: pe,
                     ready: ready.clone(),
                 });
-                let st = m.pe(tx.peer);
-                let notify = st
-                    .ipcq
-                    .lock()
-                    .unwrap()
-                    .as_mut()
-                    .map(|p| std::mem::take(&mut p.rx_notify));
-                (q.space, q.slot_offset(slot), notify)
+                if let Some(port) = m.pe(tx.peer).ipcq.lock().unwrap().as_ref() {
+                    port.rx_notify.notify();
+                }
+                (q.space, q.slot_offset(slot))
             };
-            if let Some(n) = notify {
-                n.set();
-            }
             m.dma(
                 "send",
                 pe,
@@ -1025,7 +1026,10 @@ impl Machine {
                         }
                     }
                 }
-                (picked, port.rx_notify.clone())
+                (
+                    picked,
+                    port.rx_notify.wait_past(port.rx_notify.generation()),
+                )
             };
             if let Some((q, a)) = picked {
                 if !a.ready.is_set() {
@@ -1042,7 +1046,7 @@ impl Machine {
                 return Ok((q, a));
             }
             self.set_blocked(pe, Some(Blocked::RecvWaiting { dir: dir.cloned() }));
-            notify.wait().await;
+            notify.await;
             self.set_blocked(pe, None);
         }
     }
@@ -1073,19 +1077,21 @@ mod tests {
     use crate::config::TopologySpec;
 
     #[test]
-    fn recent_paths_give_the_router_s_path_past_their_capacity() {
+    fn recent_routes_give_the_router_s_path_past_their_capacity() {
         let topo = Arc::new(crate::topology::build(&TopologySpec::default_embedded()).unwrap());
-        let router = PathRouter::new(topo);
+        let router = PathRouter::new(topo.clone());
+        let links = Mutex::new(LinkTable::new(topo));
         let from: NodeId = "sip0.cube0.pe0".parse().unwrap();
-        let tos: Vec<NodeId> = (0..RECENT_PATHS as u32 + 3)
+        let tos: Vec<NodeId> = (0..RECENT_ROUTES as u32 + 3)
             .map(|i| format!("sip{}.cube{}.pe0", i % 2, i / 2).parse().unwrap())
             .collect();
-        let mut recent = RecentPaths::default();
+        let mut recent = RecentRoutes::default();
         // Twice round, so that evicted entries are asked for again.
         for to in tos.iter().chain(&tos) {
-            let got = recent.get(&router, from, *to).unwrap();
-            assert_eq!(got, router.find_path(from, *to).unwrap(), "to {to}");
+            let got = recent.get(&router, &links, from, *to).unwrap();
+            let hops: Vec<_> = got.iter().map(|h| h.link).collect();
+            assert_eq!(hops, &*router.find_path(from, *to).unwrap(), "to {to}");
         }
-        assert_eq!(recent.entries.len(), RECENT_PATHS);
+        assert_eq!(recent.entries.len(), RECENT_ROUTES);
     }
 }
