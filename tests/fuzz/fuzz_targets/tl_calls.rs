@@ -11,7 +11,7 @@ use kernbench::config::ccl::BufferKind;
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
-use kernbench::hw::machine::IpcqSettings;
+use kernbench::hw::machine::{IpcqSettings, Shape};
 use kernbench::hw::{Machine, TensorRef};
 use kernbench::topology::PeCoord;
 use libfuzzer_sys::fuzz_target;
@@ -107,7 +107,7 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
             }
             Op::Send { slot, dir } => {
                 if let Some(t) = pick(&slots, slot) {
-                    let _ = m.send(pe, DIRS[dir as usize % 3].to_string(), t).await;
+                    let _ = m.send(pe, DIRS[dir as usize % 3].into(), t).await;
                 }
                 None
             }
@@ -117,8 +117,8 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
                 dtype: d,
                 into,
             } => {
-                let shape: Vec<u32> = shape.iter().map(|&x| x as u32).collect();
-                let dir = dir.map(|x| DIRS[x as usize % 3].to_string());
+                let shape: Shape = shape.iter().map(|&x| x as u32).collect();
+                let dir = dir.map(|x| DIRS[x as usize % 3].into());
                 let dst = into.map(|a| addr(&a, shared));
                 m.recv(pe, dir, shape, dtype(d), dst).await.ok()
             }
