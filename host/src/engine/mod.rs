@@ -18,4 +18,4 @@ mod wheel;
 pub use executor::{
     now, sleep, sleep_until, spawn, spawn_detached, try_now, Executor, RunOutcome, Sleep,
 };
-pub use sync::{Event, JoinHandle, Signal};
+pub use sync::{Event, JoinHandle, Signal, Turnstile};

@@ -20,7 +20,7 @@ use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
-use crate::engine::{self, Event, Signal};
+use crate::engine::{self, Event, Signal, Turnstile};
 use crate::error::HwError;
 use crate::routing::{PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
@@ -191,8 +191,9 @@ pub fn check_same_operands(
 /// Per-PE state.
 struct PeState {
     routes: Mutex<RecentRoutes>,
-    dma_tail: Mutex<Event>,
-    math_tail: Mutex<Event>,
+    /// The DMA and MATH engines: in-order queues of commands.
+    dma: Turnstile,
+    math: Turnstile,
     ipcq: Mutex<Option<IpcqPort>>,
     outstanding: Mutex<Vec<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
@@ -324,8 +325,8 @@ impl Machine {
             .get_or_init(|| {
                 Box::new(PeState {
                     routes: Mutex::default(),
-                    dma_tail: Mutex::new(Event::done()),
-                    math_tail: Mutex::new(Event::done()),
+                    dma: Turnstile::new(),
+                    math: Turnstile::new(),
                     ipcq: Mutex::new(None),
                     outstanding: Mutex::new(Vec::new()),
                     blocked_on: Mutex::new(None),
@@ -488,12 +489,12 @@ impl Machine {
             src.0.node_at(src.1, spec),
             dst.0.node_at(dst.1, spec),
         )?;
-        let release = Event::new();
-        let prev = std::mem::replace(&mut *st.dma_tail.lock().unwrap(), release.clone());
+        let engine_q = st.dma.clone();
+        let ticket = engine_q.take();
         self.track(st, &done);
         let m = self.clone();
         engine::spawn_detached(async move {
-            prev.wait().await;
+            engine_q.turn(ticket).await;
             for t in &inputs {
                 t.ready.wait().await;
             }
@@ -507,7 +508,7 @@ impl Machine {
                 Err(e) => return m.set_fault(pe, what, fail(e)),
             };
             engine::sleep_until(set_up).await;
-            release.set();
+            engine_q.done();
             let mut busy = m.trace.as_ref().map(|_| Vec::new());
             let end = m.links.lock().unwrap().reserve(
                 &path,
@@ -563,12 +564,12 @@ impl Machine {
                 source,
             })?;
         let st = self.pe(pe);
-        let release = Event::new();
-        let prev = std::mem::replace(&mut *st.math_tail.lock().unwrap(), release.clone());
+        let engine_q = st.math.clone();
+        let ticket = engine_q.take();
         self.track(st, &out.ready);
         let m = self.clone();
         engine::spawn_detached(async move {
-            prev.wait().await;
+            engine_q.turn(ticket).await;
             for t in &inputs {
                 t.ready.wait().await;
             }
@@ -600,7 +601,7 @@ impl Machine {
                 return m.set_fault(pe, "MATH", e.into());
             }
             m.stats.lock().unwrap().math_commands += 1;
-            release.set();
+            engine_q.done();
             drop(inputs);
             out.ready.set();
         });
