@@ -272,6 +272,66 @@ mod tests {
     }
 
     #[test]
+    fn replay_runs_the_calls_and_names_the_one_the_machine_refuses() {
+        use crate::address::Space;
+        use crate::config::TopologySpec;
+        use crate::engine::{Executor, RunOutcome};
+        let spec = TopologySpec::default_embedded();
+        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let hbm = Space::Hbm { sip: 0, cube: 0 }.addr(0);
+        // Two loads and an add that fit, then a load larger than the TCM:
+        // a refusal only the machine can make, at replay.
+        let mut list = CommandList::default();
+        let small = list.shape(&[8]);
+        let elems = (spec.pe.tcm_kib * 1024 / 2 + 1) as u32;
+        let huge = list.shape(&[elems]);
+        list.tensors = 4;
+        list.commands = vec![
+            Command::Load {
+                addr: hbm,
+                shape: small,
+                dtype: Dtype::F16,
+                out: 0,
+            },
+            Command::Load {
+                addr: hbm,
+                shape: small,
+                dtype: Dtype::F16,
+                out: 1,
+            },
+            Command::Binary {
+                op: BinOp::Add,
+                a: 0,
+                b: 1,
+                out: 2,
+            },
+            Command::Drop(0),
+            Command::Load {
+                addr: hbm,
+                shape: huge,
+                dtype: Dtype::F16,
+                out: 3,
+            },
+        ];
+        let ex = Executor::new();
+        let m = machine.clone();
+        let done = ex.spawn(async move { replay(&m, pe, &list).await });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        let err = done.try_take().unwrap().unwrap_err();
+        assert_eq!(err.call, format!("tl.load(addr={hbm:#x}, shape=[{elems}])"));
+        assert_eq!(err.pe, "sip0.cube0.pe0");
+        assert!(matches!(err.source, HwError::OutOfMemory { .. }), "{err:?}");
+        // Everything before it was issued (two DMAs, one MATH command).
+        let s = machine.stats();
+        assert_eq!((s.dma_commands, s.math_commands), (2, 1));
+    }
+
+    #[test]
     fn call_names_read_as_the_user_wrote_them() {
         assert_eq!(call::load(0x40, &[8]), "tl.load(addr=0x40, shape=[8])");
         assert_eq!(call::recv(None, None), "tl.recv(dir=any)");
