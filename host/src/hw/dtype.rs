@@ -70,8 +70,8 @@ impl Dtype {
         let n = bytes.len() / self.itemsize() as usize;
         let mut out = vec![0f64; n];
         match self {
-            Dtype::F16 => halves::<f16>(bytes).convert_to_f64_slice(&mut out),
-            Dtype::Bf16 => halves::<bf16>(bytes).convert_to_f64_slice(&mut out),
+            Dtype::F16 => elements::<f16>(bytes).convert_to_f64_slice(&mut out),
+            Dtype::Bf16 => elements::<bf16>(bytes).convert_to_f64_slice(&mut out),
             Dtype::F32 => {
                 for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
                     *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
@@ -108,21 +108,6 @@ impl Dtype {
             }
         }
         out
-    }
-}
-
-/// `bytes` (whole 2-byte elements) as a slice of `H`. Memory-store pages
-/// and wasm lists carry no alignment promise, so misaligned input is
-/// copied first.
-fn halves<H: bytemuck::Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [H]> {
-    match bytemuck::try_cast_slice(bytes) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => std::borrow::Cow::Owned(
-            bytes
-                .chunks_exact(std::mem::size_of::<H>())
-                .map(bytemuck::pod_read_unaligned)
-                .collect(),
-        ),
     }
 }
 

@@ -14,8 +14,11 @@ use super::alloc::RangeAlloc;
 use super::blocked::{Blocked, Dir};
 use super::dtype::{self, BinOp, Dtype};
 use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
-use super::link::{LinkTable, Route};
+use super::link::LinkTable;
 use super::memory::MemoryStore;
+use super::routes::RecentRoutes;
+use super::tensor::Hold;
+pub use super::tensor::{check_same_operands, Shape, TensorInner, TensorRef};
 use super::trace::{TraceRecorder, Track};
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
@@ -26,7 +29,6 @@ use crate::routing::{PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
-use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
@@ -34,159 +36,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Commands a PE may have in flight (issued, not completed).
 pub const COMMAND_QUEUE_DEPTH: usize = 4096;
-
-/// What is given back when the last reference to a tensor drops.
-enum Hold {
-    None,
-    /// Scratch memory from an allocator.
-    Block {
-        alloc: Arc<Mutex<RangeAlloc>>,
-        offset: u64,
-        len: u64,
-    },
-    /// An IPCQ slot.
-    Slot {
-        queue: SharedQueue,
-        slot: u32,
-    },
-}
-
-/// A tensor in machine memory. Commands that read it hold a reference, so
-/// its memory (scratch or IPCQ slot) is released only after the kernel has
-/// dropped its handle *and* every reader has finished.
-pub struct TensorInner {
-    pub space: Space,
-    pub offset: u64,
-    pub shape: Shape,
-    pub dtype: Dtype,
-    numel: u64,
-    nbytes: u64,
-    /// Set when the data is in place.
-    pub ready: Event,
-    hold: Hold,
-}
-
-pub type TensorRef = Arc<TensorInner>;
-
-/// A tensor's shape: kernels use one to four dimensions, held inline.
-pub type Shape = SmallVec<[u32; 4]>;
-
-impl TensorInner {
-    /// A tensor of `shape` at `space`+`offset`; its sizes are checked here,
-    /// once, so that every later use of them is exact.
-    fn build(
-        space: Space,
-        offset: u64,
-        shape: &[u32],
-        dtype: Dtype,
-        ready: Event,
-        hold: Hold,
-    ) -> Result<TensorRef, HwError> {
-        let (numel, nbytes) = crate::units::tensor_size(shape, dtype.itemsize())?;
-        Ok(Arc::new(TensorInner {
-            space,
-            offset,
-            shape: Shape::from_slice(shape),
-            dtype,
-            numel,
-            nbytes,
-            ready,
-            hold,
-        }))
-    }
-
-    pub fn addr(&self) -> u64 {
-        self.space.addr(self.offset)
-    }
-    pub fn numel(&self) -> u64 {
-        self.numel
-    }
-    pub fn nbytes(&self) -> u64 {
-        self.nbytes
-    }
-}
-
-impl Drop for TensorInner {
-    fn drop(&mut self) {
-        match std::mem::replace(&mut self.hold, Hold::None) {
-            Hold::None => {}
-            Hold::Block { alloc, offset, len } => alloc.lock().unwrap().free(offset, len),
-            Hold::Slot { queue, slot } => queue
-                .lock()
-                .unwrap()
-                .release(slot, engine::try_now().unwrap_or(0)),
-        }
-    }
-}
-
-impl std::fmt::Debug for TensorInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Tensor({}+{:#x} {:?} {})",
-            self.space,
-            self.offset,
-            self.shape,
-            self.dtype.name()
-        )
-    }
-}
-
-/// The last few routes a PE's DMA engine used (a kernel moves data along
-/// a handful of them: its loads, stores and sends), so that a command
-/// finds its route without the router's shared map or a per-hop lookup
-/// in the link table.
-#[derive(Default)]
-struct RecentRoutes {
-    entries: SmallVec<[(NodeId, NodeId, Route); RECENT_ROUTES]>,
-    /// The entry replaced next once all are in use.
-    next: usize,
-}
-
-const RECENT_ROUTES: usize = 4;
-
-impl RecentRoutes {
-    fn get(
-        &mut self,
-        router: &PathRouter,
-        links: &Mutex<LinkTable>,
-        from: NodeId,
-        to: NodeId,
-    ) -> Result<Route, RouteError> {
-        if let Some((_, _, r)) = self.entries.iter().find(|e| e.0 == from && e.1 == to) {
-            return Ok(r.clone());
-        }
-        let r = links.lock().unwrap().route(&router.find_path(from, to)?);
-        if self.entries.len() < RECENT_ROUTES {
-            self.entries.push((from, to, r.clone()));
-        } else {
-            self.entries[self.next] = (from, to, r.clone());
-            self.next = (self.next + 1) % RECENT_ROUTES;
-        }
-        Ok(r)
-    }
-}
-
-/// An element-wise `op` needs operands of one shape and dtype.
-pub fn check_same_operands(
-    op: BinOp,
-    a: (&[u32], Dtype),
-    b: (&[u32], Dtype),
-) -> Result<(), HwError> {
-    if a != b {
-        return Err(HwError::Mismatch {
-            what: format!(
-                "{} of tensors with different shapes/dtypes: {:?} {} and {:?} {}",
-                op.name(),
-                a.0,
-                a.1.name(),
-                b.0,
-                b.1.name()
-            ),
-        });
-    }
-    Ok(())
-}
 
 /// Per-PE state.
 struct PeState {
@@ -1069,30 +918,5 @@ impl Machine {
         } else {
             senders.join(" or ")
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::TopologySpec;
-
-    #[test]
-    fn recent_routes_give_the_router_s_path_past_their_capacity() {
-        let topo = Arc::new(crate::topology::build(&TopologySpec::default_embedded()).unwrap());
-        let router = PathRouter::new(topo.clone());
-        let links = Mutex::new(LinkTable::new(topo));
-        let from: NodeId = "sip0.cube0.pe0".parse().unwrap();
-        let tos: Vec<NodeId> = (0..RECENT_ROUTES as u32 + 3)
-            .map(|i| format!("sip{}.cube{}.pe0", i % 2, i / 2).parse().unwrap())
-            .collect();
-        let mut recent = RecentRoutes::default();
-        // Twice round, so that evicted entries are asked for again.
-        for to in tos.iter().chain(&tos) {
-            let got = recent.get(&router, &links, from, *to).unwrap();
-            let hops: Vec<_> = got.iter().map(|h| h.link).collect();
-            assert_eq!(hops, &*router.find_path(from, *to).unwrap(), "to {to}");
-        }
-        assert_eq!(recent.entries.len(), RECENT_ROUTES);
     }
 }

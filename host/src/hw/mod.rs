@@ -10,6 +10,8 @@ pub mod link;
 pub mod machine;
 pub mod memory;
 pub mod page_table;
+mod routes;
+pub mod tensor;
 pub mod trace;
 
 pub use dtype::Dtype;
