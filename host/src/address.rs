@@ -5,9 +5,12 @@
 //! ```text
 //! HBM / SRAM : [kind:4][sip:12][cube:12][offset:36]
 //! TCM        : [kind:4][sip:12][cube:12][pe:8][offset:28]
+//! virtual    : [kind:4][sip:12][va:48]
 //! ```
-//! kind 1 = HBM, 2 = SRAM, 3 = TCM; address 0 (kind 0) is never mapped, so
-//! a null pointer is caught at once.
+//! kind 1 = HBM, 2 = SRAM, 3 = TCM, 4 = a virtual address of one SIP (a
+//! tensor's range in that SIP's address map, [`crate::hw::vmap`], which
+//! translates it to one of the physical kinds); address 0 (kind 0) is
+//! never mapped, so a null pointer is caught at once.
 
 use crate::config::TopologySpec;
 use crate::error::HwError;
@@ -21,6 +24,20 @@ const PE_SHIFT: u32 = 28;
 const MASK12: u64 = 0xfff;
 const OFF36: u64 = (1 << 36) - 1;
 const OFF28: u64 = (1 << 28) - 1;
+const KIND_VIRTUAL: u64 = 4;
+/// Bytes of virtual address space per SIP.
+pub const VA_SPAN: u64 = 1 << 48;
+
+/// The virtual address `va` of SIP `sip`.
+pub fn virtual_addr(sip: u32, va: u64) -> u64 {
+    (KIND_VIRTUAL << KIND_SHIFT) | ((sip as u64 & MASK12) << SIP_SHIFT) | (va & (VA_SPAN - 1))
+}
+
+/// `(sip, va)` when `addr` is a virtual address.
+pub fn as_virtual(addr: u64) -> Option<(u32, u64)> {
+    (addr >> KIND_SHIFT == KIND_VIRTUAL)
+        .then_some((((addr >> SIP_SHIFT) & MASK12) as u32, addr & (VA_SPAN - 1)))
+}
 
 /// A memory space of the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -118,6 +135,11 @@ pub fn resolve(spec: &TopologySpec, addr: u64, len: u64) -> Result<(Space, u64),
             (Space::Tcm(PeCoord { sip, cube, pe }), addr & OFF28)
         }
         0 if addr == 0 => return Err(bad("null address".into())),
+        KIND_VIRTUAL => {
+            return Err(bad(
+                "a virtual address, which only the machine's address map can translate".into(),
+            ))
+        }
         k => {
             return Err(bad(format!(
                 "unknown memory kind {k} (addresses come from tensors or t_ptr)"

@@ -2,7 +2,7 @@
 //! collective algorithms and kernels run as WebAssembly components.
 //!
 //! Layers (DESIGN §2), lower never imports upper:
-//! `config` → `topology` → `routing` → `engine` / `hw` → `runtime` → `report`.
+//! `config` → `topology` / `placement` → `routing` → `engine` / `hw` → `runtime` → `report`.
 
 pub mod address;
 pub mod budget;
@@ -10,6 +10,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod hw;
+pub mod placement;
 #[cfg(feature = "wasm")]
 pub mod report;
 pub mod routing;

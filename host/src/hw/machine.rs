@@ -20,11 +20,13 @@ use super::routes::RecentRoutes;
 use super::tensor::Hold;
 pub use super::tensor::{check_same_operands, Shape, TensorInner, TensorRef};
 use super::trace::{TraceRecorder, Track};
+use super::vmap::{PlacedTensor, VirtualMap};
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event, Signal, Turnstile};
 use crate::error::HwError;
+use crate::placement::ShardSpec;
 use crate::routing::{PathRouter, RouteError};
 use crate::topology::{NodeId, PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
@@ -84,6 +86,8 @@ pub struct Machine {
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
     blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
+    /// Virtual ranges of placed tensors, per SIP.
+    vmap: Arc<Mutex<VirtualMap>>,
     stats: Mutex<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow); the run stops with it.
@@ -129,6 +133,7 @@ impl Machine {
             memory: Mutex::new(MemoryStore::new(budget.clone())),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
+            vmap: Arc::default(),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget)),
@@ -256,11 +261,41 @@ impl Machine {
         self.alloc_block(Space::Tcm(pe), shape, dtype, false, Event::new())
     }
 
-    /// A view of existing memory at `addr` (no ownership).
+    /// A view of existing memory at `addr` (no ownership): a physical
+    /// address, or a virtual one translated through the address map.
     pub fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
         let len = dtype.nbytes(shape)?;
-        let (space, offset) = address::resolve(&self.topo.spec, addr, len)?;
+        let (space, offset) = self.translate(addr, len)?;
         TensorInner::build(space, offset, shape, dtype, Event::done(), Hold::None)
+    }
+
+    /// The physical `(space, offset)` of `[addr, addr + len)`.
+    pub fn translate(&self, addr: u64, len: u64) -> Result<(Space, u64), HwError> {
+        if address::as_virtual(addr).is_some() {
+            self.vmap.lock().unwrap().translate(addr, len)
+        } else {
+            address::resolve(&self.topo.spec, addr, len)
+        }
+    }
+
+    /// Allocate a zero-filled tensor placed as `specs` say (each shard a
+    /// block in its cube's HBM, all on one SIP) and map it as one virtual
+    /// range; `tensor` names it in address errors.
+    pub fn place_tensor(
+        &self,
+        specs: Vec<ShardSpec>,
+        dtype: Dtype,
+        tensor: &str,
+    ) -> Result<PlacedTensor, HwError> {
+        let sip = specs.first().map_or(0, |s| s.sip);
+        let blocks = specs
+            .iter()
+            .map(|s| {
+                let shape = [s.rows.len() as u32, s.cols.len() as u32];
+                self.alloc_tensor(Space::Hbm { sip, cube: s.cube }, &shape, dtype)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        PlacedTensor::map(self.vmap.clone(), sip, specs, blocks, tensor)
     }
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.

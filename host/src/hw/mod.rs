@@ -13,6 +13,7 @@ pub mod page_table;
 mod routes;
 pub mod tensor;
 pub mod trace;
+pub mod vmap;
 
 pub use dtype::Dtype;
 pub use machine::{Machine, TensorRef};
