@@ -66,6 +66,24 @@ fn a_tensor_filled_and_read_in_pieces_and_a_piece_outside_it() {
 }
 
 #[test]
+fn dp_policies_place_shards_and_a_policy_that_does_not_fit_is_a_value_error() {
+    let e = probe("placement", 2);
+    assert_contains_all(
+        &e,
+        &[
+            "cube-rows: s1c0p0 r0+1 c0+8 @0, s1c1p0 r1+1 c0+8 @16, s1c2p0 r2+1 c0+8 @32, s1c3p0 r3+1 c0+8 @48",
+            "pe-cols: s1c0p0 r0+4 c0+2 @0, s1c0p1 r0+4 c2+2 @16, s1c0p2 r0+4 c4+2 @32, s1c0p3 r0+4 c6+2 @48",
+            "replicas: s1c0p0 r0+2 c0+8 @0, s1c0p1 r2+2 c0+8 @32, s1c1p0 r0+2 c0+8 @64, s1c1p1 r2+2 c0+8 @96",
+            "tiles: s1c0p0 r0+2 c0+4 @0, s1c1p0 r0+2 c4+4 @16, s1c2p0 r2+2 c0+4 @32, s1c3p0 r2+2 c4+4 @48",
+            "torch.zeros([4, 8], dtype=f16, name='bad'): ValueError: DPPolicy(cube='row_wise', pe='replicate', num_cubes=3, num_pes=1) on shape [4, 8]: cube='row_wise' over 3 cubes needs the rows (4) to divide evenly by 3",
+            "pe='column_wise' over 3 PEs needs the columns (8) to divide evenly by 3",
+            "num_cubes=99 but this topology has 16 cubes per SIP (1..=16)",
+            "num_pes=5 but this topology has 4 PEs per cube (1..=4)",
+        ],
+    );
+}
+
+#[test]
 fn a_rank_that_dies_is_reported_not_the_wait_it_causes() {
     let e = probe("rank-dies", 3);
     assert!(

@@ -42,15 +42,64 @@ pub mod torch {
     use super::raw::torch as t;
     use crate::Dtype;
 
+    pub use t::{DpMode, ShardSpec};
+
     /// A device tensor on the calling rank's current device.
     pub struct Tensor(pub(crate) t::Tensor);
 
-    /// `torch.zeros(shape, dtype=..., name=...)`.
+    /// `DPPolicy(cube=..., pe=..., num_cubes=..., num_pes=...)`: how a
+    /// tensor is laid out over the cubes of the device, then over the PEs
+    /// of each cube (seed ADR-0026). There is no SIP field: the device is
+    /// the one chosen with `ahbm::set_device`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DpPolicy {
+        pub cube: DpMode,
+        pub pe: DpMode,
+        pub num_cubes: u32,
+        pub num_pes: u32,
+    }
+
+    impl DpPolicy {
+        pub fn new(cube: DpMode, pe: DpMode, num_cubes: u32, num_pes: u32) -> Self {
+            DpPolicy {
+                cube,
+                pe,
+                num_cubes,
+                num_pes,
+            }
+        }
+    }
+
+    /// `torch.zeros(shape, dtype=..., name=...)`: one shard on cube 0, PE 0.
     pub fn zeros(shape: &[u32], dtype: Dtype, name: &str) -> Result<Tensor, String> {
-        t::zeros(shape, dtype.into(), name).map(Tensor)
+        t::zeros(shape, dtype.into(), None, name).map(Tensor)
+    }
+
+    /// `torch.zeros(shape, dtype=..., dp=..., name=...)`.
+    pub fn zeros_dp(
+        shape: &[u32],
+        dtype: Dtype,
+        dp: DpPolicy,
+        name: &str,
+    ) -> Result<Tensor, String> {
+        let dp = t::DpPolicy {
+            cube: dp.cube,
+            pe: dp.pe,
+            num_cubes: dp.num_cubes,
+            num_pes: dp.num_pes,
+        };
+        t::zeros(shape, dtype.into(), Some(dp), name).map(Tensor)
     }
 
     impl Tensor {
+        /// The shards, in (cube, pe) order (`tensor._handle.shards`).
+        pub fn shards(&self) -> Vec<ShardSpec> {
+            self.0.shards()
+        }
+        /// The virtual base address on the device (the kernel's `t_ptr`).
+        pub fn data_ptr(&self) -> u64 {
+            self.0.data_ptr()
+        }
         pub fn shape(&self) -> Vec<u32> {
             self.0.shape()
         }

@@ -159,8 +159,9 @@ fn split(block: &Block, mode: DpMode, n: u32, level: &str) -> Result<Vec<Block>,
         if len.is_multiple_of(parts) {
             Ok(len / parts)
         } else {
+            let members = if level == "pe" { "PEs" } else { "cubes" };
             Err(PlacementError(format!(
-                "{level}='{}' over {n} {level}s needs the {what} ({len}) to divide evenly by {parts}",
+                "{level}='{}' over {n} {members} needs the {what} ({len}) to divide evenly by {parts}",
                 mode.name()
             )))
         }
@@ -206,17 +207,17 @@ pub fn resolve(
     spec: &TopologySpec,
 ) -> Result<Vec<ShardSpec>, PlacementError> {
     let (cubes, pes) = (spec.cubes_per_sip(), spec.pes_per_cube());
-    let fits = |n: u32, have: u32, what: &str| {
+    let fits = |n: u32, have: u32, field: &str, unit: &str| {
         if n == 0 || n > have {
             Err(PlacementError(format!(
-                "{dp}: num_{what}s={n} but a SIP of this topology has {have} {what}s (1..={have})"
+                "{dp}: {field}={n} but this topology has {have} {unit} (1..={have})"
             )))
         } else {
             Ok(())
         }
     };
-    fits(dp.num_cubes, cubes, "cube")?;
-    fits(dp.num_pes, pes, "pe")?;
+    fits(dp.num_cubes, cubes, "num_cubes", "cubes per SIP")?;
+    fits(dp.num_pes, pes, "num_pes", "PEs per cube")?;
     let (rows, cols) = shape_2d(shape)?;
     let whole = (0..rows, 0..cols);
     let mut shards = Vec::with_capacity((dp.num_cubes * dp.num_pes) as usize);

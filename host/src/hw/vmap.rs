@@ -249,4 +249,50 @@ mod tests {
         let specs = resolve(&DpPolicy::SINGLE, &[8], 2, 1, &spec).unwrap();
         assert_eq!(m.place_tensor(specs, Dtype::F16, "y").unwrap().addr(), base);
     }
+
+    #[test]
+    fn a_load_at_a_virtual_address_is_charged_the_path_to_the_physical_stack() {
+        use crate::engine::Executor;
+        use crate::topology::{NodeId, PeCoord};
+        let spec = TopologySpec::default_embedded();
+        let m = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+        let dp = DpPolicy {
+            cube: DpMode::RowWise,
+            pe: DpMode::Replicate,
+            num_cubes: 16,
+            num_pes: 1,
+        };
+        let n = 4096u32;
+        let specs = resolve(&dp, &[16, n], 2, 0, &spec).unwrap();
+        let t = m.place_tensor(specs, Dtype::F16, "x").unwrap();
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        for cube in [0u32, 5, 15] {
+            // One load at a time: each starts on idle links.
+            let ex = Executor::new();
+            let (m2, addr) = (m.clone(), t.addr() + cube as u64 * n as u64 * 2);
+            let h = ex.spawn(async move {
+                crate::engine::sleep(cube as u64 * 1_000_000_000).await;
+                let start = crate::engine::now();
+                let x = m2.load(pe, addr, &[n], Dtype::F16).unwrap();
+                x.ready.wait().await;
+                crate::engine::now() - start
+            });
+            ex.run();
+            let stack = NodeId::Hbm {
+                sip: 0,
+                cube,
+                stack: 0,
+            };
+            let path = m.router.find_path(stack, NodeId::Pe(pe)).unwrap();
+            let d = m.router.distance(&path);
+            let expect = m.timing.dma_setup
+                + d.latency_ps
+                + d.bottleneck.unwrap().duration_ps(n as u64 * 2).unwrap();
+            assert_eq!(h.try_take(), Some(expect), "shard in cube {cube}");
+        }
+    }
 }

@@ -8,20 +8,91 @@ use super::bindings::bench::kernbench::sim::{
 use super::bindings::bench::BenchPre;
 use super::kernel::dtype_in;
 use super::limits::{Guarded, InstanceGuard};
-use super::session::{ReportRecord, Session};
-use crate::address::Space;
-use crate::hw::TensorRef;
+use super::session::{CollectiveTensor, ReportRecord, Session};
+use crate::hw::dtype::Dtype;
+use crate::hw::vmap::PlacedTensor;
+use crate::hw::Machine;
+use crate::placement::{self, DpMode, DpPolicy};
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use distributed::DistError;
 
-/// The host object behind a guest `torch.tensor`: a tensor in the HBM of
-/// cube 0 of its device (SIP), freed when the guest drops it.
+/// The host object behind a guest `torch.tensor`: its shards in their
+/// cubes' HBM on its device (SIP), mapped as one virtual range; freed when
+/// the guest drops it.
 pub struct BenchTensor {
-    pub t: TensorRef,
+    pub placed: PlacedTensor,
+    pub shape: Vec<u32>,
+    pub dtype: Dtype,
+    /// Width of the tensor seen as 2-D (its last dimension).
+    cols: u32,
     pub name: String,
+}
+
+impl BenchTensor {
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().map(|&d| d as u64).product()
+    }
+
+    pub fn nbytes(&self) -> u64 {
+        self.numel() * self.dtype.itemsize()
+    }
+
+    /// The SIP the tensor lives on.
+    pub fn sip(&self) -> u32 {
+        self.placed.sip
+    }
+
+    /// What a collective needs to know of the tensor.
+    fn collective_view(&self) -> CollectiveTensor {
+        let first = &self.placed.specs[0];
+        CollectiveTensor {
+            sip: self.sip(),
+            t_ptr: self.placed.addr(),
+            dtype: self.dtype,
+            nbytes: self.nbytes(),
+            shards: self.placed.specs.len() as u32,
+            shard_numel: first.numel(),
+        }
+    }
+
+    /// Host-side write of element bytes from element `first`, to every
+    /// shard that holds them.
+    fn write(&self, machine: &Machine, first: u64, bytes: &[u8]) -> Result<(), String> {
+        let item = self.dtype.itemsize();
+        let count = bytes.len() as u64 / item;
+        let specs = &self.placed.specs;
+        for p in placement::pieces(specs, self.cols, (first, count), true) {
+            let block = &self.placed.blocks[p.shard];
+            let at = ((p.tensor_elem - first) * item) as usize;
+            machine
+                .host_write(
+                    block.space,
+                    block.offset + p.shard_elem * item,
+                    &bytes[at..at + (p.count * item) as usize],
+                )
+                .map_err(|e| format!("tensor '{}': {e}", self.name))?;
+        }
+        Ok(())
+    }
+
+    /// Host-side read of `count` elements from element `first`, each from
+    /// the first shard holding it.
+    fn read(&self, machine: &Machine, first: u64, count: u64) -> Vec<u8> {
+        let item = self.dtype.itemsize();
+        let mut out = Vec::with_capacity((count * item) as usize);
+        for p in placement::pieces(&self.placed.specs, self.cols, (first, count), false) {
+            let block = &self.placed.blocks[p.shard];
+            out.extend(machine.host_read(
+                block.space,
+                block.offset + p.shard_elem * item,
+                p.count * item,
+            ));
+        }
+        out
+    }
 }
 
 /// A loaded bench component, ready to instantiate.
@@ -58,8 +129,8 @@ impl WasiView for BenchHost {
 }
 
 impl BenchHost {
-    fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<TensorRef> {
-        Ok(self.table.get(r)?.t.clone())
+    fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<&BenchTensor> {
+        Ok(self.table.get(r)?)
     }
 
     /// `tensor.copy_(...)`: write `bytes` if the guest gave `got` of the
@@ -79,11 +150,9 @@ impl BenchHost {
                 bt.name
             )));
         }
-        Ok(self
-            .session
-            .machine
-            .host_write(bt.t.space, bt.t.offset, bytes)
-            .map_err(|e| format!("copy_: tensor '{}': {e}", bt.name)))
+        Ok(bt
+            .write(&self.session.machine, 0, bytes)
+            .map_err(|e| format!("copy_: {e}")))
     }
 
     /// Read elements `[first, first + count)` of a tensor for the guest,
@@ -98,7 +167,6 @@ impl BenchHost {
         per_elem: u64,
     ) -> wasmtime::Result<Vec<u8>> {
         let bt = self.table.get(r)?;
-        let t = &bt.t;
         let cap = self.session.limits.instance.max_memory;
         let size = count.saturating_mul(per_elem);
         if size > cap {
@@ -110,11 +178,7 @@ impl BenchHost {
                 crate::budget::human_bytes(cap)
             )));
         }
-        let item = t.dtype.itemsize();
-        Ok(self
-            .session
-            .machine
-            .host_read(t.space, t.offset + first * item, count * item))
+        Ok(bt.read(&self.session.machine, first, count))
     }
 
     /// `Err` naming the tensor unless `[offset, offset + count)` lies
@@ -127,7 +191,7 @@ impl BenchHost {
         count: u64,
     ) -> wasmtime::Result<Result<(), String>> {
         let bt = self.table.get(r)?;
-        let numel = bt.t.numel();
+        let numel = bt.numel();
         Ok(match offset.checked_add(count) {
             Some(end) if end <= numel => Ok(()),
             _ => Err(format!(
@@ -153,8 +217,33 @@ impl BenchHost {
 impl super::bindings::algorithm::kernbench::sim::types::Host for BenchHost {}
 
 impl torch::HostTensor for BenchHost {
+    async fn shards(
+        &mut self,
+        r: Resource<BenchTensor>,
+    ) -> wasmtime::Result<Vec<torch::ShardSpec>> {
+        Ok(self
+            .tensor(&r)?
+            .placed
+            .specs
+            .iter()
+            .map(|s| torch::ShardSpec {
+                sip: s.sip,
+                cube: s.cube,
+                pe: s.pe,
+                row_start: s.rows.start,
+                rows: s.rows.len() as u32,
+                col_start: s.cols.start,
+                cols: s.cols.len() as u32,
+                offset_bytes: s.offset_bytes,
+                nbytes: s.nbytes,
+            })
+            .collect())
+    }
+    async fn data_ptr(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.placed.addr())
+    }
     async fn shape(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.tensor(&r)?.shape.to_vec())
+        Ok(self.tensor(&r)?.shape.clone())
     }
     async fn dtype(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<torch::Dtype> {
         Ok(super::kernel::dtype_out(self.tensor(&r)?.dtype))
@@ -166,15 +255,15 @@ impl torch::HostTensor for BenchHost {
         Ok(self.tensor(&r)?.nbytes())
     }
     async fn device(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u32> {
-        Ok(self.tensor(&r)?.space.sip())
+        Ok(self.tensor(&r)?.sip())
     }
     async fn copy_from_bytes(
         &mut self,
         r: Resource<BenchTensor>,
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<(), String>> {
-        let t = self.tensor(&r)?;
-        self.write_checked(&r, &data, data.len() as u64, t.nbytes(), "bytes")
+        let want = self.tensor(&r)?.nbytes();
+        self.write_checked(&r, &data, data.len() as u64, want, "bytes")
     }
     async fn copy_from_f64(
         &mut self,
@@ -182,19 +271,18 @@ impl torch::HostTensor for BenchHost {
         data: Vec<f64>,
     ) -> wasmtime::Result<Result<(), String>> {
         let t = self.tensor(&r)?;
-        let bytes = t.dtype.from_f64(&data);
-        self.write_checked(&r, &bytes, data.len() as u64, t.numel(), "elements")
+        let (bytes, want) = (t.dtype.from_f64(&data), t.numel());
+        self.write_checked(&r, &bytes, data.len() as u64, want, "elements")
     }
     async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
         let t = self.tensor(&r)?;
-        let all = (0, t.numel());
-        self.read_for_guest(&r, "tensor.to_bytes()", all, t.dtype.itemsize())
+        let (all, item) = ((0, t.numel()), t.dtype.itemsize());
+        self.read_for_guest(&r, "tensor.to_bytes()", all, item)
     }
     async fn to_f64(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<f64>> {
         let t = self.tensor(&r)?;
-        let all = (0, t.numel());
-        Ok(t.dtype
-            .to_f64(&self.read_for_guest(&r, "tensor.to_f64()", all, 8)?))
+        let (all, dtype) = ((0, t.numel()), t.dtype);
+        Ok(dtype.to_f64(&self.read_for_guest(&r, "tensor.to_f64()", all, 8)?))
     }
     async fn copy_from_f64_at(
         &mut self,
@@ -207,16 +295,9 @@ impl torch::HostTensor for BenchHost {
             return Ok(Err(e));
         }
         let bt = self.table.get(&r)?;
-        let item = bt.t.dtype.itemsize();
-        Ok(self
-            .session
-            .machine
-            .host_write(
-                bt.t.space,
-                bt.t.offset + offset * item,
-                &bt.t.dtype.from_f64(&data),
-            )
-            .map_err(|e| format!("{call}: tensor '{}': {e}", bt.name)))
+        Ok(bt
+            .write(&self.session.machine, offset, &bt.dtype.from_f64(&data))
+            .map_err(|e| format!("{call}: {e}")))
     }
     async fn to_f64_range(
         &mut self,
@@ -238,23 +319,60 @@ impl torch::HostTensor for BenchHost {
     }
 }
 
+fn dp_mode_in(m: torch::DpMode) -> DpMode {
+    match m {
+        torch::DpMode::Replicate => DpMode::Replicate,
+        torch::DpMode::RowWise => DpMode::RowWise,
+        torch::DpMode::ColumnWise => DpMode::ColumnWise,
+        torch::DpMode::Tiled => DpMode::Tiled,
+    }
+}
+
 impl torch::Host for BenchHost {
     async fn zeros(
         &mut self,
         shape: Vec<u32>,
         dtype: torch::Dtype,
+        dp: Option<torch::DpPolicy>,
         name: String,
     ) -> wasmtime::Result<Result<Resource<BenchTensor>, String>> {
         // ADR-0024 D4: the current device, or SIP 0 (single-driver fallback).
         let sip = self.device.unwrap_or(0);
-        let space = Space::Hbm { sip, cube: 0 };
         let dtype = dtype_in(dtype);
-        // Allocated memory reads as zero and costs nothing until written.
-        let t = match self.session.machine.alloc_tensor(space, &shape, dtype) {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(format!("torch.zeros({shape:?}, name='{name}'): {e}"))),
+        let dp = dp.map_or(DpPolicy::SINGLE, |p| DpPolicy {
+            cube: dp_mode_in(p.cube),
+            pe: dp_mode_in(p.pe),
+            num_cubes: p.num_cubes,
+            num_pes: p.num_pes,
+        });
+        let call = || {
+            format!(
+                "torch.zeros({shape:?}, dtype={}, name='{name}')",
+                dtype.name()
+            )
         };
-        Ok(Ok(self.table.push(BenchTensor { t, name })?))
+        let machine = &self.session.machine;
+        if let Err(e) = dtype.nbytes(&shape) {
+            return Ok(Err(format!("{}: {e}", call())));
+        }
+        let specs = match placement::resolve(&dp, &shape, dtype.itemsize(), sip, &machine.topo.spec)
+        {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(format!("{}: ValueError: {e}", call()))),
+        };
+        // Allocated memory reads as zero and costs nothing until written.
+        let placed = match machine.place_tensor(specs, dtype, &name) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(format!("{}: {e}", call()))),
+        };
+        let cols = placement::shape_2d(&shape).map_or(1, |(_, c)| c);
+        Ok(Ok(self.table.push(BenchTensor {
+            placed,
+            shape,
+            dtype,
+            cols,
+            name,
+        })?))
     }
 }
 
@@ -286,7 +404,7 @@ impl distributed::Host for BenchHost {
         t: Resource<BenchTensor>,
         op: String,
     ) -> wasmtime::Result<Result<(), DistError>> {
-        let tensor = self.tensor(&t)?;
+        let tensor = self.tensor(&t)?.collective_view();
         let s = self.session.clone();
         s.all_reduce(self.rank, tensor, &op).await
     }

@@ -16,7 +16,7 @@ use crate::engine::{self, Event};
 use crate::error::SimError;
 use crate::hw::dtype::Dtype;
 use crate::hw::machine::IpcqSettings;
-use crate::hw::{Machine, TensorRef};
+use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,6 +36,21 @@ pub struct ReportRecord {
     pub redop: String,
     pub time_ps: u64,
     pub wrong: u64,
+}
+
+/// The tensor argument of a collective, as the backend sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct CollectiveTensor {
+    pub sip: u32,
+    /// Virtual base of the tensor on its SIP (the kernel's `t_ptr`).
+    pub t_ptr: u64,
+    pub dtype: Dtype,
+    /// Bytes of the whole tensor.
+    pub nbytes: u64,
+    /// Number of shards.
+    pub shards: u32,
+    /// Elements of the first shard: the kernel's `n_elem` (ADR-0047 D5).
+    pub shard_numel: u64,
 }
 
 /// One collective call, joined by every rank.
@@ -301,7 +316,7 @@ impl Session {
     pub async fn all_reduce(
         &self,
         rank: Option<u32>,
-        tensor: TensorRef,
+        tensor: CollectiveTensor,
         op: &str,
     ) -> wasmtime::Result<Result<(), DistError>> {
         let pg = match self.process_group() {
@@ -332,7 +347,7 @@ impl Session {
             ))));
         }
         let pe = pg.rank_pes[rank as usize];
-        let sip = tensor.space.sip();
+        let sip = tensor.sip;
         if sip != pe.sip {
             return Ok(Err(DistError::ValueError(format!(
                 "rank {rank} runs on SIP {} but its tensor lives on SIP {sip}: call torch.ahbm.set_device(rank) \
@@ -340,7 +355,7 @@ impl Session {
                 pe.sip
             ))));
         }
-        let n_elem = tensor.numel();
+        let n_elem = tensor.shard_numel;
         let kargs = match self.kernel_args(&pg, n_elem).await {
             Ok(k) => k,
             Err(e) => return Err(wasmtime::Error::msg(e.to_string())),
@@ -367,7 +382,7 @@ impl Session {
         };
         let launch = KernelLaunch {
             pe,
-            t_ptr: tensor.addr(),
+            t_ptr: tensor.t_ptr,
             args,
         };
         let (comp, machine, algo) = (
@@ -409,7 +424,7 @@ impl Session {
             }
         }
         if let Some(tr) = &self.machine.trace {
-            let name = format!("all_reduce {} B", tensor.nbytes());
+            let name = format!("all_reduce {} B", tensor.nbytes);
             tr.record(
                 crate::hw::trace::Track::Rank(rank),
                 name,

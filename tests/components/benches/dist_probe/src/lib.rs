@@ -71,6 +71,58 @@ impl Bench for Probe {
                 let read = t.to_f64_range(u64::MAX, 2).unwrap_err();
                 Err(format!("{write} | {read}"))
             }
+            "placement" => {
+                // Each policy: its shards, and a tensor written whole and
+                // read back whole and in pieces through them.
+                use torch::{DpMode::*, DpPolicy};
+                ahbm::set_device(1)?;
+                let mut out = Vec::new();
+                for (name, dp) in [
+                    ("cube-rows", DpPolicy::new(RowWise, Replicate, 4, 1)),
+                    ("pe-cols", DpPolicy::new(Replicate, ColumnWise, 1, 4)),
+                    ("replicas", DpPolicy::new(Replicate, RowWise, 2, 2)),
+                    ("tiles", DpPolicy::new(Tiled, Replicate, 4, 1)),
+                ] {
+                    let t = torch::zeros_dp(&[4, 8], Dtype::F16, dp, name)?;
+                    let iota: Vec<f64> = (0..32).map(f64::from).collect();
+                    t.copy_from_f64(&iota)?;
+                    let back = t.to_f64();
+                    let piece = t.to_f64_range(5, 9)?;
+                    if back != iota || piece != iota[5..14] {
+                        return Err(format!("{name}: read back {back:?} / {piece:?}"));
+                    }
+                    let shards: Vec<String> = t
+                        .shards()
+                        .iter()
+                        .map(|s| {
+                            format!(
+                                "s{}c{}p{} r{}+{} c{}+{} @{}",
+                                s.sip,
+                                s.cube,
+                                s.pe,
+                                s.row_start,
+                                s.rows,
+                                s.col_start,
+                                s.cols,
+                                s.offset_bytes
+                            )
+                        })
+                        .collect();
+                    out.push(format!("{name}: {}", shards.join(", ")));
+                }
+                let bad = [
+                    DpPolicy::new(RowWise, Replicate, 3, 1),
+                    DpPolicy::new(Replicate, ColumnWise, 1, 3),
+                    DpPolicy::new(Replicate, ColumnWise, 1, 5),
+                    DpPolicy::new(Replicate, Replicate, 99, 1),
+                ]
+                .map(|dp| {
+                    torch::zeros_dp(&[4, 8], Dtype::F16, dp, "bad")
+                        .err()
+                        .unwrap_or_default()
+                });
+                Err(format!("{} | {}", out.join(" | "), bad.join(" | ")))
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
