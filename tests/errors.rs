@@ -84,6 +84,15 @@ fn dp_policies_place_shards_and_a_policy_that_does_not_fit_is_a_value_error() {
 }
 
 #[test]
+fn the_validator_refuses_a_tensor_laid_out_for_another_algorithm() {
+    let e = probe("validator", 1);
+    assert!(
+        e.contains("ValueError: all_reduce on rank 0 (single_shard_per_rank validator of 'ring_allreduce'): the tensor has 4 shard(s) on SIP 0, the algorithm needs 1"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_rank_that_dies_is_reported_not_the_wait_it_causes() {
     let e = probe("rank-dies", 3);
     assert!(
@@ -239,7 +248,7 @@ fn broken_and_mismatched_components_are_refused_clearly() {
 
 #[test]
 fn too_large_a_message_for_the_slots_is_explained() {
-    let text = kernbench::config::DEFAULT_CCL_YAML.replace("slot_kib: 1024 ", "slot_kib: 1 ");
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace("slot_kib: 1024\n", "slot_kib: 1\n");
     let c =
         kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
             .unwrap();

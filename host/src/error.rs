@@ -39,7 +39,7 @@ pub enum HwError {
     NoIpcq { pe: String },
     #[error("{what}")]
     Mismatch { what: String },
-    #[error("message of {nbytes} bytes does not fit an IPCQ slot of {slot_size} bytes (raise the algorithm's `slot_kib` in ccl.yaml)")]
+    #[error("message of {nbytes} bytes does not fit an IPCQ slot of {slot_size} bytes (raise the algorithm's `slot_kib` or `slot_size` in ccl.yaml)")]
     SlotTooSmall { nbytes: u64, slot_size: u64 },
     #[error("{space} is full: cannot allocate {len} bytes ({free} free)")]
     OutOfMemory { space: String, len: u64, free: u64 },

@@ -247,12 +247,13 @@ fn real_main() -> Result<()> {
             println!("ccl.yaml entries (default: {}):", ccl.defaults.algorithm);
             for (name, e) in &ccl.algorithms {
                 println!(
-                    "  {name:<20} module {} | topology {} | buffer {} x{} slots of {} KiB",
+                    "  {name:<20} module {} | topology {} | mapper {} | buffer {} x{} slots of {}",
                     e.module,
-                    e.topology.name(),
+                    e.topology().name(),
+                    e.mapper.name(),
                     e.buffer_kind.name(),
                     e.n_slots,
-                    e.slot_kib
+                    kernbench::budget::human_bytes(e.slot_bytes())
                 );
             }
         }

@@ -42,6 +42,49 @@ pub enum NeighbourTopology {
     /// N/S/E/W on the SIP grid with wrap-around.
     #[serde(rename = "torus_2d")]
     Torus2d,
+    /// No neighbours: the algorithm does not use IPCQ.
+    #[serde(rename = "none")]
+    None,
+}
+
+/// Which PEs of each rank's SIP run the kernel (seed 004 D5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mapper {
+    /// One PE per SIP: cube 0, PE 0.
+    #[default]
+    LeaderOnly,
+    /// Every PE of every cube of the SIP.
+    AllPes,
+}
+
+impl Mapper {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mapper::LeaderOnly => "leader_only",
+            Mapper::AllPes => "all_pes",
+        }
+    }
+}
+
+/// The shard-layout check a collective makes on its tensor before it
+/// launches (seed 004 D8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Validator {
+    /// Exactly one shard on the rank's SIP.
+    SingleShardPerRank,
+    /// One shard per PE of the SIP (cubes × PEs per cube).
+    MultiPeSipLocal,
+}
+
+impl Validator {
+    pub fn name(self) -> &'static str {
+        match self {
+            Validator::SingleShardPerRank => "single_shard_per_rank",
+            Validator::MultiPeSipLocal => "multi_pe_sip_local",
+        }
+    }
 }
 
 impl NeighbourTopology {
@@ -52,6 +95,7 @@ impl NeighbourTopology {
             NeighbourTopology::Ring1dUnidir => "ring_1d_unidir",
             NeighbourTopology::Mesh2d => "mesh_2d",
             NeighbourTopology::Torus2d => "torus_2d",
+            NeighbourTopology::None => "none",
         }
     }
 }
@@ -67,20 +111,47 @@ pub struct Defaults {
 
 /// One `algorithms.<name>` entry.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AlgorithmEntry {
     pub module: String,
-    pub topology: NeighbourTopology,
+    /// The IPCQ neighbour table; absent: `ring_1d` (the seed's default).
+    pub topology: Option<NeighbourTopology>,
     #[serde(default = "default_buffer_kind")]
     pub buffer_kind: BufferKind,
     #[serde(default = "default_n_slots")]
     pub n_slots: u32,
     /// Size of one IPCQ slot in KiB: the largest message a `send` may carry.
-    #[serde(default = "default_slot_kib")]
-    pub slot_kib: u64,
+    pub slot_kib: Option<u64>,
+    /// The same in bytes (the seed's key); give one of the two.
+    pub slot_size: Option<u64>,
+    #[serde(default)]
+    pub mapper: Mapper,
+    pub validator: Option<Validator>,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility.
     pub n_elem: Option<u64>,
+    /// Algorithm parameters (seed 004 D6 `kernel_config`): `chunk_size`,
+    /// `reduce_op` and every `kernel_*` key. Any other key is an error.
+    #[serde(flatten)]
+    pub params: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// Keys of an algorithm entry besides the fixed ones (see
+/// [`AlgorithmEntry::params`]).
+fn is_param(key: &str) -> bool {
+    matches!(key, "chunk_size" | "reduce_op") || key.starts_with("kernel_")
+}
+
+impl AlgorithmEntry {
+    /// The neighbour table to install.
+    pub fn topology(&self) -> NeighbourTopology {
+        self.topology.unwrap_or(NeighbourTopology::Ring1d)
+    }
+
+    /// Bytes of one IPCQ slot.
+    pub fn slot_bytes(&self) -> u64 {
+        self.slot_size
+            .unwrap_or(self.slot_kib.unwrap_or(DEFAULT_SLOT_KIB) * 1024)
+    }
 }
 
 fn default_buffer_kind() -> BufferKind {
@@ -89,9 +160,9 @@ fn default_buffer_kind() -> BufferKind {
 fn default_n_slots() -> u32 {
     4
 }
-fn default_slot_kib() -> u64 {
-    1024
-}
+const DEFAULT_SLOT_KIB: u64 = 1024;
+/// The largest IPCQ slot (1 GiB).
+const MAX_SLOT_BYTES: u64 = 1 << 30;
 
 /// The parsed ccl.yaml plus the directory relative paths resolve against.
 #[derive(Debug, Clone, Deserialize)]
@@ -139,14 +210,36 @@ impl CclConfig {
                     ),
                 });
             }
-            if a.slot_kib == 0 || a.slot_kib > 1 << 20 {
-                return Err(ConfigError::Invalid {
-                    origin,
-                    message: format!(
-                        "algorithms.{name}.slot_kib must be in 1..=1048576, got {}",
-                        a.slot_kib
-                    ),
-                });
+            let invalid = |message: String| ConfigError::Invalid {
+                origin: origin.clone(),
+                message,
+            };
+            if a.slot_kib.is_some() && a.slot_size.is_some() {
+                return Err(invalid(format!(
+                    "algorithms.{name} gives both slot_kib and slot_size: give one (slot_size is in bytes)"
+                )));
+            }
+            if let Some(k) = a.slot_kib {
+                if k == 0 || k > MAX_SLOT_BYTES / 1024 {
+                    return Err(invalid(format!(
+                        "algorithms.{name}.slot_kib must be in 1..={}, got {k}",
+                        MAX_SLOT_BYTES / 1024
+                    )));
+                }
+            }
+            if let Some(b) = a.slot_size {
+                if b == 0 || b > MAX_SLOT_BYTES {
+                    return Err(invalid(format!(
+                        "algorithms.{name}.slot_size must be in 1..={MAX_SLOT_BYTES} bytes, got {b}"
+                    )));
+                }
+            }
+            if let Some(key) = a.params.keys().find(|k| !is_param(k)) {
+                return Err(invalid(format!(
+                    "algorithms.{name} has an unknown key '{key}': known keys are module, topology, buffer_kind, \
+                     n_slots, slot_kib, slot_size, mapper, validator, world_size, n_elem, and algorithm \
+                     parameters chunk_size, reduce_op and kernel_*"
+                )));
             }
             if a.world_size == Some(0) {
                 return Err(ConfigError::Invalid {
@@ -214,6 +307,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("\"zz\""), "{e}");
+    }
+
+    #[test]
+    fn seed_keys_parse_and_unknown_keys_are_named() {
+        let text = "defaults: {algorithm: a}\nalgorithms:\n  a: {module: m, mapper: all_pes, validator: multi_pe_sip_local, slot_size: 4096, chunk_size: 4, kernel_rounds: 2}\n";
+        let c = CclConfig::from_yaml(text, Origin::Embedded("t")).unwrap();
+        let a = &c.algorithms["a"];
+        assert_eq!(a.topology(), NeighbourTopology::Ring1d, "absent topology");
+        assert_eq!(a.slot_bytes(), 4096);
+        assert_eq!(
+            (a.mapper, a.validator),
+            (Mapper::AllPes, Some(Validator::MultiPeSipLocal))
+        );
+        assert_eq!(
+            a.params.keys().collect::<Vec<_>>(),
+            ["chunk_size", "kernel_rounds"]
+        );
+        let bad = |entry: &str| {
+            let text =
+                format!("defaults: {{algorithm: a}}\nalgorithms:\n  a: {{module: m, {entry}}}\n");
+            CclConfig::from_yaml(&text, Origin::Embedded("t"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad("slot_kib: 4, slot_size: 4096").contains("both slot_kib and slot_size"));
+        assert!(bad("slot_sise: 4096").contains("unknown key 'slot_sise'"));
+        assert!(bad("mapper: everyone").contains("unknown variant `everyone`"));
+        assert!(bad("slot_size: 0").contains("slot_size must be in 1.."));
     }
 
     #[test]

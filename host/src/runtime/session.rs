@@ -9,7 +9,7 @@ use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::config::ccl::NeighbourTopology;
+use crate::config::ccl::{Mapper, NeighbourTopology, Validator};
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine::{self, Event};
@@ -72,6 +72,8 @@ pub struct ProcessGroup {
     pub sip_topo_wh: (u32, u32),
     /// The PE that runs rank r's kernel (leader-only mapping).
     pub rank_pes: Vec<PeCoord>,
+    /// The shard-layout check of ccl.yaml's `validator`.
+    pub validator: Option<Validator>,
     epochs: Mutex<BTreeMap<u64, Epoch>>,
     next_epoch: Mutex<HashMap<u32, u64>>,
     kernel_args: Mutex<HashMap<u64, Vec<i64>>>,
@@ -272,8 +274,13 @@ impl Session {
                 pe: 0,
             })
             .collect();
-        let tables = neighbour_tables(entry.topology, &rank_pes, spec.sip_grid())?;
-        let slot_size = entry.slot_kib * 1024;
+        if entry.mapper == Mapper::AllPes {
+            return Err(DistError::NotImplemented(format!(
+                "ccl.yaml algorithm '{name}': mapper all_pes is not implemented yet; use leader_only"
+            )));
+        }
+        let tables = neighbour_tables(entry.topology(), &rank_pes, spec.sip_grid())?;
+        let slot_size = entry.slot_bytes();
         let (_, kind) = component
             .query(
                 &self.machine,
@@ -302,6 +309,7 @@ impl Session {
             sip_topo_kind: kind,
             sip_topo_wh,
             rank_pes,
+            validator: entry.validator,
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
             kernel_args: Mutex::new(HashMap::new()),
@@ -353,6 +361,13 @@ impl Session {
                 "rank {rank} runs on SIP {} but its tensor lives on SIP {sip}: call torch.ahbm.set_device(rank) \
                  before creating the tensor",
                 pe.sip
+            ))));
+        }
+        if let Err(e) = validate(pg.validator, &tensor, spec_shards(&self.machine)) {
+            return Ok(Err(DistError::ValueError(format!(
+                "all_reduce on rank {rank} ({} validator of '{}'): {e}",
+                pg.validator.map_or("", Validator::name),
+                pg.algorithm
             ))));
         }
         let n_elem = tensor.shard_numel;
@@ -616,6 +631,28 @@ impl Session {
     }
 }
 
+/// Shards a `multi_pe_sip_local` tensor has on its SIP: one per PE.
+fn spec_shards(m: &Machine) -> u32 {
+    m.topo.spec.cubes_per_sip() * m.topo.spec.pes_per_cube()
+}
+
+/// ccl.yaml's `validator` on the tensor of one rank (seed 004 D8).
+fn validate(v: Option<Validator>, t: &CollectiveTensor, pes_per_sip: u32) -> Result<(), String> {
+    let want = match v {
+        None => return Ok(()),
+        Some(Validator::SingleShardPerRank) => 1,
+        Some(Validator::MultiPeSipLocal) => pes_per_sip,
+    };
+    if t.shards == want {
+        Ok(())
+    } else {
+        Err(format!(
+            "the tensor has {} shard(s) on SIP {}, the algorithm needs {want} (place it with a DPPolicy that gives {want})",
+            t.shards, t.sip
+        ))
+    }
+}
+
 /// Builtin neighbour tables (seed 003 §3) for ranks placed on `pes`.
 pub fn neighbour_tables(
     topo: NeighbourTopology,
@@ -634,6 +671,7 @@ pub fn neighbour_tables(
                 }
             }
         }
+        NeighbourTopology::None => {}
         NeighbourTopology::Mesh2d | NeighbourTopology::Torus2d => {
             let (w, h) = grid;
             if w * h != n {

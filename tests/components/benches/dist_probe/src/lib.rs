@@ -123,6 +123,14 @@ impl Bench for Probe {
                 });
                 Err(format!("{} | {}", out.join(" | "), bad.join(" | ")))
             }
+            "validator" => {
+                // The default ring checks for one shard per rank.
+                use torch::{DpMode::*, DpPolicy};
+                dist::init_process_group("ahbm")?;
+                let dp = DpPolicy::new(RowWise, Replicate, 4, 1);
+                let t = torch::zeros_dp(&[4, 8], Dtype::F16, dp, "sharded")?;
+                dist::all_reduce(&t, "sum").map_err(String::from)
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
