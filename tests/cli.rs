@@ -8,7 +8,7 @@ use common::{kb, ok};
 fn table_has_the_nccl_tests_columns() {
     let out = ok(kb().args(["run", "ccl_allreduce", "--", "-b", "8", "-e", "1K"]));
     for col in [
-        "size", "count", "type", "redop", "time", "algbw", "busbw", "ab_bound", "eff", "#wrong",
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "bound", "eff", "#wrong",
     ] {
         assert!(out.contains(col), "missing {col}:\n{out}");
     }

@@ -5,6 +5,7 @@
 //! `config` → `topology` / `placement` → `routing` → `engine` / `hw` → `runtime` → `report`.
 
 pub mod address;
+pub mod bounds;
 pub mod budget;
 pub mod config;
 pub mod engine;

@@ -1,6 +1,7 @@
 //! Results as nccl-tests prints them (doc/PERFORMANCE.md): per size, the
 //! slowest rank's time, algbw = S/t, busbw = algbw × the collective's
-//! factor, and `#wrong` summed over ranks; plus the α-β bound and the
+//! factor, and `#wrong` summed over ranks; plus a lower bound of the
+//! collective on the modelled machine ([`crate::bounds`]) and the
 //! efficiency bound/time. Also JSON and CSV.
 
 use crate::hw::dtype::Dtype;
@@ -25,8 +26,9 @@ pub struct Row {
     pub time_us: f64,
     pub algbw_gbps: f64,
     pub busbw_gbps: f64,
-    /// α-β bound of the collective (µs), when one is known.
-    pub ab_bound_us: Option<f64>,
+    /// Lower bound of the collective on the modelled machine (µs), when
+    /// one is known.
+    pub bound_us: Option<f64>,
     /// bound / time.
     pub efficiency: Option<f64>,
     pub wrong: u64,
@@ -42,22 +44,11 @@ pub fn busbw_factor(collective: &str, n: u32) -> f64 {
     }
 }
 
-/// α-β bound (ps) of `collective` moving `bytes` per rank, when known.
-/// Ring all-reduce (DESIGN §4): 2(p−1)α + 2((p−1)/p)·n/B.
-pub fn ab_bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
-    let p = ab.world_size as u64;
+/// Lower bound (ps) of `collective` moving `bytes` per rank, when known
+/// (see [`crate::bounds`]).
+pub fn bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
     match collective {
-        "all_reduce" => {
-            if p <= 1 {
-                return None; // nothing to communicate
-            }
-            // An α-β bound past the clock's horizon is no bound: none.
-            let data =
-                ab.bandwidth.duration_ps(bytes).ok()? as f64 * 2.0 * (p - 1) as f64 / p as f64;
-            let alphas = (2 * (p - 1)).checked_mul(ab.alpha_ps)?;
-            let data = Ps::try_from(data.round() as u128).ok()?;
-            alphas.checked_add(data)
-        }
+        "all_reduce" => ab.bound?.all_reduce_ps(bytes),
         _ => None,
     }
 }
@@ -96,7 +87,7 @@ pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
                     time_us: 0.0,
                     algbw_gbps: 0.0,
                     busbw_gbps: 0.0,
-                    ab_bound_us: None,
+                    bound_us: None,
                     efficiency: None,
                     wrong: r.wrong,
                 })
@@ -112,8 +103,8 @@ pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
             row.size_bytes as f64 / (row.time_ps as f64 / 1000.0)
         };
         row.busbw_gbps = row.algbw_gbps * busbw_factor(&row.collective, n);
-        if let Some(b) = ab.and_then(|a| ab_bound_ps(&row.collective, row.size_bytes, a)) {
-            row.ab_bound_us = Some(ps_to_us(b));
+        if let Some(b) = ab.and_then(|a| bound_ps(&row.collective, row.size_bytes, a)) {
+            row.bound_us = Some(ps_to_us(b));
             row.efficiency = (row.time_ps > 0).then(|| b as f64 / row.time_ps as f64);
         }
     }
@@ -165,7 +156,7 @@ pub fn to_csv(rows: &[Row]) -> String {
         "time_us",
         "algbw_gbps",
         "busbw_gbps",
-        "ab_bound_us",
+        "bound_us",
         "efficiency",
         "wrong",
     ];
@@ -180,7 +171,7 @@ pub fn to_csv(rows: &[Row]) -> String {
             format!("{:.4}", r.time_us),
             format!("{:.4}", r.algbw_gbps),
             format!("{:.4}", r.busbw_gbps),
-            r.ab_bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
+            r.bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
             r.efficiency.map(|v| format!("{v:.4}")).unwrap_or_default(),
             r.wrong.to_string(),
         ]);
@@ -210,16 +201,23 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             ps_to_us(ab.alpha_ps),
             ab.bandwidth.giga_per_s()
         );
-        let _ = writeln!(
-            s,
-            "# ab_bound: ring all-reduce 2(p-1)*alpha + 2(p-1)/p * n/B; eff = ab_bound / time"
-        );
+        if let Some(b) = &ab.bound {
+            let _ = writeln!(
+                s,
+                "# bound: all-reduce lower bound max(setup + D*lambda, setup + lambda + n/B_in) \
+                 (D = {} SIP hops, lambda = {:.3} us per inter-SIP link, B_in = {:.1} GB/s into a SIP); \
+                 eff = bound / time",
+                b.diameter,
+                ps_to_us(b.link_latency),
+                b.ingress.giga_per_s()
+            );
+        }
     }
     let _ = writeln!(s, "#");
     let _ = writeln!(
         s,
         "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
-        "size", "count", "type", "redop", "time", "algbw", "busbw", "ab_bound", "eff", "#wrong"
+        "size", "count", "type", "redop", "time", "algbw", "busbw", "bound", "eff", "#wrong"
     );
     let _ = writeln!(
         s,
@@ -237,7 +235,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             r.time_us,
             r.algbw_gbps,
             r.busbw_gbps,
-            r.ab_bound_us
+            r.bound_us
                 .map(|v| format!("{v:.3}"))
                 .unwrap_or_else(|| "-".into()),
             r.efficiency
@@ -267,19 +265,27 @@ mod tests {
     use crate::units::Rate;
 
     #[test]
-    fn bound_matches_the_ring_formula() {
+    fn bound_comes_from_the_machine_figures() {
         let ab = AlphaBeta {
             world_size: 4,
             alpha_ps: 1_000,
             bandwidth: Rate::from_giga_per_s(100.0),
+            bound: Some(crate::bounds::AllReduceBound {
+                world_size: 4,
+                setup: 20,
+                link_latency: 500,
+                diameter: 2,
+                ingress: Rate::from_giga_per_s(200.0),
+            }),
         };
-        // 2*3*1000 + 1.5 * (1e6 bytes / 100 GB/s = 10_000_000 ps)
+        // 1e6 bytes through 200 GB/s = 5_000_000 ps.
         assert_eq!(
-            ab_bound_ps("all_reduce", 1_000_000, &ab),
-            Some(6_000 + 15_000_000)
+            bound_ps("all_reduce", 1_000_000, &ab),
+            Some(20 + 500 + 5_000_000)
         );
+        assert_eq!(bound_ps("all_reduce", 2, &ab), Some(20 + 2 * 500));
         assert_eq!(busbw_factor("all_reduce", 4), 1.5);
-        assert_eq!(ab_bound_ps("sendrecv", 8, &ab), None);
+        assert_eq!(bound_ps("sendrecv", 8, &ab), None);
     }
 
     #[test]

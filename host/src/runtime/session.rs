@@ -87,6 +87,8 @@ pub struct AlphaBeta {
     pub alpha_ps: u64,
     /// Bottleneck bandwidth of a neighbour path (bytes/s).
     pub bandwidth: crate::units::Rate,
+    /// The figures of the all-reduce lower bound ([`crate::bounds`]).
+    pub bound: Option<crate::bounds::AllReduceBound>,
 }
 
 /// State of one run.
@@ -227,6 +229,11 @@ impl Session {
             world_size: pg.world_size,
             alpha_ps: alpha,
             bandwidth: bw?,
+            bound: crate::bounds::AllReduceBound::of(
+                &self.machine.topo,
+                pg.world_size,
+                self.machine.timing.dma_setup,
+            ),
         })
     }
 

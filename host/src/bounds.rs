@@ -1,0 +1,156 @@
+//! Lower bounds of collectives on the modelled machine: the report's
+//! `bound` column, which no algorithm can beat (efficiency = bound / time
+//! is never above 100 %).
+//!
+//! All-reduce of `n` bytes per rank over `p ≥ 2` ranks (rank r on SIP r):
+//!
+//! * **Data.** Every element of rank r's result depends on the other
+//!   ranks' inputs, which r does not hold: at least `n` bytes must enter
+//!   r's SIP, through the inter-SIP links into it (total rate `B_in`), and
+//!   none can arrive before one DMA set-up and one inter-SIP link latency:
+//!   `T ≥ setup + λ + n / B_in`.
+//! * **Distance.** Rank r's result depends on the farthest rank's input,
+//!   which crosses at least `D` inter-SIP links (the SIP-hop diameter of
+//!   the ranks): `T ≥ setup + D · λ`.
+//!
+//! `bound = max` of the two. It counts only inter-SIP figures (the NoC,
+//! UCIe and HBM add to every real path), so it is a true bound but not a
+//! tight one; the ring's α-β model is not a bound (the seed's naive ring
+//! beats it at small sizes) and is not reported as one.
+
+use crate::config::topology::SipTopology;
+use crate::topology::{LinkKind, Topology};
+use crate::units::{Ps, Rate};
+
+/// The machine figures the all-reduce bound needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllReduceBound {
+    pub world_size: u32,
+    /// DMA set-up of one command (ps).
+    pub setup: Ps,
+    /// Latency of one inter-SIP link (ps).
+    pub link_latency: Ps,
+    /// SIP-hop diameter of the ranks.
+    pub diameter: u32,
+    /// Total rate of the inter-SIP links into the least connected rank's
+    /// SIP.
+    pub ingress: Rate,
+}
+
+impl AllReduceBound {
+    /// The figures for ranks `0..world_size` on SIPs `0..world_size` of
+    /// `topo` (None: fewer than two ranks, or no inter-SIP link).
+    pub fn of(topo: &Topology, world_size: u32, setup: Ps) -> Option<AllReduceBound> {
+        if world_size < 2 {
+            return None;
+        }
+        let spec = &topo.spec;
+        let mut ingress = vec![0.0f64; world_size as usize];
+        let mut link_latency = Ps::MAX;
+        for l in &topo.links {
+            let (from, to) = (l.from.sip(), l.to.sip());
+            if l.kind == LinkKind::InterSip && from != to && to < world_size {
+                ingress[to as usize] += l.rate.giga_per_s();
+                link_latency = link_latency.min(l.latency);
+            }
+        }
+        let least = ingress.iter().copied().fold(f64::INFINITY, f64::min);
+        if least <= 0.0 {
+            return None;
+        }
+        Some(AllReduceBound {
+            world_size,
+            setup,
+            link_latency,
+            diameter: sip_diameter(
+                spec.system.sips.topology,
+                spec.n_sips(),
+                spec.sip_grid(),
+                world_size,
+            ),
+            ingress: Rate::from_giga_per_s(least),
+        })
+    }
+
+    /// The bound (ps) for `bytes` per rank; None past the clock's horizon.
+    pub fn all_reduce_ps(&self, bytes: u64) -> Option<Ps> {
+        let data = self
+            .setup
+            .checked_add(self.link_latency)?
+            .checked_add(self.ingress.duration_ps(bytes).ok()?)?;
+        let distance = self
+            .setup
+            .checked_add(self.link_latency.checked_mul(self.diameter as u64)?)?;
+        Some(data.max(distance))
+    }
+}
+
+/// Largest SIP-hop distance between two of the SIPs `0..ranks` of a
+/// `kind` SIP network of `n` SIPs on a `w × h` grid.
+pub fn sip_diameter(kind: SipTopology, n: u32, (w, h): (u32, u32), ranks: u32) -> u32 {
+    let dist = |a: u32, b: u32| -> u32 {
+        match kind {
+            SipTopology::Ring1d => {
+                let d = a.abs_diff(b);
+                d.min(n - d)
+            }
+            SipTopology::Torus2d | SipTopology::Mesh2dNoWrap => {
+                let (dx, dy) = ((a % w).abs_diff(b % w), (a / w).abs_diff(b / w));
+                if kind == SipTopology::Torus2d {
+                    dx.min(w - dx) + dy.min(h - dy)
+                } else {
+                    dx + dy
+                }
+            }
+        }
+    };
+    if ranks == n {
+        // Every SIP takes part: the network's own diameter.
+        return match kind {
+            SipTopology::Ring1d => n / 2,
+            SipTopology::Torus2d => w / 2 + h / 2,
+            SipTopology::Mesh2dNoWrap => (w - 1) + (h - 1),
+        };
+    }
+    (0..ranks)
+        .flat_map(|a| (a + 1..ranks).map(move |b| (a, b)))
+        .map(|(a, b)| dist(a, b))
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TopologySpec;
+
+    #[test]
+    fn diameters_of_rings_tori_and_meshes() {
+        use SipTopology::*;
+        assert_eq!(sip_diameter(Ring1d, 8, (8, 1), 8), 4);
+        assert_eq!(sip_diameter(Ring1d, 8, (8, 1), 3), 2);
+        assert_eq!(sip_diameter(Torus2d, 16, (4, 4), 16), 4);
+        assert_eq!(sip_diameter(Mesh2dNoWrap, 16, (4, 4), 16), 6);
+        assert_eq!(
+            sip_diameter(Mesh2dNoWrap, 16, (4, 4), 5),
+            4,
+            "0 and 4: (0,0)..(0,1) and 3..4"
+        );
+    }
+
+    #[test]
+    fn the_default_ring_bound() {
+        // 4 SIPs on a ring, 2 links of 100 GB/s into each, 500 ns each.
+        let topo = crate::topology::build(&TopologySpec::default_embedded()).unwrap();
+        let b = AllReduceBound::of(&topo, 4, 20_000).unwrap();
+        assert_eq!((b.diameter, b.link_latency), (2, 500_000));
+        assert_eq!(b.ingress.giga_per_s(), 200.0);
+        // Small: two hops. Large: 1 MB through 200 GB/s = 5 us.
+        assert_eq!(b.all_reduce_ps(16), Some(20_000 + 2 * 500_000));
+        assert_eq!(
+            b.all_reduce_ps(1_000_000),
+            Some(20_000 + 500_000 + 5_000_000)
+        );
+        assert_eq!(AllReduceBound::of(&topo, 1, 20_000), None);
+    }
+}
