@@ -224,3 +224,17 @@ fn the_progress_line_never_reaches_a_pipe() {
     );
     assert!(wall > 1.0, "the run must outlast the 1 s delay: {wall} s");
 }
+
+#[test]
+fn every_built_in_bench_passes_with_the_default_configs_and_no_flags() {
+    // ccl_hello asks for hello_send itself; the default algorithm is the ring.
+    for bench in ["ccl_hello", "ccl_allreduce"] {
+        let out = ok(kb().args(["run", bench]));
+        assert!(
+            out.contains("Out of bounds values : 0 OK"),
+            "{bench}: {out}"
+        );
+    }
+    let out = ok(kb().args(["run", "ccl_hello"]));
+    assert!(out.contains("algorithm hello_send"), "{out}");
+}

@@ -186,14 +186,25 @@ pub mod dist {
     /// `init_process_group(backend="ahbm")`. `world_size`/`rank` are
     /// accepted and ignored, as in the seed (D2).
     pub fn init_process_group(backend: &str) -> Result<(), DistError> {
-        d::init_process_group(backend, None, None).map_err(conv)
+        d::init_process_group(backend, None, None, None).map_err(conv)
     }
     pub fn init_process_group_with(
         backend: &str,
         world_size: Option<u32>,
         rank: Option<u32>,
     ) -> Result<(), DistError> {
-        d::init_process_group(backend, world_size, rank).map_err(conv)
+        d::init_process_group(backend, world_size, rank, None).map_err(conv)
+    }
+    /// `init_process_group` for a bench that needs the ccl.yaml algorithm
+    /// entry `algorithm` (the command line's `--algorithm` still wins).
+    pub fn init_process_group_with_algorithm(
+        backend: &str,
+        algorithm: &str,
+    ) -> Result<(), DistError> {
+        let options = d::PgOptions {
+            algorithm: Some(algorithm.to_string()),
+        };
+        d::init_process_group(backend, None, None, Some(&options)).map_err(conv)
     }
     pub fn is_initialized() -> bool {
         d::is_initialized()

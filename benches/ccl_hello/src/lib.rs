@@ -1,6 +1,6 @@
-//! `ccl_hello`: runs the `hello_send` algorithm (select it with
-//! `--algorithm hello_send`) through `all_reduce` and checks that every
-//! rank now holds its west neighbour's data (seed 003 §1).
+//! `ccl_hello`: runs the `hello_send` algorithm (it asks for it when it
+//! initialises the process group) through `all_reduce` and checks that
+//! every rank now holds its west neighbour's data (seed 003 §1).
 //!
 //! Each rank's tile is a pattern unique to the rank whose every value is an
 //! integer below 2048, so it is exact in f16 at any world size (the seed's
@@ -27,7 +27,7 @@ struct CclHello;
 
 impl Bench for CclHello {
     fn run(args: Vec<String>) -> Result<(), String> {
-        dist::init_process_group("ahbm")?;
+        dist::init_process_group_with_algorithm("ahbm", "hello_send")?;
         let world_size = dist::get_world_size()?;
         mp::spawn(world_size, &args)
     }

@@ -382,10 +382,12 @@ impl distributed::Host for BenchHost {
         backend: String,
         _world_size: Option<u32>,
         _rank: Option<u32>,
+        options: Option<distributed::PgOptions>,
     ) -> wasmtime::Result<Result<(), DistError>> {
         // D2: world_size / rank arguments are accepted and ignored.
         let s = self.session.clone();
-        Ok(s.init_process_group(&backend).await)
+        let wanted = options.and_then(|o| o.algorithm);
+        Ok(s.init_process_group(&backend, wanted.as_deref()).await)
     }
     async fn is_initialized(&mut self) -> wasmtime::Result<bool> {
         Ok(self.session.process_group().is_ok())

@@ -240,7 +240,13 @@ impl Session {
     /// `init_process_group(backend)` (ADR-0047 D1–D3): load the algorithm
     /// named by ccl.yaml, resolve the world size, install IPCQ. Atomic: on
     /// failure nothing is installed.
-    pub async fn init_process_group(&self, backend: &str) -> Result<(), DistError> {
+    /// `wanted` is the algorithm the bench asked for; the command line's
+    /// `--algorithm` wins over it, and it over ccl.yaml's default.
+    pub async fn init_process_group(
+        &self,
+        backend: &str,
+        wanted: Option<&str>,
+    ) -> Result<(), DistError> {
         if backend != "ahbm" {
             return Err(DistError::ValueError(format!(
                 "Unsupported backend '{backend}': KernBench provides only the 'ahbm' backend"
@@ -253,7 +259,7 @@ impl Session {
         }
         let (name, entry) = self
             .ccl
-            .resolve(self.algorithm_override.as_deref())
+            .resolve(self.algorithm_override.as_deref().or(wanted))
             .map_err(|e| runtime_error(e.to_string()))?;
         let (name, entry) = (name.to_string(), entry.clone());
         let component = self
