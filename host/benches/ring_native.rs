@@ -16,7 +16,6 @@ use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
 use kernbench::hw::machine::{IpcqSettings, Shape};
 use kernbench::hw::Machine;
-use kernbench::runtime::session::neighbour_tables;
 use kernbench::topology::PeCoord;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,7 +31,8 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             pe: 0,
         })
         .collect();
-    let tables = neighbour_tables(NeighbourTopology::Ring1d, &pes, (ranks, 1)).unwrap();
+    let tables =
+        kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (ranks, 1)).unwrap();
     machine
         .install_ipcq(
             &tables,

@@ -7,6 +7,7 @@
 pub mod address;
 pub mod bounds;
 pub mod budget;
+pub mod ccl;
 pub mod config;
 pub mod engine;
 pub mod error;

@@ -42,6 +42,9 @@ pub enum NeighbourTopology {
     /// N/S/E/W on the SIP grid with wrap-around.
     #[serde(rename = "torus_2d")]
     Torus2d,
+    /// P → parent, C0 / C1 → children (see [`crate::ccl::tables`]).
+    #[serde(rename = "tree_binary")]
+    TreeBinary,
     /// No neighbours: the algorithm does not use IPCQ.
     #[serde(rename = "none")]
     None,
@@ -95,6 +98,7 @@ impl NeighbourTopology {
             NeighbourTopology::Ring1dUnidir => "ring_1d_unidir",
             NeighbourTopology::Mesh2d => "mesh_2d",
             NeighbourTopology::Torus2d => "torus_2d",
+            NeighbourTopology::TreeBinary => "tree_binary",
             NeighbourTopology::None => "none",
         }
     }

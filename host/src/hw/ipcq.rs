@@ -68,7 +68,9 @@ pub type SharedQueue = Arc<Mutex<RxQueue>>;
 #[derive(Debug, Clone)]
 pub struct TxEntry {
     pub peer: PeCoord,
-    /// The peer's receive queue for the opposite direction.
+    /// The direction the peer receives from.
+    pub peer_dir: String,
+    /// The peer's receive queue for `peer_dir`.
     pub queue: SharedQueue,
 }
 
@@ -96,19 +98,5 @@ impl IpcqPort {
         } else {
             d.join(", ")
         }
-    }
-}
-
-/// The direction a message sent towards `dir` arrives from at the peer.
-pub fn reverse_dir(dir: &str) -> String {
-    match dir {
-        "E" => "W".into(),
-        "W" => "E".into(),
-        "N" => "S".into(),
-        "S" => "N".into(),
-        other => match other.strip_prefix("global_") {
-            Some(d) => format!("global_{}", reverse_dir(d)),
-            None => format!("from_{other}"),
-        },
     }
 }

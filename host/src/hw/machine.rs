@@ -13,7 +13,7 @@
 use super::alloc::RangeAlloc;
 use super::blocked::{Blocked, Dir};
 use super::dtype::{self, BinOp, Dtype};
-use super::ipcq::{reverse_dir, Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
+use super::ipcq::{Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
 use super::link::LinkTable;
 use super::memory::MemoryStore;
 use super::routes::RecentRoutes;
@@ -23,6 +23,7 @@ use super::trace::{TraceRecorder, Track};
 use super::vmap::{PlacedTensor, VirtualMap};
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
+use crate::ccl::tables::{Neighbour, NeighbourTables};
 use crate::config::ccl::BufferKind;
 use crate::engine::{self, Event, Signal, Turnstile};
 use crate::error::HwError;
@@ -575,17 +576,17 @@ impl Machine {
 
     // ---- IPCQ ----------------------------------------------------------
 
-    /// Install IPCQ neighbour tables: `tables[pe] = [(dir, peer)]`. Receive
-    /// queues are allocated in each receiver's buffer space.
-    pub fn install_ipcq(
-        &self,
-        tables: &BTreeMap<PeCoord, Vec<(String, PeCoord)>>,
-        s: IpcqSettings,
-    ) -> Result<(), HwError> {
+    /// Install IPCQ neighbour tables. Receive queues are allocated in each
+    /// receiver's buffer space.
+    pub fn install_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<(), HwError> {
         let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
         for (&pe, dirs) in tables {
-            for (dir, peer) in dirs {
-                let rdir = reverse_dir(dir);
+            for Neighbour {
+                dir,
+                peer,
+                peer_dir: rdir,
+            } in dirs
+            {
                 let space = match s.buffer_kind {
                     BufferKind::Tcm => Space::Tcm(*peer),
                     BufferKind::Sram => Space::Sram {
@@ -625,10 +626,15 @@ impl Machine {
                     dir.clone(),
                     TxEntry {
                         peer: *peer,
+                        peer_dir: rdir.clone(),
                         queue: queue.clone(),
                     },
                 );
-                ports.entry(*peer).or_default().rx.push((rdir, queue));
+                ports
+                    .entry(*peer)
+                    .or_default()
+                    .rx
+                    .push((rdir.clone(), queue));
             }
         }
         for (pe, port) in ports {
@@ -940,8 +946,8 @@ impl Machine {
         let mut senders = Vec::new();
         for (p, st) in self.pes() {
             if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
-                for (d, e) in &port.tx {
-                    if e.peer == pe && dir.is_none_or(|want| reverse_dir(d) == want) {
+                for e in port.tx.values() {
+                    if e.peer == pe && dir.is_none_or(|want| e.peer_dir == want) {
                         senders.push(p.to_string());
                     }
                 }

@@ -9,7 +9,7 @@ use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::config::ccl::{Mapper, NeighbourTopology, Validator};
+use crate::config::ccl::{Mapper, Validator};
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine::{self, Event};
@@ -292,7 +292,8 @@ impl Session {
                 "ccl.yaml algorithm '{name}': mapper all_pes is not implemented yet; use leader_only"
             )));
         }
-        let tables = neighbour_tables(entry.topology(), &rank_pes, spec.sip_grid())?;
+        let tables = crate::ccl::tables::builtin(entry.topology(), &rank_pes, spec.sip_grid())
+            .map_err(|e| runtime_error(e.to_string()))?;
         let slot_size = entry.slot_bytes();
         let (_, kind) = component
             .query(
@@ -663,106 +664,5 @@ fn validate(v: Option<Validator>, t: &CollectiveTensor, pes_per_sip: u32) -> Res
             "the tensor has {} shard(s) on SIP {}, the algorithm needs {want} (place it with a DPPolicy that gives {want})",
             t.shards, t.sip
         ))
-    }
-}
-
-/// Builtin neighbour tables (seed 003 §3) for ranks placed on `pes`.
-pub fn neighbour_tables(
-    topo: NeighbourTopology,
-    pes: &[PeCoord],
-    grid: (u32, u32),
-) -> Result<BTreeMap<PeCoord, Vec<(String, PeCoord)>>, DistError> {
-    let n = pes.len() as u32;
-    let mut t: BTreeMap<PeCoord, Vec<(String, PeCoord)>> = BTreeMap::new();
-    match topo {
-        NeighbourTopology::Ring1d | NeighbourTopology::Ring1dUnidir => {
-            for r in 0..n {
-                let e = t.entry(pes[r as usize]).or_default();
-                e.push(("E".into(), pes[((r + 1) % n) as usize]));
-                if topo == NeighbourTopology::Ring1d {
-                    e.push(("W".into(), pes[((r + n - 1) % n) as usize]));
-                }
-            }
-        }
-        NeighbourTopology::None => {}
-        NeighbourTopology::Mesh2d | NeighbourTopology::Torus2d => {
-            let (w, h) = grid;
-            if w * h != n {
-                return Err(runtime_error(format!(
-                    "IPCQ topology {} needs world_size == SIP grid {w}x{h}, got {n}",
-                    topo.name()
-                )));
-            }
-            let wrap = topo == NeighbourTopology::Torus2d;
-            for r in 0..n {
-                let (x, y) = ((r % w) as i64, (r / w) as i64);
-                let e = t.entry(pes[r as usize]).or_default();
-                for (d, dx, dy) in [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
-                    let (mut nx, mut ny) = (x + dx, y + dy);
-                    if wrap {
-                        nx = nx.rem_euclid(w as i64);
-                        ny = ny.rem_euclid(h as i64);
-                    }
-                    if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 || (nx, ny) == (x, y) {
-                        continue;
-                    }
-                    e.push((d.into(), pes[(ny as u32 * w + nx as u32) as usize]));
-                }
-            }
-        }
-    }
-    Ok(t)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pes(n: u32) -> Vec<PeCoord> {
-        (0..n)
-            .map(|s| PeCoord {
-                sip: s,
-                cube: 0,
-                pe: 0,
-            })
-            .collect()
-    }
-
-    fn dirs(t: &BTreeMap<PeCoord, Vec<(String, PeCoord)>>, sip: u32) -> Vec<(String, u32)> {
-        let mut v: Vec<_> = t[&PeCoord {
-            sip,
-            cube: 0,
-            pe: 0,
-        }]
-            .iter()
-            .map(|(d, p)| (d.clone(), p.sip))
-            .collect();
-        v.sort();
-        v
-    }
-
-    #[test]
-    fn ring_tables_point_east_and_west() {
-        let t = neighbour_tables(NeighbourTopology::Ring1d, &pes(3), (3, 1)).unwrap();
-        assert_eq!(dirs(&t, 0), vec![("E".into(), 1), ("W".into(), 2)]);
-        let t = neighbour_tables(NeighbourTopology::Ring1dUnidir, &pes(3), (3, 1)).unwrap();
-        assert_eq!(dirs(&t, 2), vec![("E".into(), 0)]);
-    }
-
-    #[test]
-    fn mesh_has_no_wrap_and_torus_wraps() {
-        let t = neighbour_tables(NeighbourTopology::Mesh2d, &pes(4), (2, 2)).unwrap();
-        assert_eq!(dirs(&t, 0), vec![("E".into(), 1), ("S".into(), 2)]);
-        let t = neighbour_tables(NeighbourTopology::Torus2d, &pes(9), (3, 3)).unwrap();
-        assert_eq!(
-            dirs(&t, 0),
-            vec![
-                ("E".into(), 1),
-                ("N".into(), 6),
-                ("S".into(), 3),
-                ("W".into(), 2)
-            ]
-        );
-        assert!(neighbour_tables(NeighbourTopology::Mesh2d, &pes(3), (2, 2)).is_err());
     }
 }

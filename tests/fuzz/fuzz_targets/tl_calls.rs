@@ -7,7 +7,7 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use kernbench::address::Space;
-use kernbench::config::ccl::BufferKind;
+use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
@@ -15,7 +15,6 @@ use kernbench::hw::machine::{IpcqSettings, Shape};
 use kernbench::hw::{Machine, TensorRef};
 use kernbench::topology::PeCoord;
 use libfuzzer_sys::fuzz_target;
-use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -168,15 +167,8 @@ fn run(progs: &[Vec<Op>; 2]) -> (bool, u64, String) {
         cube: 0,
         pe: 0,
     });
-    let mut tables = BTreeMap::new();
-    tables.insert(
-        pes[0],
-        vec![("E".to_string(), pes[1]), ("W".to_string(), pes[1])],
-    );
-    tables.insert(
-        pes[1],
-        vec![("E".to_string(), pes[0]), ("W".to_string(), pes[0])],
-    );
+    let tables = kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (2, 1))
+        .expect("a 2-PE ring");
     m.install_ipcq(
         &tables,
         IpcqSettings {

@@ -1,0 +1,186 @@
+//! IPCQ neighbour tables: for every participating PE, the directions it
+//! sends to, the peer behind each, and the direction under which the peer
+//! receives it (seed ADR-0025: a table entry names both ends, so a 2-rank
+//! ring, where E and W lead to the same peer, and a tree, where the
+//! children of one parent are told apart, are both exact).
+//!
+//! The builtin tables (seed 003 §3) are laid over the participants in
+//! their flat order (rank, then cube, then PE):
+//!
+//! | table | directions |
+//! |---|---|
+//! | `ring_1d` | `E` → next, `W` → previous (received as `W` / `E`) |
+//! | `ring_1d_unidir` | `E` → next only (received as `W`) |
+//! | `mesh_2d` / `torus_2d` | `N S E W` on the SIP grid, without / with wrap |
+//! | `tree_binary` | `P` → parent (received as `C0` / `C1`, which child), `C0`, `C1` → children (received as `P`); parent of i is (i−1)/2 |
+//! | `none` | nothing |
+
+use crate::config::ccl::NeighbourTopology;
+use crate::topology::PeCoord;
+use std::collections::BTreeMap;
+
+/// One outgoing direction of a PE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbour {
+    pub dir: String,
+    pub peer: PeCoord,
+    /// The direction the peer receives this PE's messages from.
+    pub peer_dir: String,
+}
+
+/// Outgoing directions per participating PE.
+pub type NeighbourTables = BTreeMap<PeCoord, Vec<Neighbour>>;
+
+/// A table that cannot be laid over the participants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TableError(pub String);
+
+/// The direction a message sent towards compass direction `dir` arrives
+/// from (E ↔ W, N ↔ S).
+fn opposite(dir: &str) -> &'static str {
+    match dir {
+        "E" => "W",
+        "W" => "E",
+        "N" => "S",
+        _ => "N",
+    }
+}
+
+/// The builtin table `topo` over `pes` (flat order); the 2-D tables lay
+/// the participants row-major on the `grid` (w, h).
+pub fn builtin(
+    topo: NeighbourTopology,
+    pes: &[PeCoord],
+    grid: (u32, u32),
+) -> Result<NeighbourTables, TableError> {
+    let n = pes.len() as u32;
+    let mut t = NeighbourTables::new();
+    let mut link = |from: u32, dir: &str, to: u32, peer_dir: &str| {
+        t.entry(pes[from as usize]).or_default().push(Neighbour {
+            dir: dir.into(),
+            peer: pes[to as usize],
+            peer_dir: peer_dir.into(),
+        });
+    };
+    match topo {
+        NeighbourTopology::None => {}
+        NeighbourTopology::Ring1d | NeighbourTopology::Ring1dUnidir => {
+            for r in 0..n {
+                link(r, "E", (r + 1) % n, "W");
+                if topo == NeighbourTopology::Ring1d {
+                    link(r, "W", (r + n - 1) % n, "E");
+                }
+            }
+        }
+        NeighbourTopology::TreeBinary => {
+            for r in 1..n {
+                let (parent, which) = ((r - 1) / 2, if r % 2 == 1 { "C0" } else { "C1" });
+                link(r, "P", parent, which);
+                link(parent, which, r, "P");
+            }
+        }
+        NeighbourTopology::Mesh2d | NeighbourTopology::Torus2d => {
+            let (w, h) = grid;
+            if w * h != n {
+                return Err(TableError(format!(
+                    "IPCQ topology {} needs the participants to fill the SIP grid {w}x{h}, got {n}",
+                    topo.name()
+                )));
+            }
+            let wrap = topo == NeighbourTopology::Torus2d;
+            for r in 0..n {
+                let (x, y) = ((r % w) as i64, (r / w) as i64);
+                for (d, dx, dy) in [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
+                    let (mut nx, mut ny) = (x + dx, y + dy);
+                    if wrap {
+                        nx = nx.rem_euclid(w as i64);
+                        ny = ny.rem_euclid(h as i64);
+                    }
+                    if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 || (nx, ny) == (x, y) {
+                        continue;
+                    }
+                    link(r, d, ny as u32 * w + nx as u32, opposite(d));
+                }
+            }
+        }
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pes(n: u32) -> Vec<PeCoord> {
+        (0..n)
+            .map(|s| PeCoord {
+                sip: s,
+                cube: 0,
+                pe: 0,
+            })
+            .collect()
+    }
+
+    fn dirs(t: &NeighbourTables, sip: u32) -> Vec<(String, u32, String)> {
+        let mut v: Vec<_> = t[&PeCoord {
+            sip,
+            cube: 0,
+            pe: 0,
+        }]
+            .iter()
+            .map(|n| (n.dir.clone(), n.peer.sip, n.peer_dir.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn d(dir: &str, peer: u32, peer_dir: &str) -> (String, u32, String) {
+        (dir.into(), peer, peer_dir.into())
+    }
+
+    #[test]
+    fn ring_tables_point_east_and_west() {
+        let t = builtin(NeighbourTopology::Ring1d, &pes(3), (3, 1)).unwrap();
+        assert_eq!(dirs(&t, 0), vec![d("E", 1, "W"), d("W", 2, "E")]);
+        let t = builtin(NeighbourTopology::Ring1dUnidir, &pes(3), (3, 1)).unwrap();
+        assert_eq!(dirs(&t, 2), vec![d("E", 0, "W")]);
+        let t = builtin(NeighbourTopology::Ring1d, &pes(2), (2, 1)).unwrap();
+        assert_eq!(
+            dirs(&t, 0),
+            vec![d("E", 1, "W"), d("W", 1, "E")],
+            "both ways to one peer"
+        );
+    }
+
+    #[test]
+    fn mesh_has_no_wrap_and_torus_wraps() {
+        let t = builtin(NeighbourTopology::Mesh2d, &pes(4), (2, 2)).unwrap();
+        assert_eq!(dirs(&t, 0), vec![d("E", 1, "W"), d("S", 2, "N")]);
+        let t = builtin(NeighbourTopology::Torus2d, &pes(9), (3, 3)).unwrap();
+        assert_eq!(
+            dirs(&t, 0),
+            vec![
+                d("E", 1, "W"),
+                d("N", 6, "S"),
+                d("S", 3, "N"),
+                d("W", 2, "E")
+            ]
+        );
+        assert!(builtin(NeighbourTopology::Mesh2d, &pes(3), (2, 2)).is_err());
+    }
+
+    #[test]
+    fn tree_children_are_told_apart_and_none_is_empty() {
+        let t = builtin(NeighbourTopology::TreeBinary, &pes(5), (5, 1)).unwrap();
+        assert_eq!(dirs(&t, 0), vec![d("C0", 1, "P"), d("C1", 2, "P")]);
+        assert_eq!(
+            dirs(&t, 1),
+            vec![d("C0", 3, "P"), d("C1", 4, "P"), d("P", 0, "C0")]
+        );
+        assert_eq!(dirs(&t, 4), vec![d("P", 1, "C1")]);
+        assert!(builtin(NeighbourTopology::None, &pes(5), (5, 1))
+            .unwrap()
+            .is_empty());
+    }
+}
