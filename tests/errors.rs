@@ -93,6 +93,75 @@ fn the_validator_refuses_a_tensor_laid_out_for_another_algorithm() {
 }
 
 #[test]
+fn rank_as_flat_pe_index_runs_from_the_single_driver() {
+    // world_size 8 on one SIP: ranks are cube 0 PEs 0-3 and cube 1 PEs 0-3.
+    let run_once = || {
+        let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+            "    validator: single_shard_per_rank\n  # The seed's",
+            "    world_size: 8\n  # The seed's",
+        );
+        let c = kernbench::config::CclConfig::from_yaml(
+            &text,
+            kernbench::config::Origin::Embedded("t"),
+        )
+        .unwrap();
+        match run(
+            test_component("dist_probe"),
+            topo(1),
+            c,
+            None,
+            &["legacy-driver"],
+        ) {
+            Ok(_) => panic!("the probe reports through its error"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let e = run_once();
+    assert!(e.contains("legacy ws=8 shards=8 wrong=0 time="), "{e}");
+    assert_eq!(e, run_once(), "deterministic");
+    // Past the machine's PEs it is refused up front.
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace("  # world_size: 4", "  world_size: 65");
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let e = run(
+        test_component("dist_probe"),
+        topo(1),
+        c,
+        None,
+        &["legacy-driver"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("world_size 65 exceeds the 64 PEs of the topology"),
+        "{e}"
+    );
+}
+
+#[test]
+fn mapper_all_pes_runs_the_kernel_on_every_pe_of_every_cube() {
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+        "  hello_send:\n    module: hello_send\n",
+        "  hello_send:\n    module: hello_send\n    mapper: all_pes\n",
+    );
+    assert!(text.contains("mapper: all_pes"));
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let e = run(
+        test_component("dist_probe"),
+        topo(2),
+        c,
+        None,
+        &["all-pes-hello"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("all-pes ok ws=2"), "{e}");
+}
+
+#[test]
 fn a_rank_that_dies_is_reported_not_the_wait_it_causes() {
     let e = probe("rank-dies", 3);
     assert!(

@@ -2,4 +2,5 @@
 //! PEs take part in a collective and how their IPCQ ports are wired (seed
 //! 004 D5/D6, seed 003 §3).
 
+pub mod ranks;
 pub mod tables;

@@ -9,7 +9,8 @@ use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::config::ccl::{Mapper, Validator};
+use crate::ccl::ranks::RankMap;
+use crate::config::ccl::Validator;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine::{self, Event};
@@ -17,7 +18,6 @@ use crate::error::SimError;
 use crate::hw::dtype::Dtype;
 use crate::hw::machine::IpcqSettings;
 use crate::hw::Machine;
-use crate::topology::PeCoord;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::ResourceTable;
@@ -70,8 +70,8 @@ pub struct ProcessGroup {
     pub world_size: u32,
     pub sip_topo_kind: i32,
     pub sip_topo_wh: (u32, u32),
-    /// The PE that runs rank r's kernel (leader-only mapping).
-    pub rank_pes: Vec<PeCoord>,
+    /// Which PEs run each rank's kernels.
+    pub ranks: RankMap,
     /// The shard-layout check of ccl.yaml's `validator`.
     pub validator: Option<Validator>,
     epochs: Mutex<BTreeMap<u64, Epoch>>,
@@ -211,7 +211,10 @@ impl Session {
         let mut alpha = 0;
         let mut bw: Option<crate::units::Rate> = None;
         for r in 0..n {
-            let (a, b) = (pg.rank_pes[r], pg.rank_pes[(r + 1) % n]);
+            let (a, b) = (
+                pg.ranks.participants(r as u32)[0],
+                pg.ranks.participants(((r + 1) % n) as u32)[0],
+            );
             let path = self
                 .machine
                 .router
@@ -269,31 +272,15 @@ impl Session {
         let spec = &self.machine.topo.spec;
         let n_sips = spec.n_sips();
         let world_size = self.ccl.world_size(&entry, n_sips);
-        if world_size > n_sips {
-            return Err(runtime_error(format!(
-                "world_size {world_size} (from ccl.yaml) exceeds the {n_sips} SIPs of the topology; \
-                 ranks map to SIPs (rank = SIP), so world_size must be <= {n_sips}"
-            )));
-        }
+        let ranks = RankMap::new(world_size, entry.mapper, spec)
+            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
         let sip_topo = spec.system.sips.topology;
         let sip_topo_wh = match sip_topo {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
-        let rank_pes: Vec<PeCoord> = (0..world_size)
-            .map(|r| PeCoord {
-                sip: r,
-                cube: 0,
-                pe: 0,
-            })
-            .collect();
-        if entry.mapper == Mapper::AllPes {
-            return Err(DistError::NotImplemented(format!(
-                "ccl.yaml algorithm '{name}': mapper all_pes is not implemented yet; use leader_only"
-            )));
-        }
-        let tables = crate::ccl::tables::builtin(entry.topology(), &rank_pes, spec.sip_grid())
-            .map_err(|e| runtime_error(e.to_string()))?;
+        let tables = crate::ccl::tables::builtin(entry.topology(), &ranks.all(), spec.sip_grid())
+            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
         let slot_size = entry.slot_bytes();
         let (_, kind) = component
             .query(
@@ -322,7 +309,7 @@ impl Session {
             world_size,
             sip_topo_kind: kind,
             sip_topo_wh,
-            rank_pes,
+            ranks,
             validator: entry.validator,
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
@@ -331,8 +318,10 @@ impl Session {
         Ok(())
     }
 
-    /// `all_reduce(tensor, op)` (ADR-0047 D5): launch this rank's kernel,
-    /// join the epoch, return when every rank's kernel has finished.
+    /// `all_reduce(tensor, op)` (ADR-0047 D5): launch the kernels of the
+    /// ranks this caller stands for (a spawned worker: its own; the single
+    /// driver: every rank, when they all share its tensor's SIP), join the
+    /// epoch, return when every rank's kernels have finished.
     /// A kernel failure traps the calling bench (it is not a recoverable
     /// Python-style exception).
     pub async fn all_reduce(
@@ -356,84 +345,77 @@ impl Session {
                 tensor.dtype.name()
             ))));
         }
-        let ws = pg.world_size;
-        let Some(rank) = rank.or((ws == 1).then_some(0)) else {
-            return Ok(Err(runtime_error(format!(
-                "all_reduce called by the single driver with world_size {ws}: every rank must join the collective; \
-                 run one worker per rank with torch.multiprocessing.spawn"
-            ))));
+        let ranks = match self.callers_ranks(&pg, rank, &tensor) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
         };
-        if rank >= ws {
-            return Ok(Err(runtime_error(format!(
-                "rank {rank} is outside the process group (world_size {ws})"
-            ))));
-        }
-        let pe = pg.rank_pes[rank as usize];
-        let sip = tensor.sip;
-        if sip != pe.sip {
-            return Ok(Err(DistError::ValueError(format!(
-                "rank {rank} runs on SIP {} but its tensor lives on SIP {sip}: call torch.ahbm.set_device(rank) \
-                 before creating the tensor",
-                pe.sip
-            ))));
-        }
         if let Err(e) = validate(pg.validator, &tensor, spec_shards(&self.machine)) {
             return Ok(Err(DistError::ValueError(format!(
-                "all_reduce on rank {rank} ({} validator of '{}'): {e}",
+                "all_reduce on rank {} ({} validator of '{}'): {e}",
+                ranks[0],
                 pg.validator.map_or("", Validator::name),
                 pg.algorithm
             ))));
         }
-        let n_elem = tensor.shard_numel;
-        let kargs = match self.kernel_args(&pg, n_elem).await {
+        let kargs = match self.kernel_args(&pg, tensor.shard_numel).await {
             Ok(k) => k,
             Err(e) => return Err(wasmtime::Error::msg(e.to_string())),
         };
-        let mut args = kargs;
-        args.extend([
-            rank as i64,
-            pg.sip_topo_kind as i64,
-            pg.sip_topo_wh.0 as i64,
-            pg.sip_topo_wh.1 as i64,
-        ]);
 
         let started = engine::now();
-        // Launch now; the kernel starts at this rank's current time.
+        // One epoch per collective call of each rank (seed 004 D7).
         let epoch_id = {
             let mut next = pg.next_epoch.lock().unwrap();
-            let e = next.entry(rank).or_insert(0);
-            *e += 1;
-            *e - 1
+            let id = *next.entry(ranks[0]).or_insert(0);
+            for r in &ranks {
+                next.insert(*r, id + 1);
+            }
+            id
         };
         let errors = {
             let mut epochs = pg.epochs.lock().unwrap();
             epochs.entry(epoch_id).or_default().errors.clone()
         };
-        let launch = KernelLaunch {
-            pe,
-            t_ptr: tensor.t_ptr,
-            args,
-        };
-        let (comp, machine, algo) = (
-            pg.component.clone(),
-            self.machine.clone(),
-            pg.algorithm.clone(),
-        );
-        let errs = errors.clone();
-        let (limits, failures) = (self.limits.clone(), self.failures.clone());
-        let h = engine::spawn(async move {
-            if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
-                // Recorded at once: if its peers then wait for it forever,
-                // the run reports this failure, not the wait.
-                failures.record("collective".into(), e.to_string());
-                errs.lock().unwrap().push(e.to_string());
+        // Launch now; each kernel starts at this caller's current time.
+        let mut launched = Vec::new();
+        for &r in &ranks {
+            let mut args = kargs.clone();
+            args.extend([
+                r as i64,
+                pg.sip_topo_kind as i64,
+                pg.sip_topo_wh.0 as i64,
+                pg.sip_topo_wh.1 as i64,
+            ]);
+            for pe in pg.ranks.participants(r) {
+                let launch = KernelLaunch {
+                    pe,
+                    t_ptr: tensor.t_ptr,
+                    args: args.clone(),
+                };
+                let (comp, machine, algo) = (
+                    pg.component.clone(),
+                    self.machine.clone(),
+                    pg.algorithm.clone(),
+                );
+                let errs = errors.clone();
+                let (limits, failures) = (self.limits.clone(), self.failures.clone());
+                let h = engine::spawn(async move {
+                    if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
+                        // Recorded at once: if its peers then wait for it
+                        // forever, the run reports this failure, not the wait.
+                        failures.record("collective".into(), e.to_string());
+                        errs.lock().unwrap().push(e.to_string());
+                    }
+                });
+                launched.push(h.finished());
             }
-        });
+        }
+        let ws = pg.world_size;
         let all_joined = {
             let mut epochs = pg.epochs.lock().unwrap();
             let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.joined.insert(rank);
-            ep.kernels_done.push(h.finished());
+            ep.joined.extend(ranks.iter().copied());
+            ep.kernels_done.extend(launched);
             if ep.joined.len() as u32 == ws {
                 ep.all_joined.set();
             }
@@ -447,19 +429,21 @@ impl Session {
         {
             let mut epochs = pg.epochs.lock().unwrap();
             let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.returned += 1;
+            ep.returned += ranks.len() as u32;
             if ep.returned == ws {
                 epochs.remove(&epoch_id);
             }
         }
         if let Some(tr) = &self.machine.trace {
-            let name = format!("all_reduce {} B", tensor.nbytes);
-            tr.record(
-                crate::hw::trace::Track::Rank(rank),
-                name,
-                started,
-                engine::now(),
-            );
+            for &r in &ranks {
+                let name = format!("all_reduce {} B", tensor.nbytes);
+                tr.record(
+                    crate::hw::trace::Track::Rank(r),
+                    name,
+                    started,
+                    engine::now(),
+                );
+            }
         }
         let errors = errors.lock().unwrap().clone();
         if let Some(first) = errors.first() {
@@ -470,6 +454,50 @@ impl Session {
             )));
         }
         Ok(Ok(()))
+    }
+
+    /// The ranks a collective call of `rank` (None: the single driver)
+    /// joins, each checked to run on the SIP of its tensor.
+    fn callers_ranks(
+        &self,
+        pg: &ProcessGroup,
+        rank: Option<u32>,
+        tensor: &CollectiveTensor,
+    ) -> Result<Vec<u32>, DistError> {
+        let ws = pg.world_size;
+        let ranks: Vec<u32> = match rank {
+            Some(r) if r >= ws => {
+                return Err(runtime_error(format!(
+                    "rank {r} is outside the process group (world_size {ws})"
+                )))
+            }
+            Some(r) => vec![r],
+            None if ws == 1 => vec![0],
+            // ADR-0047 D5: the single driver launches every rank and
+            // drains inline, which needs every rank on its tensor's SIP
+            // (rank = flat PE index inside one SIP, as the seed's
+            // ccl_hello).
+            None if (0..ws).all(|r| pg.ranks.sip(r) == tensor.sip) => (0..ws).collect(),
+            None => {
+                return Err(runtime_error(format!(
+                    "all_reduce called by the single driver with world_size {ws} ({}): its tensor on SIP {} \
+                     cannot serve ranks on other SIPs; run one worker per rank with torch.multiprocessing.spawn",
+                    pg.ranks.describe(),
+                    tensor.sip
+                )))
+            }
+        };
+        for &r in &ranks {
+            let sip = pg.ranks.sip(r);
+            if sip != tensor.sip {
+                return Err(DistError::ValueError(format!(
+                    "rank {r} runs on SIP {sip} but its tensor lives on SIP {}: call torch.ahbm.set_device({sip}) \
+                     before creating the tensor",
+                    tensor.sip
+                )));
+            }
+        }
+        Ok(ranks)
     }
 
     async fn kernel_args(&self, pg: &ProcessGroup, n_elem: u64) -> Result<Vec<i64>, SimError> {

@@ -131,6 +131,36 @@ impl Bench for Probe {
                 let t = torch::zeros_dp(&[4, 8], Dtype::F16, dp, "sharded")?;
                 dist::all_reduce(&t, "sum").map_err(String::from)
             }
+            "legacy-driver" => {
+                // Rank = flat PE index inside SIP 0 (ccl.yaml world_size
+                // above the SIP count): the single driver places one tile
+                // per rank, (cube, pe) order, and all_reduce launches
+                // every rank's kernel at once (ADR-0047 D5).
+                use torch::{DpMode::*, DpPolicy};
+                dist::init_process_group("ahbm")?;
+                let ws = dist::get_world_size()?;
+                let pes = ws.min(4);
+                let dp = DpPolicy::new(ColumnWise, ColumnWise, ws / pes, pes);
+                let n = 8u32;
+                let t = torch::zeros_dp(&[1, ws * n], Dtype::F16, dp, "tiles")?;
+                let init: Vec<f64> = (0..ws * n).map(|i| f64::from(i / n + 1)).collect();
+                t.copy_from_f64(&init)?;
+                let t0 = ahbm::now_ps();
+                dist::all_reduce(&t, "sum").map_err(String::from)?;
+                let took = ahbm::now_ps() - t0;
+                let want = f64::from(ws * (ws + 1) / 2);
+                let wrong = t.to_f64().iter().filter(|&&v| v != want).count();
+                Err(format!(
+                    "legacy ws={ws} shards={} wrong={wrong} time={took}",
+                    t.shards().len()
+                ))
+            }
+            "all-pes-hello" => {
+                dist::init_process_group_with_algorithm("ahbm", "hello_send")?;
+                let ws = dist::get_world_size()?;
+                mp::spawn(ws, &["all-pes-hello".to_string()])?;
+                Err(format!("all-pes ok ws={ws}"))
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
@@ -160,6 +190,37 @@ impl Bench for Probe {
                 kernbench_guest::bench::accelerator::set_device_index(rank)?;
                 if ahbm::current_device() != Some(rank) {
                     return Err("set_device_index did not bind the device".into());
+                }
+                Ok(())
+            }
+            "all-pes-hello" => {
+                // Every PE of every cube runs hello_send; the ring is laid
+                // over all of them, rank after rank, (cube, pe) order.
+                use torch::{DpMode::*, DpPolicy};
+                ahbm::set_device(rank)?;
+                let (per_sip, n) = (64u32, 8u32);
+                let dp = DpPolicy::new(ColumnWise, ColumnWise, 16, 4);
+                let t = torch::zeros_dp(&[1, per_sip * n], Dtype::F16, dp, "tiles")?;
+                let value = |g: u32| f64::from(g + 1);
+                let init: Vec<f64> = (0..per_sip * n)
+                    .map(|i| value(rank * per_sip + i / n))
+                    .collect();
+                t.copy_from_f64(&init)?;
+                dist::all_reduce(&t, "sum").map_err(String::from)?;
+                let total = _world_size * per_sip;
+                let got = t.to_f64();
+                for k in 0..per_sip {
+                    let g = rank * per_sip + k;
+                    let want = value((g + total - 1) % total);
+                    if got[(k * n) as usize..((k + 1) * n) as usize]
+                        .iter()
+                        .any(|&v| v != want)
+                    {
+                        return Err(format!(
+                            "rank {rank} tile {k}: {:?}, want {want}",
+                            &got[(k * n) as usize..((k + 1) * n) as usize]
+                        ));
+                    }
                 }
                 Ok(())
             }

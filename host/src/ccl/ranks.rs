@@ -1,0 +1,142 @@
+//! Which PEs run a collective's kernels: the rank ↔ (SIP, cube, PE)
+//! mapping of a process group (seed ADR-0024 D1, seed 004 D5, ADR-0050 D7).
+//!
+//! * **rank = SIP** (world size ≤ SIP count, the default): rank r is SIP r;
+//!   the mapper picks the PEs of that SIP that run the kernel —
+//!   `leader_only`: cube 0, PE 0; `all_pes`: every PE of every cube, in
+//!   (cube, PE) order.
+//! * **rank = flat PE index** (world size above the SIP count, the seed's
+//!   legacy mode): rank r is the r-th PE of the machine in (SIP, cube, PE)
+//!   order, one PE per rank whatever the mapper.
+//!
+//! The participants of all ranks, rank after rank, are the flat order the
+//! IPCQ tables are laid over ([`crate::ccl::tables`]).
+
+use crate::config::ccl::Mapper;
+use crate::config::TopologySpec;
+use crate::topology::PeCoord;
+
+/// How ranks are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankMode {
+    /// Rank r is SIP r; the mapper picks its PEs.
+    Sip(Mapper),
+    /// Rank r is the r-th PE of the machine.
+    FlatPe,
+}
+
+/// The rank ↔ PE mapping of a process group.
+#[derive(Debug, Clone)]
+pub struct RankMap {
+    pub world_size: u32,
+    pub mode: RankMode,
+    cubes: u32,
+    pes: u32,
+}
+
+/// A world size the machine cannot hold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RankError(pub String);
+
+impl RankMap {
+    pub fn new(world_size: u32, mapper: Mapper, spec: &TopologySpec) -> Result<RankMap, RankError> {
+        let (sips, cubes, pes) = (spec.n_sips(), spec.cubes_per_sip(), spec.pes_per_cube());
+        let total = sips as u64 * cubes as u64 * pes as u64;
+        let mode = if world_size <= sips {
+            RankMode::Sip(mapper)
+        } else if world_size as u64 <= total {
+            RankMode::FlatPe
+        } else {
+            return Err(RankError(format!(
+                "world_size {world_size} exceeds the {total} PEs of the topology ({sips} SIPs x {cubes} cubes x {pes} PEs): \
+                 ranks map to SIPs (rank = SIP) or, above {sips}, to single PEs (rank = flat PE index)"
+            )));
+        };
+        Ok(RankMap {
+            world_size,
+            mode,
+            cubes,
+            pes,
+        })
+    }
+
+    /// The PEs that run rank `rank`'s kernel.
+    pub fn participants(&self, rank: u32) -> Vec<PeCoord> {
+        match self.mode {
+            RankMode::Sip(Mapper::LeaderOnly) => vec![PeCoord {
+                sip: rank,
+                cube: 0,
+                pe: 0,
+            }],
+            RankMode::Sip(Mapper::AllPes) => (0..self.cubes)
+                .flat_map(|cube| {
+                    (0..self.pes).map(move |pe| PeCoord {
+                        sip: rank,
+                        cube,
+                        pe,
+                    })
+                })
+                .collect(),
+            RankMode::FlatPe => {
+                let per_sip = self.cubes * self.pes;
+                vec![PeCoord {
+                    sip: rank / per_sip,
+                    cube: rank % per_sip / self.pes,
+                    pe: rank % self.pes,
+                }]
+            }
+        }
+    }
+
+    /// The SIP rank `rank` runs on.
+    pub fn sip(&self, rank: u32) -> u32 {
+        self.participants(rank)[0].sip
+    }
+
+    /// Every participant, rank after rank.
+    pub fn all(&self) -> Vec<PeCoord> {
+        (0..self.world_size)
+            .flat_map(|r| self.participants(r))
+            .collect()
+    }
+
+    /// How the mapping is described in messages.
+    pub fn describe(&self) -> String {
+        match self.mode {
+            RankMode::Sip(m) => format!("rank = SIP, mapper {}", m.name()),
+            RankMode::FlatPe => "rank = flat PE index".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pe(sip: u32, cube: u32, pe: u32) -> PeCoord {
+        PeCoord { sip, cube, pe }
+    }
+
+    #[test]
+    fn ranks_are_sips_until_the_world_outgrows_them() {
+        let spec = TopologySpec::default_embedded(); // 4 SIPs x 16 cubes x 4 PEs
+        let m = RankMap::new(4, Mapper::LeaderOnly, &spec).unwrap();
+        assert_eq!(m.all(), (0..4).map(|s| pe(s, 0, 0)).collect::<Vec<_>>());
+        let m = RankMap::new(2, Mapper::AllPes, &spec).unwrap();
+        let all = m.all();
+        assert_eq!(
+            (all.len(), all[0], all[5], all[64]),
+            (128, pe(0, 0, 0), pe(0, 1, 1), pe(1, 0, 0))
+        );
+        let m = RankMap::new(70, Mapper::AllPes, &spec).unwrap();
+        assert_eq!(m.mode, RankMode::FlatPe);
+        assert_eq!(
+            (m.participants(5), m.participants(69)),
+            (vec![pe(0, 1, 1)], vec![pe(1, 1, 1)])
+        );
+        assert_eq!(m.sip(69), 1);
+        let e = RankMap::new(257, Mapper::LeaderOnly, &spec).unwrap_err();
+        assert!(e.0.contains("exceeds the 256 PEs"), "{e}");
+    }
+}
