@@ -21,8 +21,9 @@ const DEADLOCK_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct MockConfig {
     pub world_size: u32,
-    /// "ring_1d" (E/W neighbours) or "mesh_2d" / "torus_2d" (N/S/E/W on a
-    /// `w × h` grid, `w·h = world_size`).
+    /// "ring_1d" (E/W neighbours), "tree_binary" (P, C0, C1) or "mesh_2d" /
+    /// "torus_2d" (N/S/E/W on a `w × h` grid, `w·h = world_size`), as the
+    /// host's builtin tables.
     pub topology: String,
     pub grid_w: u32,
     /// Slots per direction; a `send` blocks while the peer's queue is full.
@@ -45,60 +46,76 @@ impl MockConfig {
     }
 }
 
-fn reverse(dir: &str) -> String {
+/// The compass direction opposite `dir`.
+fn opposite(dir: &str) -> &'static str {
     match dir {
-        "E" => "W".into(),
-        "W" => "E".into(),
-        "N" => "S".into(),
-        "S" => "N".into(),
-        other => match other.strip_prefix("global_") {
-            Some(d) => format!("global_{}", reverse(d)),
-            None => other.to_string(),
-        },
+        "E" => "W",
+        "W" => "E",
+        "N" => "S",
+        _ => "N",
     }
 }
 
-/// Neighbour `(direction, peer rank)` pairs of `rank`.
-fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32)> {
+impl MockConfig {
+    /// `(w, h)` of a 2-D topology's grid.
+    fn grid(&self) -> (u32, u32) {
+        let n = self.world_size;
+        let w = if self.grid_w == 0 {
+            (n as f64).sqrt() as u32
+        } else {
+            self.grid_w
+        };
+        assert!(
+            w > 0 && n.is_multiple_of(w),
+            "mock: world_size {n} is not a {w}-wide grid"
+        );
+        (w, n / w)
+    }
+}
+
+/// `(direction, peer rank, direction the peer receives from)` of `rank`:
+/// the host's builtin tables (`host/src/ccl/tables.rs`).
+fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
     let n = cfg.world_size;
+    let e = |d: &str, peer: u32, pd: &str| (d.to_string(), peer, pd.to_string());
     match cfg.topology.as_str() {
-        "ring_1d" => vec![
-            ("E".into(), (rank + 1) % n),
-            ("W".into(), (rank + n - 1) % n),
-        ],
+        "ring_1d" => vec![e("E", (rank + 1) % n, "W"), e("W", (rank + n - 1) % n, "E")],
+        "tree_binary" => {
+            let mut v = Vec::new();
+            if rank > 0 {
+                v.push(e(
+                    "P",
+                    (rank - 1) / 2,
+                    if rank % 2 == 1 { "C0" } else { "C1" },
+                ));
+            }
+            for (c, d) in [(2 * rank + 1, "C0"), (2 * rank + 2, "C1")] {
+                if c < n {
+                    v.push(e(d, c, "P"));
+                }
+            }
+            v
+        }
         "mesh_2d" | "torus_2d" => {
-            let w = if cfg.grid_w == 0 {
-                (n as f64).sqrt() as u32
-            } else {
-                cfg.grid_w
-            };
-            assert!(
-                w > 0 && n.is_multiple_of(w),
-                "mock: world_size {n} is not a {w}-wide grid"
-            );
-            let h = n / w;
+            let (w, h) = cfg.grid();
             let (x, y) = (rank % w, rank / w);
             let wrap = cfg.topology == "torus_2d";
             let mut v = Vec::new();
-            let mut add = |d: &str, nx: i64, ny: i64| {
-                let (nx, ny) = if wrap {
-                    (nx.rem_euclid(w as i64), ny.rem_euclid(h as i64))
-                } else {
-                    (nx, ny)
-                };
+            for (d, dx, dy) in [("E", 1i64, 0i64), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
+                let (mut nx, mut ny) = (x as i64 + dx, y as i64 + dy);
+                if wrap {
+                    nx = nx.rem_euclid(w as i64);
+                    ny = ny.rem_euclid(h as i64);
+                }
                 if nx >= 0
                     && ny >= 0
                     && nx < w as i64
                     && ny < h as i64
                     && (nx, ny) != (x as i64, y as i64)
                 {
-                    v.push((d.to_string(), ny as u32 * w + nx as u32));
+                    v.push(e(d, ny as u32 * w + nx as u32, opposite(d)));
                 }
-            };
-            add("E", x as i64 + 1, y as i64);
-            add("W", x as i64 - 1, y as i64);
-            add("S", x as i64, y as i64 + 1);
-            add("N", x as i64, y as i64 - 1);
+            }
             v
         }
         other => panic!("mock: unknown topology {other:?}"),
@@ -338,14 +355,19 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
     let n = cfg.world_size;
     assert_eq!(inputs.len(), n as usize, "mock: need one input per rank");
     let kind = crate::topo::standard_kind(&cfg.topology).unwrap_or(0) as i64;
+    // sip_topo_w / _h as the host appends them: the grid of a 2-D table.
+    let (grid_w, grid_h) = match cfg.topology.as_str() {
+        "mesh_2d" | "torus_2d" => cfg.grid(),
+        _ => (0, 0),
+    };
     let mut tx: Vec<HashMap<String, SyncSender<Vec<u8>>>> =
         (0..n).map(|_| HashMap::new()).collect();
     let mut rx: Vec<Vec<(String, Receiver<Vec<u8>>)>> = (0..n).map(|_| Vec::new()).collect();
     for r in 0..n {
-        for (dir, peer) in neighbours(cfg, r) {
+        for (dir, peer, peer_dir) in neighbours(cfg, r) {
             let (s, q) = sync_channel(cfg.n_slots);
-            tx[r as usize].insert(dir.clone(), s);
-            rx[peer as usize].push((reverse(&dir), q));
+            tx[r as usize].insert(dir, s);
+            rx[peer as usize].push((peer_dir, q));
         }
     }
     let ranks: Vec<_> = tx.into_iter().zip(rx).enumerate().collect();
@@ -355,7 +377,7 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
             .map(|(r, (tx, rx))| {
                 let memory = cfg.dtype.encode(&inputs[r]);
                 let mut args = cfg.kernel_args.clone();
-                args.extend([r as i64, kind, 0, 0]);
+                args.extend([r as i64, kind, grid_w as i64, grid_h as i64]);
                 s.spawn(move || {
                     let tl = MockTl {
                         rank: r as u32,

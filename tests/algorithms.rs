@@ -1,0 +1,68 @@
+//! The seed's algorithm suite through the real host: tree_allreduce and
+//! mesh_allreduce on several SIP topologies, world sizes (including non
+//! powers of two), cube meshes and sizes — data against the bench's
+//! independent reference, and the whole run deterministic.
+
+mod common;
+use common::*;
+use kernbench::config::TopologySpec;
+
+/// `topo` with `n` SIPs of a `kind` network (`w` wide for the 2-D ones)
+/// and a `cube_w × cube_h` cube mesh.
+fn machine(n: u32, kind: &str, w: Option<u32>, cubes: (u32, u32)) -> TopologySpec {
+    let mut t = topo(n);
+    t.system.sips.topology = serde_yaml::from_str(kind).unwrap();
+    t.system.sips.w = w;
+    t.system.sips.h = w.map(|w| n / w);
+    t.sip.cube_mesh.w = cubes.0;
+    t.sip.cube_mesh.h = cubes.1;
+    t
+}
+
+/// Run `algorithm` through ccl_allreduce at two sizes; every element right,
+/// and a second run identical to the first.
+fn check(algorithm: &str, t: TopologySpec) {
+    let go = || {
+        run(
+            "ccl_allreduce",
+            t.clone(),
+            ccl(),
+            Some(algorithm),
+            &["-b", "16", "-e", "16K", "-f", "1024"],
+        )
+        .unwrap_or_else(|e| panic!("{algorithm} on {} SIPs: {e}", t.system.sips.count))
+    };
+    let res = go();
+    let ws = t.system.sips.count as usize;
+    assert_eq!(res.algorithm.as_deref(), Some(algorithm));
+    assert_eq!(res.rows.len(), 2 * ws, "16 B and 16 KiB on every rank");
+    for r in &res.rows {
+        assert_eq!(r.wrong, 0, "{algorithm}, {ws} SIPs: {r:?}");
+    }
+    let again = go();
+    assert_eq!(res.rows, again.rows, "{algorithm}: deterministic");
+    assert_eq!(res.end_time_ps, again.end_time_ps);
+}
+
+#[test]
+fn tree_allreduce_on_rings_tori_and_meshes() {
+    for cubes in [(1, 1), (4, 4)] {
+        for n in [2, 3, 5, 8] {
+            check("tree_allreduce", machine(n, "ring_1d", None, cubes));
+        }
+        check("tree_allreduce", machine(6, "torus_2d", Some(3), cubes));
+        check("tree_allreduce", machine(4, "mesh_2d_no_wrap", Some(2), cubes));
+    }
+}
+
+#[test]
+fn mesh_allreduce_on_rings_tori_and_meshes() {
+    for cubes in [(1, 1), (4, 4)] {
+        for n in [2, 3, 5] {
+            check("mesh_allreduce", machine(n, "ring_1d", None, cubes));
+        }
+        check("mesh_allreduce", machine(6, "torus_2d", Some(3), cubes));
+        check("mesh_allreduce", machine(6, "mesh_2d_no_wrap", Some(2), cubes));
+        check("mesh_allreduce", machine(9, "mesh_2d_no_wrap", Some(3), cubes));
+    }
+}
