@@ -51,7 +51,10 @@ fn tree_allreduce_on_rings_tori_and_meshes() {
             check("tree_allreduce", machine(n, "ring_1d", None, cubes));
         }
         check("tree_allreduce", machine(6, "torus_2d", Some(3), cubes));
-        check("tree_allreduce", machine(4, "mesh_2d_no_wrap", Some(2), cubes));
+        check(
+            "tree_allreduce",
+            machine(4, "mesh_2d_no_wrap", Some(2), cubes),
+        );
     }
 }
 
@@ -62,7 +65,13 @@ fn mesh_allreduce_on_rings_tori_and_meshes() {
             check("mesh_allreduce", machine(n, "ring_1d", None, cubes));
         }
         check("mesh_allreduce", machine(6, "torus_2d", Some(3), cubes));
-        check("mesh_allreduce", machine(6, "mesh_2d_no_wrap", Some(2), cubes));
-        check("mesh_allreduce", machine(9, "mesh_2d_no_wrap", Some(3), cubes));
+        check(
+            "mesh_allreduce",
+            machine(6, "mesh_2d_no_wrap", Some(2), cubes),
+        );
+        check(
+            "mesh_allreduce",
+            machine(9, "mesh_2d_no_wrap", Some(3), cubes),
+        );
     }
 }

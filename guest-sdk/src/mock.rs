@@ -401,3 +401,23 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
             .collect()
     })
 }
+
+/// Check that `A` is an all-reduce (sum) under `cfg`: every rank starts
+/// with its own `n_elem` small integers (exact in every dtype) and must
+/// end holding the element-wise sum over all ranks.
+pub fn assert_allreduce_sums<A: Algorithm>(cfg: &MockConfig, n_elem: u64) {
+    let ws = cfg.world_size;
+    let inputs: Vec<Vec<f64>> = (0..ws)
+        .map(|r| (0..n_elem).map(|i| (r * 7 + i as u32 % 5) as f64).collect())
+        .collect();
+    let expect: Vec<f64> = (0..n_elem as usize)
+        .map(|i| inputs.iter().map(|v| v[i]).sum())
+        .collect();
+    for (r, got) in run_kernel_in_mock::<A>(cfg, &inputs).iter().enumerate() {
+        assert_eq!(
+            got, &expect,
+            "{} ranks on {} ({} wide): rank {r}",
+            ws, cfg.topology, cfg.grid_w
+        );
+    }
+}

@@ -36,23 +36,13 @@ kernbench_guest::export_algorithm!(RingAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{run_kernel_in_mock, MockConfig};
+    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
 
     #[test]
     fn every_rank_gets_the_sum_in_the_mock() {
         for ws in [1u32, 2, 3, 4, 8] {
-            let n = 16u64;
-            let inputs: Vec<Vec<f64>> = (0..ws)
-                .map(|r| (0..n).map(|i| (r * 3 + i as u32 % 5) as f64).collect())
-                .collect();
-            let expect: Vec<f64> = (0..n as usize)
-                .map(|i| inputs.iter().map(|v| v[i]).sum())
-                .collect();
-            let cfg = MockConfig::ring(ws, Dtype::F16, RingAllreduce::kernel_args(ws, n, 4, 4));
-            let out = run_kernel_in_mock::<RingAllreduce>(&cfg, &inputs);
-            for (r, o) in out.iter().enumerate() {
-                assert_eq!(o, &expect, "world size {ws}, rank {r}");
-            }
+            let cfg = MockConfig::ring(ws, Dtype::F16, RingAllreduce::kernel_args(ws, 16, 4, 4));
+            assert_allreduce_sums::<RingAllreduce>(&cfg, 16);
         }
     }
 }
