@@ -309,3 +309,83 @@ fn ring_closed_form_holds_on_a_laid_out_chip() {
     assert_eq!(t.cube.hbm.stacks, 2);
     check_ring(t, 4);
 }
+
+/// The router and, for a tile of `bytes` on SIP 0, uncontended: its load
+/// (HBM → PE), one add and its store (PE → HBM).
+fn figures(t: &TopologySpec, bytes: u64) -> (PathRouter, u64, u64, u64) {
+    let r = PathRouter::new(Arc::new(build(t).unwrap()));
+    let hbm = NodeId::Hbm {
+        sip: 0,
+        cube: 0,
+        stack: 0,
+    };
+    let load = dma(t, &r, hbm, pe(0), bytes);
+    let store = dma(t, &r, pe(0), hbm, bytes);
+    let add = ns_to_ps(t.pe.math.overhead_ns)
+        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
+            .duration_ps(bytes / 2)
+            .unwrap();
+    (r, load, add, store)
+}
+
+/// tree_allreduce and mesh_allreduce on 3 SIPs of a ring, where every
+/// tree edge and every mesh-line edge is one SIP hop of the same cost X:
+/// * tree (root 0, leaves 1 and 2): the leaves' partial sums reach the
+///   root after L + X; its two adds run back to back; it then sends the
+///   total to C0 and C1, the second one DMA set-up later; the slower leaf
+///   stores last: `T = L + X + 2M + setup + X + S`.
+/// * mesh (one row 0-1-2): the east end's tile reaches 1 after L + X, 1
+///   adds and passes west, 0 adds and sends back east through 1:
+///   `T = L + X'₂₁ + M + X'₁₀ + M + X'₀₁ + Y₁₂ + S₂`, X'ab a hop from
+///   a's PE into b's SRAM, where mesh_allreduce's slots live (the E and W
+///   ports sit at different routers, so the hops differ), Y₁₂ the forward
+///   from slot to slot and S₂ the store from rank 2's slot.
+#[test]
+fn tree_and_mesh_allreduce_match_their_closed_forms() {
+    let t = topo(3);
+    let bytes = 16;
+    let (r, load, add, store) = figures(&t, bytes);
+    let x = (0..3)
+        .flat_map(|a| (0..3).filter(move |&b| b != a).map(move |b| (a, b)))
+        .map(|(a, b)| dma(&t, &r, pe(a), pe(b), bytes))
+        .collect::<Vec<_>>();
+    assert!(
+        x.iter().all(|&v| v == x[0]),
+        "every hop costs the same: {x:?}"
+    );
+    let x = x[0];
+    let setup = ns_to_ps(t.pe.dma.setup_ns);
+    // mesh_allreduce keeps its slots in the peer cube's SRAM (ccl.yaml).
+    let xs = |a: u32, b: u32| dma(&t, &r, pe(a), NodeId::Sram { sip: b, cube: 0 }, bytes);
+    let sram = |s: u32| NodeId::Sram { sip: s, cube: 0 };
+    let hbm2 = NodeId::Hbm {
+        sip: 2,
+        cube: 0,
+        stack: 0,
+    };
+    // Rank 1 forwards the total straight from its slot, and rank 2 stores
+    // it from its slot: those two DMAs start in SRAM.
+    let mesh_path = xs(2, 1)
+        + xs(1, 0)
+        + xs(0, 1)
+        + dma(&t, &r, sram(1), sram(2), bytes)
+        + dma(&t, &r, sram(2), hbm2, bytes);
+    for (algorithm, want) in [
+        ("tree_allreduce", load + x + 2 * add + setup + x + store),
+        ("mesh_allreduce", load + mesh_path + 2 * add),
+    ] {
+        let res = run(
+            "ccl_allreduce",
+            t.clone(),
+            ccl(),
+            Some(algorithm),
+            &["-b", "16", "-e", "16"],
+        )
+        .unwrap();
+        let got = res.rows.iter().map(|r| r.time_ps).max().unwrap();
+        assert_eq!(
+            got, want,
+            "{algorithm}: simulated {got} ps, closed form {want} ps"
+        );
+    }
+}
