@@ -39,22 +39,11 @@ fn dma(t: &TopologySpec, r: &PathRouter, a: NodeId, b: NodeId, bytes: u64) -> u6
 }
 
 fn ring_closed_form(t: &TopologySpec, p: u32, bytes: u64) -> u64 {
-    let r = PathRouter::new(Arc::new(build(t).unwrap()));
-    let hbm = NodeId::Hbm {
-        sip: 0,
-        cube: 0,
-        stack: 0,
-    };
-    let load = dma(t, &r, hbm, pe(0), bytes);
-    let store = dma(t, &r, pe(0), hbm, bytes);
+    let (r, load, add, store) = figures(t, bytes);
     let step = (0..p)
         .map(|s| dma(t, &r, pe(s), pe((s + 1) % p), bytes))
         .max()
         .unwrap();
-    let add = ns_to_ps(t.pe.math.overhead_ns)
-        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
-            .duration_ps(bytes / 2)
-            .unwrap();
     assert!(
         add <= step,
         "the closed form assumes the add hides behind the next step"
