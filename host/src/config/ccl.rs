@@ -104,9 +104,12 @@ impl NeighbourTopology {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Defaults {
+    /// The algorithm `torch.distributed` uses; may be left out when the
+    /// file has exactly one entry (as the seed's snippets do).
+    #[serde(default)]
     pub algorithm: String,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility (the seed's default tile size).
@@ -172,6 +175,7 @@ const MAX_SLOT_BYTES: u64 = 1 << 30;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CclConfig {
+    #[serde(default)]
     pub defaults: Defaults,
     pub algorithms: BTreeMap<String, AlgorithmEntry>,
     #[serde(skip)]
@@ -190,6 +194,22 @@ impl CclConfig {
             cfg.base_dir = p.parent().map(|d| d.to_path_buf());
         }
         cfg.origin = Some(origin.clone());
+        if cfg.defaults.algorithm.is_empty() {
+            let names: Vec<&String> = cfg.algorithms.keys().collect();
+            match names.as_slice() {
+                [only] => cfg.defaults.algorithm = only.to_string(),
+                _ => {
+                    return Err(ConfigError::Invalid {
+                        origin,
+                        message: format!(
+                            "no defaults.algorithm and {} algorithm entries ({}): add `defaults: {{algorithm: <name>}}`",
+                            names.len(),
+                            names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    })
+                }
+            }
+        }
         if !cfg.algorithms.contains_key(&cfg.defaults.algorithm) {
             return Err(ConfigError::Invalid {
                 origin,
@@ -339,6 +359,38 @@ mod tests {
         assert!(bad("slot_sise: 4096").contains("unknown key 'slot_sise'"));
         assert!(bad("mapper: everyone").contains("unknown variant `everyone`"));
         assert!(bad("slot_size: 0").contains("slot_size must be in 1.."));
+    }
+
+    #[test]
+    fn every_example_ccl_yaml_of_the_seeds_parses() {
+        let examples = [
+            // seed 001 ADR-0050 D6
+            "defaults:\n  algorithm: lrab_hierarchical_allreduce\n  n_elem: 8\n\nalgorithms:\n  lrab_hierarchical_allreduce:\n    module: kernbench.ccl.algorithms.lrab_hierarchical_allreduce\n",
+            // seed 003 §1 step 2
+            "algorithms:\n  hello_send:\n    module: kernbench.ccl.algorithms.hello_send\n    topology: ring_1d\n    buffer_kind: tcm\n    world_size: 8\n",
+            // seed 004 D4
+            "algorithms:\n  ring_allreduce_tcm:\n    module: kernbench.ccl.algorithms.ring_allreduce\n    topology: ring_1d\n    mapper: leader_only\n    validator: single_shard_per_rank\n    buffer_kind: tcm\n    n_elem: 8\n",
+        ];
+        let defaults = [
+            "lrab_hierarchical_allreduce",
+            "hello_send",
+            "ring_allreduce_tcm",
+        ];
+        for (text, want) in examples.iter().zip(defaults) {
+            let c = CclConfig::from_yaml(text, Origin::Embedded("seed"))
+                .unwrap_or_else(|e| panic!("{e}\n{text}"));
+            assert_eq!(c.defaults.algorithm, want);
+        }
+        let e = CclConfig::from_yaml(
+            "algorithms:\n  a: {module: m}\n  b: {module: m}\n",
+            Origin::Embedded("t"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no defaults.algorithm and 2 algorithm entries (a, b)"),
+            "{e}"
+        );
     }
 
     #[test]
