@@ -75,3 +75,38 @@ fn mesh_allreduce_on_rings_tori_and_meshes() {
         );
     }
 }
+
+/// lrab_hierarchical_allreduce through a bench that places one tile per
+/// cube, on `t`.
+fn check_hierarchical(t: TopologySpec) {
+    let cubes = (t.sip.cube_mesh.w * t.sip.cube_mesh.h).to_string();
+    let n = t.system.sips.count;
+    let go = || match run(
+        test_component("dist_probe"),
+        t.clone(),
+        ccl(),
+        None,
+        &["hier", &cubes],
+    ) {
+        Ok(_) => panic!("the probe reports through its error"),
+        Err(e) => e.to_string(),
+    };
+    let e = go();
+    assert!(
+        e.contains(&format!("hier ok ws={n}")),
+        "{n} SIPs, {cubes} cubes: {e}"
+    );
+    assert_eq!(e, go(), "deterministic");
+}
+
+#[test]
+fn lrab_hierarchical_allreduce_on_rings_tori_and_meshes() {
+    for cubes in [(1, 1), (4, 4), (3, 2)] {
+        for n in [1, 2, 3, 5] {
+            check_hierarchical(machine(n, "ring_1d", None, cubes));
+        }
+        check_hierarchical(machine(6, "torus_2d", Some(3), cubes));
+        check_hierarchical(machine(4, "torus_2d", Some(2), cubes));
+        check_hierarchical(machine(6, "mesh_2d_no_wrap", Some(2), cubes));
+    }
+}

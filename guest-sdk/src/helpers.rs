@@ -1,7 +1,74 @@
 //! The seed's algorithm helpers (seed 003 §5): `chunked`, `ring_step`,
-//! `tree_step`, plus `pe_tile_addr`, the seed kernels' per-PE tile address.
+//! `tree_step`, plus `pe_tile_addr`, the seed kernels' per-PE tile address,
+//! and the building blocks the built-in algorithms share: the seed's ring
+//! all-reduce and a reduce / broadcast along a line of ranks.
 
 use crate::{Dtype, Tl};
+
+/// Directions along a line of ranks: towards position 0, and away from it.
+pub type Line<'a> = (&'a str, &'a str);
+
+/// Sum a line of `len` ranks towards position 0: each rank adds what comes
+/// from `away` and passes the partial sum `toward`. Position 0 returns the
+/// line's sum, the others their partial sum.
+pub fn reduce_line<T: Tl>(
+    tl: &T,
+    acc: T::Tensor,
+    (pos, len): (u32, u32),
+    (toward, away): Line,
+    (shape, dtype): (&[u32], Dtype),
+) -> T::Tensor {
+    let mut acc = acc;
+    if pos + 1 < len {
+        let part = tl.recv(Some(away), shape, dtype);
+        acc = tl.add(&acc, &part);
+    }
+    if pos > 0 {
+        tl.send(toward, &acc);
+    }
+    acc
+}
+
+/// Pass position 0's `acc` along a line of `len` ranks; every rank returns
+/// it.
+pub fn broadcast_line<T: Tl>(
+    tl: &T,
+    acc: T::Tensor,
+    (pos, len): (u32, u32),
+    (toward, away): Line,
+    (shape, dtype): (&[u32], Dtype),
+) -> T::Tensor {
+    let mut acc = acc;
+    if pos > 0 {
+        acc = tl.recv(Some(toward), shape, dtype);
+    }
+    if pos + 1 < len {
+        tl.send(away, &acc);
+    }
+    acc
+}
+
+/// The seed's ring all-reduce (seed 003 §2) over a ring of `len` ranks:
+/// `len − 1` times send the current tile `east`, add the one received from
+/// `west`, and forward what was received (`current = recv`), so every
+/// rank's tile travels the ring once.
+pub fn ring_allreduce<T: Tl>(
+    tl: &T,
+    acc: T::Tensor,
+    len: u32,
+    (east, west): (&str, &str),
+    (shape, dtype): (&[u32], Dtype),
+) -> T::Tensor {
+    let mut acc = acc;
+    let mut current: Option<T::Tensor> = None;
+    for _ in 1..len {
+        tl.send(east, current.as_ref().unwrap_or(&acc));
+        let recv = tl.recv(Some(west), shape, dtype);
+        acc = tl.add(&acc, &recv);
+        current = Some(recv); // forward what we received, not the sum
+    }
+    acc
+}
 
 /// The seed kernels' tile of this PE: `t_ptr + rank * n_elem * itemsize`,
 /// with `rank = cube_id * pes_per_cube + local_pe` (ADR-0022 2-D grid).

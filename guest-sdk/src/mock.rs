@@ -21,7 +21,9 @@ const DEADLOCK_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct MockConfig {
     pub world_size: u32,
-    /// "ring_1d" (E/W neighbours), "tree_binary" (P, C0, C1) or "mesh_2d" /
+    /// "ring_1d" (E/W neighbours), "global_ring" (global_E / global_W: the
+    /// SIP ring of `intercube_multisip` with one cube per SIP),
+    /// "tree_binary" (P, C0, C1) or "mesh_2d" /
     /// "torus_2d" (N/S/E/W on a `w × h` grid, `w·h = world_size`), as the
     /// host's builtin tables.
     pub topology: String,
@@ -80,6 +82,11 @@ fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
     let e = |d: &str, peer: u32, pd: &str| (d.to_string(), peer, pd.to_string());
     match cfg.topology.as_str() {
         "ring_1d" => vec![e("E", (rank + 1) % n, "W"), e("W", (rank + n - 1) % n, "E")],
+        // The SIP ring of `intercube_multisip` on single-cube SIPs.
+        "global_ring" => vec![
+            e("global_E", (rank + 1) % n, "global_W"),
+            e("global_W", (rank + n - 1) % n, "global_E"),
+        ],
         "tree_binary" => {
             let mut v = Vec::new();
             if rank > 0 {

@@ -8,34 +8,21 @@
 //! rank's tile ends holding the total. Uncontended, a phase over a line of
 //! k ranks costs 2(k−1) messages plus k−1 adds on the critical path.
 
+use kernbench_guest::helpers::{broadcast_line, reduce_line, Line};
 use kernbench_guest::prelude::*;
 
 pub struct MeshAllreduce;
 
-/// Sum `acc` over a line of `len` ranks in which this one is at `pos`;
-/// `toward` is the direction of position 0 and `away` the other. Returns
-/// the line's sum.
+/// All-reduce along a line: reduce towards position 0, then broadcast back.
 fn line_allreduce<T: Tl>(
     tl: &T,
     acc: T::Tensor,
-    pos: u32,
-    len: u32,
-    (toward, away): (&str, &str),
-    n: u32,
+    at: (u32, u32),
+    dirs: Line,
+    tile: (&[u32], Dtype),
 ) -> T::Tensor {
-    let mut acc = acc;
-    if pos + 1 < len {
-        let part = tl.recv(Some(away), &[n], Dtype::F16);
-        acc = tl.add(&acc, &part);
-    }
-    if pos > 0 {
-        tl.send(toward, &acc);
-        acc = tl.recv(Some(toward), &[n], Dtype::F16);
-    }
-    if pos + 1 < len {
-        tl.send(away, &acc);
-    }
-    acc
+    let sum = reduce_line(tl, acc, at, dirs, tile);
+    broadcast_line(tl, sum, at, dirs, tile)
 }
 
 impl Algorithm for MeshAllreduce {
@@ -49,9 +36,10 @@ impl Algorithm for MeshAllreduce {
         let (x, y) = (rank % w, rank / w);
         let addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
 
+        let tile = (&[n_elem][..], Dtype::F16);
         let acc = tl.load(addr, &[n_elem], Dtype::F16);
-        let acc = line_allreduce(tl, acc, x, w, ("W", "E"), n_elem);
-        let acc = line_allreduce(tl, acc, y, h, ("N", "S"), n_elem);
+        let acc = line_allreduce(tl, acc, (x, w), ("W", "E"), tile);
+        let acc = line_allreduce(tl, acc, (y, h), ("N", "S"), tile);
         tl.store(addr, &acc);
     }
 

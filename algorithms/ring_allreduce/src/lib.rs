@@ -4,6 +4,7 @@
 //! it forwards next (`current = recv`), so every rank's data travels the
 //! ring exactly once. The final sum is stored back once.
 
+use kernbench_guest::helpers::ring_allreduce;
 use kernbench_guest::prelude::*;
 
 pub struct RingAllreduce;
@@ -15,14 +16,8 @@ impl Algorithm for RingAllreduce {
         let (n_elem, world_size) = (args[0] as u32, args[1] as u32);
         let pe_addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
 
-        let mut acc = tl.load(pe_addr, &[n_elem], Dtype::F16);
-        let mut current: Option<T::Tensor> = None;
-        for _step in 0..world_size.saturating_sub(1) {
-            tl.send("E", current.as_ref().unwrap_or(&acc));
-            let recv = tl.recv(Some("W"), &[n_elem], Dtype::F16);
-            acc = tl.add(&acc, &recv);
-            current = Some(recv); // forward what we received, not the sum
-        }
+        let acc = tl.load(pe_addr, &[n_elem], Dtype::F16);
+        let acc = ring_allreduce(tl, acc, world_size, ("E", "W"), (&[n_elem], Dtype::F16));
         tl.store(pe_addr, &acc);
     }
 

@@ -4,7 +4,7 @@
 //! * **rank = SIP** (world size ≤ SIP count, the default): rank r is SIP r;
 //!   the mapper picks the PEs of that SIP that run the kernel —
 //!   `leader_only`: cube 0, PE 0; `all_pes`: every PE of every cube, in
-//!   (cube, PE) order.
+//!   (cube, PE) order; `cube_leaders`: PE 0 of every cube.
 //! * **rank = flat PE index** (world size above the SIP count, the seed's
 //!   legacy mode): rank r is the r-th PE of the machine in (SIP, cube, PE)
 //!   order, one PE per rank whatever the mapper.
@@ -76,6 +76,13 @@ impl RankMap {
                         cube,
                         pe,
                     })
+                })
+                .collect(),
+            RankMode::Sip(Mapper::CubeLeaders) => (0..self.cubes)
+                .map(|cube| PeCoord {
+                    sip: rank,
+                    cube,
+                    pe: 0,
                 })
                 .collect(),
             RankMode::FlatPe => {

@@ -13,11 +13,14 @@
 //! | `ring_1d_unidir` | `E` → next only (received as `W`) |
 //! | `mesh_2d` / `torus_2d` | `N S E W` on the SIP grid, without / with wrap |
 //! | `tree_binary` | `P` → parent (received as `C0` / `C1`, which child), `C0`, `C1` → children (received as `P`); parent of i is (i−1)/2 |
+//! | `intercube_multisip` | `N S E W` between the cubes of one SIP (its cube mesh, no wrap) and `global_E`, `global_W` (+ `global_N`, `global_S` on a 2-D SIP network) to the same cube of the neighbouring SIPs: ring and torus wrap, `mesh_2d_no_wrap` does not |
 //! | `none` | nothing |
 
 use crate::config::ccl::NeighbourTopology;
+use crate::config::topology::SipTopology;
+use crate::config::TopologySpec;
 use crate::topology::PeCoord;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One outgoing direction of a PE.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +48,103 @@ fn opposite(dir: &str) -> &'static str {
         "N" => "S",
         _ => "N",
     }
+}
+
+/// The table `topo` over `pes` (flat order) on the machine `spec`.
+pub fn for_machine(
+    topo: NeighbourTopology,
+    pes: &[PeCoord],
+    spec: &TopologySpec,
+) -> Result<NeighbourTables, TableError> {
+    match topo {
+        NeighbourTopology::IntercubeMultisip => intercube_multisip(
+            pes,
+            spec.system.sips.topology,
+            spec.sip_grid(),
+            (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h),
+        ),
+        _ => builtin(topo, pes, spec.sip_grid()),
+    }
+}
+
+/// Grid steps of the four compass directions.
+const COMPASS: [(&str, i64, i64); 4] = [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)];
+
+/// The neighbour of `(x, y)` one step `(dx, dy)` away on a `w × h` grid
+/// (wrapping when `wrap`), if any and not itself.
+fn grid_step(
+    x: u32,
+    y: u32,
+    (dx, dy): (i64, i64),
+    (w, h): (u32, u32),
+    wrap: bool,
+) -> Option<(u32, u32)> {
+    let (mut nx, mut ny) = (x as i64 + dx, y as i64 + dy);
+    if wrap {
+        nx = nx.rem_euclid(w as i64);
+        ny = ny.rem_euclid(h as i64);
+    }
+    let inside = nx >= 0 && ny >= 0 && nx < w as i64 && ny < h as i64;
+    (inside && (nx, ny) != (x as i64, y as i64)).then_some((nx as u32, ny as u32))
+}
+
+/// The hierarchical table over `pes` (ranks = SIPs, any cubes of them).
+pub fn intercube_multisip(
+    pes: &[PeCoord],
+    sip_kind: SipTopology,
+    sip_grid: (u32, u32),
+    (cw, ch): (u32, u32),
+) -> Result<NeighbourTables, TableError> {
+    let present: BTreeSet<PeCoord> = pes.iter().copied().collect();
+    let ranks = pes.iter().map(|p| p.sip).max().map_or(0, |m| m + 1);
+    let (grid, wrap) = match sip_kind {
+        SipTopology::Ring1d => ((ranks, 1), true),
+        SipTopology::Torus2d => (sip_grid, true),
+        SipTopology::Mesh2dNoWrap => (sip_grid, false),
+    };
+    if grid.0 * grid.1 != ranks {
+        return Err(TableError(format!(
+            "IPCQ topology intercube_multisip on a {} SIP network needs the ranks to fill its grid {}x{}, got {ranks}",
+            sip_kind.name(),
+            grid.0,
+            grid.1
+        )));
+    }
+    let mut t = NeighbourTables::new();
+    for &pe in pes {
+        let mut add = |dir: String, peer: PeCoord, peer_dir: String| {
+            if present.contains(&peer) {
+                t.entry(pe).or_default().push(Neighbour {
+                    dir,
+                    peer,
+                    peer_dir,
+                });
+            }
+        };
+        let (cx, cy) = (pe.cube % cw, pe.cube / cw);
+        let (sx, sy) = (pe.sip % grid.0, pe.sip / grid.0);
+        for (d, dx, dy) in COMPASS {
+            if let Some((nx, ny)) = grid_step(cx, cy, (dx, dy), (cw, ch), false) {
+                let peer = PeCoord {
+                    cube: ny * cw + nx,
+                    ..pe
+                };
+                add(d.into(), peer, opposite(d).into());
+            }
+            if let Some((nx, ny)) = grid_step(sx, sy, (dx, dy), grid, wrap) {
+                let peer = PeCoord {
+                    sip: ny * grid.0 + nx,
+                    ..pe
+                };
+                add(
+                    format!("global_{d}"),
+                    peer,
+                    format!("global_{}", opposite(d)),
+                );
+            }
+        }
+    }
+    Ok(t)
 }
 
 /// The builtin table `topo` over `pes` (flat order); the 2-D tables lay
@@ -90,19 +190,17 @@ pub fn builtin(
             }
             let wrap = topo == NeighbourTopology::Torus2d;
             for r in 0..n {
-                let (x, y) = ((r % w) as i64, (r / w) as i64);
-                for (d, dx, dy) in [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
-                    let (mut nx, mut ny) = (x + dx, y + dy);
-                    if wrap {
-                        nx = nx.rem_euclid(w as i64);
-                        ny = ny.rem_euclid(h as i64);
+                for (d, dx, dy) in COMPASS {
+                    if let Some((nx, ny)) = grid_step(r % w, r / w, (dx, dy), (w, h), wrap) {
+                        link(r, d, ny * w + nx, opposite(d));
                     }
-                    if nx < 0 || ny < 0 || nx >= w as i64 || ny >= h as i64 || (nx, ny) == (x, y) {
-                        continue;
-                    }
-                    link(r, d, ny as u32 * w + nx as u32, opposite(d));
                 }
             }
+        }
+        NeighbourTopology::IntercubeMultisip => {
+            return Err(TableError(
+                "IPCQ topology intercube_multisip needs the machine's cube mesh: use tables::for_machine".into(),
+            ))
         }
     }
     Ok(t)
@@ -168,6 +266,37 @@ mod tests {
             ]
         );
         assert!(builtin(NeighbourTopology::Mesh2d, &pes(3), (2, 2)).is_err());
+    }
+
+    #[test]
+    fn intercube_multisip_joins_cubes_in_a_sip_and_the_same_cube_across_sips() {
+        // 3 SIPs on a ring, 2x2 cubes, PE 0 of every cube.
+        let pes: Vec<PeCoord> = (0..3)
+            .flat_map(|sip| (0..4).map(move |cube| PeCoord { sip, cube, pe: 0 }))
+            .collect();
+        let t = intercube_multisip(&pes, SipTopology::Ring1d, (3, 1), (2, 2)).unwrap();
+        let mut got: Vec<(String, u32, u32, String)> = t[&PeCoord {
+            sip: 1,
+            cube: 3,
+            pe: 0,
+        }]
+            .iter()
+            .map(|n| (n.dir.clone(), n.peer.sip, n.peer.cube, n.peer_dir.clone()))
+            .collect();
+        got.sort();
+        let want = [
+            ("N", 1, 1, "S"),
+            ("W", 1, 2, "E"),
+            ("global_E", 2, 3, "global_W"),
+            ("global_W", 0, 3, "global_E"),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(d, s, c, p)| (d.to_string(), s, c, p.to_string()))
+                .to_vec()
+        );
+        let e = intercube_multisip(&pes, SipTopology::Torus2d, (2, 2), (2, 2)).unwrap_err();
+        assert!(e.0.contains("grid 2x2, got 3"), "{e}");
     }
 
     #[test]

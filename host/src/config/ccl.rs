@@ -45,6 +45,11 @@ pub enum NeighbourTopology {
     /// P → parent, C0 / C1 → children (see [`crate::ccl::tables`]).
     #[serde(rename = "tree_binary")]
     TreeBinary,
+    /// The hierarchical install (seed `configure_sfr_intercube_multisip`):
+    /// N/S/E/W between the cubes of a SIP, `global_*` between the same
+    /// cube of neighbouring SIPs on the SIP network.
+    #[serde(rename = "intercube_multisip")]
+    IntercubeMultisip,
     /// No neighbours: the algorithm does not use IPCQ.
     #[serde(rename = "none")]
     None,
@@ -59,6 +64,9 @@ pub enum Mapper {
     LeaderOnly,
     /// Every PE of every cube of the SIP.
     AllPes,
+    /// PE 0 of every cube of the SIP (one kernel per cube, as the seed's
+    /// hierarchical all-reduce runs).
+    CubeLeaders,
 }
 
 impl Mapper {
@@ -66,6 +74,7 @@ impl Mapper {
         match self {
             Mapper::LeaderOnly => "leader_only",
             Mapper::AllPes => "all_pes",
+            Mapper::CubeLeaders => "cube_leaders",
         }
     }
 }
@@ -99,6 +108,7 @@ impl NeighbourTopology {
             NeighbourTopology::Mesh2d => "mesh_2d",
             NeighbourTopology::Torus2d => "torus_2d",
             NeighbourTopology::TreeBinary => "tree_binary",
+            NeighbourTopology::IntercubeMultisip => "intercube_multisip",
             NeighbourTopology::None => "none",
         }
     }

@@ -279,7 +279,7 @@ impl Session {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
-        let tables = crate::ccl::tables::builtin(entry.topology(), &ranks.all(), spec.sip_grid())
+        let tables = crate::ccl::tables::for_machine(entry.topology(), &ranks.all(), spec)
             .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
         let slot_size = entry.slot_bytes();
         let (_, kind) = component

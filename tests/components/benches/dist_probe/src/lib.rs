@@ -161,6 +161,12 @@ impl Bench for Probe {
                 mp::spawn(ws, &["all-pes-hello".to_string()])?;
                 Err(format!("all-pes ok ws={ws}"))
             }
+            "hier" => {
+                dist::init_process_group_with_algorithm("ahbm", "lrab_hierarchical_allreduce")?;
+                let ws = dist::get_world_size()?;
+                mp::spawn(ws, &args)?;
+                Err(format!("hier ok ws={ws} at {} ps", ahbm::now_ps()))
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
@@ -219,6 +225,34 @@ impl Bench for Probe {
                         return Err(format!(
                             "rank {rank} tile {k}: {:?}, want {want}",
                             &got[(k * n) as usize..((k + 1) * n) as usize]
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            "hier" => {
+                // One tile per cube (row-wise over the cubes); every tile
+                // of every SIP must end holding the sum of all of them.
+                use torch::{DpMode::*, DpPolicy};
+                ahbm::set_device(rank)?;
+                let cubes: u32 = args[1].parse().map_err(|_| "hier needs the cube count")?;
+                let n = 8u32;
+                let dp = DpPolicy::new(RowWise, Replicate, cubes, 1);
+                let t = torch::zeros_dp(&[cubes, n], Dtype::F16, dp, "tiles")?;
+                let value = |r: u32, c: u32, i: u32| f64::from((r * cubes + c) % 7 + 1 + i % 3);
+                let init: Vec<f64> = (0..cubes * n).map(|j| value(rank, j / n, j % n)).collect();
+                t.copy_from_f64(&init)?;
+                dist::all_reduce(&t, "sum").map_err(String::from)?;
+                let got = t.to_f64();
+                for j in 0..cubes * n {
+                    let want: f64 = (0.._world_size)
+                        .flat_map(|r| (0..cubes).map(move |c| (r, c)))
+                        .map(|(r, c)| value(r, c, j % n))
+                        .sum();
+                    if got[j as usize] != want {
+                        return Err(format!(
+                            "rank {rank} element {j}: {} != {want}",
+                            got[j as usize]
                         ));
                     }
                 }
