@@ -1,0 +1,406 @@
+//! The machine's IPCQ commands (seed ADR-0023): installing the neighbour
+//! tables, `send` / `recv` on the ring buffers, and what blocked PEs wait
+//! for in a deadlock report. The ring buffers themselves are
+//! [`crate::hw::ipcq`].
+
+use super::{IpcqSettings, Machine, Shape, TensorInner, TensorRef};
+use crate::address::Space;
+use crate::ccl::tables::{Neighbour, NeighbourTables};
+use crate::config::ccl::BufferKind;
+use crate::engine::{self, Event, Signal};
+use crate::error::HwError;
+use crate::hw::blocked::{Blocked, Dir};
+use crate::hw::dtype::Dtype;
+use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
+use crate::hw::tensor::Hold;
+use crate::topology::{NodeId, PeCoord};
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+impl Machine {
+    /// Install IPCQ neighbour tables. Receive queues are allocated in each
+    /// receiver's buffer space.
+    pub fn install_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<(), HwError> {
+        let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
+        for (&pe, dirs) in tables {
+            for Neighbour {
+                dir,
+                peer,
+                peer_dir: rdir,
+            } in dirs
+            {
+                let space = match s.buffer_kind {
+                    BufferKind::Tcm => Space::Tcm(*peer),
+                    BufferKind::Sram => Space::Sram {
+                        sip: peer.sip,
+                        cube: peer.cube,
+                    },
+                    BufferKind::Hbm => Space::Hbm {
+                        sip: peer.sip,
+                        cube: peer.cube,
+                    },
+                };
+                let len = s.slot_size * s.n_slots as u64;
+                let alloc = self.allocator(space);
+                let base = {
+                    let mut a = alloc.lock().unwrap();
+                    a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
+                        space: format!(
+                            "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
+                            s.n_slots, s.slot_size
+                        ),
+                        len,
+                        free: a.free_bytes(),
+                    })?
+                };
+                let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
+                let credit_latency = self.router.distance(&back).latency_ps;
+                let queue = Arc::new(Mutex::new(RxQueue {
+                    space,
+                    base,
+                    slot_size: s.slot_size,
+                    free: (0..s.n_slots).map(|i| (i, 0)).collect(),
+                    freed: Signal::new(),
+                    arrivals: VecDeque::new(),
+                    credit_latency,
+                }));
+                ports.entry(pe).or_default().tx.insert(
+                    dir.clone(),
+                    TxEntry {
+                        peer: *peer,
+                        peer_dir: rdir.clone(),
+                        queue: queue.clone(),
+                    },
+                );
+                ports
+                    .entry(*peer)
+                    .or_default()
+                    .rx
+                    .push((rdir.clone(), queue));
+            }
+        }
+        for (pe, port) in ports {
+            *self.pe(pe).ipcq.lock().unwrap() = Some(port);
+        }
+        Ok(())
+    }
+
+    pub(super) fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {
+        *self.pe(pe).blocked_on.lock().unwrap() = what;
+    }
+
+    /// What each blocked PE is waiting for (for deadlock reports).
+    pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
+        let blocked: Vec<_> = self
+            .pes()
+            .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (pe, w)))
+            .collect();
+        let mut v: Vec<_> = blocked
+            .into_iter()
+            .map(|(pe, w)| (pe, w.describe(|dir| self.expected_senders(pe, dir))))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// A short dump of every IPCQ ring (free slots, pending arrivals).
+    pub fn ipcq_dump(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (pe, st) in self.pes() {
+            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
+                for (dir, q) in &port.rx {
+                    let q = q.lock().unwrap();
+                    out.push(format!(
+                        "{pe} rx {dir}: {} free slot(s), {} message(s) waiting",
+                        q.free.len(),
+                        q.arrivals.len()
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<TxEntry, HwError> {
+        let st = self.pe(pe);
+        let port = st.ipcq.lock().unwrap();
+        let port = port
+            .as_ref()
+            .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
+        port.tx
+            .get(dir)
+            .cloned()
+            .ok_or_else(|| HwError::InvalidDirection {
+                pe: pe.to_string(),
+                dir: dir.to_string(),
+                installed: port.installed_dirs(),
+            })
+    }
+
+    /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
+    /// no such direction, or a message larger than a slot. These depend
+    /// on the installed tables only, so a kernel can be told at once.
+    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<TxEntry, HwError> {
+        let tx = self.tx_entry(pe, dir)?;
+        let slot_size = tx.queue.lock().unwrap().slot_size;
+        if nbytes > slot_size {
+            return Err(HwError::SlotTooSmall { nbytes, slot_size });
+        }
+        Ok(tx)
+    }
+
+    /// The checks of `tl.send` that need no simulated time (see
+    /// [`Machine::sendable`]).
+    pub fn check_send(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
+        self.sendable(pe, dir, nbytes).map(drop)
+    }
+
+    /// The checks of `tl.recv` that need no simulated time: `pe` has an
+    /// IPCQ and receives from `dir` (any direction when `None`).
+    pub fn check_recv(&self, pe: PeCoord, dir: Option<&str>) -> Result<(), HwError> {
+        let st = self.pe(pe);
+        let guard = st.ipcq.lock().unwrap();
+        let port = guard
+            .as_ref()
+            .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
+        match dir {
+            Some(d) if !port.rx.iter().any(|(name, _)| name == d) => {
+                Err(HwError::InvalidDirection {
+                    pe: pe.to_string(),
+                    dir: d.to_string(),
+                    installed: port.installed_dirs(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `tl.send`: blocks (in simulated time) until the peer has a free
+    /// slot, then issues the DMA into it and returns.
+    pub fn send(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Dir,
+        value: TensorRef,
+    ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
+        let m = self.clone();
+        async move {
+            let tx = m.sendable(pe, &dir, value.nbytes())?;
+            let nbytes = value.nbytes();
+            let (slot, visible) = loop {
+                let wait = {
+                    let mut q = tx.queue.lock().unwrap();
+                    match q.free.pop_front() {
+                        Some(s) => break s,
+                        None => q.freed.wait_past(q.freed.generation()),
+                    }
+                };
+                m.set_blocked(
+                    pe,
+                    Some(Blocked::SendNoSlot {
+                        dir: dir.clone(),
+                        peer: tx.peer,
+                    }),
+                );
+                wait.await;
+                m.set_blocked(pe, None);
+            };
+            engine::sleep_until(visible).await;
+            let ready = Event::new();
+            let (space, offset) = {
+                let mut q = tx.queue.lock().unwrap();
+                q.arrivals.push_back(Arrival {
+                    slot,
+                    nbytes,
+                    shape: value.shape.clone(),
+                    dtype: value.dtype,
+                    from: pe,
+                    ready: ready.clone(),
+                });
+                if let Some(port) = m.pe(tx.peer).ipcq.lock().unwrap().as_ref() {
+                    port.rx_notify.notify();
+                }
+                (q.space, q.slot_offset(slot))
+            };
+            m.dma(
+                "send",
+                pe,
+                (value.space, value.offset),
+                (space, offset),
+                nbytes,
+                vec![value],
+                ready,
+            )
+        }
+    }
+
+    /// `tl.recv` / `tl.recv-into`: waits for the next message from `dir`
+    /// (or any direction, round-robin) and returns the slot as a tensor, or
+    /// copies it to `dst` and returns that.
+    pub fn recv(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Option<Dir>,
+        shape: Shape,
+        dtype: Dtype,
+        dst: Option<u64>,
+    ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
+        let m = self.clone();
+        async move {
+            let want = dtype.nbytes(&shape)?;
+            let (queue, arrival) = m.take_arrival(pe, dir.as_ref()).await?;
+            if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
+                return Err(HwError::Mismatch {
+                    what: format!(
+                        "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
+                        dir.as_deref().unwrap_or("any"),
+                        shape,
+                        dtype.name(),
+                        arrival.from,
+                        arrival.shape,
+                        arrival.dtype.name(),
+                        arrival.nbytes
+                    ),
+                });
+            }
+            let (space, offset) = {
+                let q = queue.lock().unwrap();
+                (q.space, q.slot_offset(arrival.slot))
+            };
+            let slot = TensorInner::build(
+                space,
+                offset,
+                &shape,
+                dtype,
+                arrival.ready.clone(),
+                Hold::Slot {
+                    queue,
+                    slot: arrival.slot,
+                },
+            )?;
+            match dst {
+                None => Ok(slot),
+                Some(addr) => {
+                    let view = m.view(addr, &shape, dtype)?;
+                    let out = TensorInner::build(
+                        view.space,
+                        view.offset,
+                        &shape,
+                        dtype,
+                        Event::new(),
+                        Hold::None,
+                    )?;
+                    m.dma(
+                        "recv copy",
+                        pe,
+                        (space, offset),
+                        (out.space, out.offset),
+                        want,
+                        vec![slot],
+                        out.ready.clone(),
+                    )?;
+                    Ok(out)
+                }
+            }
+        }
+    }
+
+    async fn take_arrival(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Option<&Dir>,
+    ) -> Result<(SharedQueue, Arrival), HwError> {
+        let st = self.pe(pe);
+        loop {
+            let (picked, notify) = {
+                let mut guard = st.ipcq.lock().unwrap();
+                let port = guard
+                    .as_mut()
+                    .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
+                let n = port.rx.len();
+                let mut picked = None;
+                match dir {
+                    Some(d) => {
+                        let (_, q) =
+                            port.rx
+                                .iter()
+                                .find(|(name, _)| **name == **d)
+                                .ok_or_else(|| HwError::InvalidDirection {
+                                    pe: pe.to_string(),
+                                    dir: d.to_string(),
+                                    installed: port.installed_dirs(),
+                                })?;
+                        if let Some(a) = q.lock().unwrap().arrivals.pop_front() {
+                            picked = Some((q.clone(), a));
+                        }
+                    }
+                    None => {
+                        // Prefer a message whose data has landed, in round-robin order.
+                        for landed_only in [true, false] {
+                            for i in 0..n {
+                                let idx = (port.rr + i) % n;
+                                let q = &port.rx[idx].1;
+                                let mut qg = q.lock().unwrap();
+                                if qg
+                                    .arrivals
+                                    .front()
+                                    .is_some_and(|a| !landed_only || a.ready.is_set())
+                                {
+                                    let a = qg.arrivals.pop_front().unwrap();
+                                    drop(qg);
+                                    picked = Some((q.clone(), a));
+                                    port.rr = (idx + 1) % n;
+                                    break;
+                                }
+                            }
+                            if picked.is_some() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                (
+                    picked,
+                    port.rx_notify.wait_past(port.rx_notify.generation()),
+                )
+            };
+            if let Some((q, a)) = picked {
+                if !a.ready.is_set() {
+                    self.set_blocked(
+                        pe,
+                        Some(Blocked::RecvInFlight {
+                            dir: dir.cloned(),
+                            from: a.from,
+                        }),
+                    );
+                    a.ready.wait().await;
+                    self.set_blocked(pe, None);
+                }
+                return Ok((q, a));
+            }
+            self.set_blocked(pe, Some(Blocked::RecvWaiting { dir: dir.cloned() }));
+            notify.await;
+            self.set_blocked(pe, None);
+        }
+    }
+
+    fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
+        let mut senders = Vec::new();
+        for (p, st) in self.pes() {
+            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
+                for e in port.tx.values() {
+                    if e.peer == pe && dir.is_none_or(|want| e.peer_dir == want) {
+                        senders.push(p.to_string());
+                    }
+                }
+            }
+        }
+        senders.sort();
+        if senders.is_empty() {
+            "nobody (no neighbour sends to this direction)".into()
+        } else {
+            senders.join(" or ")
+        }
+    }
+}
