@@ -110,3 +110,34 @@ fn lrab_hierarchical_allreduce_on_rings_tori_and_meshes() {
         check_hierarchical(machine(6, "mesh_2d_no_wrap", Some(2), cubes));
     }
 }
+
+#[test]
+fn a_tcm_filled_by_ipcq_rings_says_so() {
+    // mesh_allreduce with its slots in TCM: the centre of a 3x3 mesh has
+    // 4 directions x 4 slots x 1 MiB = the whole 16 MiB TCM.
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+        "buffer_kind: sram        # 4 directions",
+        "buffer_kind: tcm         # 4 directions",
+    );
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let t = machine(9, "mesh_2d_no_wrap", Some(3), (4, 4));
+    let e = run(
+        "ccl_allreduce",
+        t,
+        c,
+        Some("mesh_allreduce"),
+        &["-b", "16", "-e", "16"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert_contains_all(
+        &e,
+        &[
+            "sip4.cube0.pe0: sip4.cube0.pe0.tcm (4 IPCQ receive ring(s) hold 16.0 MiB of it",
+            "buffer_kind",
+            "is full",
+        ],
+    );
+}

@@ -54,6 +54,11 @@ impl Machine {
                         free: a.free_bytes(),
                     })?
                 };
+                {
+                    let mut held = self.ipcq_held.lock().unwrap();
+                    let h = held.entry(space).or_default();
+                    *h = (h.0 + 1, h.1 + len);
+                }
                 let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
                 let credit_latency = self.router.distance(&back).latency_ps;
                 let queue = Arc::new(Mutex::new(RxQueue {

@@ -89,6 +89,9 @@ pub struct Machine {
     blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     /// Virtual ranges of placed tensors, per SIP.
     vmap: Arc<Mutex<VirtualMap>>,
+    /// IPCQ receive rings per space: (rings, bytes), to explain a full
+    /// memory.
+    ipcq_held: Mutex<FxHashMap<Space, (u32, u64)>>,
     stats: Mutex<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow); the run stops with it.
@@ -135,6 +138,7 @@ impl Machine {
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             vmap: Arc::default(),
+            ipcq_held: Mutex::default(),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget)),
@@ -233,7 +237,7 @@ impl Machine {
         let offset = {
             let mut a = alloc.lock().unwrap();
             a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
-                space: space.to_string(),
+                space: self.describe_full(space),
                 len,
                 free: a.free_bytes(),
             })?
@@ -254,6 +258,19 @@ impl Machine {
             self.memory.lock().unwrap().zero(space, offset, len)?;
         }
         Ok(t)
+    }
+
+    /// `space` as a full-memory error names it: with what the IPCQ rings
+    /// hold of it, when they hold any.
+    fn describe_full(&self, space: Space) -> String {
+        match self.ipcq_held.lock().unwrap().get(&space) {
+            Some(&(rings, bytes)) => format!(
+                "{space} ({rings} IPCQ receive ring(s) hold {} of it: move them with the algorithm's \
+                 buffer_kind or shrink n_slots / slot_kib in ccl.yaml)",
+                crate::budget::human_bytes(bytes)
+            ),
+            None => space.to_string(),
+        }
     }
 
     fn scratch(&self, pe: PeCoord, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
