@@ -42,22 +42,15 @@ pub mod torch {
     use super::raw::torch as t;
     use crate::Dtype;
 
+    /// `DPPolicy(cube=..., pe=..., num_cubes=..., num_pes=...)` (the WIT
+    /// record): how a tensor is laid out over the cubes of the device, then
+    /// over the PEs of each cube (seed ADR-0026). There is no SIP field:
+    /// the device is the one chosen with `ahbm::set_device`.
+    pub use t::DpPolicy;
     pub use t::{DpMode, ShardSpec};
 
     /// A device tensor on the calling rank's current device.
     pub struct Tensor(pub(crate) t::Tensor);
-
-    /// `DPPolicy(cube=..., pe=..., num_cubes=..., num_pes=...)`: how a
-    /// tensor is laid out over the cubes of the device, then over the PEs
-    /// of each cube (seed ADR-0026). There is no SIP field: the device is
-    /// the one chosen with `ahbm::set_device`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DpPolicy {
-        pub cube: DpMode,
-        pub pe: DpMode,
-        pub num_cubes: u32,
-        pub num_pes: u32,
-    }
 
     impl DpPolicy {
         pub fn new(cube: DpMode, pe: DpMode, num_cubes: u32, num_pes: u32) -> Self {
@@ -82,12 +75,6 @@ pub mod torch {
         dp: DpPolicy,
         name: &str,
     ) -> Result<Tensor, String> {
-        let dp = t::DpPolicy {
-            cube: dp.cube,
-            pe: dp.pe,
-            num_cubes: dp.num_cubes,
-            num_pes: dp.num_pes,
-        };
         t::zeros(shape, dtype.into(), Some(dp), name).map(Tensor)
     }
 

@@ -48,6 +48,19 @@ pub fn broadcast_line<T: Tl>(
     acc
 }
 
+/// All-reduce along a line of `len` ranks: [`reduce_line`] towards
+/// position 0, then [`broadcast_line`] back; every rank returns the sum.
+pub fn allreduce_line<T: Tl>(
+    tl: &T,
+    acc: T::Tensor,
+    at: (u32, u32),
+    dirs: Line,
+    tile: (&[u32], Dtype),
+) -> T::Tensor {
+    let sum = reduce_line(tl, acc, at, dirs, tile);
+    broadcast_line(tl, sum, at, dirs, tile)
+}
+
 /// The seed's ring all-reduce (seed 003 §2) over a ring of `len` ranks:
 /// `len − 1` times send the current tile `east`, add the one received from
 /// `west`, and forward what was received (`current = recv`), so every

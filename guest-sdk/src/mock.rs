@@ -36,25 +36,22 @@ pub struct MockConfig {
 }
 
 impl MockConfig {
-    pub fn ring(world_size: u32, dtype: Dtype, kernel_args: Vec<i64>) -> Self {
+    /// `world_size` ranks on the table `topology` (a 2-D table: the
+    /// squarest grid unless `grid_w` is set), 4 slots per direction.
+    pub fn new(topology: &str, world_size: u32, dtype: Dtype, kernel_args: Vec<i64>) -> Self {
         MockConfig {
             world_size,
-            topology: "ring_1d".into(),
+            topology: topology.into(),
             grid_w: 0,
             n_slots: 4,
             dtype,
             kernel_args,
         }
     }
-}
 
-/// The compass direction opposite `dir`.
-fn opposite(dir: &str) -> &'static str {
-    match dir {
-        "E" => "W",
-        "W" => "E",
-        "N" => "S",
-        _ => "N",
+    /// [`MockConfig::new`] on `ring_1d`.
+    pub fn ring(world_size: u32, dtype: Dtype, kernel_args: Vec<i64>) -> Self {
+        Self::new("ring_1d", world_size, dtype, kernel_args)
     }
 }
 
@@ -76,8 +73,9 @@ impl MockConfig {
 }
 
 /// `(direction, peer rank, direction the peer receives from)` of `rank`:
-/// the host's builtin tables (`host/src/ccl/tables.rs`).
-fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
+/// the host's builtin tables (`host/src/ccl/tables.rs`, whose tests check
+/// that the two agree).
+pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
     let n = cfg.world_size;
     let e = |d: &str, peer: u32, pd: &str| (d.to_string(), peer, pd.to_string());
     match cfg.topology.as_str() {
@@ -108,7 +106,13 @@ fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
             let (x, y) = (rank % w, rank / w);
             let wrap = cfg.topology == "torus_2d";
             let mut v = Vec::new();
-            for (d, dx, dy) in [("E", 1i64, 0i64), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)] {
+            let compass = [
+                ("E", 1i64, 0i64, "W"),
+                ("W", -1, 0, "E"),
+                ("S", 0, 1, "N"),
+                ("N", 0, -1, "S"),
+            ];
+            for (d, dx, dy, back) in compass {
                 let (mut nx, mut ny) = (x as i64 + dx, y as i64 + dy);
                 if wrap {
                     nx = nx.rem_euclid(w as i64);
@@ -120,7 +124,7 @@ fn neighbours(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
                     && ny < h as i64
                     && (nx, ny) != (x as i64, y as i64)
                 {
-                    v.push(e(d, ny as u32 * w + nx as u32, opposite(d)));
+                    v.push(e(d, ny as u32 * w + nx as u32, back));
                 }
             }
             v
@@ -371,7 +375,7 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
         (0..n).map(|_| HashMap::new()).collect();
     let mut rx: Vec<Vec<(String, Receiver<Vec<u8>>)>> = (0..n).map(|_| Vec::new()).collect();
     for r in 0..n {
-        for (dir, peer, peer_dir) in neighbours(cfg, r) {
+        for (dir, peer, peer_dir) in table(cfg, r) {
             let (s, q) = sync_channel(cfg.n_slots);
             tx[r as usize].insert(dir, s);
             rx[peer as usize].push((peer_dir, q));

@@ -25,7 +25,6 @@ use crate::units::{Ps, Rate};
 /// The machine figures the all-reduce bound needs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AllReduceBound {
-    pub world_size: u32,
     /// DMA set-up of one command (ps).
     pub setup: Ps,
     /// Latency of one inter-SIP link (ps).
@@ -59,7 +58,6 @@ impl AllReduceBound {
             return None;
         }
         Some(AllReduceBound {
-            world_size,
             setup,
             link_latency,
             diameter: sip_diameter(

@@ -2,7 +2,8 @@
 //! collective algorithms and kernels run as WebAssembly components.
 //!
 //! Layers (DESIGN §2), lower never imports upper:
-//! `config` → `topology` / `placement` → `routing` → `engine` / `hw` → `runtime` → `report`.
+//! `config` → `topology` / `placement` / `ccl` (rank mapping, IPCQ tables)
+//! → `routing` / `bounds` → `engine` / `hw` → `runtime` → `report`.
 
 pub mod address;
 pub mod bounds;

@@ -271,7 +271,6 @@ mod tests {
             alpha_ps: 1_000,
             bandwidth: Rate::from_giga_per_s(100.0),
             bound: Some(crate::bounds::AllReduceBound {
-                world_size: 4,
                 setup: 20,
                 link_latency: 500,
                 diameter: 2,

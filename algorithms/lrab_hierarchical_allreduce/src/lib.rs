@@ -16,7 +16,9 @@
 //! 3. **Broadcast inside the SIP**: back south along the first column, then
 //!    east along each row.
 
-use kernbench_guest::helpers::{broadcast_line, reduce_line, ring_allreduce as ring, Line};
+use kernbench_guest::helpers::{
+    allreduce_line, broadcast_line, reduce_line, ring_allreduce as ring,
+};
 use kernbench_guest::prelude::*;
 use kernbench_guest::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
 
@@ -74,12 +76,8 @@ impl Algorithm for LrabHierarchicalAllreduce {
                 }
                 SipPhase::Mesh => {
                     let (x, y) = (sip_rank % sip_w, sip_rank / sip_w);
-                    let line = |acc, pos, len, dirs: Line| {
-                        let sum = reduce_line(tl, acc, (pos, len), dirs, tile);
-                        broadcast_line(tl, sum, (pos, len), dirs, tile)
-                    };
-                    let row = line(acc, x, sip_w, ("global_W", "global_E"));
-                    line(row, y, sip_h, ("global_N", "global_S"))
+                    let row = allreduce_line(tl, acc, (x, sip_w), ("global_W", "global_E"), tile);
+                    allreduce_line(tl, row, (y, sip_h), ("global_N", "global_S"), tile)
                 }
             };
         }
@@ -124,12 +122,8 @@ mod tests {
         // ring; the mock's ring_1d table uses E / W, so it stands in for
         // global_E / global_W through a table of its own names.
         for ws in [1u32, 2, 3, 5] {
-            let mut cfg = MockConfig::ring(
-                ws,
-                Dtype::F16,
-                LrabHierarchicalAllreduce::kernel_args(ws, 8, 1, 1),
-            );
-            cfg.topology = "global_ring".into();
+            let args = LrabHierarchicalAllreduce::kernel_args(ws, 8, 1, 1);
+            let cfg = MockConfig::new("global_ring", ws, Dtype::F16, args);
             assert_allreduce_sums::<LrabHierarchicalAllreduce>(&cfg, 8);
         }
     }

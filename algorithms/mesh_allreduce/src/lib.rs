@@ -8,22 +8,10 @@
 //! rank's tile ends holding the total. Uncontended, a phase over a line of
 //! k ranks costs 2(k−1) messages plus k−1 adds on the critical path.
 
-use kernbench_guest::helpers::{broadcast_line, reduce_line, Line};
+use kernbench_guest::helpers::allreduce_line;
 use kernbench_guest::prelude::*;
 
 pub struct MeshAllreduce;
-
-/// All-reduce along a line: reduce towards position 0, then broadcast back.
-fn line_allreduce<T: Tl>(
-    tl: &T,
-    acc: T::Tensor,
-    at: (u32, u32),
-    dirs: Line,
-    tile: (&[u32], Dtype),
-) -> T::Tensor {
-    let sum = reduce_line(tl, acc, at, dirs, tile);
-    broadcast_line(tl, sum, at, dirs, tile)
-}
 
 impl Algorithm for MeshAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
@@ -38,8 +26,8 @@ impl Algorithm for MeshAllreduce {
 
         let tile = (&[n_elem][..], Dtype::F16);
         let acc = tl.load(addr, &[n_elem], Dtype::F16);
-        let acc = line_allreduce(tl, acc, (x, w), ("W", "E"), tile);
-        let acc = line_allreduce(tl, acc, (y, h), ("N", "S"), tile);
+        let acc = allreduce_line(tl, acc, (x, w), ("W", "E"), tile);
+        let acc = allreduce_line(tl, acc, (y, h), ("N", "S"), tile);
         tl.store(addr, &acc);
     }
 
@@ -58,8 +46,8 @@ mod tests {
     #[test]
     fn every_rank_gets_the_sum_in_the_mock() {
         for (ws, w) in [(1u32, 1u32), (3, 3), (4, 2), (6, 3), (6, 2), (9, 3)] {
-            let mut cfg = MockConfig::ring(ws, Dtype::F16, MeshAllreduce::kernel_args(ws, 8, 4, 4));
-            cfg.topology = "mesh_2d".into();
+            let args = MeshAllreduce::kernel_args(ws, 8, 4, 4);
+            let mut cfg = MockConfig::new("mesh_2d", ws, Dtype::F16, args);
             cfg.grid_w = w;
             assert_allreduce_sums::<MeshAllreduce>(&cfg, 8);
         }

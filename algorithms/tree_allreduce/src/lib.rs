@@ -6,8 +6,8 @@
 //! children. Every rank's tile (`pe_tile_addr`) ends holding the sum.
 //!
 //! Uncontended time, for a tree of depth d = ⌊log2 p⌋: the slowest path is
-//! 2d messages (d up, d down) plus the adds on the way up; see
-//! `tests/algorithms.rs` for the exact form checked on a full tree.
+//! 2d messages (d up, d down) plus the adds on the way up; the exact form
+//! for 3 ranks is checked in `tests/timing.rs`.
 
 use kernbench_guest::prelude::*;
 
@@ -60,9 +60,8 @@ mod tests {
     #[test]
     fn every_rank_gets_the_sum_in_the_mock() {
         for ws in [1u32, 2, 3, 5, 7, 8] {
-            let mut cfg =
-                MockConfig::ring(ws, Dtype::F16, TreeAllreduce::kernel_args(ws, 16, 4, 4));
-            cfg.topology = "tree_binary".into();
+            let args = TreeAllreduce::kernel_args(ws, 16, 4, 4);
+            let cfg = MockConfig::new("tree_binary", ws, Dtype::F16, args);
             assert_allreduce_sums::<TreeAllreduce>(&cfg, 16);
         }
     }

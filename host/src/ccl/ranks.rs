@@ -30,8 +30,8 @@ pub enum RankMode {
 pub struct RankMap {
     pub world_size: u32,
     pub mode: RankMode,
-    cubes: u32,
-    pes: u32,
+    /// (cubes per SIP, PEs per cube).
+    dims: (u32, u32),
 }
 
 /// A world size the machine cannot hold.
@@ -56,49 +56,42 @@ impl RankMap {
         Ok(RankMap {
             world_size,
             mode,
-            cubes,
-            pes,
+            dims: spec.pe_dims(),
         })
     }
 
     /// The PEs that run rank `rank`'s kernel.
     pub fn participants(&self, rank: u32) -> Vec<PeCoord> {
+        let (cubes, pes) = self.dims;
+        let pe = |cube, pe| PeCoord {
+            sip: rank,
+            cube,
+            pe,
+        };
         match self.mode {
-            RankMode::Sip(Mapper::LeaderOnly) => vec![PeCoord {
+            RankMode::Sip(Mapper::AllPes) => (0..cubes)
+                .flat_map(|c| (0..pes).map(move |p| pe(c, p)))
+                .collect(),
+            RankMode::Sip(Mapper::CubeLeaders) => (0..cubes).map(|c| pe(c, 0)).collect(),
+            RankMode::Sip(Mapper::LeaderOnly) | RankMode::FlatPe => vec![self.first_pe(rank)],
+        }
+    }
+
+    /// The first of rank `rank`'s PEs.
+    pub fn first_pe(&self, rank: u32) -> PeCoord {
+        match self.mode {
+            RankMode::Sip(_) => PeCoord {
                 sip: rank,
                 cube: 0,
                 pe: 0,
-            }],
-            RankMode::Sip(Mapper::AllPes) => (0..self.cubes)
-                .flat_map(|cube| {
-                    (0..self.pes).map(move |pe| PeCoord {
-                        sip: rank,
-                        cube,
-                        pe,
-                    })
-                })
-                .collect(),
-            RankMode::Sip(Mapper::CubeLeaders) => (0..self.cubes)
-                .map(|cube| PeCoord {
-                    sip: rank,
-                    cube,
-                    pe: 0,
-                })
-                .collect(),
-            RankMode::FlatPe => {
-                let per_sip = self.cubes * self.pes;
-                vec![PeCoord {
-                    sip: rank / per_sip,
-                    cube: rank % per_sip / self.pes,
-                    pe: rank % self.pes,
-                }]
-            }
+            },
+            RankMode::FlatPe => PeCoord::from_flat_index(rank as u64, self.dims),
         }
     }
 
     /// The SIP rank `rank` runs on.
     pub fn sip(&self, rank: u32) -> u32 {
-        self.participants(rank)[0].sip
+        self.first_pe(rank).sip
     }
 
     /// Every participant, rank after rank.

@@ -39,17 +39,6 @@ pub type NeighbourTables = BTreeMap<PeCoord, Vec<Neighbour>>;
 #[error("{0}")]
 pub struct TableError(pub String);
 
-/// The direction a message sent towards compass direction `dir` arrives
-/// from (E ↔ W, N ↔ S).
-fn opposite(dir: &str) -> &'static str {
-    match dir {
-        "E" => "W",
-        "W" => "E",
-        "N" => "S",
-        _ => "N",
-    }
-}
-
 /// The table `topo` over `pes` (flat order) on the machine `spec`.
 pub fn for_machine(
     topo: NeighbourTopology,
@@ -67,8 +56,14 @@ pub fn for_machine(
     }
 }
 
-/// Grid steps of the four compass directions.
-const COMPASS: [(&str, i64, i64); 4] = [("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)];
+/// The four compass directions: name, grid step, and the direction a
+/// message sent that way arrives from (E ↔ W, N ↔ S).
+const COMPASS: [(&str, i64, i64, &str); 4] = [
+    ("E", 1, 0, "W"),
+    ("W", -1, 0, "E"),
+    ("S", 0, 1, "N"),
+    ("N", 0, -1, "S"),
+];
 
 /// The neighbour of `(x, y)` one step `(dx, dy)` away on a `w × h` grid
 /// (wrapping when `wrap`), if any and not itself.
@@ -123,24 +118,20 @@ pub fn intercube_multisip(
         };
         let (cx, cy) = (pe.cube % cw, pe.cube / cw);
         let (sx, sy) = (pe.sip % grid.0, pe.sip / grid.0);
-        for (d, dx, dy) in COMPASS {
+        for (d, dx, dy, back) in COMPASS {
             if let Some((nx, ny)) = grid_step(cx, cy, (dx, dy), (cw, ch), false) {
                 let peer = PeCoord {
                     cube: ny * cw + nx,
                     ..pe
                 };
-                add(d.into(), peer, opposite(d).into());
+                add(d.into(), peer, back.into());
             }
             if let Some((nx, ny)) = grid_step(sx, sy, (dx, dy), grid, wrap) {
                 let peer = PeCoord {
                     sip: ny * grid.0 + nx,
                     ..pe
                 };
-                add(
-                    format!("global_{d}"),
-                    peer,
-                    format!("global_{}", opposite(d)),
-                );
+                add(format!("global_{d}"), peer, format!("global_{back}"));
             }
         }
     }
@@ -190,9 +181,9 @@ pub fn builtin(
             }
             let wrap = topo == NeighbourTopology::Torus2d;
             for r in 0..n {
-                for (d, dx, dy) in COMPASS {
+                for (d, dx, dy, back) in COMPASS {
                     if let Some((nx, ny)) = grid_step(r % w, r / w, (dx, dy), (w, h), wrap) {
-                        link(r, d, ny * w + nx, opposite(d));
+                        link(r, d, ny * w + nx, back);
                     }
                 }
             }
@@ -297,6 +288,43 @@ mod tests {
         );
         let e = intercube_multisip(&pes, SipTopology::Torus2d, (2, 2), (2, 2)).unwrap_err();
         assert!(e.0.contains("grid 2x2, got 3"), "{e}");
+    }
+
+    #[test]
+    fn the_guest_sdk_mock_lays_the_same_tables() {
+        use kernbench_guest::mock::{table, MockConfig};
+        let cases = [
+            ("ring_1d", NeighbourTopology::Ring1d),
+            ("tree_binary", NeighbourTopology::TreeBinary),
+            ("mesh_2d", NeighbourTopology::Mesh2d),
+            ("torus_2d", NeighbourTopology::Torus2d),
+        ];
+        for (name, topo) in cases {
+            for (n, w) in [
+                (1, 1),
+                (2, 2),
+                (3, 3),
+                (5, 5),
+                (6, 3),
+                (6, 2),
+                (8, 4),
+                (9, 3),
+            ] {
+                let grid = (w, n / w);
+                let host = builtin(topo, &pes(n), grid).unwrap();
+                let mut cfg = MockConfig::new(name, n, kernbench_guest::Dtype::F16, vec![]);
+                cfg.grid_w = w;
+                for r in 0..n {
+                    let mut mock = table(&cfg, r);
+                    mock.sort();
+                    let mut host = host
+                        .get(&pes(n)[r as usize])
+                        .map_or(vec![], |_| dirs(&host, r));
+                    host.sort();
+                    assert_eq!(mock, host, "{name}, {n} ranks ({w} wide), rank {r}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -97,6 +97,14 @@ impl Validator {
             Validator::MultiPeSipLocal => "multi_pe_sip_local",
         }
     }
+
+    /// The shards a rank's tensor must have on its SIP of `spec`.
+    pub fn shards_needed(self, spec: &super::TopologySpec) -> u32 {
+        match self {
+            Validator::SingleShardPerRank => 1,
+            Validator::MultiPeSipLocal => spec.cubes_per_sip() * spec.pes_per_cube(),
+        }
+    }
 }
 
 impl NeighbourTopology {
@@ -204,85 +212,78 @@ impl CclConfig {
             cfg.base_dir = p.parent().map(|d| d.to_path_buf());
         }
         cfg.origin = Some(origin.clone());
-        if cfg.defaults.algorithm.is_empty() {
-            let names: Vec<&String> = cfg.algorithms.keys().collect();
-            match names.as_slice() {
-                [only] => cfg.defaults.algorithm = only.to_string(),
-                _ => {
-                    return Err(ConfigError::Invalid {
-                        origin,
-                        message: format!(
-                            "no defaults.algorithm and {} algorithm entries ({}): add `defaults: {{algorithm: <name>}}`",
-                            names.len(),
-                            names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
-                        ),
-                    })
+        cfg.check()
+            .map_err(|message| ConfigError::Invalid { origin, message })?;
+        Ok(cfg)
+    }
+
+    /// The names of the algorithm entries, for messages.
+    fn known(&self) -> String {
+        let names: Vec<&str> = self.algorithms.keys().map(String::as_str).collect();
+        names.join(", ")
+    }
+
+    /// Pick the default algorithm when left out, then check every entry;
+    /// the message says what is wrong and where.
+    fn check(&mut self) -> Result<(), String> {
+        if self.defaults.algorithm.is_empty() {
+            match self.algorithms.keys().collect::<Vec<_>>().as_slice() {
+                [only] => self.defaults.algorithm = only.to_string(),
+                names => {
+                    return Err(format!(
+                        "no defaults.algorithm and {} algorithm entries ({}): add `defaults: {{algorithm: <name>}}`",
+                        names.len(),
+                        self.known()
+                    ))
                 }
             }
         }
-        if !cfg.algorithms.contains_key(&cfg.defaults.algorithm) {
-            return Err(ConfigError::Invalid {
-                origin,
-                message: format!(
-                    "defaults.algorithm is {:?}, but algorithms has no such entry (known: {})",
-                    cfg.defaults.algorithm,
-                    cfg.algorithms
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            });
+        if !self.algorithms.contains_key(&self.defaults.algorithm) {
+            return Err(format!(
+                "defaults.algorithm is {:?}, but algorithms has no such entry (known: {})",
+                self.defaults.algorithm,
+                self.known()
+            ));
         }
-        for (name, a) in &cfg.algorithms {
+        for (name, a) in &self.algorithms {
             if a.n_slots == 0 || a.n_slots > 1024 {
-                return Err(ConfigError::Invalid {
-                    origin,
-                    message: format!(
-                        "algorithms.{name}.n_slots must be in 1..=1024, got {}",
-                        a.n_slots
-                    ),
-                });
+                return Err(format!(
+                    "algorithms.{name}.n_slots must be in 1..=1024, got {}",
+                    a.n_slots
+                ));
             }
-            let invalid = |message: String| ConfigError::Invalid {
-                origin: origin.clone(),
-                message,
-            };
             if a.slot_kib.is_some() && a.slot_size.is_some() {
-                return Err(invalid(format!(
+                return Err(format!(
                     "algorithms.{name} gives both slot_kib and slot_size: give one (slot_size is in bytes)"
-                )));
+                ));
             }
             if let Some(k) = a.slot_kib {
                 if k == 0 || k > MAX_SLOT_BYTES / 1024 {
-                    return Err(invalid(format!(
+                    return Err(format!(
                         "algorithms.{name}.slot_kib must be in 1..={}, got {k}",
                         MAX_SLOT_BYTES / 1024
-                    )));
+                    ));
                 }
             }
             if let Some(b) = a.slot_size {
                 if b == 0 || b > MAX_SLOT_BYTES {
-                    return Err(invalid(format!(
+                    return Err(format!(
                         "algorithms.{name}.slot_size must be in 1..={MAX_SLOT_BYTES} bytes, got {b}"
-                    )));
+                    ));
                 }
             }
             if let Some(key) = a.params.keys().find(|k| !is_param(k)) {
-                return Err(invalid(format!(
+                return Err(format!(
                     "algorithms.{name} has an unknown key '{key}': known keys are module, topology, buffer_kind, \
                      n_slots, slot_kib, slot_size, mapper, validator, world_size, n_elem, and algorithm \
                      parameters chunk_size, reduce_op and kernel_*"
-                )));
+                ));
             }
             if a.world_size == Some(0) {
-                return Err(ConfigError::Invalid {
-                    origin,
-                    message: format!("algorithms.{name}.world_size must be > 0"),
-                });
+                return Err(format!("algorithms.{name}.world_size must be > 0"));
             }
         }
-        Ok(cfg)
+        Ok(())
     }
 
     pub fn default_embedded() -> Self {
@@ -300,11 +301,7 @@ impl CclConfig {
                 origin: self.origin.clone().unwrap_or(Origin::Embedded("ccl.yaml")),
                 message: format!(
                     "no algorithm {name:?} in ccl.yaml (known: {})",
-                    self.algorithms
-                        .keys()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.known()
                 ),
             })
     }

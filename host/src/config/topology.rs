@@ -358,6 +358,11 @@ impl TopologySpec {
     pub fn cubes_per_sip(&self) -> u32 {
         self.sip.cube_mesh.w * self.sip.cube_mesh.h
     }
+    /// (cubes per SIP, PEs per cube): the dimensions of the (SIP, cube,
+    /// PE) order of [`crate::topology::PeCoord::flat_index`].
+    pub fn pe_dims(&self) -> (u32, u32) {
+        (self.cubes_per_sip(), self.pes_per_cube())
+    }
 
     pub fn pes_per_cube(&self) -> u32 {
         self.cube.pe_layout.corners.len() as u32 * self.cube.pe_layout.pe_per_corner

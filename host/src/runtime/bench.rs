@@ -26,8 +26,6 @@ pub struct BenchTensor {
     pub placed: PlacedTensor,
     pub shape: Vec<u32>,
     pub dtype: Dtype,
-    /// Width of the tensor seen as 2-D (its last dimension).
-    cols: u32,
     pub name: String,
 }
 
@@ -43,6 +41,11 @@ impl BenchTensor {
     /// The SIP the tensor lives on.
     pub fn sip(&self) -> u32 {
         self.placed.sip
+    }
+
+    /// Width of the tensor seen as 2-D (its last dimension).
+    fn cols(&self) -> u32 {
+        self.shape.last().copied().unwrap_or(1)
     }
 
     /// What a collective needs to know of the tensor.
@@ -64,7 +67,7 @@ impl BenchTensor {
         let item = self.dtype.itemsize();
         let count = bytes.len() as u64 / item;
         let specs = &self.placed.specs;
-        for p in placement::pieces(specs, self.cols, (first, count), true) {
+        for p in placement::pieces(specs, self.cols(), (first, count), true) {
             let block = &self.placed.blocks[p.shard];
             let at = ((p.tensor_elem - first) * item) as usize;
             machine
@@ -83,7 +86,7 @@ impl BenchTensor {
     fn read(&self, machine: &Machine, first: u64, count: u64) -> Vec<u8> {
         let item = self.dtype.itemsize();
         let mut out = Vec::with_capacity((count * item) as usize);
-        for p in placement::pieces(&self.placed.specs, self.cols, (first, count), false) {
+        for p in placement::pieces(&self.placed.specs, self.cols(), (first, count), false) {
             let block = &self.placed.blocks[p.shard];
             out.extend(machine.host_read(
                 block.space,
@@ -365,12 +368,10 @@ impl torch::Host for BenchHost {
             Ok(p) => p,
             Err(e) => return Ok(Err(format!("{}: {e}", call()))),
         };
-        let cols = placement::shape_2d(&shape).map_or(1, |(_, c)| c);
         Ok(Ok(self.table.push(BenchTensor {
             placed,
             shape,
             dtype,
-            cols,
             name,
         })?))
     }

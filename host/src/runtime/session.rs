@@ -212,8 +212,8 @@ impl Session {
         let mut bw: Option<crate::units::Rate> = None;
         for r in 0..n {
             let (a, b) = (
-                pg.ranks.participants(r as u32)[0],
-                pg.ranks.participants(((r + 1) % n) as u32)[0],
+                pg.ranks.first_pe(r as u32),
+                pg.ranks.first_pe(((r + 1) % n) as u32),
             );
             let path = self
                 .machine
@@ -349,13 +349,19 @@ impl Session {
             Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
-        if let Err(e) = validate(pg.validator, &tensor, spec_shards(&self.machine)) {
-            return Ok(Err(DistError::ValueError(format!(
-                "all_reduce on rank {} ({} validator of '{}'): {e}",
-                ranks[0],
-                pg.validator.map_or("", Validator::name),
-                pg.algorithm
-            ))));
+        if let Some(v) = pg.validator {
+            let want = v.shards_needed(&self.machine.topo.spec);
+            if tensor.shards != want {
+                return Ok(Err(DistError::ValueError(format!(
+                    "all_reduce on rank {} ({} validator of '{}'): the tensor has {} shard(s) on SIP {}, \
+                     the algorithm needs {want} (place it with a DPPolicy that gives {want})",
+                    ranks[0],
+                    v.name(),
+                    pg.algorithm,
+                    tensor.shards,
+                    tensor.sip
+                ))));
+            }
         }
         let kargs = match self.kernel_args(&pg, tensor.shard_numel).await {
             Ok(k) => k,
@@ -435,11 +441,11 @@ impl Session {
             }
         }
         if let Some(tr) = &self.machine.trace {
+            let name = format!("all_reduce {} B", tensor.nbytes);
             for &r in &ranks {
-                let name = format!("all_reduce {} B", tensor.nbytes);
                 tr.record(
                     crate::hw::trace::Track::Rank(r),
-                    name,
+                    name.clone(),
                     started,
                     engine::now(),
                 );
@@ -670,27 +676,5 @@ impl Session {
         } else {
             Err(errors.join("\n"))
         }
-    }
-}
-
-/// Shards a `multi_pe_sip_local` tensor has on its SIP: one per PE.
-fn spec_shards(m: &Machine) -> u32 {
-    m.topo.spec.cubes_per_sip() * m.topo.spec.pes_per_cube()
-}
-
-/// ccl.yaml's `validator` on the tensor of one rank (seed 004 D8).
-fn validate(v: Option<Validator>, t: &CollectiveTensor, pes_per_sip: u32) -> Result<(), String> {
-    let want = match v {
-        None => return Ok(()),
-        Some(Validator::SingleShardPerRank) => 1,
-        Some(Validator::MultiPeSipLocal) => pes_per_sip,
-    };
-    if t.shards == want {
-        Ok(())
-    } else {
-        Err(format!(
-            "the tensor has {} shard(s) on SIP {}, the algorithm needs {want} (place it with a DPPolicy that gives {want})",
-            t.shards, t.sip
-        ))
     }
 }

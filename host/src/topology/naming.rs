@@ -93,6 +93,26 @@ pub struct PeCoord {
     pub pe: u32,
 }
 
+impl PeCoord {
+    /// Index of this PE in (SIP, cube, PE) order on a machine of `cubes`
+    /// cubes per SIP and `pes` PEs per cube ([`TopologySpec::pe_dims`]).
+    ///
+    /// [`TopologySpec::pe_dims`]: crate::config::TopologySpec::pe_dims
+    pub fn flat_index(self, (cubes, pes): (u32, u32)) -> u64 {
+        (self.sip as u64 * cubes as u64 + self.cube as u64) * pes as u64 + self.pe as u64
+    }
+
+    /// The PE at `index` in (SIP, cube, PE) order (see [`PeCoord::flat_index`]).
+    pub fn from_flat_index(index: u64, (cubes, pes): (u32, u32)) -> PeCoord {
+        let (cubes, pes) = (cubes as u64, pes as u64);
+        PeCoord {
+            sip: (index / (cubes * pes)) as u32,
+            cube: (index / pes % cubes) as u32,
+            pe: (index % pes) as u32,
+        }
+    }
+}
+
 impl fmt::Display for PeCoord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

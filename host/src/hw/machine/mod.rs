@@ -174,12 +174,8 @@ impl Machine {
     /// The state of `pe`, a PE of this machine (every `PeCoord` the
     /// machine is given comes from its topology or a resolved address).
     fn pe(&self, pe: PeCoord) -> &PeState {
-        let spec = &self.topo.spec;
-        let index = (pe.sip as usize * spec.cubes_per_sip() as usize + pe.cube as usize)
-            * spec.pes_per_cube() as usize
-            + pe.pe as usize;
         self.pes
-            .get(index)
+            .get(pe.flat_index(self.topo.spec.pe_dims()) as usize)
             .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
             .get_or_init(|| {
                 Box::new(PeState {
@@ -195,16 +191,10 @@ impl Machine {
 
     /// Every PE that has state, in `PeCoord` order.
     fn pes(&self) -> impl Iterator<Item = (PeCoord, &PeState)> {
-        let spec = &self.topo.spec;
-        let (cubes, pes) = (spec.cubes_per_sip(), spec.pes_per_cube());
+        let dims = self.topo.spec.pe_dims();
         self.pes.iter().enumerate().filter_map(move |(i, st)| {
-            let i = i as u32;
-            let pe = PeCoord {
-                sip: i / (cubes * pes),
-                cube: i / pes % cubes,
-                pe: i % pes,
-            };
-            st.get().map(|st| (pe, &**st))
+            st.get()
+                .map(|st| (PeCoord::from_flat_index(i as u64, dims), &**st))
         })
     }
 
