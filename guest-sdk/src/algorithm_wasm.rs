@@ -1,7 +1,7 @@
 //! [`Tl`] over the `kernbench:sim/tl` imports, and the export macro.
 
-use crate::__algorithm::kernbench::sim::{tl, types};
-use crate::{BinOp, Dtype, Tensor, Tl};
+use crate::__algorithm::kernbench::sim::{ccl, tl, types};
+use crate::{BinOp, Dtype, EntryDefaults, Link, ParamValue, Params, Tensor, Tl};
 
 impl From<Dtype> for types::Dtype {
     fn from(d: Dtype) -> Self {
@@ -98,6 +98,58 @@ impl Tl for WasmTl {
     }
 }
 
+/// The WIT parameters as [`Params`].
+#[doc(hidden)]
+pub fn params_in(params: Vec<ccl::Param>) -> Params {
+    Params::new(
+        params
+            .into_iter()
+            .map(|p| {
+                let v = match p.value {
+                    ccl::ParamValue::Int(v) => ParamValue::Int(v),
+                    ccl::ParamValue::Float(v) => ParamValue::Float(v),
+                    ccl::ParamValue::Text(v) => ParamValue::Text(v),
+                    ccl::ParamValue::Flag(v) => ParamValue::Flag(v),
+                };
+                (p.name, v)
+            })
+            .collect(),
+    )
+}
+
+#[doc(hidden)]
+pub fn entry_defaults_out(d: EntryDefaults) -> ccl::EntryDefaults {
+    ccl::EntryDefaults {
+        topology: d.topology.map(str::to_string),
+        mapper: d.mapper.map(str::to_string),
+        buffer_kind: d.buffer_kind.map(str::to_string),
+        n_slots: d.n_slots,
+        slot_size: d.slot_size,
+    }
+}
+
+#[doc(hidden)]
+pub fn links_in(map: Vec<ccl::Link>) -> Vec<Link> {
+    map.into_iter()
+        .map(|l| Link {
+            dir: l.dir,
+            peer: l.peer,
+            peer_dir: l.peer_dir,
+        })
+        .collect()
+}
+
+#[doc(hidden)]
+pub fn links_out(map: Vec<Link>) -> Vec<ccl::Link> {
+    map.into_iter()
+        .map(|l| ccl::Link {
+            dir: l.dir,
+            peer: l.peer,
+            peer_dir: l.peer_dir,
+        })
+        .collect()
+}
+
 /// Export a type implementing [`crate::Algorithm`] as the component's
 /// `algorithm` world. Use once per crate:
 ///
@@ -126,6 +178,40 @@ macro_rules! export_algorithm {
                 }
                 fn topo_name_to_kind(name: ::std::string::String) -> ::std::option::Option<i32> {
                     <$ty as $crate::Algorithm>::topo_name_to_kind(&name)
+                }
+                fn kernel_args_with(
+                    world_size: u32,
+                    n_elem: u64,
+                    cube_w: u32,
+                    cube_h: u32,
+                    params: ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Param>,
+                ) -> ::std::result::Result<::std::vec::Vec<i64>, ::std::string::String> {
+                    <$ty as $crate::Algorithm>::kernel_args_with(
+                        world_size,
+                        n_elem,
+                        cube_w,
+                        cube_h,
+                        &$crate::algorithm_wasm::params_in(params),
+                    )
+                }
+                fn entry_defaults() -> $crate::__algorithm::kernbench::sim::ccl::EntryDefaults {
+                    $crate::algorithm_wasm::entry_defaults_out(
+                        <$ty as $crate::Algorithm>::entry_defaults(),
+                    )
+                }
+                fn neighbors(
+                    rank: u32,
+                    world_size: u32,
+                    map: ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Link>,
+                ) -> ::std::option::Option<
+                    ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Link>,
+                > {
+                    <$ty as $crate::Algorithm>::neighbors(
+                        rank,
+                        world_size,
+                        $crate::algorithm_wasm::links_in(map),
+                    )
+                    .map($crate::algorithm_wasm::links_out)
                 }
             }
             $crate::__algorithm::__export_algorithm_world!(__KernbenchAlgorithm);

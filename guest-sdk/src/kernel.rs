@@ -82,4 +82,34 @@ pub trait Algorithm {
     fn topo_name_to_kind(name: &str) -> Option<i32> {
         crate::topo::standard_kind(name)
     }
+
+    /// `kernel_args` with the parameters of the ccl.yaml entry (seed 004
+    /// D4). Override it to take parameters: read each one from `params`,
+    /// then return `params.finish()?`'s verdict with your arguments. The
+    /// default takes none: a ccl.yaml entry with parameters is refused.
+    fn kernel_args_with(
+        world_size: u32,
+        n_elem: u64,
+        cube_w: u32,
+        cube_h: u32,
+        params: &crate::Params,
+    ) -> Result<Vec<i64>, String> {
+        params.finish()?;
+        Ok(Self::kernel_args(world_size, n_elem, cube_w, cube_h))
+    }
+
+    /// Install keys for a ccl.yaml entry that leaves them out (ccl.yaml
+    /// wins). Default: none, the host's defaults apply.
+    fn entry_defaults() -> crate::EntryDefaults {
+        crate::EntryDefaults::default()
+    }
+
+    /// `neighbors(rank, world_size, neighbor_map)` (seed 003 §3): rewrite
+    /// participant `rank`'s row of the builtin table (`map`), or `None` to
+    /// keep it. `rank` and the peers are indices in the flat participant
+    /// order, `world_size` their count.
+    fn neighbors(rank: u32, world_size: u32, map: Vec<crate::Link>) -> Option<Vec<crate::Link>> {
+        let _ = (rank, world_size, map);
+        None
+    }
 }

@@ -12,13 +12,15 @@
 mod dtype;
 pub mod helpers;
 mod kernel;
+mod setup;
 pub mod topo;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod mock;
 
+#[doc(hidden)]
 #[cfg(feature = "algorithm")]
-mod algorithm_wasm;
+pub mod algorithm_wasm;
 #[cfg(feature = "algorithm")]
 pub use algorithm_wasm::WasmTl;
 
@@ -27,6 +29,7 @@ pub mod bench;
 
 pub use dtype::Dtype;
 pub use kernel::{Algorithm, BinOp, Tensor, Tl};
+pub use setup::{EntryDefaults, Link, ParamValue, Params};
 
 #[cfg(feature = "bench")]
 pub use bench::Bench;
@@ -35,7 +38,7 @@ pub use bench::Bench;
 pub mod prelude {
     pub use crate::helpers::{chunked, pe_tile_addr, ring_step, tree_step, Chunk};
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
-    pub use crate::{Algorithm, BinOp, Dtype, Tensor, Tl};
+    pub use crate::{Algorithm, BinOp, Dtype, EntryDefaults, Link, Params, Tensor, Tl};
 }
 
 #[doc(hidden)]

@@ -80,6 +80,8 @@ pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
     let e = |d: &str, peer: u32, pd: &str| (d.to_string(), peer, pd.to_string());
     match cfg.topology.as_str() {
         "ring_1d" => vec![e("E", (rank + 1) % n, "W"), e("W", (rank + n - 1) % n, "E")],
+        "ring_1d_unidir" => vec![e("E", (rank + 1) % n, "W")],
+        "none" => Vec::new(),
         // The SIP ring of `intercube_multisip` on single-cube SIPs.
         "global_ring" => vec![
             e("global_E", (rank + 1) % n, "global_W"),
@@ -131,6 +133,59 @@ pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
         }
         other => panic!("mock: unknown topology {other:?}"),
     }
+}
+
+/// `rank`'s row of [`table`] after `A`'s [`Algorithm::neighbors`] (seed
+/// 003 §3), resolved as the host does: a link without `peer_dir` takes the
+/// builtin row's when it had the same direction to the same peer, else the
+/// compass opposite.
+pub fn rows<A: Algorithm>(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
+    let builtin = table(cfg, rank);
+    let links = builtin
+        .iter()
+        .map(|(dir, peer, pd)| crate::Link {
+            dir: dir.clone(),
+            peer: *peer,
+            peer_dir: Some(pd.clone()),
+        })
+        .collect();
+    let Some(new) = A::neighbors(rank, cfg.world_size, links) else {
+        return builtin;
+    };
+    new.into_iter()
+        .map(|l| {
+            assert!(
+                l.peer < cfg.world_size,
+                "mock: neighbors() of rank {rank}: direction {:?} leads to rank {} of {}",
+                l.dir,
+                l.peer,
+                cfg.world_size
+            );
+            let pd = l.peer_dir.clone().unwrap_or_else(|| {
+                builtin
+                    .iter()
+                    .find(|(d, p, _)| *d == l.dir && *p == l.peer)
+                    .map(|(_, _, pd)| pd.clone())
+                    .or_else(|| {
+                        let opposite = match l.dir.as_str() {
+                            "E" => "W",
+                            "W" => "E",
+                            "N" => "S",
+                            "S" => "N",
+                            _ => return None,
+                        };
+                        Some(opposite.to_string())
+                    })
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "mock: neighbors() of rank {rank}: direction {:?} needs a peer_dir",
+                            l.dir
+                        )
+                    })
+            });
+            (l.dir, l.peer, pd)
+        })
+        .collect()
 }
 
 /// A mock tensor owns its bytes.
@@ -375,7 +430,7 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
         (0..n).map(|_| HashMap::new()).collect();
     let mut rx: Vec<Vec<(String, Receiver<Vec<u8>>)>> = (0..n).map(|_| Vec::new()).collect();
     for r in 0..n {
-        for (dir, peer, peer_dir) in table(cfg, r) {
+        for (dir, peer, peer_dir) in rows::<A>(cfg, r) {
             let (s, q) = sync_channel(cfg.n_slots);
             tx[r as usize].insert(dir, s);
             rx[peer as usize].push((peer_dir, q));

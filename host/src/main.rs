@@ -246,14 +246,21 @@ fn real_main() -> Result<()> {
             }
             println!("ccl.yaml entries (default: {}):", ccl.defaults.algorithm);
             for (name, e) in &ccl.algorithms {
+                // A key the entry leaves out is the algorithm's default
+                // (its entry-defaults export), else the host's.
+                let or_algo = |v: Option<&str>| v.unwrap_or("(default)").to_string();
                 println!(
-                    "  {name:<20} module {} | topology {} | mapper {} | buffer {} x{} slots of {}",
+                    "  {name:<28} module {} | topology {} | mapper {} | buffer {} x{} slots of {}",
                     e.module,
-                    e.topology().name(),
-                    e.mapper.name(),
-                    e.buffer_kind.name(),
-                    e.n_slots,
-                    kernbench::budget::human_bytes(e.slot_bytes())
+                    or_algo(e.topology.map(|t| t.name())),
+                    or_algo(e.mapper.map(|m| m.name())),
+                    or_algo(e.buffer_kind.map(|b| b.name())),
+                    or_algo(e.n_slots.map(|n| n.to_string()).as_deref()),
+                    or_algo(
+                        e.slot_bytes()
+                            .map(kernbench::budget::human_bytes)
+                            .as_deref()
+                    )
                 );
             }
         }

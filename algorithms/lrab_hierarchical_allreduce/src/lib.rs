@@ -90,6 +90,19 @@ impl Algorithm for LrabHierarchicalAllreduce {
         tl.store(addr, &acc);
     }
 
+    /// What the seed's ccl.yaml entry (`module:` only, ADR-0050 D6) needs:
+    /// the hierarchical table, one kernel per cube, slots in SRAM (a cube
+    /// leader has up to 8 directions), 256 KiB slots.
+    fn entry_defaults() -> EntryDefaults {
+        EntryDefaults {
+            topology: Some("intercube_multisip"),
+            mapper: Some("cube_leaders"),
+            buffer_kind: Some("sram"),
+            n_slots: Some(4),
+            slot_size: Some(256 * 1024),
+        }
+    }
+
     fn kernel_args(world_size: u32, n_elem: u64, cube_w: u32, cube_h: u32) -> Vec<i64> {
         vec![
             n_elem as i64,

@@ -3,6 +3,11 @@
 //! accumulates the tile received from the west; the tile received is what
 //! it forwards next (`current = recv`), so every rank's data travels the
 //! ring exactly once. The final sum is stored back once.
+//!
+//! Parameter `chunk_size` (elements, ccl.yaml): split the tile into chunks
+//! of at most that many elements and all-reduce them one after another, so
+//! a message fits a slot smaller than the tile. Absent: one chunk (the
+//! seed's ring).
 
 use kernbench_guest::helpers::ring_allreduce;
 use kernbench_guest::prelude::*;
@@ -11,18 +16,43 @@ pub struct RingAllreduce;
 
 impl Algorithm for RingAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        // kernel_args = (n_elem, world_size), then the four host-appended
-        // (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
-        let (n_elem, world_size) = (args[0] as u32, args[1] as u32);
-        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
-
-        let acc = tl.load(pe_addr, &[n_elem], Dtype::F16);
-        let acc = ring_allreduce(tl, acc, world_size, ("E", "W"), (&[n_elem], Dtype::F16));
-        tl.store(pe_addr, &acc);
+        // kernel_args = (n_elem, world_size, chunk), then the four
+        // host-appended (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
+        let (n_elem, world_size, chunk) = (args[0] as u64, args[1] as u32, args[2] as u64);
+        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem, Dtype::F16);
+        for c in chunked(
+            pe_addr,
+            n_elem.div_ceil(chunk.max(1)).max(1),
+            n_elem,
+            Dtype::F16,
+        ) {
+            let shape = [c.n_elem as u32];
+            let acc = tl.load(c.addr, &shape, Dtype::F16);
+            let acc = ring_allreduce(tl, acc, world_size, ("E", "W"), (&shape, Dtype::F16));
+            tl.store(c.addr, &acc);
+        }
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        vec![n_elem as i64, world_size as i64]
+        vec![n_elem as i64, world_size as i64, n_elem as i64]
+    }
+
+    fn kernel_args_with(
+        world_size: u32,
+        n_elem: u64,
+        cube_w: u32,
+        cube_h: u32,
+        params: &Params,
+    ) -> Result<Vec<i64>, String> {
+        let mut args = Self::kernel_args(world_size, n_elem, cube_w, cube_h);
+        if let Some(chunk) = params.int("chunk_size")? {
+            if chunk < 1 {
+                return Err(format!("chunk_size must be >= 1 element, got {chunk}"));
+            }
+            args[2] = chunk.min(n_elem.max(1) as i64);
+        }
+        params.finish()?;
+        Ok(args)
     }
 }
 
@@ -32,6 +62,26 @@ kernbench_guest::export_algorithm!(RingAllreduce);
 mod tests {
     use super::*;
     use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+
+    #[test]
+    fn chunks_of_any_size_sum_every_element() {
+        for (n, chunk) in [(16u64, 5i64), (16, 16), (7, 1), (9, 100)] {
+            let p = Params::new(vec![(
+                "chunk_size".into(),
+                kernbench_guest::ParamValue::Int(chunk),
+            )]);
+            let args = RingAllreduce::kernel_args_with(3, n, 1, 1, &p).unwrap();
+            assert_allreduce_sums::<RingAllreduce>(&MockConfig::ring(3, Dtype::F16, args), n);
+        }
+        let p = Params::new(vec![(
+            "chunk_size".into(),
+            kernbench_guest::ParamValue::Int(0),
+        )]);
+        assert_eq!(
+            RingAllreduce::kernel_args_with(3, 8, 1, 1, &p),
+            Err("chunk_size must be >= 1 element, got 0".into())
+        );
+    }
 
     #[test]
     fn every_rank_gets_the_sum_in_the_mock() {

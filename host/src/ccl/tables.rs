@@ -197,6 +197,124 @@ pub fn builtin(
     Ok(t)
 }
 
+/// A row entry as an algorithm's `neighbors` hook sees it (seed 003 §3):
+/// the peer is an index in the flat participant order; `peer_dir` `None`
+/// in a rewritten row means the builtin row's, when it had the same
+/// `dir` to the same peer, else the compass opposite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub dir: String,
+    pub peer: u32,
+    pub peer_dir: Option<String>,
+}
+
+/// Participant `i`'s row of `tables` as links (peers as indices in `pes`).
+pub fn row_links(tables: &NeighbourTables, pes: &[PeCoord], i: usize) -> Vec<Link> {
+    let index: BTreeMap<PeCoord, u32> = pes
+        .iter()
+        .enumerate()
+        .map(|(k, &p)| (p, k as u32))
+        .collect();
+    tables
+        .get(&pes[i])
+        .into_iter()
+        .flatten()
+        .map(|n| Link {
+            dir: n.dir.clone(),
+            peer: index[&n.peer],
+            peer_dir: Some(n.peer_dir.clone()),
+        })
+        .collect()
+}
+
+/// `tables` with the rows in `rows` (participant index → its new row)
+/// replaced, then checked with [`check`]. Messages name the participant.
+pub fn with_rows(
+    tables: &NeighbourTables,
+    pes: &[PeCoord],
+    rows: BTreeMap<usize, Vec<Link>>,
+) -> Result<NeighbourTables, TableError> {
+    let mut t = tables.clone();
+    for (i, links) in rows {
+        let me = pes[i];
+        let builtin = tables.get(&me).cloned().unwrap_or_default();
+        let mut row = Vec::with_capacity(links.len());
+        for l in links {
+            let who = || format!("neighbors() of participant {i} ({me})");
+            let peer = *pes.get(l.peer as usize).ok_or_else(|| {
+                TableError(format!(
+                    "{}: direction {:?} leads to participant {}, but there are {} (0..{})",
+                    who(),
+                    l.dir,
+                    l.peer,
+                    pes.len(),
+                    pes.len()
+                ))
+            })?;
+            let peer_dir = match l.peer_dir {
+                Some(d) => d,
+                None => builtin
+                    .iter()
+                    .find(|n| n.dir == l.dir && n.peer == peer)
+                    .map(|n| n.peer_dir.clone())
+                    .or_else(|| {
+                        COMPASS
+                            .iter()
+                            .find(|c| c.0 == l.dir)
+                            .map(|c| c.3.to_string())
+                    })
+                    .ok_or_else(|| {
+                        TableError(format!(
+                            "{}: direction {:?} to participant {} needs a peer_dir (only E, W, N, S default to their opposite)",
+                            who(),
+                            l.dir,
+                            l.peer
+                        ))
+                    })?,
+            };
+            row.push(Neighbour {
+                dir: l.dir,
+                peer,
+                peer_dir,
+            });
+        }
+        if row.is_empty() {
+            t.remove(&me);
+        } else {
+            t.insert(me, row);
+        }
+    }
+    check(&t)?;
+    Ok(t)
+}
+
+/// A table the IPCQ can install: no PE has a direction twice, and no PE
+/// receives two senders under the same direction.
+pub fn check(tables: &NeighbourTables) -> Result<(), TableError> {
+    let mut receives: BTreeMap<(PeCoord, &str), PeCoord> = BTreeMap::new();
+    for (&pe, row) in tables {
+        let mut dirs = BTreeSet::new();
+        for n in row {
+            if n.dir.is_empty() || n.peer_dir.is_empty() {
+                return Err(TableError(format!(
+                    "{pe}: a direction has an empty name (to {})",
+                    n.peer
+                )));
+            }
+            if !dirs.insert(n.dir.as_str()) {
+                return Err(TableError(format!("{pe} has direction {:?} twice", n.dir)));
+            }
+            if let Some(other) = receives.insert((n.peer, n.peer_dir.as_str()), pe) {
+                return Err(TableError(format!(
+                    "{} would receive from both {other} and {pe} as {:?}: a receive direction names one sender",
+                    n.peer, n.peer_dir
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +344,142 @@ mod tests {
 
     fn d(dir: &str, peer: u32, peer_dir: &str) -> (String, u32, String) {
         (dir.into(), peer, peer_dir.into())
+    }
+
+    #[test]
+    fn every_builtin_table_passes_the_install_check() {
+        for topo in [
+            NeighbourTopology::Ring1d,
+            NeighbourTopology::Ring1dUnidir,
+            NeighbourTopology::Mesh2d,
+            NeighbourTopology::Torus2d,
+            NeighbourTopology::TreeBinary,
+            NeighbourTopology::None,
+        ] {
+            for (n, grid) in [(1, (1, 1)), (2, (2, 1)), (6, (3, 2)), (9, (3, 3))] {
+                let t = builtin(topo, &pes(n), grid).unwrap();
+                check(&t).unwrap_or_else(|e| panic!("{} on {n}: {e}", topo.name()));
+            }
+        }
+    }
+
+    #[test]
+    fn the_seed_neighbors_patterns_rewrite_rows() {
+        let p = pes(4);
+        let ring = builtin(NeighbourTopology::Ring1d, &p, (4, 1)).unwrap();
+        assert_eq!(
+            row_links(&ring, &p, 0),
+            vec![
+                Link {
+                    dir: "E".into(),
+                    peer: 1,
+                    peer_dir: Some("W".into())
+                },
+                Link {
+                    dir: "W".into(),
+                    peer: 3,
+                    peer_dir: Some("E".into())
+                }
+            ]
+        );
+        let strip = |l: Vec<Link>| -> Vec<Link> {
+            l.into_iter()
+                .map(|l| Link {
+                    peer_dir: None,
+                    ..l
+                })
+                .collect()
+        };
+        // Pattern A: odd ranks drop W (the row otherwise as built in).
+        let rows: BTreeMap<usize, Vec<Link>> = [1, 3]
+            .into_iter()
+            .map(|i| {
+                let mut row = strip(row_links(&ring, &p, i));
+                row.retain(|l| l.dir != "W");
+                (i, row)
+            })
+            .collect();
+        let a = with_rows(&ring, &p, rows).unwrap();
+        assert_eq!(dirs(&a, 1), vec![d("E", 2, "W")]);
+        assert_eq!(dirs(&a, 0), dirs(&ring, 0), "untouched rows stay");
+        // Pattern B: a skip-connection ring, E -> rank + 2.
+        let skip = |n: usize| -> BTreeMap<usize, Vec<Link>> {
+            (0..n)
+                .map(|i| {
+                    (
+                        i,
+                        vec![Link {
+                            dir: "E".into(),
+                            peer: ((i + 2) % n) as u32,
+                            peer_dir: None,
+                        }],
+                    )
+                })
+                .collect()
+        };
+        let b = with_rows(&ring, &p, skip(4)).unwrap();
+        assert_eq!(dirs(&b, 3), vec![d("E", 1, "W")]);
+        // Pattern C (no rows) keeps the table.
+        assert_eq!(with_rows(&ring, &p, BTreeMap::new()).unwrap(), ring);
+    }
+
+    #[test]
+    fn a_rewritten_row_that_cannot_be_installed_is_refused_with_its_participant() {
+        let p = pes(3);
+        let ring = builtin(NeighbourTopology::Ring1d, &p, (3, 1)).unwrap();
+        let one =
+            |i: usize, links: Vec<Link>| with_rows(&ring, &p, [(i, links)].into()).unwrap_err().0;
+        let e = one(
+            1,
+            vec![Link {
+                dir: "E".into(),
+                peer: 7,
+                peer_dir: None,
+            }],
+        );
+        assert_eq!(
+            e,
+            "neighbors() of participant 1 (sip1.cube0.pe0): direction \"E\" leads to participant 7, but there are 3 (0..3)"
+        );
+        let e = one(
+            1,
+            vec![Link {
+                dir: "skip".into(),
+                peer: 0,
+                peer_dir: None,
+            }],
+        );
+        assert!(
+            e.contains("direction \"skip\" to participant 0 needs a peer_dir"),
+            "{e}"
+        );
+        // sip1 sending E to sip2 collides with sip1's builtin E -> sip2 (W)?
+        // No: a new row replaces the old. sip0 -> sip2 as W collides with sip1 -> sip2.
+        let e = one(
+            0,
+            vec![Link {
+                dir: "E".into(),
+                peer: 2,
+                peer_dir: None,
+            }],
+        );
+        assert!(e.contains("would receive from both"), "{e}");
+        let e = one(
+            0,
+            vec![
+                Link {
+                    dir: "E".into(),
+                    peer: 1,
+                    peer_dir: None,
+                },
+                Link {
+                    dir: "E".into(),
+                    peer: 2,
+                    peer_dir: Some("X".into()),
+                },
+            ],
+        );
+        assert!(e.ends_with("has direction \"E\" twice"), "{e}");
     }
 
     #[test]

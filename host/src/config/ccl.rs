@@ -138,18 +138,19 @@ pub struct Defaults {
 #[derive(Debug, Clone, Deserialize)]
 pub struct AlgorithmEntry {
     pub module: String,
-    /// The IPCQ neighbour table; absent: `ring_1d` (the seed's default).
+    /// The IPCQ neighbour table; absent: the algorithm's own default
+    /// (its `default-topology` export, else `ring_1d`).
     pub topology: Option<NeighbourTopology>,
-    #[serde(default = "default_buffer_kind")]
-    pub buffer_kind: BufferKind,
-    #[serde(default = "default_n_slots")]
-    pub n_slots: u32,
+    /// Where the receive slots live; absent: the algorithm's default, else tcm.
+    pub buffer_kind: Option<BufferKind>,
+    /// Slots per direction; absent: the algorithm's default, else 4.
+    pub n_slots: Option<u32>,
     /// Size of one IPCQ slot in KiB: the largest message a `send` may carry.
     pub slot_kib: Option<u64>,
     /// The same in bytes (the seed's key); give one of the two.
     pub slot_size: Option<u64>,
-    #[serde(default)]
-    pub mapper: Mapper,
+    /// Absent: the algorithm's default, else `leader_only`.
+    pub mapper: Option<Mapper>,
     pub validator: Option<Validator>,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility.
@@ -166,25 +167,144 @@ fn is_param(key: &str) -> bool {
     matches!(key, "chunk_size" | "reduce_op") || key.starts_with("kernel_")
 }
 
+/// The value of an algorithm parameter: a YAML scalar.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Flag(bool),
+}
+
+impl ParamValue {
+    fn from_yaml(v: &serde_yaml::Value) -> Option<Self> {
+        use serde_yaml::Value;
+        match v {
+            Value::Bool(b) => Some(ParamValue::Flag(*b)),
+            Value::Number(n) => n
+                .as_i64()
+                .map(ParamValue::Int)
+                .or_else(|| n.as_f64().map(ParamValue::Float)),
+            Value::String(s) => Some(ParamValue::Text(s.clone())),
+            _ => None,
+        }
+    }
+}
+
 impl AlgorithmEntry {
-    /// The neighbour table to install.
-    pub fn topology(&self) -> NeighbourTopology {
-        self.topology.unwrap_or(NeighbourTopology::Ring1d)
+    /// The parameters with their values, in key order. Fails on a value
+    /// that is not a scalar (checked when the file is loaded).
+    pub fn param_values(&self) -> Result<Vec<(String, ParamValue)>, String> {
+        self.params
+            .iter()
+            .map(|(k, v)| {
+                ParamValue::from_yaml(v)
+                    .map(|p| (k.clone(), p))
+                    .ok_or_else(|| {
+                        format!("{k} must be a number, a string or true/false, got {v:?}")
+                    })
+            })
+            .collect()
     }
 
-    /// Bytes of one IPCQ slot.
-    pub fn slot_bytes(&self) -> u64 {
-        self.slot_size
-            .unwrap_or(self.slot_kib.unwrap_or(DEFAULT_SLOT_KIB) * 1024)
+    /// Bytes of one IPCQ slot as ccl.yaml gives it (`slot_size` or `slot_kib`).
+    pub fn slot_bytes(&self) -> Option<u64> {
+        self.slot_size.or(self.slot_kib.map(|k| k * 1024))
+    }
+
+    /// The install keys: this entry's, else the algorithm's `defaults`,
+    /// else the host's.
+    pub fn install_keys(&self, defaults: &EntryDefaults) -> InstallKeys {
+        InstallKeys {
+            topology: self
+                .topology
+                .or(defaults.topology)
+                .unwrap_or(NeighbourTopology::Ring1d),
+            mapper: self.mapper.or(defaults.mapper).unwrap_or_default(),
+            buffer_kind: self
+                .buffer_kind
+                .or(defaults.buffer_kind)
+                .unwrap_or(BufferKind::Tcm),
+            n_slots: self.n_slots.or(defaults.n_slots).unwrap_or(4),
+            slot_size: self
+                .slot_bytes()
+                .or(defaults.slot_size)
+                .unwrap_or(DEFAULT_SLOT_KIB * 1024),
+        }
     }
 }
 
-fn default_buffer_kind() -> BufferKind {
-    BufferKind::Tcm
+/// Install keys an algorithm component asks for when its ccl.yaml entry
+/// leaves them out (its `entry-defaults` export).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryDefaults {
+    pub topology: Option<NeighbourTopology>,
+    pub mapper: Option<Mapper>,
+    pub buffer_kind: Option<BufferKind>,
+    pub n_slots: Option<u32>,
+    pub slot_size: Option<u64>,
 }
-fn default_n_slots() -> u32 {
-    4
+
+impl EntryDefaults {
+    /// Parse the names an algorithm gives (spelled as in ccl.yaml) and
+    /// check the numbers as ccl.yaml's are checked.
+    pub fn parse(
+        topology: Option<&str>,
+        mapper: Option<&str>,
+        buffer_kind: Option<&str>,
+        n_slots: Option<u32>,
+        slot_size: Option<u64>,
+    ) -> Result<Self, String> {
+        fn named<T: serde::de::DeserializeOwned>(
+            key: &str,
+            v: Option<&str>,
+        ) -> Result<Option<T>, String> {
+            v.map(|v| {
+                serde_yaml::from_value(serde_yaml::Value::String(v.to_string()))
+                    .map_err(|e| format!("{key} {v:?}: {e}"))
+            })
+            .transpose()
+        }
+        if let Some(n) = n_slots {
+            check_n_slots(n).map_err(|e| format!("n_slots {e}"))?;
+        }
+        if let Some(b) = slot_size {
+            check_slot_size(b).map_err(|e| format!("slot_size {e}"))?;
+        }
+        Ok(EntryDefaults {
+            topology: named("topology", topology)?,
+            mapper: named("mapper", mapper)?,
+            buffer_kind: named("buffer_kind", buffer_kind)?,
+            n_slots,
+            slot_size,
+        })
+    }
 }
+
+/// Every install key of an algorithm entry, decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstallKeys {
+    pub topology: NeighbourTopology,
+    pub mapper: Mapper,
+    pub buffer_kind: BufferKind,
+    pub n_slots: u32,
+    pub slot_size: u64,
+}
+
+fn check_n_slots(n: u32) -> Result<(), String> {
+    if n == 0 || n > 1024 {
+        return Err(format!("must be in 1..=1024, got {n}"));
+    }
+    Ok(())
+}
+
+fn check_slot_size(b: u64) -> Result<(), String> {
+    if b == 0 || b > MAX_SLOT_BYTES {
+        return Err(format!("must be in 1..={MAX_SLOT_BYTES} bytes, got {b}"));
+    }
+    Ok(())
+}
+
 const DEFAULT_SLOT_KIB: u64 = 1024;
 /// The largest IPCQ slot (1 GiB).
 const MAX_SLOT_BYTES: u64 = 1 << 30;
@@ -246,11 +366,8 @@ impl CclConfig {
             ));
         }
         for (name, a) in &self.algorithms {
-            if a.n_slots == 0 || a.n_slots > 1024 {
-                return Err(format!(
-                    "algorithms.{name}.n_slots must be in 1..=1024, got {}",
-                    a.n_slots
-                ));
+            if let Some(n) = a.n_slots {
+                check_n_slots(n).map_err(|e| format!("algorithms.{name}.n_slots {e}"))?;
             }
             if a.slot_kib.is_some() && a.slot_size.is_some() {
                 return Err(format!(
@@ -266,11 +383,7 @@ impl CclConfig {
                 }
             }
             if let Some(b) = a.slot_size {
-                if b == 0 || b > MAX_SLOT_BYTES {
-                    return Err(format!(
-                        "algorithms.{name}.slot_size must be in 1..={MAX_SLOT_BYTES} bytes, got {b}"
-                    ));
-                }
+                check_slot_size(b).map_err(|e| format!("algorithms.{name}.slot_size {e}"))?;
             }
             if let Some(key) = a.params.keys().find(|k| !is_param(k)) {
                 return Err(format!(
@@ -282,6 +395,8 @@ impl CclConfig {
             if a.world_size == Some(0) {
                 return Err(format!("algorithms.{name}.world_size must be > 0"));
             }
+            a.param_values()
+                .map_err(|e| format!("algorithms.{name}.{e}"))?;
         }
         Ok(())
     }
@@ -345,11 +460,18 @@ mod tests {
         let text = "defaults: {algorithm: a}\nalgorithms:\n  a: {module: m, mapper: all_pes, validator: multi_pe_sip_local, slot_size: 4096, chunk_size: 4, kernel_rounds: 2}\n";
         let c = CclConfig::from_yaml(text, Origin::Embedded("t")).unwrap();
         let a = &c.algorithms["a"];
-        assert_eq!(a.topology(), NeighbourTopology::Ring1d, "absent topology");
-        assert_eq!(a.slot_bytes(), 4096);
+        assert_eq!(a.topology, None, "absent topology");
+        assert_eq!(
+            a.param_values().unwrap(),
+            [
+                ("chunk_size".to_string(), ParamValue::Int(4)),
+                ("kernel_rounds".to_string(), ParamValue::Int(2))
+            ]
+        );
+        assert_eq!(a.slot_bytes(), Some(4096));
         assert_eq!(
             (a.mapper, a.validator),
-            (Mapper::AllPes, Some(Validator::MultiPeSipLocal))
+            (Some(Mapper::AllPes), Some(Validator::MultiPeSipLocal))
         );
         assert_eq!(
             a.params.keys().collect::<Vec<_>>(),
@@ -366,6 +488,63 @@ mod tests {
         assert!(bad("slot_sise: 4096").contains("unknown key 'slot_sise'"));
         assert!(bad("mapper: everyone").contains("unknown variant `everyone`"));
         assert!(bad("slot_size: 0").contains("slot_size must be in 1.."));
+    }
+
+    #[test]
+    fn install_keys_come_from_ccl_yaml_then_the_algorithm_then_the_host() {
+        let text = "algorithms:\n  a: {module: m, buffer_kind: hbm, slot_kib: 2}\n";
+        let c = CclConfig::from_yaml(text, Origin::Embedded("t")).unwrap();
+        let a = &c.algorithms["a"];
+        let host = a.install_keys(&EntryDefaults::default());
+        assert_eq!(
+            host,
+            InstallKeys {
+                topology: NeighbourTopology::Ring1d,
+                mapper: Mapper::LeaderOnly,
+                buffer_kind: BufferKind::Hbm,
+                n_slots: 4,
+                slot_size: 2048,
+            }
+        );
+        let algo = EntryDefaults::parse(
+            Some("intercube_multisip"),
+            Some("cube_leaders"),
+            Some("sram"),
+            Some(2),
+            Some(4096),
+        )
+        .unwrap();
+        let keys = a.install_keys(&algo);
+        assert_eq!(
+            (keys.topology, keys.mapper, keys.n_slots),
+            (NeighbourTopology::IntercubeMultisip, Mapper::CubeLeaders, 2)
+        );
+        assert_eq!(
+            (keys.buffer_kind, keys.slot_size),
+            (BufferKind::Hbm, 2048),
+            "ccl.yaml wins"
+        );
+        let e = EntryDefaults::parse(Some("ring"), None, None, None, None).unwrap_err();
+        assert!(
+            e.starts_with("topology \"ring\": unknown variant `ring`"),
+            "{e}"
+        );
+        let e = EntryDefaults::parse(None, None, None, Some(0), None).unwrap_err();
+        assert_eq!(e, "n_slots must be in 1..=1024, got 0");
+    }
+
+    #[test]
+    fn a_parameter_must_be_a_scalar() {
+        let e = CclConfig::from_yaml(
+            "algorithms:\n  a: {module: m, kernel_list: [1, 2]}\n",
+            Origin::Embedded("t"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("algorithms.a.kernel_list must be a number, a string or true/false"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod algorithm_eager {
         imports: { default: trappable },
         with: {
             "kernbench:sim/types": super::algorithm::kernbench::sim::types,
+            "kernbench:sim/ccl": super::algorithm::kernbench::sim::ccl,
             "kernbench:sim/tl.tensor": crate::runtime::eager::EagerTensor,
         },
     });

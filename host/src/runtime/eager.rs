@@ -186,6 +186,7 @@ impl EagerHost {
 }
 
 impl types::Host for EagerHost {}
+impl crate::runtime::bindings::algorithm::kernbench::sim::ccl::Host for EagerHost {}
 
 impl tl::HostTensor for EagerHost {
     fn shape(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<Vec<u32>> {

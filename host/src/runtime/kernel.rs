@@ -2,14 +2,12 @@
 //! the launch of a kernel (one Store per instance, dropped when it ends).
 
 use super::bindings::algorithm::kernbench::sim::{tl, types};
-use super::bindings::algorithm::{Algorithm, AlgorithmPre};
+use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
 use super::commands::{call, replay, CommandList};
 use super::eager::{EagerHost, NeedsSimulatedTime};
 use crate::budget::MemoryUse;
 
-/// The optional export mapping SIP topology names to kinds.
-pub const TOPO_EXPORT: &str = "topo-name-to-kind";
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use super::{describe_guest_error, describe_wasm_error};
@@ -90,6 +88,7 @@ impl KernelHost {
 }
 
 impl types::Host for KernelHost {}
+impl super::bindings::algorithm::kernbench::sim::ccl::Host for KernelHost {}
 
 fn binop_in(op: tl::Binop) -> BinOp {
     match op {
@@ -306,7 +305,7 @@ struct Recorded {
 }
 
 impl AlgorithmComponent {
-    fn store(
+    pub(super) fn store(
         &self,
         machine: &Arc<Machine>,
         limits: &RunLimits,
@@ -328,7 +327,7 @@ impl AlgorithmComponent {
         Ok((store, sb.output))
     }
 
-    fn failed(
+    pub(super) fn failed(
         &self,
         algorithm: &str,
         pe: PeCoord,
@@ -458,49 +457,5 @@ impl AlgorithmComponent {
             return Err(self.failed(algorithm, pe, &e, Some(&out)));
         }
         Ok(())
-    }
-
-    /// Call `kernel-args` and, when the component exports it,
-    /// `topo-name-to-kind` (else kind 0, ADR-0050 D1) on a fresh instance.
-    pub async fn query(
-        &self,
-        machine: &Arc<Machine>,
-        limits: &RunLimits,
-        world_size: u32,
-        n_elem: u64,
-        cube: (u32, u32),
-        topo_name: &str,
-    ) -> Result<(Vec<i64>, i32), SimError> {
-        let pe = PeCoord {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
-        let (mut store, out) = self
-            .store(machine, limits, pe, u64::MAX)
-            .map_err(|e| self.failed("(kernel-args)", pe, &e, None))?;
-        let _flush = FlushOnDrop::new(format!("{} kernel-args", self.name), out.clone());
-        let result = async {
-            let instance = self
-                .pre
-                .instance_pre()
-                .instantiate_async(&mut store)
-                .await?;
-            let algo = Algorithm::new(&mut store, &instance)?;
-            let args = algo
-                .call_kernel_args(&mut store, world_size, n_elem, cube.0, cube.1)
-                .await?;
-            let kind =
-                match instance.get_typed_func::<(&str,), (Option<i32>,)>(&mut store, TOPO_EXPORT) {
-                    Ok(f) => f.call_async(&mut store, (topo_name,)).await?.0,
-                    Err(_) => None,
-                };
-            wasmtime::Result::Ok((args, kind.unwrap_or(0)))
-        }
-        .await;
-        result.map_err(|e| SimError::Component {
-            name: self.name.clone(),
-            message: describe_guest_error(&e, &out),
-        })
     }
 }

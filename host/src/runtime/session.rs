@@ -10,7 +10,7 @@ use super::loader::Loader;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::ccl::ranks::RankMap;
-use crate::config::ccl::Validator;
+use crate::config::ccl::{ParamValue, Validator};
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine::{self, Event};
@@ -74,6 +74,8 @@ pub struct ProcessGroup {
     pub ranks: RankMap,
     /// The shard-layout check of ccl.yaml's `validator`.
     pub validator: Option<Validator>,
+    /// ccl.yaml's algorithm parameters, passed to `kernel-args-with`.
+    pub params: Vec<(String, ParamValue)>,
     epochs: Mutex<BTreeMap<u64, Epoch>>,
     next_epoch: Mutex<HashMap<u32, u64>>,
     kernel_args: Mutex<HashMap<u64, Vec<i64>>>,
@@ -269,37 +271,59 @@ impl Session {
             .loader
             .load_algorithm(&entry.module, self.ccl.base_dir.as_deref())
             .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
+        let in_entry =
+            |e: &dyn std::fmt::Display| runtime_error(format!("ccl.yaml algorithm '{name}': {e}"));
         let spec = &self.machine.topo.spec;
-        let n_sips = spec.n_sips();
-        let world_size = self.ccl.world_size(&entry, n_sips);
-        let ranks = RankMap::new(world_size, entry.mapper, spec)
-            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
+        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
+        let mut hooks = component
+            .hooks(&self.machine, &self.limits)
+            .await
+            .map_err(|e| in_entry(&e))?;
+        let keys = entry.install_keys(&hooks.entry_defaults().await.map_err(|e| in_entry(&e))?);
+        let world_size = self.ccl.world_size(&entry, spec.n_sips());
+        let ranks = RankMap::new(world_size, keys.mapper, spec).map_err(|e| in_entry(&e))?;
         let sip_topo = spec.system.sips.topology;
         let sip_topo_wh = match sip_topo {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
-        let tables = crate::ccl::tables::for_machine(entry.topology(), &ranks.all(), spec)
-            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
-        let slot_size = entry.slot_bytes();
-        let (_, kind) = component
-            .query(
-                &self.machine,
-                &self.limits,
-                world_size,
-                0,
-                (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h),
-                sip_topo.name(),
-            )
+        let participants = ranks.all();
+        let mut tables = crate::ccl::tables::for_machine(keys.topology, &participants, spec)
+            .map_err(|e| in_entry(&e))?;
+        if hooks.has_neighbors() {
+            let n = participants.len() as u32;
+            let mut rows = BTreeMap::new();
+            for i in 0..participants.len() {
+                let row = crate::ccl::tables::row_links(&tables, &participants, i);
+                if let Some(new) = hooks
+                    .neighbors(i as u32, n, row)
+                    .await
+                    .map_err(|e| in_entry(&e))?
+                {
+                    rows.insert(i, new);
+                }
+            }
+            tables = crate::ccl::tables::with_rows(&tables, &participants, rows)
+                .map_err(|e| in_entry(&e))?;
+        }
+        let kind = hooks
+            .topo_kind(sip_topo.name())
             .await
-            .map_err(|e| runtime_error(e.to_string()))?;
+            .map_err(|e| in_entry(&e))?;
+        let params = entry.param_values().map_err(|e| in_entry(&e))?;
+        // The parameters are checked here, before anything is installed.
+        hooks
+            .kernel_args(world_size, 0, cube, &params)
+            .await
+            .map_err(|e| in_entry(&e))?;
+        drop(hooks);
         self.machine
             .install_ipcq(
                 &tables,
                 IpcqSettings {
-                    buffer_kind: entry.buffer_kind,
-                    n_slots: entry.n_slots,
-                    slot_size,
+                    buffer_kind: keys.buffer_kind,
+                    n_slots: keys.n_slots,
+                    slot_size: keys.slot_size,
                 },
             )
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
@@ -311,6 +335,7 @@ impl Session {
             sip_topo_wh,
             ranks,
             validator: entry.validator,
+            params,
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
             kernel_args: Mutex::new(HashMap::new()),
@@ -512,16 +537,11 @@ impl Session {
         }
         let spec = &self.machine.topo.spec;
         let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
-        let (k, _) = pg
+        let k = pg
             .component
-            .query(
-                &self.machine,
-                &self.limits,
-                pg.world_size,
-                n_elem,
-                cube,
-                spec.system.sips.topology.name(),
-            )
+            .hooks(&self.machine, &self.limits)
+            .await?
+            .kernel_args(pg.world_size, n_elem, cube, &pg.params)
             .await?;
         pg.kernel_args.lock().unwrap().insert(n_elem, k.clone());
         Ok(k)

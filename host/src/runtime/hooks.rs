@@ -1,0 +1,251 @@
+//! The setup-time exports of an algorithm component, called on one
+//! instance of it outside any kernel: `kernel-args` / `kernel-args-with`
+//! (seed 004 D4), `topo-name-to-kind` (ADR-0050 D1), `entry-defaults` and
+//! `neighbors` (seed 003 §3). Each optional export falls back to what the
+//! WIT says when a component does not export it.
+
+use super::bindings::algorithm::kernbench::sim::ccl;
+use super::bindings::algorithm::Algorithm;
+use super::describe_guest_error;
+use super::kernel::{AlgorithmComponent, KernelHost};
+use super::limits::RunLimits;
+use super::wasi::{FlushOnDrop, Output};
+use crate::ccl::tables::Link;
+use crate::config::ccl::{EntryDefaults, ParamValue};
+use crate::error::SimError;
+use crate::hw::Machine;
+use crate::topology::PeCoord;
+use std::sync::Arc;
+use wasmtime::component::Instance;
+use wasmtime::Store;
+
+/// The optional export mapping SIP topology names to kinds.
+const TOPO_EXPORT: &str = "topo-name-to-kind";
+const ARGS_WITH_EXPORT: &str = "kernel-args-with";
+const DEFAULTS_EXPORT: &str = "entry-defaults";
+const NEIGHBORS_EXPORT: &str = "neighbors";
+
+/// One instance of an algorithm, for its setup-time exports.
+pub struct AlgorithmHooks {
+    name: String,
+    store: Store<KernelHost>,
+    instance: Instance,
+    algo: Algorithm,
+    out: Output,
+    _flush: FlushOnDrop,
+}
+
+impl AlgorithmComponent {
+    /// A fresh instance for the setup-time exports (it runs no kernel: a
+    /// `tl` call from it fails as a call of PE sip0.cube0.pe0).
+    pub async fn hooks(
+        &self,
+        machine: &Arc<Machine>,
+        limits: &RunLimits,
+    ) -> Result<AlgorithmHooks, SimError> {
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let (mut store, out) = self
+            .store(machine, limits, pe, u64::MAX)
+            .map_err(|e| self.failed("(setup)", pe, &e, None))?;
+        let flush = FlushOnDrop::new(format!("{} setup", self.name), out.clone());
+        let made = async {
+            let instance = self
+                .pre
+                .instance_pre()
+                .instantiate_async(&mut store)
+                .await?;
+            let algo = Algorithm::new(&mut store, &instance)?;
+            wasmtime::Result::Ok((instance, algo))
+        }
+        .await;
+        let (instance, algo) = made.map_err(|e| SimError::Component {
+            name: self.name.clone(),
+            message: describe_guest_error(&e, &out),
+        })?;
+        Ok(AlgorithmHooks {
+            name: self.name.clone(),
+            store,
+            instance,
+            algo,
+            out,
+            _flush: flush,
+        })
+    }
+}
+
+/// A parameter as the WIT carries it.
+fn param_out((name, value): &(String, ParamValue)) -> ccl::Param {
+    ccl::Param {
+        name: name.clone(),
+        value: match value {
+            ParamValue::Int(v) => ccl::ParamValue::Int(*v),
+            ParamValue::Float(v) => ccl::ParamValue::Float(*v),
+            ParamValue::Text(v) => ccl::ParamValue::Text(v.clone()),
+            ParamValue::Flag(v) => ccl::ParamValue::Flag(*v),
+        },
+    }
+}
+
+impl AlgorithmHooks {
+    fn guest_error(&self, e: wasmtime::Error) -> SimError {
+        SimError::Component {
+            name: self.name.clone(),
+            message: describe_guest_error(&e, &self.out),
+        }
+    }
+
+    /// The algorithm's own refusal (an `Err` its export returned).
+    fn refused(&self, export: &str, message: String) -> SimError {
+        SimError::Component {
+            name: self.name.clone(),
+            message: format!("{export}: {message}"),
+        }
+    }
+
+    fn exports(&mut self, name: &str) -> bool {
+        self.instance
+            .get_export_index(&mut self.store, None, name)
+            .is_some()
+    }
+
+    /// The kernel's positional arguments for `params` (ccl.yaml's). A
+    /// component without `kernel-args-with` takes no parameters.
+    pub async fn kernel_args(
+        &mut self,
+        world_size: u32,
+        n_elem: u64,
+        (cube_w, cube_h): (u32, u32),
+        params: &[(String, ParamValue)],
+    ) -> Result<Vec<i64>, SimError> {
+        if !self.exports(ARGS_WITH_EXPORT) {
+            if let Some((name, _)) = params.first() {
+                return Err(self.refused(
+                    "kernel-args",
+                    format!(
+                        "ccl.yaml gives the parameter {name}, but this algorithm takes none \
+                         (it does not export {ARGS_WITH_EXPORT})"
+                    ),
+                ));
+            }
+            return self
+                .algo
+                .call_kernel_args(&mut self.store, world_size, n_elem, cube_w, cube_h)
+                .await
+                .map_err(|e| self.guest_error(e));
+        }
+        let wit: Vec<ccl::Param> = params.iter().map(param_out).collect();
+        type Args<'a> = (u32, u64, u32, u32, &'a [ccl::Param]);
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<Args, (Result<Vec<i64>, String>,)>(
+                    &mut self.store,
+                    ARGS_WITH_EXPORT,
+                )?;
+            let (r,) = f
+                .call_async(&mut self.store, (world_size, n_elem, cube_w, cube_h, &wit))
+                .await?;
+            wasmtime::Result::Ok(r)
+        }
+        .await;
+        match called {
+            Ok(Ok(args)) => Ok(args),
+            Ok(Err(message)) => Err(self.refused(ARGS_WITH_EXPORT, message)),
+            Err(e) => Err(self.guest_error(e)),
+        }
+    }
+
+    /// `topo-name-to-kind(name)`, 0 when not exported or unknown.
+    pub async fn topo_kind(&mut self, name: &str) -> Result<i32, SimError> {
+        if !self.exports(TOPO_EXPORT) {
+            return Ok(0);
+        }
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<(&str,), (Option<i32>,)>(&mut self.store, TOPO_EXPORT)?;
+            let (k,) = f.call_async(&mut self.store, (name,)).await?;
+            wasmtime::Result::Ok(k)
+        }
+        .await;
+        called
+            .map(|k| k.unwrap_or(0))
+            .map_err(|e| self.guest_error(e))
+    }
+
+    /// `entry-defaults()`, checked; none when not exported.
+    pub async fn entry_defaults(&mut self) -> Result<EntryDefaults, SimError> {
+        if !self.exports(DEFAULTS_EXPORT) {
+            return Ok(EntryDefaults::default());
+        }
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<(), (ccl::EntryDefaults,)>(&mut self.store, DEFAULTS_EXPORT)?;
+            let (d,) = f.call_async(&mut self.store, ()).await?;
+            wasmtime::Result::Ok(d)
+        }
+        .await;
+        let d = called.map_err(|e| self.guest_error(e))?;
+        EntryDefaults::parse(
+            d.topology.as_deref(),
+            d.mapper.as_deref(),
+            d.buffer_kind.as_deref(),
+            d.n_slots,
+            d.slot_size,
+        )
+        .map_err(|m| self.refused(DEFAULTS_EXPORT, m))
+    }
+
+    /// Whether the component rewrites neighbour rows.
+    pub fn has_neighbors(&mut self) -> bool {
+        self.exports(NEIGHBORS_EXPORT)
+    }
+
+    /// `neighbors(rank, world_size, row)`: the row to install instead, or
+    /// none to keep it. Only call it when [`Self::has_neighbors`].
+    pub async fn neighbors(
+        &mut self,
+        rank: u32,
+        world_size: u32,
+        row: Vec<Link>,
+    ) -> Result<Option<Vec<Link>>, SimError> {
+        let wit: Vec<ccl::Link> = row
+            .into_iter()
+            .map(|l| ccl::Link {
+                dir: l.dir,
+                peer: l.peer,
+                peer_dir: l.peer_dir,
+            })
+            .collect();
+        type Args<'a> = (u32, u32, &'a [ccl::Link]);
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<Args, (Option<Vec<ccl::Link>>,)>(
+                    &mut self.store,
+                    NEIGHBORS_EXPORT,
+                )?;
+            let (r,) = f
+                .call_async(&mut self.store, (rank, world_size, &wit))
+                .await?;
+            wasmtime::Result::Ok(r)
+        }
+        .await;
+        let row = called.map_err(|e| self.guest_error(e))?;
+        Ok(row.map(|links| {
+            links
+                .into_iter()
+                .map(|l| Link {
+                    dir: l.dir,
+                    peer: l.peer,
+                    peer_dir: l.peer_dir,
+                })
+                .collect()
+        }))
+    }
+}
