@@ -141,3 +141,76 @@ fn a_tcm_filled_by_ipcq_rings_says_so() {
         ],
     );
 }
+
+#[test]
+fn ring_allreduce_on_a_mesh_table_names_the_edge_pe_and_its_missing_direction() {
+    // A one-row mesh_2d table has no W at its west end and no E at its
+    // east end: those kernels fail while their peers wait for them.
+    let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+        "    topology: ring_1d        # E = rank+1, W = rank-1\n",
+        "    topology: mesh_2d\n",
+    );
+    let c =
+        kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+            .unwrap();
+    let e = run("ccl_allreduce", topo(4), c, None, &["-b", "8", "-e", "8"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "tl.recv(dir=\"W\") on sip0.cube0.pe0: direction \"W\" is not installed on sip0.cube0.pe0 (installed: E)"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("ring_allreduce::helpers") || e.contains("helpers::ring_allreduce"),
+        "backtrace: {e}"
+    );
+    assert!(!e.contains("deadlock"), "{e}");
+}
+
+#[test]
+fn lrab_through_ccl_allreduce_needs_and_gets_one_tile_per_cube() {
+    // The default machine: 4 SIPs of 4x4 cubes; every cube's tile is a
+    // contribution (64 of them), as ccl_allreduce --cubes checks.
+    let res = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        Some("lrab_hierarchical_allreduce"),
+        &["-b", "2", "-e", "4K", "-f", "8", "--cubes", "16"],
+    )
+    .unwrap();
+    // The ring cannot do that with per-cube tiles: it runs on cube 0 only.
+    let ring = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        Some("ring_allreduce"),
+        &["-b", "32", "-e", "32", "--cubes", "16"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(ring.contains("single_shard_per_rank validator"), "{ring}");
+    // Tiles of 2 B, 16 B, 128 B, 1 KiB (16 of them per rank).
+    assert_eq!(res.rows.len(), 4 * 4, "{:?}", res.rows);
+    assert_eq!(res.rows.iter().map(|r| r.size_bytes).max(), Some(1024));
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+    // Without --cubes the tensor is one block: the algorithm's validator
+    // (from its entry-defaults) refuses it before any kernel runs.
+    let e = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        Some("lrab_hierarchical_allreduce"),
+        &["-b", "32", "-e", "32"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("one_shard_per_cube validator of 'lrab_hierarchical_allreduce'")
+            && e.contains("the tensor has 1 shard(s) on SIP")
+            && e.contains("needs 16"),
+        "{e}"
+    );
+}

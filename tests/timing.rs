@@ -378,3 +378,107 @@ fn tree_and_mesh_allreduce_match_their_closed_forms() {
         );
     }
 }
+
+/// `NodeId` of PE 0 of `cube` of `sip`, its cube's SRAM and HBM stack 0.
+fn pe_at(sip: u32, cube: u32) -> NodeId {
+    NodeId::Pe(PeCoord { sip, cube, pe: 0 })
+}
+fn sram_at(sip: u32, cube: u32) -> NodeId {
+    NodeId::Sram { sip, cube }
+}
+fn hbm_at(sip: u32, cube: u32) -> NodeId {
+    NodeId::Hbm {
+        sip,
+        cube,
+        stack: 0,
+    }
+}
+
+/// lrab_hierarchical_allreduce, uncontended, its slots in SRAM (the
+/// algorithm's default), 16 B tiles, on a ring of p SIPs:
+/// * one cube per SIP (the single-cube skip): the seed's ring on cube 0
+///   over `global_E` / `global_W`: the first send goes from the PE's TCM
+///   into the next SIP's SRAM (X), every later one forwards the received
+///   tile from SRAM to SRAM (Y), the last add (M) and the store (S) follow:
+///   `T = L + X + (p−2)·Y + M + S`.
+/// * two cubes side by side (1 row): cube 1 loads (L₁) and sends its tile
+///   west into cube 0's SRAM (C); cube 0 adds (M), runs that ring, then
+///   sends the sum east into cube 1's SRAM (C′) and stores it (S₀) behind
+///   that send on its DMA queue; cube 1 stores from its slot (S′₁):
+///   `T = L₁ + C + M + [X + (p−2)·Y + M] + C′ + max(S₀, S′₁)`.
+#[test]
+fn lrab_hierarchical_allreduce_matches_its_closed_form() {
+    let bytes = 16u64;
+    for (p, cubes) in [(2u32, 1u32), (3, 1), (5, 1), (3, 2), (4, 2)] {
+        let mut t = topo(p);
+        t.sip.cube_mesh.w = cubes;
+        t.sip.cube_mesh.h = 1;
+        let (r, load, add, store) = figures(&t, bytes);
+        let d = |a: NodeId, b: NodeId| dma(&t, &r, a, b, bytes);
+        let worst = |f: &dyn Fn(u32) -> u64| (0..p).map(f).max().unwrap();
+        let x = worst(&|s| d(pe_at(s, 0), sram_at((s + 1) % p, 0)));
+        let y = worst(&|s| d(sram_at(s, 0), sram_at((s + 1) % p, 0)));
+        let ring = x + (p as u64 - 2) * y + add;
+        let want = if cubes == 1 {
+            load + ring + store
+        } else {
+            let l1 = worst(&|s| d(hbm_at(s, 1), pe_at(s, 1)));
+            let c = worst(&|s| d(pe_at(s, 1), sram_at(s, 0)));
+            let c_back = worst(&|s| d(pe_at(s, 0), sram_at(s, 1)));
+            let s1 = worst(&|s| d(sram_at(s, 1), hbm_at(s, 1)));
+            l1.max(load) + c + add + ring + c_back + store.max(s1)
+        };
+        let e = run(
+            test_component("dist_probe"),
+            t,
+            ccl(),
+            None,
+            &["hier", &cubes.to_string()],
+        )
+        .unwrap_err()
+        .to_string();
+        let got: u64 = e
+            .split(" at ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no time in {e}"));
+        assert!(e.contains(&format!("hier ok ws={p}")), "{e}");
+        eprintln!("lrab {p} SIPs x {cubes} cubes: {got} ps (closed form {want} ps)");
+        assert_eq!(
+            got, want,
+            "{p} SIPs x {cubes} cubes: simulated {got} ps, closed form {want} ps"
+        );
+    }
+}
+
+/// tree_allreduce on 4 SIPs of a 2x2 torus, where every tree edge (0–1,
+/// 0–2, 1–3) is one SIP hop of the same cost X. Leaf 3's tile reaches 1
+/// after L + X; 1 adds and passes up (X); the root adds its two children
+/// one after the other (2M) and sends the total down to 1, which forwards
+/// it from its slot to 3 (2X); 3 stores from its slot:
+/// `T = L + X + M + X + 2M + X + X + S = L + 4X + 3M + S`.
+#[test]
+fn tree_allreduce_on_a_2x2_torus_matches_its_closed_form() {
+    let mut t = topo(4);
+    t.system.sips.topology = serde_yaml::from_str("torus_2d").unwrap();
+    let bytes = 16;
+    let (r, load, add, store) = figures(&t, bytes);
+    let edges = [(0, 1), (1, 0), (0, 2), (2, 0), (1, 3), (3, 1)];
+    let x: Vec<u64> = edges
+        .iter()
+        .map(|&(a, b)| dma(&t, &r, pe(a), pe(b), bytes))
+        .collect();
+    assert!(x.iter().all(|&v| v == x[0]), "one hop each: {x:?}");
+    let want = load + 4 * x[0] + 3 * add + store;
+    let res = run(
+        "ccl_allreduce",
+        t,
+        ccl(),
+        Some("tree_allreduce"),
+        &["-b", "16", "-e", "16"],
+    )
+    .unwrap();
+    let got = res.rows.iter().map(|r| r.time_ps).max().unwrap();
+    assert_eq!(got, want, "simulated {got} ps, closed form {want} ps");
+}

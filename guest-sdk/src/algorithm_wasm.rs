@@ -125,6 +125,7 @@ pub fn entry_defaults_out(d: EntryDefaults) -> ccl::EntryDefaults {
         buffer_kind: d.buffer_kind.map(str::to_string),
         n_slots: d.n_slots,
         slot_size: d.slot_size,
+        validator: d.validator.map(str::to_string),
     }
 }
 

@@ -132,6 +132,9 @@ pub struct EntryDefaults {
     pub n_slots: Option<u32>,
     /// Bytes per IPCQ slot.
     pub slot_size: Option<u64>,
+    /// The shard layout checked before launch: `single_shard_per_rank`,
+    /// `multi_pe_sip_local` or `one_shard_per_cube`.
+    pub validator: Option<&'static str>,
 }
 
 /// One outgoing IPCQ direction of a participant: what it sends to `dir`

@@ -92,7 +92,8 @@ impl Algorithm for LrabHierarchicalAllreduce {
 
     /// What the seed's ccl.yaml entry (`module:` only, ADR-0050 D6) needs:
     /// the hierarchical table, one kernel per cube, slots in SRAM (a cube
-    /// leader has up to 8 directions), 256 KiB slots.
+    /// leader has up to 8 directions), 256 KiB slots, and a tensor with one
+    /// shard per cube.
     fn entry_defaults() -> EntryDefaults {
         EntryDefaults {
             topology: Some("intercube_multisip"),
@@ -100,6 +101,7 @@ impl Algorithm for LrabHierarchicalAllreduce {
             buffer_kind: Some("sram"),
             n_slots: Some(4),
             slot_size: Some(256 * 1024),
+            validator: Some("one_shard_per_cube"),
         }
     }
 

@@ -10,6 +10,13 @@
 //!
 //! Arguments (as nccl-tests): `-b/--minbytes N`, `-e/--maxbytes N`,
 //! `-f/--stepfactor F`; sizes accept K/M/G suffixes. Default 8 B … 1 MiB ×2.
+//! `--cubes N` makes every cube a contributor, as the seed's hierarchical
+//! all-reduce (`lrab_hierarchical_allreduce`, ADR-0050) defines it: each
+//! rank's tensor is N tiles of the swept size placed row-wise over N cubes
+//! (`DPPolicy(cube=row_wise, num_cubes=N)`), and every tile of every rank
+//! ends holding the sum of all world size × N tiles. Sizes, counts and
+//! the bound then refer to one tile, as nccl-tests reports one GPU's
+//! buffer. Default: one block in cube 0 per rank, summed over the ranks.
 
 use kernbench_guest::bench::{ahbm, dist, mp, report, torch};
 use kernbench_guest::{Bench, Dtype};
@@ -18,6 +25,8 @@ struct Sweep {
     min: u64,
     max: u64,
     factor: u64,
+    /// Cubes the tensor is placed over row-wise (1: one block).
+    cubes: u32,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -38,6 +47,7 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
         min: 8,
         max: 1 << 20,
         factor: 2,
+        cubes: 1,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -54,9 +64,16 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
                     .parse()
                     .map_err(|_| "stepfactor must be an integer".to_string())?
             }
+            "--cubes" => {
+                sw.cubes = val(a)?
+                    .parse()
+                    .ok()
+                    .filter(|&c| c > 0)
+                    .ok_or_else(|| "--cubes must be a positive integer".to_string())?
+            }
             other => {
                 return Err(format!(
-                    "ccl_allreduce: unknown argument {other:?} (known: -b, -e, -f)"
+                    "ccl_allreduce: unknown argument {other:?} (known: -b, -e, -f, --cubes)"
                 ))
             }
         }
@@ -136,19 +153,41 @@ impl Bench for CclAllreduce {
     fn worker(rank: u32, world_size: u32, args: Vec<String>) -> Result<(), String> {
         let sweep = parse_args(&args)?;
         ahbm::set_device(rank)?;
-        let reference = Reference::new(world_size);
+        // Contributors: every cube of every rank (`--cubes 1`: the ranks).
+        let cubes = sweep.cubes as u64;
+        let contributors = world_size * sweep.cubes;
+        let reference = Reference::new(contributors);
         let mut size = sweep.min;
         while size <= sweep.max {
             // As nccl-tests: whole elements; the reported size is what moves.
+            // With --cubes, one cube's tile (the buffer of one contributor).
             let count = size / Dtype::F16.itemsize() as u64;
             if count == 0 {
                 size *= sweep.factor;
                 continue;
             }
-            let t = torch::zeros(&[count as u32], Dtype::F16, "allreduce_buf")?;
-            for (first, n) in pieces(count) {
+            let total = count * cubes;
+            let t = if cubes == 1 {
+                torch::zeros(&[count as u32], Dtype::F16, "allreduce_buf")?
+            } else {
+                use torch::DpMode::{Replicate, RowWise};
+                let dp = torch::DpPolicy::new(RowWise, Replicate, sweep.cubes, 1);
+                torch::zeros_dp(
+                    &[sweep.cubes, count as u32],
+                    Dtype::F16,
+                    dp,
+                    "allreduce_buf",
+                )?
+            };
+            for (first, n) in pieces(total) {
                 let data: Vec<f64> = (first..first + n)
-                    .map(|i| value(rank, i, world_size))
+                    .map(|j| {
+                        value(
+                            rank * sweep.cubes + (j / count) as u32,
+                            j % count,
+                            contributors,
+                        )
+                    })
                     .collect();
                 t.copy_from_f64_at(first, &data)?;
             }
@@ -157,11 +196,11 @@ impl Bench for CclAllreduce {
             dist::all_reduce(&t, "sum")?;
             let t1 = ahbm::now_ps();
             let mut wrong = 0u64;
-            for (first, n) in pieces(count) {
+            for (first, n) in pieces(total) {
                 let out = t.to_f64_range(first, n)?;
                 wrong += (first..first + n)
                     .zip(out)
-                    .filter(|&(i, v)| v != reference.expected(i))
+                    .filter(|&(j, v)| v != reference.expected(j % count))
                     .count() as u64;
             }
             report::record(
@@ -194,7 +233,10 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let s = parse_args(&a).unwrap();
-        assert_eq!((s.min, s.max, s.factor), (1024, 1 << 20, 4));
+        assert_eq!((s.min, s.max, s.factor, s.cubes), (1024, 1 << 20, 4, 1));
+        let a = ["--cubes".to_string(), "16".to_string()];
+        assert_eq!(parse_args(&a).unwrap().cubes, 16);
+        assert!(parse_args(&["--cubes".to_string(), "0".to_string()]).is_err());
         assert!(parse_args(&["-x".to_string()]).is_err());
     }
 

@@ -88,6 +88,9 @@ pub enum Validator {
     SingleShardPerRank,
     /// One shard per PE of the SIP (cubes × PEs per cube).
     MultiPeSipLocal,
+    /// One shard per cube of the SIP (a tensor row-wise over the cubes, as
+    /// a hierarchical algorithm with one kernel per cube reduces it).
+    OneShardPerCube,
 }
 
 impl Validator {
@@ -95,6 +98,7 @@ impl Validator {
         match self {
             Validator::SingleShardPerRank => "single_shard_per_rank",
             Validator::MultiPeSipLocal => "multi_pe_sip_local",
+            Validator::OneShardPerCube => "one_shard_per_cube",
         }
     }
 
@@ -103,6 +107,7 @@ impl Validator {
         match self {
             Validator::SingleShardPerRank => 1,
             Validator::MultiPeSipLocal => spec.cubes_per_sip() * spec.pes_per_cube(),
+            Validator::OneShardPerCube => spec.cubes_per_sip(),
         }
     }
 }
@@ -230,6 +235,7 @@ impl AlgorithmEntry {
                 .slot_bytes()
                 .or(defaults.slot_size)
                 .unwrap_or(DEFAULT_SLOT_KIB * 1024),
+            validator: self.validator.or(defaults.validator),
         }
     }
 }
@@ -243,18 +249,24 @@ pub struct EntryDefaults {
     pub buffer_kind: Option<BufferKind>,
     pub n_slots: Option<u32>,
     pub slot_size: Option<u64>,
+    pub validator: Option<Validator>,
+}
+
+/// An algorithm's install keys as names (spelled as in ccl.yaml) and numbers.
+#[derive(Debug, Clone, Default)]
+pub struct EntryDefaultNames<'a> {
+    pub topology: Option<&'a str>,
+    pub mapper: Option<&'a str>,
+    pub buffer_kind: Option<&'a str>,
+    pub n_slots: Option<u32>,
+    pub slot_size: Option<u64>,
+    pub validator: Option<&'a str>,
 }
 
 impl EntryDefaults {
     /// Parse the names an algorithm gives (spelled as in ccl.yaml) and
     /// check the numbers as ccl.yaml's are checked.
-    pub fn parse(
-        topology: Option<&str>,
-        mapper: Option<&str>,
-        buffer_kind: Option<&str>,
-        n_slots: Option<u32>,
-        slot_size: Option<u64>,
-    ) -> Result<Self, String> {
+    pub fn parse(names: &EntryDefaultNames) -> Result<Self, String> {
         fn named<T: serde::de::DeserializeOwned>(
             key: &str,
             v: Option<&str>,
@@ -265,18 +277,19 @@ impl EntryDefaults {
             })
             .transpose()
         }
-        if let Some(n) = n_slots {
+        if let Some(n) = names.n_slots {
             check_n_slots(n).map_err(|e| format!("n_slots {e}"))?;
         }
-        if let Some(b) = slot_size {
+        if let Some(b) = names.slot_size {
             check_slot_size(b).map_err(|e| format!("slot_size {e}"))?;
         }
         Ok(EntryDefaults {
-            topology: named("topology", topology)?,
-            mapper: named("mapper", mapper)?,
-            buffer_kind: named("buffer_kind", buffer_kind)?,
-            n_slots,
-            slot_size,
+            topology: named("topology", names.topology)?,
+            mapper: named("mapper", names.mapper)?,
+            buffer_kind: named("buffer_kind", names.buffer_kind)?,
+            n_slots: names.n_slots,
+            slot_size: names.slot_size,
+            validator: named("validator", names.validator)?,
         })
     }
 }
@@ -289,6 +302,7 @@ pub struct InstallKeys {
     pub buffer_kind: BufferKind,
     pub n_slots: u32,
     pub slot_size: u64,
+    pub validator: Option<Validator>,
 }
 
 fn check_n_slots(n: u32) -> Result<(), String> {
@@ -504,15 +518,17 @@ mod tests {
                 buffer_kind: BufferKind::Hbm,
                 n_slots: 4,
                 slot_size: 2048,
+                validator: None,
             }
         );
-        let algo = EntryDefaults::parse(
-            Some("intercube_multisip"),
-            Some("cube_leaders"),
-            Some("sram"),
-            Some(2),
-            Some(4096),
-        )
+        let algo = EntryDefaults::parse(&EntryDefaultNames {
+            topology: Some("intercube_multisip"),
+            mapper: Some("cube_leaders"),
+            buffer_kind: Some("sram"),
+            n_slots: Some(2),
+            slot_size: Some(4096),
+            validator: Some("one_shard_per_cube"),
+        })
         .unwrap();
         let keys = a.install_keys(&algo);
         assert_eq!(
@@ -524,12 +540,21 @@ mod tests {
             (BufferKind::Hbm, 2048),
             "ccl.yaml wins"
         );
-        let e = EntryDefaults::parse(Some("ring"), None, None, None, None).unwrap_err();
+        assert_eq!(keys.validator, Some(Validator::OneShardPerCube));
+        let e = EntryDefaults::parse(&EntryDefaultNames {
+            topology: Some("ring"),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert!(
             e.starts_with("topology \"ring\": unknown variant `ring`"),
             "{e}"
         );
-        let e = EntryDefaults::parse(None, None, None, Some(0), None).unwrap_err();
+        let e = EntryDefaults::parse(&EntryDefaultNames {
+            n_slots: Some(0),
+            ..Default::default()
+        })
+        .unwrap_err();
         assert_eq!(e, "n_slots must be in 1..=1024, got 0");
     }
 

@@ -11,7 +11,7 @@ use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::RunLimits;
 use super::wasi::{FlushOnDrop, Output};
 use crate::ccl::tables::Link;
-use crate::config::ccl::{EntryDefaults, ParamValue};
+use crate::config::ccl::{EntryDefaultNames, EntryDefaults, ParamValue};
 use crate::error::SimError;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
@@ -191,13 +191,14 @@ impl AlgorithmHooks {
         }
         .await;
         let d = called.map_err(|e| self.guest_error(e))?;
-        EntryDefaults::parse(
-            d.topology.as_deref(),
-            d.mapper.as_deref(),
-            d.buffer_kind.as_deref(),
-            d.n_slots,
-            d.slot_size,
-        )
+        EntryDefaults::parse(&EntryDefaultNames {
+            topology: d.topology.as_deref(),
+            mapper: d.mapper.as_deref(),
+            buffer_kind: d.buffer_kind.as_deref(),
+            n_slots: d.n_slots,
+            slot_size: d.slot_size,
+            validator: d.validator.as_deref(),
+        })
         .map_err(|m| self.refused(DEFAULTS_EXPORT, m))
     }
 

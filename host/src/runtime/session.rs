@@ -334,7 +334,7 @@ impl Session {
             sip_topo_kind: kind,
             sip_topo_wh,
             ranks,
-            validator: entry.validator,
+            validator: keys.validator,
             params,
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
