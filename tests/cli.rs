@@ -238,3 +238,45 @@ fn every_built_in_bench_passes_with_the_default_configs_and_no_flags() {
     let out = ok(kb().args(["run", "ccl_hello"]));
     assert!(out.contains("algorithm hello_send"), "{out}");
 }
+
+#[test]
+fn the_seeds_example_ccl_yamls_run_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    // seed 003 §1 step 2: hello_send with world_size 8 on the 4-SIP default
+    // machine: rank = PE, ccl_hello's single driver (ADR-0047 D5).
+    let hello = dir.path().join("hello.yaml");
+    std::fs::write(
+        &hello,
+        "algorithms:\n  hello_send:\n    module: kernbench.ccl.algorithms.hello_send\n    topology: ring_1d\n    buffer_kind: tcm\n    world_size: 8\n",
+    )
+    .unwrap();
+    let out = ok(kb().args(["run", "ccl_hello", "--ccl", hello.to_str().unwrap()]));
+    assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
+    assert!(out.contains("# world_size 8 "), "{out}");
+    // seed 004 D4: ring_allreduce_tcm with mapper, validator and n_elem.
+    let ring = dir.path().join("ring.yaml");
+    std::fs::write(
+        &ring,
+        "algorithms:\n  ring_allreduce_tcm:\n    module: kernbench.ccl.algorithms.ring_allreduce\n    topology: ring_1d\n    mapper: leader_only\n    validator: single_shard_per_rank\n    buffer_kind: tcm\n    n_elem: 8\n",
+    )
+    .unwrap();
+    let out = ok(kb().args(["run", "ccl_allreduce", "--ccl", ring.to_str().unwrap()]));
+    assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
+    // seed 001 ADR-0050 D6: lrab with only its module.
+    let lrab = dir.path().join("lrab.yaml");
+    std::fs::write(
+        &lrab,
+        "defaults:\n  algorithm: lrab_hierarchical_allreduce\n  n_elem: 8\n\nalgorithms:\n  lrab_hierarchical_allreduce:\n    module: kernbench.ccl.algorithms.lrab_hierarchical_allreduce\n",
+    )
+    .unwrap();
+    let out = ok(kb().args([
+        "run",
+        "ccl_allreduce",
+        "--ccl",
+        lrab.to_str().unwrap(),
+        "--",
+        "--cubes",
+        "16",
+    ]));
+    assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
+}

@@ -395,7 +395,8 @@ fn hbm_at(sip: u32, cube: u32) -> NodeId {
 }
 
 /// lrab_hierarchical_allreduce, uncontended, its slots in SRAM (the
-/// algorithm's default), 16 B tiles, on a ring of p SIPs:
+/// algorithm's default: 3 slots, so no send waits for a slot's credit),
+/// 16 B tiles, on a ring of p SIPs:
 /// * one cube per SIP (the single-cube skip): the seed's ring on cube 0
 ///   over `global_E` / `global_W`: the first send goes from the PE's TCM
 ///   into the next SIP's SRAM (X), every later one forwards the received

@@ -226,8 +226,14 @@ pub mod mp {
 /// `torch.ahbm`: SIP binding and simulated time.
 pub mod ahbm {
     use super::raw::ahbm as a;
+    pub use a::DeviceProperties;
     pub fn set_device(device: u32) -> Result<(), String> {
         a::set_device(device)
+    }
+    /// `torch.cuda.get_device_properties(device)`: the cube mesh, PEs per
+    /// cube and HBM of SIP `device`.
+    pub fn get_device_properties(device: u32) -> Result<DeviceProperties, String> {
+        a::get_device_properties(device)
     }
     pub fn current_device() -> Option<u32> {
         a::current_device()

@@ -92,15 +92,16 @@ impl Algorithm for LrabHierarchicalAllreduce {
 
     /// What the seed's ccl.yaml entry (`module:` only, ADR-0050 D6) needs:
     /// the hierarchical table, one kernel per cube, slots in SRAM (a cube
-    /// leader has up to 8 directions), 256 KiB slots, and a tensor with one
-    /// shard per cube.
+    /// leader has up to 8 directions: 8 x 3 slots of 1 MiB fit a default
+    /// cube's 32 MiB; with 2 a ring of 5 SIPs waits for slot credits), and
+    /// a tensor with one shard per cube.
     fn entry_defaults() -> EntryDefaults {
         EntryDefaults {
             topology: Some("intercube_multisip"),
             mapper: Some("cube_leaders"),
             buffer_kind: Some("sram"),
-            n_slots: Some(4),
-            slot_size: Some(256 * 1024),
+            n_slots: Some(3),
+            slot_size: Some(1 << 20),
             validator: Some("one_shard_per_cube"),
         }
     }

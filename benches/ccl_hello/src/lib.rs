@@ -5,6 +5,12 @@
 //! Each rank's tile is a pattern unique to the rank whose every value is an
 //! integer below 2048, so it is exact in f16 at any world size (the seed's
 //! `rank + 1` stops being exact past 2048 ranks).
+//!
+//! Up to one rank per SIP, one worker per rank is spawned. With more ranks
+//! than SIPs (ccl.yaml `world_size: 8`, as seed 003 §1's entry: rank = PE)
+//! it is the seed's bench: a single driver places one tensor on SIP 0, one
+//! tile per rank over the cubes and PEs (`DPPolicy(cube=column_wise,
+//! pe=column_wise)`), and one `all_reduce` runs every rank's kernel.
 
 use kernbench_guest::bench::{ahbm, dist, mp, report, torch};
 use kernbench_guest::{Bench, Dtype};
@@ -23,13 +29,62 @@ fn tile(rank: u32) -> Vec<f64> {
     (0..N_ELEM).map(|i| pattern(rank, i)).collect()
 }
 
+/// Check `got` (rank `rank`'s tile after the exchange) and report it.
+fn check(rank: u32, world_size: u32, got: &[f64], time_ps: u64) {
+    let west = (rank + world_size - 1) % world_size;
+    let expected = tile(west);
+    let wrong = got.iter().zip(&expected).filter(|(g, e)| g != e).count() as u64;
+    println!("rank {rank}: got {got:?}, expected rank {west}'s {expected:?}");
+    report::record(
+        "sendrecv",
+        &report::Row {
+            size_bytes: N_ELEM as u64 * 2,
+            count: N_ELEM as u64,
+            dtype: Dtype::F16,
+            redop: "none".into(),
+            time_ps,
+            wrong,
+        },
+    );
+}
+
+/// The seed's single driver (ADR-0047 D5): every rank is a PE of SIP 0 and
+/// owns the tile at `t_ptr + rank * nbytes`.
+fn single_driver(world_size: u32) -> Result<(), String> {
+    use torch::DpMode::ColumnWise;
+    ahbm::set_device(0)?;
+    let props = ahbm::get_device_properties(0)?;
+    let pes = world_size.min(props.pes_per_cube);
+    if !world_size.is_multiple_of(pes) {
+        return Err(format!(
+            "ccl_hello: {world_size} ranks do not fill whole cubes of {} PEs",
+            props.pes_per_cube
+        ));
+    }
+    let dp = torch::DpPolicy::new(ColumnWise, ColumnWise, world_size / pes, pes);
+    let t = torch::zeros_dp(&[1, world_size * N_ELEM], Dtype::F16, dp, "hello_in")?;
+    let init: Vec<f64> = (0..world_size).flat_map(tile).collect();
+    t.copy_from_f64(&init)?;
+    let t0 = ahbm::now_ps();
+    dist::all_reduce(&t, "sum")?;
+    let took = ahbm::now_ps() - t0;
+    let got = t.to_f64();
+    for (rank, tile) in got.chunks(N_ELEM as usize).enumerate() {
+        check(rank as u32, world_size, tile, took);
+    }
+    Ok(())
+}
+
 struct CclHello;
 
 impl Bench for CclHello {
     fn run(args: Vec<String>) -> Result<(), String> {
         dist::init_process_group_with_algorithm("ahbm", "hello_send")?;
         let world_size = dist::get_world_size()?;
-        mp::spawn(world_size, &args)
+        if world_size <= ahbm::device_count() {
+            return mp::spawn(world_size, &args);
+        }
+        single_driver(world_size)
     }
 
     fn worker(rank: u32, world_size: u32, _args: Vec<String>) -> Result<(), String> {
@@ -39,22 +94,7 @@ impl Bench for CclHello {
         let t0 = ahbm::now_ps();
         dist::all_reduce(&t, "sum")?;
         let t1 = ahbm::now_ps();
-        let got = t.to_f64();
-        let west = (rank + world_size - 1) % world_size;
-        let expected = tile(west);
-        let wrong = got.iter().zip(&expected).filter(|(g, e)| g != e).count() as u64;
-        println!("rank {rank}: got {got:?}, expected rank {west}'s {expected:?}");
-        report::record(
-            "sendrecv",
-            &report::Row {
-                size_bytes: N_ELEM as u64 * 2,
-                count: N_ELEM as u64,
-                dtype: Dtype::F16,
-                redop: "none".into(),
-                time_ps: t1 - t0,
-                wrong,
-            },
-        );
+        check(rank, world_size, &t.to_f64(), t1 - t0);
         Ok(())
     }
 }
