@@ -1,7 +1,8 @@
-//! The seed's algorithm suite through the real host: tree_allreduce and
-//! mesh_allreduce on several SIP topologies, world sizes (including non
-//! powers of two), cube meshes and sizes — data against the bench's
-//! independent reference, and the whole run deterministic.
+//! The seed's algorithm suite through the real host: ring_allreduce,
+//! tree_allreduce, mesh_allreduce and lrab_hierarchical_allreduce on
+//! several SIP topologies, world sizes (including non powers of two), cube
+//! meshes (1x1 and the default 4x4) and two sizes — data against the
+//! bench's independent reference, and the whole run deterministic.
 
 mod common;
 use common::*;
@@ -22,15 +23,19 @@ fn machine(n: u32, kind: &str, w: Option<u32>, cubes: (u32, u32)) -> TopologySpe
 /// Run `algorithm` through ccl_allreduce at two sizes; every element right,
 /// and a second run identical to the first.
 fn check(algorithm: &str, t: TopologySpec) {
+    check_with(algorithm, t, &[]);
+}
+
+/// [`check`] with more ccl_allreduce arguments.
+fn check_with(algorithm: &str, t: TopologySpec, extra: &[&str]) {
+    let args: Vec<&str> = ["-b", "16", "-e", "16K", "-f", "1024"]
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect();
     let go = || {
-        run(
-            "ccl_allreduce",
-            t.clone(),
-            ccl(),
-            Some(algorithm),
-            &["-b", "16", "-e", "16K", "-f", "1024"],
-        )
-        .unwrap_or_else(|e| panic!("{algorithm} on {} SIPs: {e}", t.system.sips.count))
+        run("ccl_allreduce", t.clone(), ccl(), Some(algorithm), &args)
+            .unwrap_or_else(|e| panic!("{algorithm} on {} SIPs: {e}", t.system.sips.count))
     };
     let res = go();
     let ws = t.system.sips.count as usize;
@@ -42,6 +47,20 @@ fn check(algorithm: &str, t: TopologySpec) {
     let again = go();
     assert_eq!(res.rows, again.rows, "{algorithm}: deterministic");
     assert_eq!(res.end_time_ps, again.end_time_ps);
+}
+
+#[test]
+fn ring_allreduce_on_rings_tori_and_meshes() {
+    for cubes in [(1, 1), (4, 4)] {
+        for n in [2, 3, 5, 8] {
+            check("ring_allreduce", machine(n, "ring_1d", None, cubes));
+        }
+        check("ring_allreduce", machine(6, "torus_2d", Some(3), cubes));
+        check(
+            "ring_allreduce",
+            machine(4, "mesh_2d_no_wrap", Some(2), cubes),
+        );
+    }
 }
 
 #[test]
@@ -76,27 +95,30 @@ fn mesh_allreduce_on_rings_tori_and_meshes() {
     }
 }
 
-/// lrab_hierarchical_allreduce through a bench that places one tile per
-/// cube, on `t`.
+/// lrab_hierarchical_allreduce through ccl_allreduce with one tile per
+/// cube (`--cubes`, every cube a contributor), at two tile sizes; and
+/// through the probe bench that places its tiles itself.
 fn check_hierarchical(t: TopologySpec) {
     let cubes = (t.sip.cube_mesh.w * t.sip.cube_mesh.h).to_string();
+    check_with(
+        "lrab_hierarchical_allreduce",
+        t.clone(),
+        &["--cubes", &cubes],
+    );
     let n = t.system.sips.count;
-    let go = || match run(
+    let e = run(
         test_component("dist_probe"),
         t.clone(),
         ccl(),
         None,
         &["hier", &cubes],
-    ) {
-        Ok(_) => panic!("the probe reports through its error"),
-        Err(e) => e.to_string(),
-    };
-    let e = go();
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains(&format!("hier ok ws={n}")),
         "{n} SIPs, {cubes} cubes: {e}"
     );
-    assert_eq!(e, go(), "deterministic");
 }
 
 #[test]
