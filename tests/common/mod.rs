@@ -8,6 +8,8 @@ use kernbench::runtime::loader::TEST_COMPONENTS;
 use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest, RunResult};
 use std::sync::{Arc, OnceLock};
 
+pub mod guests;
+
 /// The default topology with `n` SIPs.
 pub fn topo(n: u32) -> TopologySpec {
     let mut t = TopologySpec::default_embedded();

@@ -1,0 +1,11 @@
+"""Dtype names to and from the WIT enum (inside a component only)."""
+
+from wit_world.imports import types as _types
+
+DTYPE = {
+    "f16": _types.Dtype.F16,
+    "bf16": _types.Dtype.BF16,
+    "f32": _types.Dtype.F32,
+    "i32": _types.Dtype.I32,
+}
+DTYPE_NAME = {v: k for k, v in DTYPE.items()}

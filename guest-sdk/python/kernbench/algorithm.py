@@ -1,0 +1,119 @@
+"""Export a seed-style algorithm module as the ``algorithm-full`` world
+(inside a component only: it uses the bindings componentize-py generates).
+``python -m kernbench.build algorithm MODULE.py`` writes the glue."""
+
+from wit_world.imports import ccl as _ccl
+from wit_world.imports import tl as _wtl
+
+from componentize_py_types import Err
+
+from . import contract
+from ._wit import DTYPE as _DT
+from ._wit import DTYPE_NAME as _DT_NAME
+from .tl import Tl
+
+_OP = {
+    "add": _wtl.Binop.ADD,
+    "sub": _wtl.Binop.SUB,
+    "mul": _wtl.Binop.MUL,
+    "max": _wtl.Binop.MAX,
+    "min": _wtl.Binop.MIN,
+}
+
+
+class _Host:
+    """The ``tl`` backend of a component: the simulator host's imports."""
+
+    program_id = staticmethod(_wtl.program_id)
+    num_programs = staticmethod(_wtl.num_programs)
+    store = staticmethod(_wtl.store)
+    send = staticmethod(_wtl.send)
+    now_ps = staticmethod(_wtl.now_ps)
+    log = staticmethod(_wtl.log)
+
+    @staticmethod
+    def load(addr, shape, dtype):
+        return _wtl.load(addr, shape, _DT[dtype])
+
+    @staticmethod
+    def recv(dir, shape, dtype):
+        return _wtl.recv(dir, shape, _DT[dtype])
+
+    @staticmethod
+    def recv_into(dir, shape, dtype, dst):
+        return _wtl.recv_into(dir, shape, _DT[dtype], dst)
+
+    @staticmethod
+    def binary(op, a, b):
+        return _wtl.binary(_OP[op], a, b)
+
+    @staticmethod
+    def scale(a, f):
+        return _wtl.scale(a, f)
+
+    @staticmethod
+    def shape(raw):
+        return raw.shape()
+
+    @staticmethod
+    def dtype(raw):
+        return _DT_NAME[raw.dtype()]
+
+    @staticmethod
+    def addr(raw):
+        return raw.addr()
+
+    @staticmethod
+    def nbytes(raw):
+        return raw.nbytes()
+
+
+def _param(p):
+    return p.name, p.value.value
+
+
+def export_algorithm(module):
+    """The ``WitWorld`` class componentize-py exports for ``module``."""
+    tl = Tl(_Host())
+
+    class WitWorld:
+        def kernel(self, t_ptr, args):
+            contract.call_kernel(module.kernel, t_ptr, list(args), tl)
+
+        def kernel_args(self, world_size, n_elem, cube_w, cube_h):
+            return contract.call_kernel_args(
+                module.kernel_args, world_size, n_elem, cube_w, cube_h, {}
+            )
+
+        def kernel_args_with(self, world_size, n_elem, cube_w, cube_h, params):
+            try:
+                return contract.call_kernel_args(
+                    module.kernel_args,
+                    world_size,
+                    n_elem,
+                    cube_w,
+                    cube_h,
+                    dict(_param(p) for p in params),
+                )
+            except (contract.ParameterError, TypeError, ValueError) as e:
+                raise Err(str(e))
+
+        def topo_name_to_kind(self, name):
+            return contract.topo_kind(module, name)
+
+        def entry_defaults(self):
+            d = dict(getattr(module, "ENTRY_DEFAULTS", {}))
+            keys = ("topology", "mapper", "buffer_kind", "n_slots", "slot_size", "validator")
+            unknown = sorted(set(d) - set(keys))
+            if unknown:
+                raise ValueError(f"ENTRY_DEFAULTS: unknown keys {unknown} (known: {keys})")
+            return _ccl.EntryDefaults(*(d.get(k) for k in keys))
+
+        def neighbors(self, rank, world_size, neighbor_map):
+            links = [(l.dir, l.peer, l.peer_dir) for l in neighbor_map]
+            row = contract.neighbors_row(module, rank, world_size, links)
+            if row is None:
+                return None
+            return [_ccl.Link(d, p, pd) for d, p, pd in row]
+
+    return WitWorld

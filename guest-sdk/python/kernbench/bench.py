@@ -1,0 +1,249 @@
+"""A seed-style bench module as the ``bench`` world: ``run(torch)`` is the
+entry point, ``worker(rank, world_size, torch)`` one rank of
+``torch.multiprocessing.spawn`` (inside a component only: it uses the
+bindings componentize-py generates). ``torch`` here is the simulator's
+PyTorch-like surface: ``torch.zeros``, ``torch.distributed``,
+``torch.multiprocessing``, ``torch.ahbm`` / ``torch.accelerator``, plus
+``torch.report`` for the result table and ``torch.argv`` (the bench's
+command-line arguments)."""
+
+from componentize_py_types import Err
+from wit_world.imports import accelerator as _acc
+from wit_world.imports import ahbm as _ahbm
+from wit_world.imports import distributed as _dist
+from wit_world.imports import multiprocessing as _mp
+from wit_world.imports import report as _report
+from wit_world.imports import torch as _torch
+
+from ._wit import DTYPE as _DT
+from ._wit import DTYPE_NAME as _DT_NAME
+from .placement import DPPolicy
+
+_MODE = {
+    "replicate": _torch.DpMode.REPLICATE,
+    "row_wise": _torch.DpMode.ROW_WISE,
+    "column_wise": _torch.DpMode.COLUMN_WISE,
+    "tiled": _torch.DpMode.TILED,
+}
+
+
+def _unwrap(e):
+    """A WIT error as the Python exception the seed raises."""
+    v = e.value
+    if isinstance(v, _dist.DistError_ValueError):
+        return ValueError(v.value)
+    if isinstance(v, _dist.DistError_NotImplemented):
+        return NotImplementedError(v.value)
+    if isinstance(v, _dist.DistError_RuntimeError):
+        return RuntimeError(v.value)
+    return RuntimeError(str(v))
+
+
+def _call(f, *args):
+    try:
+        return f(*args)
+    except Err as e:
+        raise _unwrap(e) from None
+
+
+def _flatten(values):
+    out = []
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(reversed(v))
+        elif isinstance(v, Tensor):
+            out.extend(v.flat())
+        else:
+            out.append(float(v))
+    return out
+
+
+class Tensor:
+    """A device tensor on the calling rank's SIP."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self, t):
+        self._t = t
+
+    @property
+    def shape(self):
+        return tuple(self._t.shape())
+
+    @property
+    def dtype(self):
+        return _DT_NAME[self._t.dtype()]
+
+    def numel(self):
+        return self._t.numel()
+
+    @property
+    def nbytes(self):
+        return self._t.nbytes()
+
+    @property
+    def device(self):
+        return self._t.device()
+
+    def data_ptr(self):
+        """The tensor's virtual base on its SIP (a kernel's ``t_ptr``)."""
+        return self._t.data_ptr()
+
+    def shards(self):
+        """``ShardSpec(sip, cube, pe)`` of every shard, in (cube, pe) order."""
+        return self._t.shards()
+
+    def copy_(self, values):
+        """Overwrite the contents with ``values`` (nested lists, a flat
+        sequence or another tensor), as ``Tensor.copy_``."""
+        flat = _flatten(values)
+        if len(flat) != self.numel():
+            raise ValueError(f"copy_: {len(flat)} values for a tensor of {self.numel()}")
+        _call(self._t.copy_from_f64, flat)
+        return self
+
+    def copy_at(self, first, values):
+        """Overwrite elements ``first..`` with ``values`` (a large tensor in pieces)."""
+        _call(self._t.copy_from_f64_at, first, [float(v) for v in values])
+
+    def flat(self, first=0, count=None):
+        """Elements ``first .. first + count`` as floats, row-major."""
+        if first == 0 and count is None:
+            return _call(self._t.to_f64)
+        count = self.numel() - first if count is None else count
+        return _call(self._t.to_f64_range, first, count)
+
+    def tolist(self):
+        """The contents as nested lists, as ``Tensor.tolist``."""
+        flat = self.flat()
+        for d in reversed(self.shape[1:]):
+            flat = [flat[i : i + d] for i in range(0, len(flat), d)]
+        return flat
+
+
+class _Distributed:
+    """``torch.distributed`` (seed ADR-0047)."""
+
+    def init_process_group(self, backend="ahbm", world_size=None, rank=None, algorithm=None):
+        opts = _dist.PgOptions(algorithm) if algorithm else None
+        _call(_dist.init_process_group, backend, world_size, rank, opts)
+
+    def is_initialized(self):
+        return _dist.is_initialized()
+
+    def get_rank(self):
+        return _call(_dist.get_rank)
+
+    def get_world_size(self):
+        return _call(_dist.get_world_size)
+
+    def get_backend(self):
+        return _call(_dist.get_backend)
+
+    def all_reduce(self, tensor, op="sum"):
+        _call(_dist.all_reduce, tensor._t, op)
+
+    def barrier(self):
+        _call(_dist.barrier)
+
+
+class _Multiprocessing:
+    """``torch.multiprocessing``."""
+
+    def __init__(self, module, argv):
+        self._module, self._argv = module, argv
+
+    def spawn(self, fn=None, args=(), nprocs=1, join=True):
+        """Run the module's ``worker`` once per rank, concurrently; return
+        when all have finished (the error names the failed ranks)."""
+        worker = getattr(self._module, "worker", None)
+        if fn is not None and fn is not worker:
+            raise ValueError("mp.spawn runs the bench module's worker(rank, world_size, torch)")
+        if args:
+            raise ValueError("mp.spawn: pass data to workers through torch.argv, not args=")
+        _call(_mp.spawn, int(nprocs), list(self._argv))
+
+
+class _Ahbm:
+    """``torch.ahbm``: SIP binding, device properties, simulated time."""
+
+    def set_device(self, device):
+        _call(_ahbm.set_device, int(device))
+
+    def current_device(self):
+        return _ahbm.current_device()
+
+    def device_count(self):
+        return _ahbm.device_count()
+
+    def get_device_properties(self, device):
+        return _call(_ahbm.get_device_properties, int(device))
+
+    def now_ps(self):
+        return _ahbm.now_ps()
+
+
+class _Accelerator:
+    """``torch.accelerator`` (the device-agnostic alias)."""
+
+    def set_device_index(self, device):
+        _call(_acc.set_device_index, int(device))
+
+    def current_device_index(self):
+        return _acc.current_device_index()
+
+
+class _Report:
+    """Rows of the host's nccl-tests-style table."""
+
+    def record(self, collective, size_bytes, count, dtype, redop, time_ps, wrong):
+        row = _report.ResultRow(size_bytes, count, _DT[dtype], redop, time_ps, wrong)
+        _report.record_result(collective, row)
+
+
+class Torch:
+    """The ``torch`` a seed bench receives."""
+
+    def __init__(self, module, argv):
+        self.argv = list(argv)
+        self.distributed = _Distributed()
+        self.multiprocessing = _Multiprocessing(module, argv)
+        self.ahbm = _Ahbm()
+        self.accelerator = _Accelerator()
+        self.report = _Report()
+
+    def zeros(self, shape, dtype="f16", dp=None, name=""):
+        """A zero tensor on the current device, laid out by ``dp``."""
+        if isinstance(shape, int):
+            shape = (shape,)
+        if dtype not in _DT:
+            raise ValueError(f"dtype {dtype!r}: one of {', '.join(_DT)}")
+        wit_dp = None
+        if dp is not None:
+            if not isinstance(dp, DPPolicy):
+                raise TypeError("dp must be a kernbench.DPPolicy")
+            wit_dp = _torch.DpPolicy(_MODE[dp.cube], _MODE[dp.pe], dp.num_cubes, dp.num_pes)
+        return Tensor(_call(_torch.zeros, [int(d) for d in shape], _DT[dtype], wit_dp, name))
+
+
+def export_bench(module):
+    """The ``WitWorld`` class componentize-py exports for ``module``."""
+
+    def guarded(f, *args):
+        try:
+            f(*args)
+        except Err:
+            raise
+        except Exception as e:
+            raise Err(f"{type(e).__name__}: {e}") from None
+
+    class WitWorld:
+        def run(self, args):
+            guarded(module.run, Torch(module, args))
+
+        def worker(self, rank, world_size, args):
+            guarded(module.worker, rank, world_size, Torch(module, args))
+
+    return WitWorld

@@ -1,0 +1,296 @@
+"""Run an algorithm's kernel natively, every rank in a thread, for
+millisecond unit tests (seed 003 §6). Correctness only: no timing, no DMA,
+no fabric. Each rank's memory is its input at ``MOCK_T_PTR``; ``program_id``
+is 0 and ``num_programs`` 1, so the seed's ``t_ptr + rank * nbytes`` is
+``t_ptr``. Bounded queues of ``n_slots`` stand in for the IPCQ rings.
+"""
+
+import math
+import queue
+import struct
+import threading
+
+from . import contract
+from .tl import ITEMSIZE, Tl
+from .topo import standard_kind
+
+MOCK_T_PTR = 0x1000_0000
+_SCRATCH = 0x4000_0000_0000
+DEADLOCK_TIMEOUT = 10.0
+_COMPASS = {"E": "W", "W": "E", "N": "S", "S": "N"}
+
+
+def _bf16_bits(x):
+    (bits,) = struct.unpack("<I", struct.pack("<f", x))
+    if math.isnan(x):
+        return 0x7FC0
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def encode(values, dtype):
+    """Little-endian bytes of ``values`` in ``dtype``."""
+    values = [float(v) for v in values]
+    if dtype == "f16":
+        return struct.pack(f"<{len(values)}e", *values)
+    if dtype == "f32":
+        return struct.pack(f"<{len(values)}f", *values)
+    if dtype == "i32":
+        return struct.pack(f"<{len(values)}i", *(int(v) for v in values))
+    if dtype == "bf16":
+        return struct.pack(f"<{len(values)}H", *(_bf16_bits(v) for v in values))
+    raise ValueError(f"dtype {dtype!r}")
+
+
+def decode(data, dtype):
+    n = len(data) // ITEMSIZE[dtype]
+    if dtype == "f16":
+        return list(struct.unpack(f"<{n}e", data))
+    if dtype == "f32":
+        return list(struct.unpack(f"<{n}f", data))
+    if dtype == "i32":
+        return [float(v) for v in struct.unpack(f"<{n}i", data)]
+    if dtype == "bf16":
+        return [
+            struct.unpack("<f", struct.pack("<I", h << 16))[0]
+            for h in struct.unpack(f"<{n}H", data)
+        ]
+    raise ValueError(f"dtype {dtype!r}")
+
+
+def _grid(world_size, grid_w):
+    w = grid_w or int(math.isqrt(world_size))
+    if w <= 0 or world_size % w:
+        raise ValueError(f"mock: world_size {world_size} is not a {w}-wide grid")
+    return w, world_size // w
+
+
+def table(topology, world_size, rank, grid_w=None):
+    """``[(dir, peer, peer_dir)]`` of ``rank``: the host's builtin tables
+    (``host/src/ccl/tables.rs``)."""
+    n = world_size
+    if topology == "ring_1d":
+        return [("E", (rank + 1) % n, "W"), ("W", (rank - 1) % n, "E")]
+    if topology == "ring_1d_unidir":
+        return [("E", (rank + 1) % n, "W")]
+    if topology == "none":
+        return []
+    if topology == "global_ring":
+        return [("global_E", (rank + 1) % n, "global_W"), ("global_W", (rank - 1) % n, "global_E")]
+    if topology == "tree_binary":
+        row = []
+        if rank > 0:
+            row.append(("P", (rank - 1) // 2, "C0" if rank % 2 == 1 else "C1"))
+        for child, d in ((2 * rank + 1, "C0"), (2 * rank + 2, "C1")):
+            if child < n:
+                row.append((d, child, "P"))
+        return row
+    if topology in ("mesh_2d", "torus_2d"):
+        w, h = _grid(n, grid_w)
+        x, y = rank % w, rank // w
+        row = []
+        for d, dx, dy in (("E", 1, 0), ("W", -1, 0), ("S", 0, 1), ("N", 0, -1)):
+            nx, ny = x + dx, y + dy
+            if topology == "torus_2d":
+                nx, ny = nx % w, ny % h
+            if 0 <= nx < w and 0 <= ny < h and (nx, ny) != (x, y):
+                row.append((d, ny * w + nx, _COMPASS[d]))
+        return row
+    raise ValueError(f"mock: unknown topology {topology!r}")
+
+
+def rows(module, topology, world_size, rank, grid_w=None):
+    """``rank``'s row after ``module.neighbors`` (if any), resolved as the
+    host does."""
+    builtin = table(topology, world_size, rank, grid_w)
+    new = contract.neighbors_row(module, rank, world_size, builtin) if module else None
+    if new is None:
+        return builtin
+    out = []
+    for d, peer, pd in new:
+        if not 0 <= peer < world_size:
+            raise ValueError(f"mock: neighbors() of rank {rank}: {d!r} leads to rank {peer}")
+        if pd is None:
+            pd = next((b[2] for b in builtin if b[0] == d and b[1] == peer), _COMPASS.get(d))
+        if pd is None:
+            raise ValueError(f"mock: neighbors() of rank {rank}: direction {d!r} needs a peer_dir")
+        out.append((d, peer, pd))
+    return out
+
+
+class _Raw:
+    __slots__ = ("addr", "shape", "dtype", "data")
+
+    def __init__(self, addr, shape, dtype, data):
+        self.addr, self.shape, self.dtype, self.data = addr, list(shape), dtype, data
+
+
+_OPS = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "max": max,
+    "min": min,
+}
+
+
+class _Rank:
+    """The ``tl`` backend of one mock rank."""
+
+    def __init__(self, rank, memory, tx, rx):
+        self.rank, self.memory, self.tx, self.rx = rank, memory, tx, rx
+        self.next_scratch = _SCRATCH
+        self.rr = 0
+
+    def _fail(self, msg):
+        raise RuntimeError(f"mock rank {self.rank}: {msg}")
+
+    def _range(self, addr, n):
+        start = addr - MOCK_T_PTR
+        if start < 0 or start + n > len(self.memory):
+            self._fail(
+                f"access [{addr:#x}, +{n}) is outside the shard "
+                f"[{MOCK_T_PTR:#x}, +{len(self.memory)})"
+            )
+        return slice(start, start + n)
+
+    def _scratch(self, shape, dtype, data):
+        addr = self.next_scratch
+        self.next_scratch += len(data)
+        return _Raw(addr, shape, dtype, data)
+
+    def program_id(self, axis):
+        return 0
+
+    def num_programs(self, axis):
+        return 1
+
+    def load(self, addr, shape, dtype):
+        n = math.prod(shape) * ITEMSIZE[dtype]
+        return _Raw(addr, shape, dtype, bytes(self.memory[self._range(addr, n)]))
+
+    def store(self, addr, raw):
+        self.memory[self._range(addr, len(raw.data))] = raw.data
+
+    def send(self, dir, raw):
+        q = self.tx.get(dir)
+        if q is None:
+            self._fail(f"send to direction {dir!r}, which is not installed")
+        try:
+            q.put(raw.data, timeout=DEADLOCK_TIMEOUT)
+        except queue.Full:
+            self._fail(f"deadlock: send(dir={dir!r}) waited {DEADLOCK_TIMEOUT} s for a slot")
+
+    def _take(self, dir):
+        if dir is not None:
+            q = dict(self.rx).get(dir)
+            if q is None:
+                self._fail(f"recv from direction {dir!r}, which is not installed")
+            try:
+                return q.get(timeout=DEADLOCK_TIMEOUT)
+            except queue.Empty:
+                self._fail(f"deadlock: recv(dir={dir!r}) waited {DEADLOCK_TIMEOUT} s")
+        import time
+
+        deadline = time.monotonic() + DEADLOCK_TIMEOUT
+        while time.monotonic() < deadline:
+            for i in range(len(self.rx)):
+                idx = (self.rr + i) % len(self.rx)
+                try:
+                    data = self.rx[idx][1].get_nowait()
+                except queue.Empty:
+                    continue
+                self.rr = (idx + 1) % len(self.rx)
+                return data
+            time.sleep(0.001)
+        self._fail(f"deadlock: recv() waited {DEADLOCK_TIMEOUT} s on every direction")
+
+    def recv(self, dir, shape, dtype):
+        data = self._take(dir)
+        want = math.prod(shape) * ITEMSIZE[dtype]
+        if len(data) != want:
+            self._fail(f"recv(dir={dir!r}) of {want} bytes got a message of {len(data)}")
+        return self._scratch(shape, dtype, data)
+
+    def recv_into(self, dir, shape, dtype, dst):
+        raw = self.recv(dir, shape, dtype)
+        self.store(dst, raw)
+        return _Raw(dst, shape, dtype, raw.data)
+
+    def binary(self, op, a, b):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            self._fail(f"{op}: shapes/dtypes differ: {a.shape} {a.dtype} vs {b.shape} {b.dtype}")
+        f = _OPS[op]
+        out = [f(x, y) for x, y in zip(decode(a.data, a.dtype), decode(b.data, b.dtype))]
+        return self._scratch(a.shape, a.dtype, encode(out, a.dtype))
+
+    def scale(self, a, factor):
+        out = [x * factor for x in decode(a.data, a.dtype)]
+        return self._scratch(a.shape, a.dtype, encode(out, a.dtype))
+
+    def now_ps(self):
+        return 0
+
+    def log(self, msg):
+        print(f"[mock rank {self.rank}] {msg}")
+
+    def shape(self, raw):
+        return raw.shape
+
+    def dtype(self, raw):
+        return raw.dtype
+
+    def addr(self, raw):
+        return raw.addr
+
+    def nbytes(self, raw):
+        return len(raw.data)
+
+
+def run_kernel_in_mock(
+    kernel_fn,
+    world_size,
+    topology="ring_1d",
+    inputs=None,
+    kernel_args=(),
+    dtype="f16",
+    n_slots=4,
+    module=None,
+    grid_w=None,
+):
+    """Run ``kernel_fn`` on ``world_size`` ranks over the builtin table
+    ``topology`` (rewritten by ``module.neighbors`` when ``module`` has
+    one), rank r's shard holding ``inputs[r]``; return every rank's shard
+    afterwards (lists of floats). An exception in any rank is raised again
+    naming the rank."""
+    if inputs is None or len(inputs) != world_size:
+        raise ValueError("mock: need one input per rank")
+    kind = standard_kind(topology) or 0
+    gw, gh = _grid(world_size, grid_w) if topology in ("mesh_2d", "torus_2d") else (0, 0)
+    tx = [{} for _ in range(world_size)]
+    rx = [[] for _ in range(world_size)]
+    for r in range(world_size):
+        for d, peer, pd in rows(module, topology, world_size, r, grid_w):
+            q = queue.Queue(maxsize=n_slots)
+            tx[r][d] = q
+            rx[peer].append((pd, q))
+    ranks = [
+        _Rank(r, bytearray(encode(inputs[r], dtype)), tx[r], rx[r]) for r in range(world_size)
+    ]
+    errors = [None] * world_size
+
+    def go(r):
+        args = list(kernel_args) + [r, kind, gw, gh]
+        try:
+            contract.call_kernel(kernel_fn, MOCK_T_PTR, args, Tl(ranks[r]))
+        except BaseException as e:  # re-raised below with the rank
+            errors[r] = e
+
+    threads = [threading.Thread(target=go, args=(r,), daemon=True) for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r, e in enumerate(errors):
+        if e is not None:
+            raise RuntimeError(f"mock rank {r} failed: {e}") from e
+    return [decode(bytes(rk.memory), dtype) for rk in ranks]

@@ -1,0 +1,163 @@
+"""The kernel language ``tl`` (seed 003 §4), over a backend: the simulator
+host inside a component, or the native mock.
+
+Work-issuing calls return at once; the work runs on the PE's DMA / MATH
+engines in simulated time. Tensor handles overload ``+``, ``-`` and ``*``
+(``acc = acc + recv`` issues a MATH add, as in the seed). Dropping the last
+reference to a received tensor releases its IPCQ slot.
+"""
+
+DTYPES = ("f16", "bf16", "f32", "i32")
+ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
+
+
+def _dtype(d):
+    if d not in ITEMSIZE:
+        raise ValueError(f"dtype {d!r}: one of {', '.join(DTYPES)}")
+    return d
+
+
+def _shape(shape):
+    if isinstance(shape, int):
+        return [shape]
+    return [int(d) for d in shape]
+
+
+class Tensor:
+    """A tensor in PE-visible memory (HBM, SRAM, TCM or an IPCQ slot); the
+    bytes stay in the simulator."""
+
+    __slots__ = ("_tl", "_raw", "__weakref__")
+
+    def __init__(self, tl, raw):
+        self._tl = tl
+        self._raw = raw
+
+    @property
+    def shape(self):
+        return tuple(self._tl._b.shape(self._raw))
+
+    @property
+    def dtype(self):
+        return self._tl._b.dtype(self._raw)
+
+    @property
+    def addr(self):
+        """Physical address of the first element."""
+        return self._tl._b.addr(self._raw)
+
+    @property
+    def nbytes(self):
+        return self._tl._b.nbytes(self._raw)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __add__(self, other):
+        return self._tl.add(self, other)
+
+    def __sub__(self, other):
+        return self._tl.sub(self, other)
+
+    def __mul__(self, other):
+        if isinstance(other, Tensor):
+            return self._tl.mul(self, other)
+        return self._tl.scale(self, other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        if isinstance(other, Tensor):
+            raise TypeError("tensor / tensor: the MATH unit has no element-wise divide")
+        return self._tl.scale(self, 1.0 / other)
+
+    def __repr__(self):
+        return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, addr={self.addr:#x})"
+
+
+class Tl:
+    """``tl``: what a kernel calls. Directions are strings (``"E"``,
+    ``"W"``, ``"global_E"``, ``"C0"``, ...) as the IPCQ table names them."""
+
+    def __init__(self, backend):
+        self._b = backend
+
+    def _wrap(self, raw):
+        return Tensor(self, raw)
+
+    @staticmethod
+    def _raw(t, what):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: expected a tl tensor, got {type(t).__name__}")
+        return t._raw
+
+    def program_id(self, axis=0):
+        """axis 0: this PE's index in its cube; axis 1: the cube index."""
+        return self._b.program_id(axis)
+
+    def num_programs(self, axis=0):
+        """axis 0: PEs per cube; axis 1: cubes per SIP."""
+        return self._b.num_programs(axis)
+
+    def load(self, addr, shape, dtype="f16"):
+        """DMA read of ``shape`` / ``dtype`` elements at ``addr`` into TCM."""
+        return self._wrap(self._b.load(int(addr), _shape(shape), _dtype(dtype)))
+
+    def store(self, addr, value):
+        """DMA write of ``value`` to ``addr``."""
+        self._b.store(int(addr), self._raw(value, "tl.store"))
+
+    def send(self, dir, src=None, **kw):
+        """Send ``src`` to the neighbour in direction ``dir`` (blocks while
+        the peer has no free slot)."""
+        if src is None:
+            src = kw.pop("value", None)
+        if kw:
+            raise TypeError(f"tl.send: unexpected arguments {sorted(kw)}")
+        self._b.send(dir, self._raw(src, "tl.send"))
+
+    def recv(self, dir=None, shape=None, dtype="f16"):
+        """Receive from ``dir`` (or round-robin over every direction when
+        None); the result points at the IPCQ slot."""
+        if shape is None:
+            raise TypeError("tl.recv needs shape= and dtype=")
+        return self._wrap(self._b.recv(dir, _shape(shape), _dtype(dtype)))
+
+    def recv_into(self, dir=None, shape=None, dtype="f16", dst_addr=None):
+        """Receive and copy to ``dst_addr``; the slot is released after the copy."""
+        if shape is None or dst_addr is None:
+            raise TypeError("tl.recv_into needs shape=, dtype= and dst_addr=")
+        return self._wrap(self._b.recv_into(dir, _shape(shape), _dtype(dtype), int(dst_addr)))
+
+    def _binary(self, op, a, b):
+        return self._wrap(self._b.binary(op, self._raw(a, f"tl.{op}"), self._raw(b, f"tl.{op}")))
+
+    def add(self, a, b):
+        return self._binary("add", a, b)
+
+    def sub(self, a, b):
+        return self._binary("sub", a, b)
+
+    def mul(self, a, b):
+        return self._binary("mul", a, b)
+
+    def maximum(self, a, b):
+        return self._binary("max", a, b)
+
+    def minimum(self, a, b):
+        return self._binary("min", a, b)
+
+    def scale(self, a, factor):
+        """``a * factor`` on the MATH unit."""
+        return self._wrap(self._b.scale(self._raw(a, "tl.scale"), float(factor)))
+
+    def now_ps(self):
+        """Simulated time of this PE in picoseconds (0 in the mock)."""
+        return self._b.now_ps()
+
+    def log(self, msg):
+        """A trace line, printed with the PE's name."""
+        self._b.log(str(msg))

@@ -1,0 +1,99 @@
+"""The Python SDK's contract and mock, natively (python -m unittest)."""
+
+import sys
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [
+    str(ROOT / "guest-sdk" / "python"),
+    str(ROOT / "algorithms" / "python" / "ring_allreduce"),
+    str(ROOT / "algorithms" / "python" / "hello_send"),
+]
+
+import hello_send  # noqa: E402
+import ring_allreduce  # noqa: E402
+from kernbench import DPPolicy, contract  # noqa: E402
+from kernbench.mock import decode, encode, rows, run_kernel_in_mock  # noqa: E402
+
+
+class Ring(unittest.TestCase):
+    def test_every_rank_gets_the_sum(self):
+        for ws in (1, 2, 3, 4, 8):
+            n = 16
+            inputs = [[(r * 7 + i % 5) for i in range(n)] for r in range(ws)]
+            want = [sum(v[i] for v in inputs) for i in range(n)]
+            args = contract.call_kernel_args(ring_allreduce.kernel_args, ws, n, 1, 1, {})
+            out = run_kernel_in_mock(ring_allreduce.kernel, ws, "ring_1d", inputs, args)
+            self.assertEqual(out, [want] * ws, ws)
+
+    def test_chunks_sum_every_element(self):
+        for n, chunk in ((16, 5), (7, 1), (9, 100)):
+            args = contract.call_kernel_args(
+                ring_allreduce.kernel_args, 3, n, 1, 1, {"chunk_size": chunk}
+            )
+            inputs = [[r + 1] * n for r in range(3)]
+            out = run_kernel_in_mock(ring_allreduce.kernel, 3, "ring_1d", inputs, args)
+            self.assertEqual(out, [[6.0] * n] * 3)
+
+    def test_an_unknown_parameter_is_named(self):
+        with self.assertRaises(contract.ParameterError) as e:
+            contract.call_kernel_args(ring_allreduce.kernel_args, 3, 8, 1, 1, {"kernel_x": 1})
+        self.assertEqual(
+            str(e.exception), "unknown parameter kernel_x (this algorithm takes chunk_size)"
+        )
+
+
+class Hello(unittest.TestCase):
+    def test_rank_r_gets_rank_r_minus_1(self):
+        # seed 003 §1 step 4, as written there.
+        n = 8
+        inputs = [[float(r + 1)] * n for r in range(4)]
+        out = run_kernel_in_mock(
+            hello_send.kernel, 4, "ring_1d", inputs, hello_send.kernel_args(4, n)
+        )
+        for r in range(4):
+            self.assertEqual(out[r], inputs[(r - 1) % 4])
+
+
+class Neighbors(unittest.TestCase):
+    def test_pattern_b_replaces_the_row(self):
+        class Skip:
+            @staticmethod
+            def neighbors(rank, world_size, neighbor_map):
+                return {"E": (rank + 2) % world_size}
+
+        self.assertEqual(rows(Skip, "ring_1d_unidir", 5, 4), [("E", 1, "W")])
+
+    def test_pattern_a_and_c(self):
+        class DropW:
+            @staticmethod
+            def neighbors(rank, world_size, neighbor_map):
+                if rank % 2 == 1:
+                    neighbor_map.pop("W", None)
+                return neighbor_map
+
+        self.assertEqual(rows(DropW, "ring_1d", 4, 1), [("E", 2, "W")])
+        self.assertEqual(rows(DropW, "ring_1d", 4, 0), [("E", 1, "W"), ("W", 3, "E")])
+        self.assertEqual(rows(None, "ring_1d", 4, 0), [("E", 1, "W"), ("W", 3, "E")])
+
+
+class Placement(unittest.TestCase):
+    def test_the_seeds_breaking_api_rules_hold(self):
+        with self.assertRaises(TypeError):
+            DPPolicy(sip="replicate")
+        with self.assertRaises(TypeError):
+            DPPolicy(num_sips=2)
+        with self.assertRaises(ValueError):
+            DPPolicy(cube="diagonal")
+        self.assertEqual(DPPolicy("row_wise", num_cubes=4).num_cubes, 4)
+
+
+class Dtypes(unittest.TestCase):
+    def test_round_trips(self):
+        for d in ("f16", "bf16", "f32", "i32"):
+            self.assertEqual(decode(encode([1, -2, 3], d), d), [1.0, -2.0, 3.0], d)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,124 @@
+//! Guests in other languages, built on demand from their sources with the
+//! toolchains `scripts/guest-toolchains.sh` installs (in `.toolchains/` or
+//! `$KERNBENCH_TOOLCHAINS`). A component is rebuilt only when its sources
+//! change (a stamp of their hash beside it); a missing toolchain fails the
+//! test with the command that installs it.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn toolchains() -> PathBuf {
+    std::env::var_os("KERNBENCH_TOOLCHAINS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".toolchains"))
+}
+
+fn missing(what: &str) -> ! {
+    panic!(
+        "{what} is not installed: run `bash scripts/guest-toolchains.sh` \
+         (it installs the guest toolchains into .toolchains/, or $KERNBENCH_TOOLCHAINS)"
+    )
+}
+
+/// Every file under `dir` (sorted), for the stamp.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name()
+                .is_some_and(|n| n != "__pycache__" && n != "tests")
+            {
+                files(&p, out);
+            }
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+fn stamp(inputs: &[PathBuf]) -> String {
+    let mut all = Vec::new();
+    for i in inputs {
+        if i.is_dir() {
+            files(i, &mut all);
+        } else {
+            all.push(i.clone());
+        }
+    }
+    let mut h = DefaultHasher::new();
+    for f in all {
+        f.hash(&mut h);
+        std::fs::read(&f).unwrap().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}
+
+static BUILDING: Mutex<()> = Mutex::new(());
+
+/// `out`, built by `build` unless the stamp of `inputs` says it is current.
+fn cached(out: PathBuf, inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBuf {
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let stamp_file = out.with_extension("stamp");
+    let want = stamp(inputs);
+    if out.exists() && std::fs::read_to_string(&stamp_file).ok().as_deref() == Some(&want) {
+        return out;
+    }
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let tmp = out.with_extension(format!("tmp{}", std::process::id()));
+    build(&tmp);
+    std::fs::rename(&tmp, &out).unwrap();
+    std::fs::write(&stamp_file, want).unwrap();
+    out
+}
+
+/// The component of the Python module `src` (relative to the repository),
+/// `kind` "algorithm" or "bench", built with the Python SDK.
+pub fn python(kind: &str, src: &str) -> String {
+    let src = root().join(src);
+    let name = src.file_stem().unwrap().to_str().unwrap().to_string();
+    let out = root()
+        .join("target/guests/python")
+        .join(format!("{kind}-{name}.wasm"));
+    let python = toolchains().join("venv/bin/python");
+    if !toolchains().join("venv/bin/componentize-py").exists() {
+        missing("componentize-py (Python guests)");
+    }
+    let inputs = [
+        src.clone(),
+        root().join("guest-sdk/python/kernbench"),
+        root().join("wit"),
+    ];
+    let built = cached(out, &inputs, |tmp| {
+        let r = Command::new(&python)
+            .args(["-m", "kernbench.build", kind])
+            .arg(&src)
+            .arg("-o")
+            .arg(tmp)
+            .env("PYTHONPATH", root().join("guest-sdk/python"))
+            .output()
+            .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
+        assert!(
+            r.status.success(),
+            "building {}: {}{}",
+            src.display(),
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        );
+    });
+    built.to_str().unwrap().to_string()
+}

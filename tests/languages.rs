@@ -1,0 +1,117 @@
+//! Guests in other languages through the real host: the Python SDK's
+//! examples (algorithms/python, benches/python) built with componentize-py,
+//! against the Rust ones. Timing depends only on the `tl` calls, so the
+//! same algorithm gives the same bytes and the same simulated times in
+//! every language.
+
+mod common;
+use common::guests;
+use common::*;
+use kernbench::config::{CclConfig, Origin};
+
+fn ccl_yaml(text: &str) -> CclConfig {
+    CclConfig::from_yaml(text, Origin::Embedded("languages"))
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// A ccl.yaml with the Rust and Python rings and hello_sends side by side.
+fn both() -> CclConfig {
+    ccl_yaml(&format!(
+        "defaults: {{algorithm: rust_ring}}\nalgorithms:\n  \
+         rust_ring: {{module: ring_allreduce, topology: ring_1d}}\n  \
+         python_ring: {{module: {}, topology: ring_1d}}\n  \
+         python_ring_chunked: {{module: {}, topology: ring_1d, slot_kib: 1, chunk_size: 300}}\n  \
+         rust_ring_chunked: {{module: ring_allreduce, topology: ring_1d, slot_kib: 1, chunk_size: 300}}\n  \
+         hello_send: {{module: {}, topology: ring_1d}}\n",
+        guests::python("algorithm", "algorithms/python/ring_allreduce/ring_allreduce.py"),
+        guests::python("algorithm", "algorithms/python/ring_allreduce/ring_allreduce.py"),
+        guests::python("algorithm", "algorithms/python/hello_send/hello_send.py"),
+    ))
+}
+
+#[test]
+fn the_python_sdk_and_its_examples_pass_their_unit_tests_natively() {
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s", "guest-sdk/python/tests"])
+        .current_dir(guests::root())
+        .output()
+        .expect("python3 (3.10 or later) runs the Python SDK's unit tests");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("OK"), "{err}");
+}
+
+#[test]
+fn python_ring_allreduce_equals_rust_in_bytes_and_picoseconds() {
+    let c = both();
+    for n in [2, 3, 5] {
+        for (rust, python) in [
+            ("rust_ring", "python_ring"),
+            ("rust_ring_chunked", "python_ring_chunked"),
+        ] {
+            let go = |algo: &str| {
+                run(
+                    "ccl_allreduce",
+                    topo(n),
+                    c.clone(),
+                    Some(algo),
+                    &["-b", "8", "-e", "4K", "-f", "8"],
+                )
+                .unwrap_or_else(|e| panic!("{algo} on {n} SIPs: {e}"))
+            };
+            let (r, p) = (go(rust), go(python));
+            assert!(r.rows.iter().all(|x| x.wrong == 0), "{:?}", r.rows);
+            assert_eq!(r.rows, p.rows, "{rust} vs {python} on {n} SIPs");
+            assert_eq!(r.end_time_ps, p.end_time_ps);
+            assert_eq!(r.memory_digest, p.memory_digest, "same result bytes");
+            let counts = |s: &kernbench::hw::machine::MachineStats| {
+                (s.dma_commands, s.math_commands, s.bytes_moved)
+            };
+            assert_eq!(counts(&r.stats), counts(&p.stats), "same commands");
+        }
+    }
+}
+
+#[test]
+fn a_python_parameter_error_names_the_parameter() {
+    let text = format!(
+        "algorithms:\n  py: {{module: {}, kernel_rounds: 2}}\n",
+        guests::python(
+            "algorithm",
+            "algorithms/python/ring_allreduce/ring_allreduce.py"
+        )
+    );
+    let e = run(
+        "ccl_allreduce",
+        topo(2),
+        ccl_yaml(&text),
+        None,
+        &["-e", "8"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("unknown parameter kernel_rounds (this algorithm takes chunk_size)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_python_ccl_hello_bench_runs_python_and_rust_hello_send_alike() {
+    let bench = guests::python("bench", "benches/python/ccl_hello/ccl_hello.py");
+    let py = run(&bench, topo(4), both(), None, &[]).unwrap();
+    assert_eq!(py.rows.len(), 4);
+    assert!(py.rows.iter().all(|r| r.wrong == 0), "{:?}", py.rows);
+    // The Rust bench with the Rust hello_send: the same rows and times.
+    let rust = run("ccl_hello", topo(4), ccl(), None, &[]).unwrap();
+    assert_eq!(py.rows, rust.rows);
+    assert_eq!(py.end_time_ps, rust.end_time_ps);
+    // The seed's ccl.yaml (world_size 8 on 4 SIPs): the single driver.
+    let seed = ccl_yaml(&format!(
+        "algorithms:\n  hello_send:\n    module: {}\n    topology: ring_1d\n    buffer_kind: tcm\n    world_size: 8\n",
+        guests::python("algorithm", "algorithms/python/hello_send/hello_send.py")
+    ));
+    let res = run(&bench, topo(4), seed, None, &[]).unwrap();
+    assert_eq!(res.rows.len(), 8);
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+}
