@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Install the toolchains of the non-Rust guests into .toolchains/ (or
-# $KERNBENCH_TOOLCHAINS): idempotent, quick when already there.
+# Install the toolchains of the non-Rust guests: idempotent, quick when they
+# are already there.
 #
-#   Python  componentize-py (PyPI), pinned below, in a venv
+#   Python  componentize-py (PyPI), pinned below, in a venv under
+#           .toolchains/ (or $KERNBENCH_TOOLCHAINS)
+#   C       clang for wasm32-wasi with wasi-libc: Debian's clang, lld,
+#           wasi-libc, libclang-rt-dev-wasm32 (installed with apt-get when
+#           missing and we are root; otherwise the command to run is printed)
 #
 # The integration tests (tests/languages.rs) build the examples with them
 # and fail, naming this script, when one is missing.
@@ -10,10 +14,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${KERNBENCH_TOOLCHAINS:-$PWD/.toolchains}"
 COMPONENTIZE_PY=0.25.1
+C_PACKAGES="clang lld wasi-libc libclang-rt-dev-wasm32"
 
 mkdir -p "$DIR"
 if ! "$DIR/venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_PY"; then
     python3 -m venv "$DIR/venv"
     "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY"
 fi
-echo "guest toolchains in $DIR: componentize-py $("$DIR/venv/bin/componentize-py" --version | cut -d' ' -f2)"
+
+c_works() {
+    printf 'int f(void){return 1;}\n' > "$DIR/probe.c"
+    ${KERNBENCH_CC:-clang} --target=wasm32-wasi -mexec-model=reactor -O2 "$DIR/probe.c" \
+        -o "$DIR/probe.wasm" >/dev/null 2>&1
+}
+if ! c_works; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $C_PACKAGES >/dev/null
+    fi
+    c_works || {
+        echo "C guests need clang for wasm32-wasi with wasi-libc: apt-get install $C_PACKAGES" >&2
+        exit 1
+    }
+fi
+
+echo "guest toolchains: componentize-py $("$DIR/venv/bin/componentize-py" --version | cut -d' ' -f2)" \
+     "($DIR/venv), $(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi"

@@ -41,46 +41,44 @@ fn the_python_sdk_and_its_examples_pass_their_unit_tests_natively() {
     assert!(err.contains("OK"), "{err}");
 }
 
-#[test]
-fn python_ring_allreduce_equals_rust_in_bytes_and_picoseconds() {
-    let c = both();
+/// ccl_allreduce with the ccl.yaml entries `rust` and `other` of `c` on 2,
+/// 3 and 5 SIPs: the same rows (times included), end time, result bytes
+/// and command counts.
+fn assert_same_as_rust(c: &CclConfig, rust: &str, other: &str) {
     for n in [2, 3, 5] {
-        for (rust, python) in [
-            ("rust_ring", "python_ring"),
-            ("rust_ring_chunked", "python_ring_chunked"),
-        ] {
-            let go = |algo: &str| {
-                run(
-                    "ccl_allreduce",
-                    topo(n),
-                    c.clone(),
-                    Some(algo),
-                    &["-b", "8", "-e", "4K", "-f", "8"],
-                )
-                .unwrap_or_else(|e| panic!("{algo} on {n} SIPs: {e}"))
-            };
-            let (r, p) = (go(rust), go(python));
-            assert!(r.rows.iter().all(|x| x.wrong == 0), "{:?}", r.rows);
-            assert_eq!(r.rows, p.rows, "{rust} vs {python} on {n} SIPs");
-            assert_eq!(r.end_time_ps, p.end_time_ps);
-            assert_eq!(r.memory_digest, p.memory_digest, "same result bytes");
-            let counts = |s: &kernbench::hw::machine::MachineStats| {
-                (s.dma_commands, s.math_commands, s.bytes_moved)
-            };
-            assert_eq!(counts(&r.stats), counts(&p.stats), "same commands");
-        }
+        let go = |algo: &str| {
+            run(
+                "ccl_allreduce",
+                topo(n),
+                c.clone(),
+                Some(algo),
+                &["-b", "8", "-e", "4K", "-f", "8"],
+            )
+            .unwrap_or_else(|e| panic!("{algo} on {n} SIPs: {e}"))
+        };
+        let (r, o) = (go(rust), go(other));
+        assert!(r.rows.iter().all(|x| x.wrong == 0), "{:?}", r.rows);
+        assert_eq!(r.rows, o.rows, "{rust} vs {other} on {n} SIPs");
+        assert_eq!(r.end_time_ps, o.end_time_ps);
+        assert_eq!(r.memory_digest, o.memory_digest, "same result bytes");
+        let counts = |s: &kernbench::hw::machine::MachineStats| {
+            (s.dma_commands, s.math_commands, s.bytes_moved)
+        };
+        assert_eq!(counts(&r.stats), counts(&o.stats), "same commands");
     }
 }
 
 #[test]
-fn a_python_parameter_error_names_the_parameter() {
-    let text = format!(
-        "algorithms:\n  py: {{module: {}, kernel_rounds: 2}}\n",
-        guests::python(
-            "algorithm",
-            "algorithms/python/ring_allreduce/ring_allreduce.py"
-        )
-    );
+fn python_ring_allreduce_equals_rust_in_bytes_and_picoseconds() {
+    let c = both();
+    assert_same_as_rust(&c, "rust_ring", "python_ring");
+    assert_same_as_rust(&c, "rust_ring_chunked", "python_ring_chunked");
+}
+
+/// The ring component `module` refuses ccl.yaml's `kernel_rounds`, naming
+/// the parameter it does take.
+fn assert_refuses_an_unknown_parameter(module: &str) {
+    let text = format!("algorithms:\n  ring: {{module: {module}, kernel_rounds: 2}}\n");
     let e = run(
         "ccl_allreduce",
         topo(2),
@@ -94,6 +92,14 @@ fn a_python_parameter_error_names_the_parameter() {
         e.contains("unknown parameter kernel_rounds (this algorithm takes chunk_size)"),
         "{e}"
     );
+}
+
+#[test]
+fn a_python_parameter_error_names_the_parameter() {
+    assert_refuses_an_unknown_parameter(&guests::python(
+        "algorithm",
+        "algorithms/python/ring_allreduce/ring_allreduce.py",
+    ));
 }
 
 #[test]
@@ -114,4 +120,64 @@ fn the_python_ccl_hello_bench_runs_python_and_rust_hello_send_alike() {
     let res = run(&bench, topo(4), seed, None, &[]).unwrap();
     assert_eq!(res.rows.len(), 8);
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+}
+
+#[test]
+fn c_ring_allreduce_and_hello_send_equal_rust_in_bytes_and_picoseconds() {
+    let c = ccl_yaml(&format!(
+        "defaults: {{algorithm: rust_ring}}\nalgorithms:\n  \
+         rust_ring: {{module: ring_allreduce}}\n  \
+         c_ring: {{module: {ring}}}\n  \
+         rust_ring_chunked: {{module: ring_allreduce, slot_kib: 1, chunk_size: 300}}\n  \
+         c_ring_chunked: {{module: {ring}, slot_kib: 1, chunk_size: 300}}\n  \
+         hello_send: {{module: {hello}}}\n",
+        ring = guests::c("algorithms/c/ring_allreduce/ring_allreduce.c"),
+        hello = guests::c("algorithms/c/hello_send/hello_send.c"),
+    ));
+    assert_same_as_rust(&c, "rust_ring", "c_ring");
+    assert_same_as_rust(&c, "rust_ring_chunked", "c_ring_chunked");
+    let hello = run("ccl_hello", topo(4), c.clone(), None, &[]).unwrap();
+    let rust = run("ccl_hello", topo(4), ccl(), None, &[]).unwrap();
+    assert_eq!(hello.rows, rust.rows);
+    assert_refuses_an_unknown_parameter(&guests::c("algorithms/c/ring_allreduce/ring_allreduce.c"));
+}
+
+#[test]
+fn kernbench_host_build_makes_components_and_names_a_missing_toolchain() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ring.wasm");
+    let src = guests::root().join("algorithms/c/ring_allreduce/ring_allreduce.c");
+    let said = ok(kb().arg("build").arg(&src).arg("-o").arg(&out));
+    assert!(said.contains("(algorithm) ->"), "{said}");
+    assert!(std::fs::metadata(&out).unwrap().len() > 1000);
+    let e = fails(
+        kb().env("KERNBENCH_CC", "/nonexistent/clang")
+            .arg("build")
+            .arg(&src)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(
+        e.contains("the C compiler `/nonexistent/clang` not found")
+            && e.contains("apt-get install clang lld wasi-libc"),
+        "{e}"
+    );
+    let py = guests::root().join("algorithms/python/hello_send/hello_send.py");
+    let e = fails(
+        kb().env("KERNBENCH_COMPONENTIZE_PY", "/nonexistent/componentize-py")
+            .arg("build")
+            .arg(&py)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(e.contains("pip install componentize-py==0.25.1"), "{e}");
+    let bad = dir.path().join("bad.c");
+    std::fs::write(&bad, "int x(\n").unwrap();
+    let e = fails(kb().arg("build").arg(&bad).arg("-o").arg(&out));
+    assert!(
+        e.contains("clang failed for") && e.contains("bad.c:1:"),
+        "{e}"
+    );
+    let e = fails(kb().arg("build").arg("algo.rs").arg("-o").arg(&out));
+    assert!(e.contains("don't know how to build it"), "{e}");
 }

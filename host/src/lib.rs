@@ -12,6 +12,8 @@ pub mod ccl;
 pub mod config;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "guest-build")]
+pub mod guest_build;
 pub mod hw;
 pub mod placement;
 #[cfg(feature = "wasm")]

@@ -77,6 +77,18 @@ enum Cmd {
         #[command(subcommand)]
         cmd: TopoCmd,
     },
+    /// Build an algorithm or bench written in C (.c) or Python (.py) into
+    /// a component (see the README's sections per language).
+    Build {
+        /// The source: an algorithm in C, or an algorithm or bench in Python.
+        source: PathBuf,
+        /// The component to write.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// What the source is.
+        #[arg(long, value_enum, default_value = "algorithm")]
+        kind: kernbench::guest_build::Kind,
+    },
 }
 
 /// The budgets that bound a run (see `runtime::limits`).
@@ -265,6 +277,19 @@ fn real_main() -> Result<()> {
             }
         }
         Cmd::Topology { cmd } => topology_cmd::run(cmd)?,
+        Cmd::Build {
+            source,
+            output,
+            kind,
+        } => {
+            kernbench::guest_build::build(&source, kind, &output)?;
+            println!(
+                "built {} ({}) -> {}",
+                source.display(),
+                kind.name(),
+                output.display()
+            );
+        }
     }
     Ok(())
 }

@@ -4,10 +4,10 @@
 //! change (a stamp of their hash beside it); a missing toolchain fails the
 //! test with the command that installs it.
 
+use kernbench::guest_build::{BuildError, Kind};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 /// The repository root.
@@ -26,8 +26,8 @@ fn toolchains() -> PathBuf {
 
 fn missing(what: &str) -> ! {
     panic!(
-        "{what} is not installed: run `bash scripts/guest-toolchains.sh` \
-         (it installs the guest toolchains into .toolchains/, or $KERNBENCH_TOOLCHAINS)"
+        "{what}\n(`bash scripts/guest-toolchains.sh` installs every guest toolchain: \
+         Python into .toolchains/ or $KERNBENCH_TOOLCHAINS, C from Debian's packages)"
     )
 }
 
@@ -86,39 +86,46 @@ fn cached(out: PathBuf, inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBu
     out
 }
 
-/// The component of the Python module `src` (relative to the repository),
-/// `kind` "algorithm" or "bench", built with the Python SDK.
-pub fn python(kind: &str, src: &str) -> String {
+/// The component of the source `src` (relative to the repository: a
+/// Python module or a C file), `kind` "algorithm" or "bench", built with
+/// `kernbench::guest_build` (as `kernbench-host build` does).
+fn component(lang: &str, kind: &str, src: &str, sdk: &str) -> String {
     let src = root().join(src);
     let name = src.file_stem().unwrap().to_str().unwrap().to_string();
     let out = root()
-        .join("target/guests/python")
+        .join("target/guests")
+        .join(lang)
         .join(format!("{kind}-{name}.wasm"));
-    let python = toolchains().join("venv/bin/python");
-    if !toolchains().join("venv/bin/componentize-py").exists() {
-        missing("componentize-py (Python guests)");
-    }
-    let inputs = [
-        src.clone(),
-        root().join("guest-sdk/python/kernbench"),
-        root().join("wit"),
-    ];
+    let inputs = [src.clone(), root().join(sdk), root().join("wit")];
+    let kind = match kind {
+        "algorithm" => Kind::Algorithm,
+        _ => Kind::Bench,
+    };
     let built = cached(out, &inputs, |tmp| {
-        let r = Command::new(&python)
-            .args(["-m", "kernbench.build", kind])
-            .arg(&src)
-            .arg("-o")
-            .arg(tmp)
-            .env("PYTHONPATH", root().join("guest-sdk/python"))
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", python.display()));
-        assert!(
-            r.status.success(),
-            "building {}: {}{}",
-            src.display(),
-            String::from_utf8_lossy(&r.stdout),
-            String::from_utf8_lossy(&r.stderr)
-        );
+        if let Err(e) = kernbench::guest_build::build(&src, kind, tmp) {
+            match e {
+                BuildError::MissingToolchain { .. } => missing(&e.to_string()),
+                e => panic!("building {}: {e}", src.display()),
+            }
+        }
     });
     built.to_str().unwrap().to_string()
+}
+
+/// A Python algorithm or bench (`src` relative to the repository).
+pub fn python(kind: &str, src: &str) -> String {
+    // The builder looks in $KERNBENCH_TOOLCHAINS, default .toolchains/ of
+    // the working directory: the tests run in host/.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("KERNBENCH_TOOLCHAINS").is_none() {
+            std::env::set_var("KERNBENCH_TOOLCHAINS", toolchains());
+        }
+    });
+    component("python", kind, src, "guest-sdk/python/kernbench")
+}
+
+/// A C algorithm (`src` relative to the repository).
+pub fn c(src: &str) -> String {
+    component("c", "algorithm", src, "guest-sdk/c")
 }

@@ -1,0 +1,213 @@
+/* The KernBench C SDK: the kernel language over the generated bindings,
+ * and the world's exports calling the algorithm's kb_* functions (see
+ * kernbench.h). */
+#include "kernbench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the kernel language ------------------------------------------------ */
+
+static algorithm_full_string_t str(const char *s) {
+    algorithm_full_string_t out = {(uint8_t *)s, strlen(s)};
+    return out;
+}
+
+static kernbench_sim_tl_borrow_tensor_t borrow(kb_tensor t) {
+    return kernbench_sim_tl_borrow_tensor(t.handle);
+}
+
+static kb_tensor wrap(kernbench_sim_tl_own_tensor_t h) {
+    kb_tensor t = {h};
+    return t;
+}
+
+int64_t kb_program_id(uint32_t axis) { return kernbench_sim_tl_program_id(axis); }
+int64_t kb_num_programs(uint32_t axis) { return kernbench_sim_tl_num_programs(axis); }
+
+kb_tensor kb_load_shape(uint64_t addr, const uint32_t *shape, size_t rank, kb_dtype dtype) {
+    algorithm_full_list_u32_t s = {(uint32_t *)shape, rank};
+    return wrap(kernbench_sim_tl_load(addr, &s, (kernbench_sim_tl_dtype_t)dtype));
+}
+
+kb_tensor kb_load(uint64_t addr, uint32_t n, kb_dtype dtype) {
+    return kb_load_shape(addr, &n, 1, dtype);
+}
+
+void kb_store(uint64_t addr, kb_tensor value) { kernbench_sim_tl_store(addr, borrow(value)); }
+
+void kb_send(const char *dir, kb_tensor value) {
+    algorithm_full_string_t d = str(dir);
+    kernbench_sim_tl_send(&d, borrow(value));
+}
+
+kb_tensor kb_recv(const char *dir, uint32_t n, kb_dtype dtype) {
+    algorithm_full_string_t d;
+    algorithm_full_list_u32_t s = {&n, 1};
+    if (dir) d = str(dir);
+    return wrap(kernbench_sim_tl_recv(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype));
+}
+
+kb_tensor kb_recv_into(const char *dir, uint32_t n, kb_dtype dtype, uint64_t dst_addr) {
+    algorithm_full_string_t d;
+    algorithm_full_list_u32_t s = {&n, 1};
+    if (dir) d = str(dir);
+    return wrap(kernbench_sim_tl_recv_into(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype,
+                                           dst_addr));
+}
+
+static kb_tensor binary(kernbench_sim_tl_binop_t op, kb_tensor a, kb_tensor b) {
+    return wrap(kernbench_sim_tl_binary(op, borrow(a), borrow(b)));
+}
+
+kb_tensor kb_add(kb_tensor a, kb_tensor b) { return wrap(kernbench_sim_tl_add(borrow(a), borrow(b))); }
+kb_tensor kb_sub(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_SUB, a, b); }
+kb_tensor kb_mul(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MUL, a, b); }
+kb_tensor kb_max(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MAX, a, b); }
+kb_tensor kb_min(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MIN, a, b); }
+kb_tensor kb_scale(kb_tensor a, double f) { return wrap(kernbench_sim_tl_scale(borrow(a), f)); }
+
+void kb_drop(kb_tensor t) { kernbench_sim_tl_tensor_drop_own(t.handle); }
+
+uint64_t kb_tensor_addr(kb_tensor t) { return kernbench_sim_tl_method_tensor_addr(borrow(t)); }
+uint64_t kb_tensor_nbytes(kb_tensor t) { return kernbench_sim_tl_method_tensor_nbytes(borrow(t)); }
+uint64_t kb_now_ps(void) { return kernbench_sim_tl_now_ps(); }
+
+void kb_log(const char *msg) {
+    algorithm_full_string_t m = str(msg);
+    kernbench_sim_tl_log(&m);
+}
+
+size_t kb_itemsize(kb_dtype dtype) { return dtype == KB_F32 || dtype == KB_I32 ? 4 : 2; }
+
+uint64_t kb_pe_tile_addr(uint64_t t_ptr, uint64_t n_elem, kb_dtype dtype) {
+    uint64_t rank = (uint64_t)(kb_program_id(1) * kb_num_programs(0) + kb_program_id(0));
+    return t_ptr + rank * n_elem * kb_itemsize(dtype);
+}
+
+/* ---- optional hooks: weak defaults ------------------------------------------ */
+
+bool kb_params_unknown(const kb_param *params, size_t nparams, const char *const *known, char *err,
+                       size_t errlen) {
+    for (size_t i = 0; i < nparams; i++) {
+        bool ok = false;
+        for (const char *const *k = known; k && *k; k++) ok = ok || strcmp(*k, params[i].name) == 0;
+        if (ok) continue;
+        size_t at = (size_t)snprintf(err, errlen, "unknown parameter %s (this algorithm takes ",
+                                     params[i].name);
+        if (!known || !*known) {
+            snprintf(err + at, errlen > at ? errlen - at : 0, "none)");
+            return true;
+        }
+        for (const char *const *k = known; *k; k++) {
+            at += (size_t)snprintf(err + at, errlen > at ? errlen - at : 0, "%s%s", *k,
+                                   k[1] ? ", " : ")");
+        }
+        return true;
+    }
+    return false;
+}
+
+__attribute__((weak)) long kb_kernel_args_with(uint32_t world_size, uint64_t n_elem,
+                                               uint32_t cube_w, uint32_t cube_h,
+                                               const kb_param *params, size_t nparams,
+                                               int64_t *out, char *err, size_t errlen) {
+    static const char *const none[] = {NULL};
+    if (kb_params_unknown(params, nparams, none, err, errlen)) return -1;
+    return (long)kb_kernel_args(world_size, n_elem, cube_w, cube_h, out);
+}
+
+__attribute__((weak)) bool kb_topo_name_to_kind(const char *name, int32_t *kind) {
+    static const char *const names[] = {"ring_1d", "torus_2d", "mesh_2d_no_wrap"};
+    for (int32_t i = 0; i < 3; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *kind = i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- the world's exports ------------------------------------------------------ */
+
+static char *cstr(const algorithm_full_string_t *s) {
+    char *out = malloc(s->len + 1);
+    memcpy(out, s->ptr, s->len);
+    out[s->len] = 0;
+    return out;
+}
+
+static void ret_args(const int64_t *vals, size_t n, algorithm_full_list_s64_t *ret) {
+    ret->ptr = malloc(n ? n * sizeof(int64_t) : 1);
+    memcpy(ret->ptr, vals, n * sizeof(int64_t));
+    ret->len = n;
+}
+
+void exports_algorithm_full_kernel(uint64_t t_ptr, algorithm_full_list_s64_t *args) {
+    kb_kernel(t_ptr, args->ptr, args->len);
+    algorithm_full_list_s64_free(args);
+}
+
+void exports_algorithm_full_kernel_args(uint32_t world_size, uint64_t n_elem, uint32_t cube_w,
+                                        uint32_t cube_h, algorithm_full_list_s64_t *ret) {
+    int64_t out[KB_MAX_ARGS];
+    size_t n = kb_kernel_args(world_size, n_elem, cube_w, cube_h, out);
+    ret_args(out, n > KB_MAX_ARGS ? KB_MAX_ARGS : n, ret);
+}
+
+bool exports_algorithm_full_kernel_args_with(uint32_t world_size, uint64_t n_elem,
+                                             uint32_t cube_w, uint32_t cube_h,
+                                             algorithm_full_list_param_t *params,
+                                             algorithm_full_list_s64_t *ret,
+                                             algorithm_full_string_t *err) {
+    size_t np = params->len;
+    kb_param *ps = calloc(np ? np : 1, sizeof(kb_param));
+    for (size_t i = 0; i < np; i++) {
+        kernbench_sim_ccl_param_t *p = &params->ptr[i];
+        ps[i].name = cstr(&p->name);
+        switch (p->value.tag) {
+        case KERNBENCH_SIM_CCL_PARAM_VALUE_INT: ps[i].kind = KB_PARAM_INT; ps[i].i = p->value.val.int_; break;
+        case KERNBENCH_SIM_CCL_PARAM_VALUE_FLOAT: ps[i].kind = KB_PARAM_FLOAT; ps[i].f = p->value.val.float_; break;
+        case KERNBENCH_SIM_CCL_PARAM_VALUE_TEXT: ps[i].kind = KB_PARAM_TEXT; ps[i].text = cstr(&p->value.val.text); break;
+        default: ps[i].kind = KB_PARAM_FLAG; ps[i].flag = p->value.val.flag; break;
+        }
+    }
+    int64_t out[KB_MAX_ARGS];
+    char msg[512] = {0};
+    long n = kb_kernel_args_with(world_size, n_elem, cube_w, cube_h, ps, np, out, msg, sizeof msg);
+    for (size_t i = 0; i < np; i++) {
+        free((void *)ps[i].name);
+        if (ps[i].kind == KB_PARAM_TEXT) free((void *)ps[i].text);
+    }
+    free(ps);
+    algorithm_full_list_param_free(params);
+    if (n < 0) {
+        algorithm_full_string_dup(err, msg[0] ? msg : "kernel_args_with refused the parameters");
+        return false;
+    }
+    ret_args(out, (size_t)n > KB_MAX_ARGS ? KB_MAX_ARGS : (size_t)n, ret);
+    return true;
+}
+
+bool exports_algorithm_full_topo_name_to_kind(algorithm_full_string_t *name, int32_t *ret) {
+    char *n = cstr(name);
+    bool known = kb_topo_name_to_kind(n, ret);
+    free(n);
+    algorithm_full_string_free(name);
+    return known;
+}
+
+void exports_algorithm_full_entry_defaults(algorithm_full_entry_defaults_t *ret) {
+    memset(ret, 0, sizeof *ret);
+}
+
+bool exports_algorithm_full_neighbors(uint32_t rank, uint32_t world_size,
+                                      algorithm_full_list_link_t *neighbor_map,
+                                      algorithm_full_list_link_t *ret) {
+    (void)rank;
+    (void)world_size;
+    (void)ret;
+    algorithm_full_list_link_free(neighbor_map);
+    return false;
+}

@@ -1,0 +1,98 @@
+//! The guest builder: turns an algorithm or bench written in another
+//! language into a KernBench component (`kernbench-host build`). C goes
+//! through clang for wasm32-wasi with wasi-libc, bindings generated from
+//! our WIT and the C SDK ([`c`]); Python through componentize-py and the
+//! Python SDK ([`python`]). The WIT and both SDKs are embedded, so a build
+//! needs no KernBench checkout, only the language's toolchain.
+
+pub mod c;
+pub mod python;
+
+use std::path::{Path, PathBuf};
+
+/// The world a component implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Kind {
+    Algorithm,
+    Bench,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Algorithm => "algorithm",
+            Kind::Bench => "bench",
+        }
+    }
+}
+
+/// A source language, from the file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    C,
+    Python,
+}
+
+/// Why a guest could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("{0}: don't know how to build it (C: .c, Python: .py)")]
+    UnknownLanguage(PathBuf),
+    #[error("{what} not found: {install}")]
+    MissingToolchain { what: String, install: String },
+    #[error("{lang} guests cannot be a {kind} yet (algorithms only)")]
+    Unsupported {
+        lang: &'static str,
+        kind: &'static str,
+    },
+    #[error("{tool} failed for {source_file}:\n{output}")]
+    ToolFailed {
+        tool: String,
+        source_file: PathBuf,
+        output: String,
+    },
+    #[error("{0}")]
+    Wit(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The embedded WIT package the host implements.
+pub const WIT: &str = include_str!("../../../wit/kernbench.wit");
+
+/// Write the embedded WIT into `dir/wit/` and return that directory.
+pub(crate) fn write_wit(dir: &Path) -> Result<PathBuf, BuildError> {
+    let wit = dir.join("wit");
+    std::fs::create_dir_all(&wit).map_err(io(&wit))?;
+    let f = wit.join("kernbench.wit");
+    std::fs::write(&f, WIT).map_err(io(&f))?;
+    Ok(wit)
+}
+
+/// The language of `source`.
+pub fn lang_of(source: &Path) -> Result<Lang, BuildError> {
+    match source.extension().and_then(|e| e.to_str()) {
+        Some("c") => Ok(Lang::C),
+        Some("py") => Ok(Lang::Python),
+        _ => Err(BuildError::UnknownLanguage(source.to_path_buf())),
+    }
+}
+
+/// Build `source` (its language from its extension) as a `kind` component
+/// into `out`.
+pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
+    match lang_of(source)? {
+        Lang::C => c::build(source, kind, out),
+        Lang::Python => python::build(source, kind, out),
+    }
+}
