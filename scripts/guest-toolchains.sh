@@ -4,6 +4,8 @@
 #
 #   Python  componentize-py (PyPI), pinned below, in a venv under
 #           .toolchains/ (or $KERNBENCH_TOOLCHAINS)
+#   JS      componentize-js (npm), pinned below, under .toolchains/node
+#           (needs Node.js 18 or later and npm)
 #   C       clang for wasm32-wasi with wasi-libc: Debian's clang, lld,
 #           wasi-libc, libclang-rt-dev-wasm32 (installed with apt-get when
 #           missing and we are root; otherwise the command to run is printed)
@@ -14,12 +16,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${KERNBENCH_TOOLCHAINS:-$PWD/.toolchains}"
 COMPONENTIZE_PY=0.25.1
+COMPONENTIZE_JS=0.23.0
 C_PACKAGES="clang lld wasi-libc libclang-rt-dev-wasm32"
 
 mkdir -p "$DIR"
 if ! "$DIR/venv/bin/componentize-py" --version 2>/dev/null | grep -q "$COMPONENTIZE_PY"; then
     python3 -m venv "$DIR/venv"
     "$DIR/venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY"
+fi
+
+JS_CLI="$DIR/node/node_modules/@bytecodealliance/componentize-js"
+if ! grep -q "\"version\": \"$COMPONENTIZE_JS\"" "$JS_CLI/package.json" 2>/dev/null; then
+    mkdir -p "$DIR/node"
+    (cd "$DIR/node" && [ -f package.json ] || echo '{"private": true}' > package.json)
+    (cd "$DIR/node" && npm install --silent --no-audit --no-fund \
+        "@bytecodealliance/componentize-js@$COMPONENTIZE_JS" >/dev/null 2>&1)
 fi
 
 c_works() {
@@ -39,4 +50,5 @@ if ! c_works; then
 fi
 
 echo "guest toolchains: componentize-py $("$DIR/venv/bin/componentize-py" --version | cut -d' ' -f2)" \
-     "($DIR/venv), $(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi"
+     "($DIR/venv), componentize-js $COMPONENTIZE_JS ($DIR/node, node $(node --version))," \
+     "$(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi"

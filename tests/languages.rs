@@ -171,6 +171,18 @@ fn kernbench_host_build_makes_components_and_names_a_missing_toolchain() {
             .arg(&out),
     );
     assert!(e.contains("pip install componentize-py==0.25.1"), "{e}");
+    let js = guests::root().join("algorithms/js/hello_send/hello_send.js");
+    let e = fails(
+        kb().env("KERNBENCH_COMPONENTIZE_JS", "/nonexistent/cli.js")
+            .arg("build")
+            .arg(&js)
+            .arg("-o")
+            .arg(&out),
+    );
+    assert!(
+        e.contains("npm install @bytecodealliance/componentize-js@0.23.0"),
+        "{e}"
+    );
     let bad = dir.path().join("bad.c");
     std::fs::write(&bad, "int x(\n").unwrap();
     let e = fails(kb().arg("build").arg(&bad).arg("-o").arg(&out));
@@ -180,4 +192,102 @@ fn kernbench_host_build_makes_components_and_names_a_missing_toolchain() {
     );
     let e = fails(kb().arg("build").arg("algo.rs").arg("-o").arg(&out));
     assert!(e.contains("don't know how to build it"), "{e}");
+}
+
+#[test]
+fn javascript_ring_allreduce_and_hello_send_equal_rust_in_bytes_and_picoseconds() {
+    let ring = guests::js("algorithms/js/ring_allreduce/ring_allreduce.js");
+    let c = ccl_yaml(&format!(
+        "defaults: {{algorithm: rust_ring}}\nalgorithms:\n  \
+         rust_ring: {{module: ring_allreduce}}\n  \
+         js_ring: {{module: {ring}}}\n  \
+         rust_ring_chunked: {{module: ring_allreduce, slot_kib: 1, chunk_size: 300}}\n  \
+         js_ring_chunked: {{module: {ring}, slot_kib: 1, chunk_size: 300}}\n  \
+         hello_send: {{module: {hello}}}\n",
+        hello = guests::js("algorithms/js/hello_send/hello_send.js"),
+    ));
+    assert_same_as_rust(&c, "rust_ring", "js_ring");
+    assert_same_as_rust(&c, "rust_ring_chunked", "js_ring_chunked");
+    let hello = run("ccl_hello", topo(4), c.clone(), None, &[]).unwrap();
+    let rust = run("ccl_hello", topo(4), ccl(), None, &[]).unwrap();
+    assert_eq!(hello.rows, rust.rows);
+    assert_refuses_an_unknown_parameter(&ring);
+}
+
+/// `kernbench-host new algorithm NAME --lang LANG` in `dir`, then its
+/// build command; the component.
+fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::PathBuf {
+    let said = ok(kb()
+        .args(["new", "algorithm", name, "--lang", lang, "--dir"])
+        .arg(dir));
+    assert!(said.contains("README.md says how"), "{said}");
+    let root = dir.join(name);
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let out = root.join(format!("{name}.wasm"));
+    if lang == "rust" {
+        assert!(
+            readme.contains("cargo build --release --target wasm32-wasip2"),
+            "{readme}"
+        );
+        let r = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--quiet"])
+            .current_dir(&root)
+            // Reuse the compiled guest SDK of this tree's guests.
+            .env("CARGO_TARGET_DIR", guests::root().join("target/guests"))
+            .output()
+            .unwrap();
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let built = guests::root().join(format!("target/guests/wasm32-wasip2/release/{name}.wasm"));
+        std::fs::copy(built, &out).unwrap();
+    } else {
+        let ext = match lang {
+            "python" => "py",
+            other => other,
+        };
+        assert!(
+            readme.contains(&format!("kernbench-host build {name}.{ext}")),
+            "{readme}"
+        );
+        let src = root.join(format!("{name}.{ext}"));
+        ok(kb().arg("build").arg(&src).arg("-o").arg(&out));
+    }
+    out
+}
+
+#[test]
+fn a_new_project_in_every_language_builds_and_runs_as_it_is() {
+    // The toolchain paths the builder uses.
+    let _ = guests::c("algorithms/c/hello_send/hello_send.c");
+    let dir = tempfile::tempdir().unwrap();
+    for lang in ["rust", "python", "c", "js"] {
+        let name = format!("my_{lang}_ring");
+        let wasm = new_project(dir.path(), lang, &name);
+        let c = ccl_yaml(&format!(
+            "algorithms:\n  {name}: {{module: {}}}\n",
+            wasm.display()
+        ));
+        let res = run(
+            "ccl_allreduce",
+            topo(3),
+            c,
+            None,
+            &["-b", "8", "-e", "1K", "-f", "8"],
+        )
+        .unwrap_or_else(|e| panic!("{lang}: {e}"));
+        assert!(
+            res.rows.iter().all(|r| r.wrong == 0),
+            "{lang}: {:?}",
+            res.rows
+        );
+    }
+    let e = fails(
+        kb().args(["new", "algorithm", "9lives", "--lang", "c", "--dir"])
+            .arg(dir.path()),
+    );
+    assert!(e.contains("not a usable name"), "{e}");
+    let e = fails(
+        kb().args(["new", "algorithm", "my_c_ring", "--lang", "c", "--dir"])
+            .arg(dir.path()),
+    );
+    assert!(e.contains("already exists"), "{e}");
 }

@@ -77,10 +77,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: TopoCmd,
     },
-    /// Build an algorithm or bench written in C (.c) or Python (.py) into
-    /// a component (see the README's sections per language).
+    /// Build an algorithm or bench written in C (.c), Python (.py) or
+    /// JavaScript (.js) into a component (see the README's sections per
+    /// language).
     Build {
-        /// The source: an algorithm in C, or an algorithm or bench in Python.
+        /// The source: an algorithm in C or JavaScript, or an algorithm or
+        /// bench in Python.
         source: PathBuf,
         /// The component to write.
         #[arg(short, long)]
@@ -88,6 +90,21 @@ enum Cmd {
         /// What the source is.
         #[arg(long, value_enum, default_value = "algorithm")]
         kind: kernbench::guest_build::Kind,
+    },
+    /// Start a new algorithm or bench project that builds and runs as it is
+    /// (the seed's ring all-reduce, or its ccl_hello bench), with a README
+    /// of its commands.
+    New {
+        /// algorithm or bench.
+        #[arg(value_enum)]
+        kind: kernbench::guest_build::Kind,
+        /// The project's name (a directory, module and ccl.yaml entry).
+        name: String,
+        #[arg(long, value_enum)]
+        lang: kernbench::guest_build::scaffold::NewLang,
+        /// Where to create it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
     },
 }
 
@@ -288,6 +305,19 @@ fn real_main() -> Result<()> {
                 source.display(),
                 kind.name(),
                 output.display()
+            );
+        }
+        Cmd::New {
+            kind,
+            name,
+            lang,
+            dir,
+        } => {
+            let root = kernbench::guest_build::scaffold::create(&dir, kind, lang, &name)?;
+            println!(
+                "created {} ({} in {lang:?}); its README.md says how to build, run and test it",
+                root.display(),
+                kind.name()
             );
         }
     }

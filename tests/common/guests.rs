@@ -90,6 +90,14 @@ fn cached(out: PathBuf, inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBu
 /// Python module or a C file), `kind` "algorithm" or "bench", built with
 /// `kernbench::guest_build` (as `kernbench-host build` does).
 fn component(lang: &str, kind: &str, src: &str, sdk: &str) -> String {
+    // The builder looks in $KERNBENCH_TOOLCHAINS, default .toolchains/ of
+    // the working directory: the tests run in host/.
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("KERNBENCH_TOOLCHAINS").is_none() {
+            std::env::set_var("KERNBENCH_TOOLCHAINS", toolchains());
+        }
+    });
     let src = root().join(src);
     let name = src.file_stem().unwrap().to_str().unwrap().to_string();
     let out = root()
@@ -114,15 +122,12 @@ fn component(lang: &str, kind: &str, src: &str, sdk: &str) -> String {
 
 /// A Python algorithm or bench (`src` relative to the repository).
 pub fn python(kind: &str, src: &str) -> String {
-    // The builder looks in $KERNBENCH_TOOLCHAINS, default .toolchains/ of
-    // the working directory: the tests run in host/.
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if std::env::var_os("KERNBENCH_TOOLCHAINS").is_none() {
-            std::env::set_var("KERNBENCH_TOOLCHAINS", toolchains());
-        }
-    });
     component("python", kind, src, "guest-sdk/python/kernbench")
+}
+
+/// A JavaScript algorithm (`src` relative to the repository).
+pub fn js(src: &str) -> String {
+    component("js", "algorithm", src, "guest-sdk/js")
 }
 
 /// A C algorithm (`src` relative to the repository).

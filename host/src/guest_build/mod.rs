@@ -2,11 +2,14 @@
 //! language into a KernBench component (`kernbench-host build`). C goes
 //! through clang for wasm32-wasi with wasi-libc, bindings generated from
 //! our WIT and the C SDK ([`c`]); Python through componentize-py and the
-//! Python SDK ([`python`]). The WIT and both SDKs are embedded, so a build
+//! Python SDK ([`python`]); JavaScript through componentize-js and the
+//! JavaScript SDK ([`js`]). The WIT and the SDKs are embedded, so a build
 //! needs no KernBench checkout, only the language's toolchain.
 
 pub mod c;
+pub mod js;
 pub mod python;
+pub mod scaffold;
 
 use std::path::{Path, PathBuf};
 
@@ -31,12 +34,13 @@ impl Kind {
 pub enum Lang {
     C,
     Python,
+    JavaScript,
 }
 
 /// Why a guest could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("{0}: don't know how to build it (C: .c, Python: .py)")]
+    #[error("{0}: don't know how to build it (C: .c, Python: .py, JavaScript: .js / .mjs)")]
     UnknownLanguage(PathBuf),
     #[error("{what} not found: {install}")]
     MissingToolchain { what: String, install: String },
@@ -53,6 +57,8 @@ pub enum BuildError {
     },
     #[error("{0}")]
     Wit(String),
+    #[error("{0}")]
+    BadName(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -65,6 +71,26 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + '_ 
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// `Ok` if the tool's run `r` succeeded, else its output as the error.
+pub(crate) fn succeeded(
+    r: std::process::Output,
+    tool: &str,
+    source: &Path,
+) -> Result<(), BuildError> {
+    if r.status.success() {
+        return Ok(());
+    }
+    Err(BuildError::ToolFailed {
+        tool: tool.to_string(),
+        source_file: source.to_path_buf(),
+        output: format!(
+            "{}{}",
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        ),
+    })
 }
 
 /// The embedded WIT package the host implements.
@@ -84,6 +110,7 @@ pub fn lang_of(source: &Path) -> Result<Lang, BuildError> {
     match source.extension().and_then(|e| e.to_str()) {
         Some("c") => Ok(Lang::C),
         Some("py") => Ok(Lang::Python),
+        Some("js" | "mjs") => Ok(Lang::JavaScript),
         _ => Err(BuildError::UnknownLanguage(source.to_path_buf())),
     }
 }
@@ -94,5 +121,6 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
     match lang_of(source)? {
         Lang::C => c::build(source, kind, out),
         Lang::Python => python::build(source, kind, out),
+        Lang::JavaScript => js::build(source, kind, out),
     }
 }

@@ -3,7 +3,7 @@
 //! (`guest-sdk/python/kernbench`, embedded) and a glue module that exports
 //! the module's seed-style functions as the world.
 
-use super::{io, write_wit, BuildError, Kind};
+use super::{io, succeeded, write_wit, BuildError, Kind};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -115,16 +115,5 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
                 "`bash scripts/guest-toolchains.sh`, or `pip install componentize-py=={COMPONENTIZE_PY}`"
             ),
         })?;
-    if !r.status.success() {
-        return Err(BuildError::ToolFailed {
-            tool: tool.display().to_string(),
-            source_file: source,
-            output: format!(
-                "{}{}",
-                String::from_utf8_lossy(&r.stdout),
-                String::from_utf8_lossy(&r.stderr)
-            ),
-        });
-    }
-    Ok(())
+    succeeded(r, &tool.display().to_string(), &source)
 }

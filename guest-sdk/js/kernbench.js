@@ -1,0 +1,183 @@
+// KernBench guest SDK for JavaScript: the kernel language `tl` (seed 003
+// §4) over the host's imports, and exportAlgorithm(), which turns a module
+// of seed-style functions into the exports of the WIT world
+// `algorithm-full`. `kernbench-host build my_algo.js -o my_algo.wasm`
+// bundles them with componentize-js.
+//
+// Addresses are BigInt (a tensor's virtual base has its high bits set);
+// sizes, counts and ids are Numbers. JavaScript has no operator
+// overloading: `acc.add(recv)` issues a MATH add. Tensors are not freed by
+// the garbage collector in time: call `t.drop()` when done with one
+// (dropping a received tensor frees its IPCQ slot).
+
+import * as host from "kernbench:sim/tl@0.1.0";
+
+export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4 };
+
+function dtypeOf(d) {
+  if (!(d in ITEMSIZE)) throw new TypeError(`dtype ${d}: one of f16, bf16, f32, i32`);
+  return d;
+}
+
+function shapeOf(shape) {
+  return Uint32Array.from(typeof shape === "number" ? [shape] : shape);
+}
+
+/** A tensor in PE-visible memory; the bytes stay in the simulator. */
+export class Tensor {
+  constructor(raw) {
+    this.raw = raw;
+  }
+  get shape() {
+    return Array.from(this.raw.shape());
+  }
+  get dtype() {
+    return this.raw.dtype();
+  }
+  /** Physical address of the first element (BigInt). */
+  get addr() {
+    return this.raw.addr();
+  }
+  get nbytes() {
+    return Number(this.raw.nbytes());
+  }
+  add(other) {
+    return tl.add(this, other);
+  }
+  sub(other) {
+    return tl.sub(this, other);
+  }
+  mul(other) {
+    return typeof other === "number" ? tl.scale(this, other) : tl.mul(this, other);
+  }
+  /** Give the handle back now (a received tensor's slot is freed once no
+   * issued command still reads it). */
+  drop() {
+    if (this.raw) {
+      this.raw[Symbol.dispose]();
+      this.raw = null;
+    }
+  }
+}
+
+function raw(t, what) {
+  if (!(t instanceof Tensor) || !t.raw) throw new TypeError(`${what}: expected a live tl tensor`);
+  return t.raw;
+}
+
+const wrap = (r) => new Tensor(r);
+
+/** `tl`: what a kernel calls. */
+export const tl = {
+  /** axis 0: this PE's index in its cube; axis 1: the cube index. */
+  programId: (axis = 0) => Number(host.programId(axis)),
+  /** axis 0: PEs per cube; axis 1: cubes per SIP. */
+  numPrograms: (axis = 0) => Number(host.numPrograms(axis)),
+  /** DMA read of `shape` / `dtype` elements at `addr` into TCM. */
+  load: (addr, shape, dtype = "f16") => wrap(host.load(BigInt(addr), shapeOf(shape), dtypeOf(dtype))),
+  /** DMA write of `value` to `addr`. */
+  store: (addr, value) => host.store(BigInt(addr), raw(value, "tl.store")),
+  /** Send `value` to the neighbour in `dir` (blocks while its slots are full). */
+  send: (dir, value) => host.send(dir, raw(value, "tl.send")),
+  /** Receive from `dir` (or round-robin over every direction when null). */
+  recv: (dir, shape, dtype = "f16") => wrap(host.recv(dir ?? undefined, shapeOf(shape), dtypeOf(dtype))),
+  /** Receive and copy to `dstAddr`; the slot is freed after the copy. */
+  recvInto: (dir, shape, dtype, dstAddr) =>
+    wrap(host.recvInto(dir ?? undefined, shapeOf(shape), dtypeOf(dtype), BigInt(dstAddr))),
+  add: (a, b) => wrap(host.add(raw(a, "tl.add"), raw(b, "tl.add"))),
+  sub: (a, b) => wrap(host.binary("sub", raw(a, "tl.sub"), raw(b, "tl.sub"))),
+  mul: (a, b) => wrap(host.binary("mul", raw(a, "tl.mul"), raw(b, "tl.mul"))),
+  maximum: (a, b) => wrap(host.binary("max", raw(a, "tl.maximum"), raw(b, "tl.maximum"))),
+  minimum: (a, b) => wrap(host.binary("min", raw(a, "tl.minimum"), raw(b, "tl.minimum"))),
+  /** `a * factor` on the MATH unit. */
+  scale: (a, factor) => wrap(host.scale(raw(a, "tl.scale"), factor)),
+  /** Simulated time of this PE in picoseconds (BigInt). */
+  nowPs: () => host.nowPs(),
+  /** A line for the kernel trace, printed with the PE's name. */
+  log: (msg) => host.log(String(msg)),
+  /** The seed kernels' tile of this PE: tPtr + rank * nElem * itemsize,
+   * rank = cube_id * pes_per_cube + local_pe (ADR-0022). */
+  peTileAddr(tPtr, nElem, dtype = "f16") {
+    const rank = this.programId(1) * this.numPrograms(0) + this.programId(0);
+    return BigInt(tPtr) + BigInt(rank * nElem * ITEMSIZE[dtypeOf(dtype)]);
+  },
+};
+
+const STANDARD_KINDS = { ring_1d: 0, torus_2d: 1, mesh_2d_no_wrap: 2 };
+const COMPASS = { E: "W", W: "E", N: "S", S: "N" };
+
+function toArgs(values) {
+  return BigInt64Array.from(values.map((v) => {
+    if (typeof v === "bigint") return v;
+    if (!Number.isInteger(v)) throw new TypeError(`kernelArgs must return integers, got ${v}`);
+    return BigInt(v);
+  }));
+}
+
+/**
+ * The exports of `algorithm-full` for a module with
+ *   kernel(tPtr, ...args, tl)      args: kernelArgs' values, then sipRank,
+ *                                  sipTopoKind, sipTopoW, sipTopoH (it
+ *                                  gets as many as it names before tl)
+ *   kernelArgs({worldSize, nElem, cubeW, cubeH, ...params}) -> [integers]
+ * and optionally PARAMS (the ccl.yaml parameters kernelArgs takes),
+ * TOPO_NAME_TO_KIND, ENTRY_DEFAULTS and neighbors(rank, worldSize, map)
+ * with the seed's {dir: peer} objects.
+ */
+export function exportAlgorithm(mod) {
+  const params = mod.PARAMS ?? [];
+  return {
+    kernel(tPtr, args) {
+      const wanted = Math.max(0, mod.kernel.length - 2);
+      const all = Array.from(args, Number);
+      if (wanted > all.length) {
+        throw new TypeError(`kernel takes ${wanted} arguments between tPtr and tl, the host gives ${all.length}`);
+      }
+      mod.kernel(tPtr, ...all.slice(0, wanted), tl);
+    },
+    kernelArgs(worldSize, nElem, cubeW, cubeH) {
+      return toArgs(mod.kernelArgs({ worldSize, nElem: Number(nElem), cubeW, cubeH }));
+    },
+    kernelArgsWith(worldSize, nElem, cubeW, cubeH, given) {
+      const unknown = given.map((p) => p.name).filter((n) => !params.includes(n));
+      if (unknown.length) {
+        throw `unknown parameter${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} ` +
+          `(this algorithm takes ${params.length ? params.join(", ") : "none"})`;
+      }
+      const kw = { worldSize, nElem: Number(nElem), cubeW, cubeH };
+      for (const p of given) kw[p.name] = typeof p.value.val === "bigint" ? Number(p.value.val) : p.value.val;
+      try {
+        return toArgs(mod.kernelArgs(kw));
+      } catch (e) {
+        throw String(e?.message ?? e);
+      }
+    },
+    topoNameToKind(name) {
+      const table = mod.TOPO_NAME_TO_KIND ?? STANDARD_KINDS;
+      return table[name];
+    },
+    entryDefaults() {
+      const d = mod.ENTRY_DEFAULTS ?? {};
+      return {
+        topology: d.topology,
+        mapper: d.mapper,
+        bufferKind: d.buffer_kind,
+        nSlots: d.n_slots,
+        slotSize: d.slot_size === undefined ? undefined : BigInt(d.slot_size),
+        validator: d.validator,
+      };
+    },
+    neighbors(rank, worldSize, links) {
+      if (!mod.neighbors) return undefined;
+      const map = Object.fromEntries(links.map((l) => [l.dir, l.peer]));
+      const out = mod.neighbors(rank, worldSize, map);
+      if (out == null) return undefined;
+      return Object.entries(out).map(([dir, v]) => {
+        const [peer, peerDir] = Array.isArray(v) ? v : [v, undefined];
+        return { dir, peer, peerDir: peerDir ?? undefined };
+      });
+    },
+  };
+}
+
+export { COMPASS };

@@ -1,0 +1,174 @@
+//! `kernbench-host new algorithm|bench NAME --lang rust|python|c|js`: a
+//! project that builds and runs as it is — the seed's ring all-reduce (or,
+//! for a bench, the seed's ccl_hello), a ccl.yaml naming it, and a README
+//! with its build, run and test commands.
+
+use super::{io, BuildError, Kind};
+use std::path::{Path, PathBuf};
+
+/// A language a project can be created in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NewLang {
+    Rust,
+    Python,
+    C,
+    Js,
+}
+
+/// The Rust guest SDK of the tree this binary was built from.
+fn rust_sdk() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("guest-sdk")
+}
+
+const PY_RING: &str = include_str!("../../../algorithms/python/ring_allreduce/ring_allreduce.py");
+const PY_BENCH: &str = include_str!("../../../benches/python/ccl_hello/ccl_hello.py");
+const C_RING: &str = include_str!("../../../algorithms/c/ring_allreduce/ring_allreduce.c");
+const JS_RING: &str = include_str!("../../../algorithms/js/ring_allreduce/ring_allreduce.js");
+const RS_RING: &str = include_str!("../../../algorithms/ring_allreduce/src/lib.rs");
+
+/// The files of a new project: (relative path, contents).
+fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>, BuildError> {
+    let unsupported = |lang| {
+        Err(BuildError::Unsupported {
+            lang,
+            kind: kind.name(),
+        })
+    };
+    let ccl = |module: &str| {
+        format!(
+            "# ccl.yaml for {name}: run it with\n#   kernbench-host run ccl_allreduce --ccl ccl.yaml\n\
+             defaults: {{algorithm: {name}}}\nalgorithms:\n  {name}:\n    module: {module}\n    topology: ring_1d\n\
+             \x20   buffer_kind: tcm\n    n_slots: 4\n    slot_kib: 1024\n"
+        )
+    };
+    let readme = |build: &str, test: &str, run: &str| {
+        format!(
+            "# {name}\n\nA KernBench {} in {lang:?}, started from the seed's {}.\n\n\
+             Build:\n\n    {build}\n\nRun:\n\n    {run}\n\nTest:\n\n    {test}\n",
+            kind.name(),
+            if kind == Kind::Algorithm {
+                "ring all-reduce"
+            } else {
+                "ccl_hello bench"
+            },
+        )
+    };
+    let wasm = format!("{name}.wasm");
+    Ok(match (kind, lang) {
+        (Kind::Algorithm, NewLang::Python) => vec![
+            (format!("{name}.py"), PY_RING.to_string()),
+            ("ccl.yaml".into(), ccl(&wasm)),
+            (
+                "README.md".into(),
+                readme(
+                    &format!("kernbench-host build {name}.py -o {wasm}"),
+                    "python3 -m unittest  # with kernbench.mock.run_kernel_in_mock (guest-sdk/python)",
+                    "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+                ),
+            ),
+        ],
+        (Kind::Bench, NewLang::Python) => vec![
+            (format!("{name}.py"), PY_BENCH.to_string()),
+            (
+                "README.md".into(),
+                readme(
+                    &format!("kernbench-host build {name}.py --kind bench -o {wasm}"),
+                    "(the bench checks its own results: #wrong = 0)",
+                    &format!("kernbench-host run {wasm}"),
+                ),
+            ),
+        ],
+        (Kind::Algorithm, NewLang::C) => vec![
+            (format!("{name}.c"), C_RING.to_string()),
+            ("ccl.yaml".into(), ccl(&wasm)),
+            (
+                "README.md".into(),
+                readme(
+                    &format!("kernbench-host build {name}.c -o {wasm}"),
+                    "kernbench-host run ccl_allreduce --ccl ccl.yaml  # #wrong must be 0",
+                    "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+                ),
+            ),
+        ],
+        (Kind::Algorithm, NewLang::Js) => vec![
+            (format!("{name}.js"), JS_RING.to_string()),
+            ("ccl.yaml".into(), ccl(&wasm)),
+            (
+                "README.md".into(),
+                readme(
+                    &format!("kernbench-host build {name}.js -o {wasm}"),
+                    "kernbench-host run ccl_allreduce --ccl ccl.yaml  # #wrong must be 0",
+                    "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+                ),
+            ),
+        ],
+        (Kind::Algorithm, NewLang::Rust) => {
+            let crate_name = name.replace('-', "_");
+            let out = format!("target/wasm32-wasip2/release/{crate_name}.wasm");
+            vec![
+                (
+                    "Cargo.toml".into(),
+                    format!(
+                        "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                         [lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n[dependencies]\n\
+                         kernbench-guest = {{ path = {:?}, features = [\"algorithm\"] }}\n\n\
+                         [workspace]\n",
+                        rust_sdk().display().to_string()
+                    ),
+                ),
+                (
+                    "src/lib.rs".into(),
+                    RS_RING.replace("RingAllreduce", "Algo"),
+                ),
+                ("ccl.yaml".into(), ccl(&out)),
+                (
+                    ".cargo/config.toml".into(),
+                    "# A 128 KiB stack, as KernBench's own guests: every instance's memory\n\
+                     # is charged to the run's budget at its declared size.\n\
+                     [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\"]\n"
+                        .into(),
+                ),
+                (
+                    "README.md".into(),
+                    readme(
+                        "cargo build --release --target wasm32-wasip2",
+                        "cargo test  # the mock runner, natively",
+                        "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+                    ),
+                ),
+            ]
+        }
+        (Kind::Bench, NewLang::C) => return unsupported("C"),
+        (Kind::Bench, NewLang::Js) => return unsupported("JavaScript"),
+        (Kind::Bench, NewLang::Rust) => return unsupported("Rust (copy benches/ccl_hello)"),
+    })
+}
+
+/// Create the project `name` in `dir/name`; the files written.
+pub fn create(dir: &Path, kind: Kind, lang: NewLang, name: &str) -> Result<PathBuf, BuildError> {
+    let valid = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !valid {
+        return Err(BuildError::BadName(format!(
+            "{name:?} is not a usable name: letters, digits and _ only, not starting with a digit \
+             (it becomes a module and a ccl.yaml entry)"
+        )));
+    }
+    let root = dir.join(name);
+    if root.exists() {
+        return Err(BuildError::Io {
+            path: root,
+            source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "already exists"),
+        });
+    }
+    for (rel, text) in files(kind, lang, name)? {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).map_err(io(&p))?;
+        std::fs::write(&p, text).map_err(io(&p))?;
+    }
+    Ok(root)
+}
