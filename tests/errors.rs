@@ -345,3 +345,58 @@ fn a_component_built_against_another_wit_version_is_refused() {
         "{e}"
     );
 }
+
+/// ccl.yaml whose only algorithm is the test component `overlap_probe` in
+/// `mode` (see its doc).
+fn overlap_probe(mode: u32) -> kernbench::config::CclConfig {
+    kernbench::config::CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
+            test_component("overlap_probe")
+        ),
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_recv_async_future_never_waited_for_fails_its_kernel_by_name() {
+    for l in [loader(), in_step_loader()] {
+        let e = run_with(
+            &l,
+            "ccl_allreduce",
+            topo(2),
+            overlap_probe(2),
+            None,
+            &["-e", "8"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tl.recv_async(dir=\"W\") on sip0.cube0.pe0")
+                && e.contains("the kernel ended without waiting for 1 recv_async future(s)"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_wait_that_never_gets_its_message_is_in_the_deadlock_report() {
+    match run(
+        "ccl_allreduce",
+        topo(2),
+        overlap_probe(3),
+        None,
+        &["-e", "8"],
+    )
+    .unwrap_err()
+    {
+        SimError::Deadlock { report, .. } => assert!(
+            report.contains(
+                "sip0.cube0.pe0: wait(recv_async(dir=W)): waiting for a message from sip1.cube0.pe0"
+            ),
+            "{report}"
+        ),
+        other => panic!("expected a deadlock, got {other}"),
+    }
+}

@@ -483,3 +483,43 @@ fn tree_allreduce_on_a_2x2_torus_matches_its_closed_form() {
     let got = res.rows.iter().map(|r| r.time_ps).max().unwrap();
     assert_eq!(got, want, "simulated {got} ps, closed form {want} ps");
 }
+
+/// `recv_async` overlaps a receive with other work (test component
+/// `overlap_probe`, 2 SIPs, 4 KiB): rank 1 loads its tile and sends it to
+/// rank 0, where it lands at `L + X`. Rank 0 serial (`recv`, then load,
+/// add, store) ends at `L + X + L + M + S`; overlapped (`recv_async`,
+/// load, `wait`, add, store) its load runs while the message comes and it
+/// ends at `L + X + M + S`: exactly one load `L` earlier.
+#[test]
+fn recv_async_saves_exactly_the_load_it_overlaps() {
+    let t = topo(2);
+    let bytes = 4096;
+    let (r, load, add, store) = figures(&t, bytes);
+    let x = dma(&t, &r, pe(1), pe(0), bytes);
+    let time_with = |l: &std::sync::Arc<kernbench::runtime::Loader>, mode: u32| {
+        let c = kernbench::config::CclConfig::from_yaml(
+            &format!(
+                "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
+                test_component("overlap_probe")
+            ),
+            kernbench::config::Origin::Embedded("t"),
+        )
+        .unwrap();
+        let res = run_with(
+            l,
+            "ccl_allreduce",
+            t.clone(),
+            c,
+            None,
+            &["-b", "4K", "-e", "4K"],
+        )
+        .unwrap();
+        res.rows.iter().map(|r| r.time_ps).max().unwrap()
+    };
+    let (serial, overlapped) = (time_with(&loader(), 0), time_with(&loader(), 1));
+    // A kernel recorded ahead of time and one run in step agree.
+    assert_eq!(overlapped, time_with(&in_step_loader(), 1));
+    assert_eq!(serial, load + x + load + add + store, "serial");
+    assert_eq!(overlapped, load + x + add + store, "overlapped");
+    assert_eq!(serial - overlapped, load);
+}

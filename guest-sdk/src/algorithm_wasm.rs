@@ -46,6 +46,14 @@ pub struct WasmTl;
 
 impl Tl for WasmTl {
     type Tensor = tl::Tensor;
+    type Future = tl::RecvFuture;
+
+    fn recv_async(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> tl::RecvFuture {
+        tl::recv_async(dir, shape, dtype.into())
+    }
+    fn wait(&self, f: tl::RecvFuture) -> tl::Tensor {
+        tl::wait(f)
+    }
 
     fn program_id(&self, axis: u32) -> i64 {
         tl::program_id(axis)

@@ -30,6 +30,8 @@ pub trait Tensor {
 /// kernel with a message naming the PE; they are not returned.
 pub trait Tl {
     type Tensor: Tensor;
+    /// A receive in progress ([`Tl::recv_async`]).
+    type Future;
 
     /// axis 0: PE index in its cube; axis 1: cube index.
     fn program_id(&self, axis: u32) -> i64;
@@ -52,6 +54,12 @@ pub trait Tl {
         dtype: Dtype,
         dst_addr: u64,
     ) -> Self::Tensor;
+    /// Start a receive from `dir` and return at once; [`Tl::wait`] gives
+    /// its tensor. Receives and futures on one direction take their
+    /// messages in issue order. A future never waited for fails the kernel.
+    fn recv_async(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> Self::Future;
+    /// Wait for `f`'s message (a tensor on its IPCQ slot, as `recv`'s).
+    fn wait(&self, f: Self::Future) -> Self::Tensor;
     /// Element-wise `a op b`.
     fn binary(&self, op: BinOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
     /// `a * factor`.

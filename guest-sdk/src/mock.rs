@@ -216,6 +216,20 @@ struct RankState {
     memory: Vec<u8>,
     next_scratch: u64,
     rr: usize,
+    /// `recv_async` futures per direction not yet given a message, in
+    /// issue order, and the messages of those that were.
+    pending: HashMap<Option<String>, std::collections::VecDeque<u64>>,
+    claimed: HashMap<u64, Vec<u8>>,
+    next_future: u64,
+}
+
+/// A mock `recv_async` future.
+#[derive(Debug)]
+pub struct MockFuture {
+    id: u64,
+    dir: Option<String>,
+    shape: Vec<u32>,
+    dtype: Dtype,
 }
 
 /// The mock's kernel language for one rank.
@@ -231,6 +245,19 @@ fn nbytes_of(shape: &[u32], dtype: Dtype) -> usize {
 }
 
 impl MockTl {
+    /// Give the next message from `dir` to the oldest future waiting on it.
+    fn serve_one(&self, dir: &Option<String>) {
+        let id = self
+            .state
+            .borrow_mut()
+            .pending
+            .get_mut(dir)
+            .and_then(|q| q.pop_front())
+            .expect("a future waits on this direction");
+        let data = self.take(dir.as_deref());
+        self.state.borrow_mut().claimed.insert(id, data);
+    }
+
     fn scratch(&self, shape: &[u32], dtype: Dtype, data: Vec<u8>) -> MockTensor {
         let mut st = self.state.borrow_mut();
         let addr = st.next_scratch;
@@ -326,6 +353,40 @@ fn elementwise(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
 
 impl Tl for MockTl {
     type Tensor = MockTensor;
+    type Future = MockFuture;
+
+    fn recv_async(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> MockFuture {
+        let mut st = self.state.borrow_mut();
+        st.next_future += 1;
+        let id = st.next_future;
+        let dir = dir.map(str::to_string);
+        st.pending.entry(dir.clone()).or_default().push_back(id);
+        MockFuture {
+            id,
+            dir,
+            shape: shape.to_vec(),
+            dtype,
+        }
+    }
+    fn wait(&self, f: MockFuture) -> MockTensor {
+        // Earlier futures on the direction take their messages first.
+        loop {
+            let claimed = self.state.borrow_mut().claimed.remove(&f.id);
+            if let Some(data) = claimed {
+                assert_eq!(
+                    data.len(),
+                    nbytes_of(&f.shape, f.dtype),
+                    "mock rank {}: wait expected {:?} {:?}, got {} bytes",
+                    self.rank,
+                    f.shape,
+                    f.dtype,
+                    data.len()
+                );
+                return self.scratch(&f.shape, f.dtype, data);
+            }
+            self.serve_one(&f.dir);
+        }
+    }
 
     fn program_id(&self, _axis: u32) -> i64 {
         0
@@ -362,6 +423,17 @@ impl Tl for MockTl {
         });
     }
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> MockTensor {
+        // Futures issued earlier on this direction take their messages first.
+        let key = dir.map(str::to_string);
+        while self
+            .state
+            .borrow()
+            .pending
+            .get(&key)
+            .is_some_and(|q| !q.is_empty())
+        {
+            self.serve_one(&key);
+        }
         let data = self.take(dir);
         assert_eq!(
             data.len(),
@@ -453,10 +525,19 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
                             memory,
                             next_scratch: SCRATCH_BASE,
                             rr: 0,
+                            pending: HashMap::new(),
+                            claimed: HashMap::new(),
+                            next_future: 0,
                         }),
                     };
                     A::kernel(&tl, MOCK_T_PTR, &args);
                     let st = tl.state.into_inner();
+                    let unwaited = st.pending.values().map(|q| q.len()).sum::<usize>()
+                        + st.claimed.len();
+                    assert!(
+                        unwaited == 0,
+                        "mock rank {r}: the kernel ended without waiting for {unwaited} recv_async future(s)"
+                    );
                     cfg.dtype.decode(&st.memory)
                 })
             })
@@ -485,5 +566,37 @@ pub fn assert_allreduce_sums<A: Algorithm>(cfg: &MockConfig, n_elem: u64) {
             "{} ranks on {} ({} wide): rank {r}",
             ws, cfg.topology, cfg.grid_w
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends two tiles east; takes the first from the west with a future
+    /// and the second with `recv` issued after it.
+    struct InOrder;
+
+    impl Algorithm for InOrder {
+        fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+            let n = args[0] as u32;
+            let mine = tl.load(t_ptr, &[n], Dtype::F16);
+            tl.send("E", &mine);
+            tl.send("E", &tl.add(&mine, &mine));
+            let f = tl.recv_async(Some("W"), &[n], Dtype::F16);
+            let second = tl.recv(Some("W"), &[n], Dtype::F16);
+            let first = tl.wait(f);
+            tl.store(t_ptr, &tl.add(&tl.add(&first, &first), &second));
+        }
+        fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
+            vec![n_elem as i64]
+        }
+    }
+
+    #[test]
+    fn futures_and_receives_take_their_messages_in_issue_order() {
+        let cfg = MockConfig::ring(2, Dtype::F16, vec![2]);
+        let out = run_kernel_in_mock::<InOrder>(&cfg, &[vec![1.0; 2], vec![2.0; 2]]);
+        assert_eq!(out, vec![vec![8.0; 2], vec![4.0; 2]]);
     }
 }

@@ -40,6 +40,14 @@ class _Host:
         return _wtl.recv(dir, shape, _DT[dtype])
 
     @staticmethod
+    def recv_async(dir, shape, dtype):
+        return _wtl.recv_async(dir, shape, _DT[dtype])
+
+    @staticmethod
+    def wait(future):
+        return _wtl.wait(future)
+
+    @staticmethod
     def recv_into(dir, shape, dtype, dst):
         return _wtl.recv_into(dir, shape, _DT[dtype], dst)
 

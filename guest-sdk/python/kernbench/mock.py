@@ -140,6 +140,11 @@ class _Rank:
         self.rank, self.memory, self.tx, self.rx = rank, memory, tx, rx
         self.next_scratch = _SCRATCH
         self.rr = 0
+        # recv_async futures per direction not yet given a message, in
+        # issue order; the messages of those that were.
+        self.pending = {}
+        self.claimed = {}
+        self.next_future = 0
 
     def _fail(self, msg):
         raise RuntimeError(f"mock rank {self.rank}: {msg}")
@@ -204,8 +209,30 @@ class _Rank:
             time.sleep(0.001)
         self._fail(f"deadlock: recv() waited {DEADLOCK_TIMEOUT} s on every direction")
 
+    def _serve_one(self, dir):
+        fid = self.pending[dir].pop(0)
+        self.claimed[fid] = self._take(dir)
+
+    def recv_async(self, dir, shape, dtype):
+        self.next_future += 1
+        self.pending.setdefault(dir, []).append(self.next_future)
+        return (self.next_future, dir, shape, dtype)
+
+    def wait(self, future):
+        fid, dir, shape, dtype = future
+        while fid not in self.claimed:
+            self._serve_one(dir)
+        return self._checked(dir, shape, dtype, self.claimed.pop(fid))
+
+    def unwaited(self):
+        return sum(len(q) for q in self.pending.values()) + len(self.claimed)
+
     def recv(self, dir, shape, dtype):
-        data = self._take(dir)
+        while self.pending.get(dir):
+            self._serve_one(dir)
+        return self._checked(dir, shape, dtype, self._take(dir))
+
+    def _checked(self, dir, shape, dtype, data):
         want = math.prod(shape) * ITEMSIZE[dtype]
         if len(data) != want:
             self._fail(f"recv(dir={dir!r}) of {want} bytes got a message of {len(data)}")
@@ -282,6 +309,11 @@ def run_kernel_in_mock(
         args = list(kernel_args) + [r, kind, gw, gh]
         try:
             contract.call_kernel(kernel_fn, MOCK_T_PTR, args, Tl(ranks[r]))
+            if ranks[r].unwaited():
+                raise RuntimeError(
+                    f"the kernel ended without waiting for {ranks[r].unwaited()} "
+                    "recv_async future(s)"
+                )
         except BaseException as e:  # re-raised below with the rank
             errors[r] = e
 

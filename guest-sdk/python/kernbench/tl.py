@@ -78,6 +78,15 @@ class Tensor:
         return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, addr={self.addr:#x})"
 
 
+class Future:
+    """A receive in progress (``tl.recv_async``); ``tl.wait`` it once."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw):
+        self._raw = raw
+
+
 class Tl:
     """``tl``: what a kernel calls. Directions are strings (``"E"``,
     ``"W"``, ``"global_E"``, ``"C0"``, ...) as the IPCQ table names them."""
@@ -125,6 +134,21 @@ class Tl:
         if shape is None:
             raise TypeError("tl.recv needs shape= and dtype=")
         return self._wrap(self._b.recv(dir, _shape(shape), _dtype(dtype)))
+
+    def recv_async(self, dir=None, shape=None, dtype="f16"):
+        """Start a receive and return at once; ``tl.wait(future)`` gives
+        its tensor. Receives on one direction take their messages in issue
+        order; a future never waited for fails the kernel."""
+        if shape is None:
+            raise TypeError("tl.recv_async needs shape= and dtype=")
+        return Future(self._b.recv_async(dir, _shape(shape), _dtype(dtype)))
+
+    def wait(self, future):
+        """Wait for ``future``'s message: a tensor on its IPCQ slot."""
+        if not isinstance(future, Future) or future._raw is None:
+            raise TypeError("tl.wait: expected a future from tl.recv_async, not yet waited for")
+        raw, future._raw = future._raw, None
+        return self._wrap(self._b.wait(raw))
 
     def recv_into(self, dir=None, shape=None, dtype="f16", dst_addr=None):
         """Receive and copy to ``dst_addr``; the slot is released after the copy."""

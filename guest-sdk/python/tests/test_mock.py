@@ -97,3 +97,25 @@ class Dtypes(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RecvAsync(unittest.TestCase):
+    def test_futures_and_receives_take_messages_in_issue_order(self):
+        def kernel(t_ptr, n, tl):
+            mine = tl.load(t_ptr, shape=(n,), dtype="f16")
+            tl.send(dir="E", src=mine)
+            tl.send(dir="E", src=mine + mine)
+            f = tl.recv_async(dir="W", shape=(n,), dtype="f16")
+            second = tl.recv(dir="W", shape=(n,), dtype="f16")
+            first = tl.wait(f)
+            tl.store(t_ptr, first + first + second)
+
+        out = run_kernel_in_mock(kernel, 2, "ring_1d", [[1.0] * 2, [2.0] * 2], (2,))
+        self.assertEqual(out, [[8.0] * 2, [4.0] * 2])
+
+    def test_a_future_never_waited_for_fails_the_kernel(self):
+        def kernel(t_ptr, n, tl):
+            tl.recv_async(dir="W", shape=(n,), dtype="f16")
+
+        with self.assertRaisesRegex(RuntimeError, "without waiting for 1 recv_async"):
+            run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0]], (1,))

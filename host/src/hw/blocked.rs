@@ -18,6 +18,8 @@ pub enum Blocked {
     RecvInFlight { dir: Option<Dir>, from: PeCoord },
     /// `recv(dir)`: no message has been sent to it yet.
     RecvWaiting { dir: Option<Dir> },
+    /// `wait` on a `recv_async(dir)` future whose message has not landed.
+    WaitFuture { dir: Option<Dir> },
 }
 
 impl Blocked {
@@ -37,6 +39,11 @@ impl Blocked {
             }
             Blocked::RecvWaiting { dir } => format!(
                 "recv(dir={}): waiting for a message from {}",
+                any(dir),
+                senders(dir.as_deref())
+            ),
+            Blocked::WaitFuture { dir } => format!(
+                "wait(recv_async(dir={})): waiting for a message from {}",
                 any(dir),
                 senders(dir.as_deref())
             ),

@@ -17,11 +17,14 @@ pub mod algorithm {
             "kernbench:sim/tl.num-programs": trappable,
             "kernbench:sim/tl.now-ps": trappable,
             "kernbench:sim/tl.log": trappable,
+            "kernbench:sim/tl.recv-async": trappable,
+            "kernbench:sim/tl.[drop]recv-future": trappable,
             default: async | trappable,
         },
         exports: { default: async },
         with: {
             "kernbench:sim/tl.tensor": crate::runtime::kernel::KernelTensor,
+            "kernbench:sim/tl.recv-future": crate::runtime::kernel::KernelFuture,
         },
     });
 }
@@ -38,6 +41,7 @@ pub mod algorithm_eager {
             "kernbench:sim/types": super::algorithm::kernbench::sim::types,
             "kernbench:sim/ccl": super::algorithm::kernbench::sim::ccl,
             "kernbench:sim/tl.tensor": crate::runtime::eager::EagerTensor,
+            "kernbench:sim/tl.recv-future": crate::runtime::eager::EagerFuture,
         },
     });
 }

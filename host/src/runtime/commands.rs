@@ -69,6 +69,18 @@ pub enum Command {
         factor: f64,
         out: TensorId,
     },
+    /// `recv_async`: start the receive as its own task, future `fut`.
+    RecvAsync {
+        dir: Option<u32>,
+        shape: u32,
+        dtype: Dtype,
+        fut: u32,
+    },
+    /// `wait(fut)`: its tensor becomes `out`.
+    Wait {
+        fut: u32,
+        out: TensorId,
+    },
     /// The kernel dropped its handle.
     Drop(TensorId),
 }
@@ -81,6 +93,8 @@ pub struct CommandList {
     dirs: Vec<Dir>,
     /// Tensor ids handed out so far (the replay table's size).
     pub tensors: u32,
+    /// `recv_async` futures issued (each id used once).
+    pub futures: u32,
 }
 
 impl CommandList {
@@ -155,6 +169,8 @@ pub async fn replay(
     list: &CommandList,
 ) -> Result<(), TlCallError> {
     let mut live: Vec<Option<TensorRef>> = vec![None; list.tensors as usize];
+    type Task = crate::engine::JoinHandle<Result<TensorRef, HwError>>;
+    let mut futures: Vec<Option<(Task, Option<Dir>)>> = (0..list.futures).map(|_| None).collect();
     let fail = |call: String, source: HwError| TlCallError {
         call,
         pe: pe.to_string(),
@@ -247,6 +263,27 @@ pub async fn replay(
                 let t = machine
                     .scale(pe, &a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::RecvAsync {
+                dir,
+                shape,
+                dtype,
+                fut,
+            } => {
+                let dir = dir.map(|d| list.dirs[d as usize].clone());
+                let shape = list.shapes[shape as usize].clone();
+                let task = machine.recv_async(pe, dir.clone(), shape, dtype);
+                futures[fut as usize] = Some((task, dir));
+            }
+            Command::Wait { fut, out } => {
+                let (task, dir) = futures[fut as usize]
+                    .take()
+                    .expect("a recorded wait names an issued future once");
+                let t = machine
+                    .wait_future(pe, dir.clone(), task)
+                    .await
+                    .map_err(|e| fail(super::futures::wait_call(dir.as_deref()), e))?;
                 live[out as usize] = Some(t);
             }
             Command::Drop(id) => live[id as usize] = None,

@@ -51,6 +51,15 @@ pub struct EagerTensor {
     dtype: Dtype,
 }
 
+/// The host object behind a recorded kernel's `tl.recv-future` handle.
+pub struct EagerFuture {
+    fut: u32,
+    shape: Shape,
+    dtype: Dtype,
+    /// Its id in [`EagerHost::unwaited`].
+    id: u64,
+}
+
 /// Store data of a kernel being recorded.
 pub struct EagerHost {
     wasi: WasiCtx,
@@ -61,6 +70,8 @@ pub struct EagerHost {
     pub(crate) list: CommandList,
     /// Tensor ids whose handles were dropped, for reuse.
     free: Vec<TensorId>,
+    /// `recv_async` futures not waited for.
+    pub(crate) unwaited: super::futures::Unwaited,
 }
 
 impl Guarded for EagerHost {
@@ -88,6 +99,7 @@ impl EagerHost {
             guard,
             list: CommandList::default(),
             free: Vec::new(),
+            unwaited: Default::default(),
         }
     }
 
@@ -147,6 +159,23 @@ impl EagerHost {
         })
     }
 
+    /// What a receive can be refused for ahead of time: the direction,
+    /// the destination, the shape.
+    fn check_receive(
+        &self,
+        dir: Option<&str>,
+        shape: &[u32],
+        dtype: Dtype,
+        dst: Option<u64>,
+    ) -> Result<(), HwError> {
+        self.machine
+            .check_recv(self.pe, dir)
+            .and_then(|()| match dst {
+                Some(addr) => self.machine.view(addr, shape, dtype).map(drop),
+                None => dtype.nbytes(shape).map(drop).map_err(HwError::from),
+            })
+    }
+
     fn receive(
         &mut self,
         dir: Option<String>,
@@ -155,14 +184,7 @@ impl EagerHost {
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
-        let checked = self
-            .machine
-            .check_recv(self.pe, dir.as_deref())
-            .and_then(|()| match dst {
-                Some(addr) => self.machine.view(addr, &shape, dtype).map(drop),
-                None => dtype.nbytes(&shape).map(drop).map_err(HwError::from),
-            });
-        if let Err(e) = checked {
+        if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, dst) {
             return Err(self.fail(call::recv(dir.as_deref(), dst), e));
         }
         let dir = dir.map(|d| self.list.dir(&d));
@@ -212,7 +234,56 @@ impl tl::HostTensor for EagerHost {
     }
 }
 
+impl tl::HostRecvFuture for EagerHost {
+    fn drop(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<()> {
+        // Not waited for: it stays in `unwaited`, and the kernel fails at its end.
+        self.table.delete(r)?;
+        Ok(())
+    }
+}
+
 impl tl::Host for EagerHost {
+    fn recv_async(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerFuture>> {
+        let dtype = dtype_in(dtype);
+        if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, None) {
+            return Err(self.fail(super::futures::recv_async_call(dir.as_deref()), e));
+        }
+        let fut = self.list.futures;
+        self.list.futures += 1;
+        let dir_id = dir.as_deref().map(|d| self.list.dir(d));
+        let shape_id = self.list.shape(&shape);
+        self.record(Command::RecvAsync {
+            dir: dir_id,
+            shape: shape_id,
+            dtype,
+            fut,
+        })?;
+        let id = self.unwaited.issued(dir.clone());
+        Ok(self.table.push(EagerFuture {
+            fut,
+            shape: Shape::from_vec(shape),
+            dtype,
+            id,
+        })?)
+    }
+
+    fn wait(&mut self, f: Resource<EagerFuture>) -> wasmtime::Result<Resource<EagerTensor>> {
+        let EagerFuture {
+            fut,
+            shape,
+            dtype,
+            id,
+            ..
+        } = self.table.delete(f)?;
+        self.unwaited.waited(id);
+        self.produce(shape, dtype, |out| Command::Wait { fut, out })
+    }
+
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
         program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
     }

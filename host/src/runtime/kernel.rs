@@ -25,6 +25,15 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// The host object behind a guest `tl.tensor` handle.
 pub struct KernelTensor(pub TensorRef);
 
+/// The host object behind a guest `tl.recv-future` handle: the receive
+/// running as its own task, and its direction (for messages).
+pub struct KernelFuture {
+    task: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
+    dir: Option<String>,
+    /// Its id in [`KernelHost::unwaited`].
+    id: u64,
+}
+
 /// Store data of one PE kernel instance.
 pub struct KernelHost {
     wasi: WasiCtx,
@@ -34,6 +43,8 @@ pub struct KernelHost {
     guard: InstanceGuard,
     /// Where `tl.log` lines go (the instance's captured stderr).
     log: CapturePipe,
+    /// `recv_async` futures not waited for: (id, direction).
+    unwaited: super::futures::Unwaited,
 }
 
 impl Guarded for KernelHost {
@@ -146,7 +157,44 @@ impl tl::HostTensor for KernelHost {
     }
 }
 
+impl tl::HostRecvFuture for KernelHost {
+    fn drop(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<()> {
+        self.table.delete(r)?;
+        Ok(())
+    }
+}
+
 impl tl::Host for KernelHost {
+    fn recv_async(
+        &mut self,
+        dir: Option<String>,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelFuture>> {
+        let task = self.machine.recv_async(
+            self.pe,
+            dir.as_deref().map(Dir::from),
+            shape.into(),
+            dtype_in(dtype),
+        );
+        let id = self.unwaited.issued(dir.clone());
+        Ok(self.table.push(KernelFuture { task, dir, id })?)
+    }
+
+    async fn wait(
+        &mut self,
+        f: Resource<KernelFuture>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let KernelFuture { task, dir, id } = self.table.delete(f)?;
+        self.unwaited.waited(id);
+        let t = self
+            .machine
+            .wait_future(self.pe, dir.as_deref().map(Dir::from), task)
+            .await
+            .map_err(|e| self.fail(super::futures::wait_call(dir.as_deref()), e))?;
+        self.push(t)
+    }
+
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
         program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
     }
@@ -321,6 +369,7 @@ impl AlgorithmComponent {
             pe,
             guard: limits.guard(&who),
             log: sb.output.stderr.clone(),
+            unwaited: Default::default(),
         };
         let mut store = Store::new(self.pre.engine(), host);
         guard_store(&mut store)?;
@@ -426,10 +475,15 @@ impl AlgorithmComponent {
                 return Ok(None);
             }
         }
+        // A future never waited for fails the kernel after its calls ran.
+        let unwaited = match store.data().unwaited.error(&pe.to_string()) {
+            Some(e) => Err(wasmtime::Error::new(e)),
+            None => Ok(()),
+        };
         Ok(Some(Recorded {
             list: std::mem::take(&mut store.data_mut().list),
             out: sb.output,
-            guest_error: result.err(),
+            guest_error: result.and(unwaited).err(),
         }))
     }
 
@@ -456,6 +510,9 @@ impl AlgorithmComponent {
         if let Err(e) = result {
             return Err(self.failed(algorithm, pe, &e, Some(&out)));
         }
-        Ok(())
+        match store.data().unwaited.error(&pe.to_string()) {
+            Some(e) => Err(self.failed(algorithm, pe, &wasmtime::Error::new(e), None)),
+            None => Ok(()),
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod bindings;
 pub mod commands;
 pub mod eager;
+pub mod futures;
 pub mod hooks;
 pub mod kernel;
 pub mod limits;

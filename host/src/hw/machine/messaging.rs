@@ -251,10 +251,78 @@ impl Machine {
         dtype: Dtype,
         dst: Option<u64>,
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
-        let m = self.clone();
-        async move {
+        let turn = self.claim_turn(pe, &dir);
+        self.clone()
+            .recv_in_turn(pe, dir, shape, dtype, dst, turn, true)
+    }
+
+    /// `tl.recv_async`: the same receive, run as its own task while the
+    /// kernel goes on; [`crate::engine::JoinHandle`] gives the tensor. A
+    /// future and the receives issued on its direction claim their
+    /// messages in issue order.
+    pub fn recv_async(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Option<Dir>,
+        shape: Shape,
+        dtype: Dtype,
+    ) -> crate::engine::JoinHandle<Result<TensorRef, HwError>> {
+        let turn = self.claim_turn(pe, &dir);
+        crate::engine::spawn(
+            self.clone()
+                .recv_in_turn(pe, dir, shape, dtype, None, turn, false),
+        )
+    }
+
+    /// Wait for the `recv_async` future `f` (on `dir`), showing the PE as
+    /// blocked on it meanwhile.
+    pub async fn wait_future(
+        &self,
+        pe: PeCoord,
+        dir: Option<Dir>,
+        f: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
+    ) -> Result<TensorRef, HwError> {
+        if let Some(done) = f.try_take() {
+            return done;
+        }
+        self.set_blocked(pe, Some(Blocked::WaitFuture { dir }));
+        let out = f.await;
+        self.set_blocked(pe, None);
+        out
+    }
+
+    /// The previous claim on `dir` to wait for, and this receive's own.
+    fn claim_turn(&self, pe: PeCoord, dir: &Option<Dir>) -> (Option<Event>, Event) {
+        let mine = Event::new();
+        let prev = self
+            .pe(pe)
+            .claims
+            .lock()
+            .unwrap()
+            .insert(dir.clone(), mine.clone());
+        (prev.filter(|e| !e.is_set()), mine)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn recv_in_turn(
+        self: Arc<Self>,
+        pe: PeCoord,
+        dir: Option<Dir>,
+        shape: Shape,
+        dtype: Dtype,
+        dst: Option<u64>,
+        (prev, mine): (Option<Event>, Event),
+        report: bool,
+    ) -> Result<TensorRef, HwError> {
+        if let Some(prev) = prev {
+            prev.wait().await;
+        }
+        let claimed = self.take_arrival(pe, dir.as_ref(), report).await;
+        mine.set();
+        let m = self;
+        {
             let want = dtype.nbytes(&shape)?;
-            let (queue, arrival) = m.take_arrival(pe, dir.as_ref()).await?;
+            let (queue, arrival) = claimed?;
             if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
                 return Err(HwError::Mismatch {
                     what: format!(
@@ -311,10 +379,14 @@ impl Machine {
         }
     }
 
+    /// Claim the next message from `dir` and wait for its data; `report`:
+    /// show the PE as blocked meanwhile (not for a `recv_async` task: the
+    /// kernel is not waiting for it).
     async fn take_arrival(
         self: &Arc<Self>,
         pe: PeCoord,
         dir: Option<&Dir>,
+        report: bool,
     ) -> Result<(SharedQueue, Arrival), HwError> {
         let st = self.pe(pe);
         loop {
@@ -370,23 +442,25 @@ impl Machine {
                     port.rx_notify.wait_past(port.rx_notify.generation()),
                 )
             };
+            let blocked = |what| {
+                if report {
+                    self.set_blocked(pe, what);
+                }
+            };
             if let Some((q, a)) = picked {
                 if !a.ready.is_set() {
-                    self.set_blocked(
-                        pe,
-                        Some(Blocked::RecvInFlight {
-                            dir: dir.cloned(),
-                            from: a.from,
-                        }),
-                    );
+                    blocked(Some(Blocked::RecvInFlight {
+                        dir: dir.cloned(),
+                        from: a.from,
+                    }));
                     a.ready.wait().await;
-                    self.set_blocked(pe, None);
+                    blocked(None);
                 }
                 return Ok((q, a));
             }
-            self.set_blocked(pe, Some(Blocked::RecvWaiting { dir: dir.cloned() }));
+            blocked(Some(Blocked::RecvWaiting { dir: dir.cloned() }));
             notify.await;
-            self.set_blocked(pe, None);
+            blocked(None);
         }
     }
 

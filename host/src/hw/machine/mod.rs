@@ -49,6 +49,10 @@ struct PeState {
     ipcq: Mutex<Option<IpcqPort>>,
     outstanding: Mutex<Vec<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
+    /// Per receive direction (`None`: round-robin), the event set when the
+    /// last receive issued on it has claimed its message: receives and
+    /// `recv_async` futures on one direction claim in issue order.
+    claims: Mutex<rustc_hash::FxHashMap<Option<super::blocked::Dir>, Event>>,
 }
 
 /// Timing parameters of the PE engines.
@@ -185,6 +189,7 @@ impl Machine {
                     ipcq: Mutex::new(None),
                     outstanding: Mutex::new(Vec::new()),
                     blocked_on: Mutex::new(None),
+                    claims: Mutex::new(Default::default()),
                 })
             })
     }
