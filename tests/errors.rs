@@ -400,3 +400,25 @@ fn a_wait_that_never_gets_its_message_is_in_the_deadlock_report() {
         other => panic!("expected a deadlock, got {other}"),
     }
 }
+
+#[test]
+fn a_reduction_over_a_missing_axis_names_the_call_and_the_shape() {
+    let c = kernbench::config::CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: 2}}\n",
+            test_component("math_probe")
+        ),
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap();
+    for l in [loader(), in_step_loader()] {
+        let e = run_with(&l, "ccl_allreduce", topo(2), c.clone(), None, &["-e", "8"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tl.reduce(sum, axis=3) on sip0.cube0.pe0")
+                && e.contains("axis 3 of a 1-D tensor [4] (axes 0..1)"),
+            "{e}"
+        );
+    }
+}

@@ -523,3 +523,60 @@ fn recv_async_saves_exactly_the_load_it_overlaps() {
     assert_eq!(overlapped, load + x + add + store, "overlapped");
     assert_eq!(serial - overlapped, load);
 }
+
+/// ccl.yaml whose only algorithm is the test component `math_probe` in
+/// `mode` (see its doc).
+fn math_probe(mode: u32) -> kernbench::config::CclConfig {
+    kernbench::config::CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
+            test_component("math_probe")
+        ),
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap()
+}
+
+/// Casts, unary ops and reductions cost `overhead + elements / throughput`
+/// on the MATH unit, a reduction one element of work per input element.
+/// On one SIP (no ring step), 16 B: mode 0 is load, cast to f32, cast
+/// back, store: `L + 2M + S`; mode 1 is load, reduce, neg, neg, store:
+/// `L + 3M + S` (M for 8 elements in each case). On 2–5 SIPs both modes
+/// sum every element (the bench's reference).
+#[test]
+fn casts_unary_ops_and_reductions_take_the_math_units_time_and_keep_the_sums() {
+    let t = topo(1);
+    let (_, load, add, store) = figures(&t, 16);
+    let time = |mode| {
+        let res = run(
+            "ccl_allreduce",
+            t.clone(),
+            math_probe(mode),
+            None,
+            &["-b", "16", "-e", "16"],
+        )
+        .unwrap();
+        assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+        res.rows[0].time_ps
+    };
+    // `add` is the MATH cost of 8 elements (16 B of f16).
+    assert_eq!(time(0), load + 2 * add + store, "cast, cast back");
+    assert_eq!(time(1), load + 3 * add + store, "reduce, neg, neg");
+    for n in [2, 3, 5] {
+        for mode in [0, 1] {
+            let res = run(
+                "ccl_allreduce",
+                topo(n),
+                math_probe(mode),
+                None,
+                &["-b", "8", "-e", "4K", "-f", "8"],
+            )
+            .unwrap();
+            assert!(
+                res.rows.iter().all(|r| r.wrong == 0),
+                "mode {mode} on {n}: {:?}",
+                res.rows
+            );
+        }
+    }
+}

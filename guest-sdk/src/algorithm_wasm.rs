@@ -1,7 +1,7 @@
 //! [`Tl`] over the `kernbench:sim/tl` imports, and the export macro.
 
 use crate::__algorithm::kernbench::sim::{ccl, tl, types};
-use crate::{BinOp, Dtype, EntryDefaults, Link, ParamValue, Params, Tensor, Tl};
+use crate::{BinOp, Dtype, EntryDefaults, Link, ParamValue, Params, ReduceOp, Tensor, Tl, UnaryOp};
 
 impl From<Dtype> for types::Dtype {
     fn from(d: Dtype) -> Self {
@@ -89,6 +89,7 @@ impl Tl for WasmTl {
             BinOp::Mul => tl::Binop::Mul,
             BinOp::Max => tl::Binop::Max,
             BinOp::Min => tl::Binop::Min,
+            BinOp::Div => tl::Binop::Div,
         };
         tl::binary(op, a, b)
     }
@@ -97,6 +98,29 @@ impl Tl for WasmTl {
     }
     fn scale(&self, a: &tl::Tensor, factor: f64) -> tl::Tensor {
         tl::scale(a, factor)
+    }
+    fn unary(&self, op: UnaryOp, a: &tl::Tensor) -> tl::Tensor {
+        let op = match op {
+            UnaryOp::Neg => tl::UnaryOp::Neg,
+            UnaryOp::Abs => tl::UnaryOp::Abs,
+            UnaryOp::Exp => tl::UnaryOp::Exp,
+            UnaryOp::Log => tl::UnaryOp::Log,
+            UnaryOp::Sqrt => tl::UnaryOp::Sqrt,
+            UnaryOp::Relu => tl::UnaryOp::Relu,
+            UnaryOp::Recip => tl::UnaryOp::Recip,
+        };
+        tl::unary(op, a)
+    }
+    fn cast(&self, a: &tl::Tensor, dtype: Dtype) -> tl::Tensor {
+        tl::cast(a, dtype.into())
+    }
+    fn reduce(&self, op: ReduceOp, a: &tl::Tensor, axis: u32) -> tl::Tensor {
+        let op = match op {
+            ReduceOp::Sum => tl::ReduceOp::Sum,
+            ReduceOp::Max => tl::ReduceOp::Max,
+            ReduceOp::Min => tl::ReduceOp::Min,
+        };
+        tl::reduce(op, a, axis)
     }
     fn now_ps(&self) -> u64 {
         tl::now_ps()

@@ -11,6 +11,44 @@ pub enum BinOp {
     Mul,
     Max,
     Min,
+    /// `a / b` (i32: truncating, 0 where `b` is 0).
+    Div,
+}
+
+/// Element-wise unary operations of the MATH unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Relu,
+    /// `1 / x`.
+    Recip,
+}
+
+impl UnaryOp {
+    /// The op on one value (what the MATH unit computes, before rounding).
+    pub fn apply(self, x: f64) -> f64 {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Recip => 1.0 / x,
+        }
+    }
+}
+
+/// Reductions over one axis, on the MATH unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
 }
 
 /// What a kernel can ask of a tensor handle.
@@ -64,6 +102,14 @@ pub trait Tl {
     fn binary(&self, op: BinOp, a: &Self::Tensor, b: &Self::Tensor) -> Self::Tensor;
     /// `a * factor`.
     fn scale(&self, a: &Self::Tensor, factor: f64) -> Self::Tensor;
+    /// `op(a)` element-wise, rounded once.
+    fn unary(&self, op: UnaryOp, a: &Self::Tensor) -> Self::Tensor;
+    /// `a` converted to `dtype` (floats to nearest-even; i32 rounded to
+    /// nearest and saturated).
+    fn cast(&self, a: &Self::Tensor, dtype: Dtype) -> Self::Tensor;
+    /// `op` over `axis` of `a`; the axis is dropped (a 1-D input gives one
+    /// element). An axis past the last fails the kernel.
+    fn reduce(&self, op: ReduceOp, a: &Self::Tensor, axis: u32) -> Self::Tensor;
     /// Simulated time of this PE in picoseconds (0 in the mock).
     fn now_ps(&self) -> u64;
     /// A trace line, printed with the PE's name.

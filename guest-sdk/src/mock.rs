@@ -346,6 +346,14 @@ fn elementwise(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
             BinOp::Mul => p * q,
             BinOp::Max => p.max(q),
             BinOp::Min => p.min(q),
+            BinOp::Div if dtype == Dtype::I32 => {
+                if q == 0.0 {
+                    0.0
+                } else {
+                    (p / q).trunc()
+                }
+            }
+            BinOp::Div => p / q,
         })
         .collect();
     dtype.encode(&r)
@@ -477,6 +485,48 @@ impl Tl for MockTl {
     fn scale(&self, a: &MockTensor, factor: f64) -> MockTensor {
         let v: Vec<f64> = a.dtype.decode(&a.data).iter().map(|x| x * factor).collect();
         self.scratch(&a.shape, a.dtype, a.dtype.encode(&v))
+    }
+    fn unary(&self, op: crate::UnaryOp, a: &MockTensor) -> MockTensor {
+        let v: Vec<f64> = a
+            .dtype
+            .decode(&a.data)
+            .iter()
+            .map(|&x| op.apply(x))
+            .collect();
+        self.scratch(&a.shape, a.dtype, a.dtype.encode(&v))
+    }
+    fn cast(&self, a: &MockTensor, dtype: Dtype) -> MockTensor {
+        self.scratch(&a.shape, dtype, dtype.encode(&a.dtype.decode(&a.data)))
+    }
+    fn reduce(&self, op: crate::ReduceOp, a: &MockTensor, axis: u32) -> MockTensor {
+        let ax = axis as usize;
+        assert!(
+            ax < a.shape.len() && a.shape[ax] > 0,
+            "mock rank {}: reduce over axis {axis} of {:?}",
+            self.rank,
+            a.shape
+        );
+        let v = a.dtype.decode(&a.data);
+        let len = a.shape[ax] as usize;
+        let inner: usize = a.shape[ax + 1..].iter().map(|&d| d as usize).product();
+        let outer: usize = a.shape[..ax].iter().map(|&d| d as usize).product();
+        let mut r = Vec::with_capacity(outer * inner);
+        for o in 0..outer {
+            for i in 0..inner {
+                let at = |k: usize| v[(o * len + k) * inner + i];
+                r.push((1..len).fold(at(0), |acc, k| match op {
+                    crate::ReduceOp::Sum => acc + at(k),
+                    crate::ReduceOp::Max => acc.max(at(k)),
+                    crate::ReduceOp::Min => acc.min(at(k)),
+                }));
+            }
+        }
+        let mut shape = a.shape.clone();
+        shape.remove(ax);
+        if shape.is_empty() {
+            shape.push(1);
+        }
+        self.scratch(&shape, a.dtype, a.dtype.encode(&r))
     }
     fn now_ps(&self) -> u64 {
         0

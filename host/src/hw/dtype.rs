@@ -27,6 +27,8 @@ pub enum BinOp {
     Mul,
     Max,
     Min,
+    /// `a / b` (i32: truncating, and 0 where `b` is 0).
+    Div,
 }
 
 impl BinOp {
@@ -38,6 +40,7 @@ impl BinOp {
             BinOp::Mul => "mul",
             BinOp::Max => "max",
             BinOp::Min => "min",
+            BinOp::Div => "div",
         }
     }
 }
@@ -153,6 +156,7 @@ fn apply_f32(op: BinOp, a: f32, b: f32) -> f32 {
         BinOp::Mul => a * b,
         BinOp::Max => a.max(b),
         BinOp::Min => a.min(b),
+        BinOp::Div => a / b,
     }
 }
 
@@ -172,6 +176,7 @@ fn apply_slices<T: Copy>(op: BinOp, a: &[T], b: &[T], out: &mut [T], f: impl Fn(
         BinOp::Mul => each!(BinOp::Mul),
         BinOp::Max => each!(BinOp::Max),
         BinOp::Min => each!(BinOp::Min),
+        BinOp::Div => each!(BinOp::Div),
     }
 }
 
@@ -247,7 +252,7 @@ fn binary_wide<T: bytemuck::Pod>(
     }
 }
 
-/// f16 add / sub / mul eight lanes at a time with x86's F16C and AVX.
+/// f16 add / sub / mul / div eight lanes at a time with x86's F16C and AVX.
 /// `half` dispatches on the CPU feature for every 8 elements it converts,
 /// which costs more than the conversion; here the check is made once per
 /// command and the whole loop is compiled for the feature. The lanes use
@@ -264,7 +269,7 @@ mod f16c {
     }
 
     /// `out[i] = x[i] op y[i]` for the first `len / 8 * 8` elements of
-    /// f16 bit patterns; returns how many were done. `op` is add, sub or
+    /// f16 bit patterns; returns how many were done. `op` is add, sub, div or
     /// mul (max / min differ from `f32::max` on NaN and stay scalar).
     ///
     /// # Safety
@@ -290,6 +295,7 @@ mod f16c {
             BinOp::Add => each!(_mm256_add_ps),
             BinOp::Sub => each!(_mm256_sub_ps),
             BinOp::Mul => each!(_mm256_mul_ps),
+            BinOp::Div => each!(_mm256_div_ps),
             BinOp::Max | BinOp::Min => return 0,
         }
         n
@@ -334,6 +340,7 @@ pub fn binary_into(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8], out: &mut [u8]) 
             BinOp::Mul => p.wrapping_mul(q),
             BinOp::Max => p.max(q),
             BinOp::Min => p.min(q),
+            BinOp::Div => p.checked_div(q).unwrap_or(0),
         }),
     }
 }

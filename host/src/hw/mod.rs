@@ -8,6 +8,7 @@ pub mod dtype;
 pub mod ipcq;
 pub mod link;
 pub mod machine;
+pub mod math_ops;
 pub mod memory;
 pub mod page_table;
 mod routes;

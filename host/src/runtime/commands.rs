@@ -69,6 +69,22 @@ pub enum Command {
         factor: f64,
         out: TensorId,
     },
+    Unary {
+        op: crate::hw::math_ops::UnaryOp,
+        a: TensorId,
+        out: TensorId,
+    },
+    Cast {
+        a: TensorId,
+        dtype: Dtype,
+        out: TensorId,
+    },
+    Reduce {
+        op: crate::hw::math_ops::ReduceOp,
+        a: TensorId,
+        axis: u32,
+        out: TensorId,
+    },
     /// `recv_async`: start the receive as its own task, future `fut`.
     RecvAsync {
         dir: Option<u32>,
@@ -158,6 +174,15 @@ pub mod call {
     }
     pub fn scale(factor: f64) -> String {
         format!("tl.scale({factor})")
+    }
+    pub fn unary(op: crate::hw::math_ops::UnaryOp) -> String {
+        format!("tl.unary({})", op.name())
+    }
+    pub fn cast(dtype: crate::hw::dtype::Dtype) -> String {
+        format!("tl.cast({})", dtype.name())
+    }
+    pub fn reduce(op: crate::hw::math_ops::ReduceOp, axis: u32) -> String {
+        format!("tl.reduce({}, axis={axis})", op.name())
     }
 }
 
@@ -263,6 +288,30 @@ pub async fn replay(
                 let t = machine
                     .scale(pe, &a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Unary { op, a, out } => {
+                machine.queue_room(pe).await;
+                let a = get(&live, a);
+                let t = machine
+                    .unary(pe, op, &a)
+                    .map_err(|e| fail(call::unary(op), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Cast { a, dtype, out } => {
+                machine.queue_room(pe).await;
+                let a = get(&live, a);
+                let t = machine
+                    .cast(pe, &a, dtype)
+                    .map_err(|e| fail(call::cast(dtype), e))?;
+                live[out as usize] = Some(t);
+            }
+            Command::Reduce { op, a, axis, out } => {
+                machine.queue_room(pe).await;
+                let a = get(&live, a);
+                let t = machine
+                    .reduce(pe, op, &a, axis)
+                    .map_err(|e| fail(call::reduce(op, axis), e))?;
                 live[out as usize] = Some(t);
             }
             Command::RecvAsync {

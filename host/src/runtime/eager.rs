@@ -21,7 +21,7 @@
 use super::bindings::algorithm::kernbench::sim::types;
 use super::bindings::algorithm_eager::kernbench::sim::tl;
 use super::commands::{call, Command, CommandList, TensorId};
-use super::kernel::{dtype_in, dtype_out, program_axis};
+use super::kernel::{dtype_in, dtype_out, program_axis, tl_ops_in};
 use super::limits::{Guarded, InstanceGuard};
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
@@ -207,6 +207,8 @@ impl EagerHost {
     }
 }
 
+tl_ops_in!(tl);
+
 impl types::Host for EagerHost {}
 impl crate::runtime::bindings::algorithm::kernbench::sim::ccl::Host for EagerHost {}
 
@@ -364,13 +366,7 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         b: Resource<EagerTensor>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let op = match op {
-            tl::Binop::Add => BinOp::Add,
-            tl::Binop::Sub => BinOp::Sub,
-            tl::Binop::Mul => BinOp::Mul,
-            tl::Binop::Max => BinOp::Max,
-            tl::Binop::Min => BinOp::Min,
-        };
+        let op = binop_in(op);
         self.binary_op(op, a, b)
     }
 
@@ -382,6 +378,49 @@ impl tl::Host for EagerHost {
         let a = self.tensor(&a)?;
         let (id, shape, dtype) = (a.id, a.shape.clone(), a.dtype);
         self.produce(shape, dtype, |out| Command::Scale { a: id, factor, out })
+    }
+
+    fn unary(
+        &mut self,
+        op: tl::UnaryOp,
+        a: Resource<EagerTensor>,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let op = unary_in(op);
+        let a = self.tensor(&a)?;
+        let (id, shape, dtype) = (a.id, a.shape.clone(), a.dtype);
+        self.produce(shape, dtype, |out| Command::Unary { op, a: id, out })
+    }
+
+    fn cast(
+        &mut self,
+        a: Resource<EagerTensor>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(dtype);
+        let a = self.tensor(&a)?;
+        let (id, shape) = (a.id, a.shape.clone());
+        self.produce(shape, dtype, |out| Command::Cast { a: id, dtype, out })
+    }
+
+    fn reduce(
+        &mut self,
+        op: tl::ReduceOp,
+        a: Resource<EagerTensor>,
+        axis: u32,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let op = reduce_in(op);
+        let a = self.tensor(&a)?;
+        let (id, dtype) = (a.id, a.dtype);
+        let shape = match crate::hw::math_ops::reduced_shape(&a.shape, axis) {
+            Ok(s) => Shape::from_vec(s),
+            Err(what) => return Err(self.fail(call::reduce(op, axis), HwError::Mismatch { what })),
+        };
+        self.produce(shape, dtype, |out| Command::Reduce {
+            op,
+            a: id,
+            axis,
+            out,
+        })
     }
 
     fn now_ps(&mut self) -> wasmtime::Result<u64> {

@@ -13,7 +13,7 @@ use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
 use crate::hw::blocked::Dir;
-use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::dtype::Dtype;
 use crate::hw::trace::Track;
 use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
@@ -101,15 +101,52 @@ impl KernelHost {
 impl types::Host for KernelHost {}
 impl super::bindings::algorithm::kernbench::sim::ccl::Host for KernelHost {}
 
-fn binop_in(op: tl::Binop) -> BinOp {
-    match op {
-        tl::Binop::Add => BinOp::Add,
-        tl::Binop::Sub => BinOp::Sub,
-        tl::Binop::Mul => BinOp::Mul,
-        tl::Binop::Max => BinOp::Max,
-        tl::Binop::Min => BinOp::Min,
-    }
+/// `binop_in`, `unary_in` and `reduce_in`: the WIT enums of `tl` as the
+/// machine's, for a bindings module (the in-step and the recorded kernels
+/// each have their own `tl` types).
+macro_rules! tl_ops_in {
+    ($($tl:ident)::+) => {
+        fn binop_in(op: $($tl)::+::Binop) -> crate::hw::dtype::BinOp {
+            use crate::hw::dtype::BinOp;
+            use $($tl)::+::Binop as B;
+            match op {
+                B::Add => BinOp::Add,
+                B::Sub => BinOp::Sub,
+                B::Mul => BinOp::Mul,
+                B::Max => BinOp::Max,
+                B::Min => BinOp::Min,
+                B::Div => BinOp::Div,
+            }
+        }
+
+        fn unary_in(op: $($tl)::+::UnaryOp) -> crate::hw::math_ops::UnaryOp {
+            use crate::hw::math_ops::UnaryOp as U;
+            use $($tl)::+::UnaryOp as W;
+            match op {
+                W::Neg => U::Neg,
+                W::Abs => U::Abs,
+                W::Exp => U::Exp,
+                W::Log => U::Log,
+                W::Sqrt => U::Sqrt,
+                W::Relu => U::Relu,
+                W::Recip => U::Recip,
+            }
+        }
+
+        fn reduce_in(op: $($tl)::+::ReduceOp) -> crate::hw::math_ops::ReduceOp {
+            use crate::hw::math_ops::ReduceOp as R;
+            use $($tl)::+::ReduceOp as W;
+            match op {
+                W::Sum => R::Sum,
+                W::Max => R::Max,
+                W::Min => R::Min,
+            }
+        }
+    };
 }
+pub(crate) use tl_ops_in;
+
+tl_ops_in!(tl);
 
 /// `tl.program_id(axis)` (or `tl.num_programs(axis)` when `count`) of
 /// `pe`: axis 0 is the PE in its cube, 1 the cube in its SIP. The error
@@ -306,6 +343,49 @@ impl tl::Host for KernelHost {
             .machine
             .scale(self.pe, &a, factor)
             .map_err(|e| self.fail(call::scale(factor), e))?;
+        self.push(t)
+    }
+
+    async fn unary(
+        &mut self,
+        op: tl::UnaryOp,
+        a: Resource<KernelTensor>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let (a, op) = (self.tensor(&a)?, unary_in(op));
+        let t = self
+            .machine
+            .unary(self.pe, op, &a)
+            .map_err(|e| self.fail(call::unary(op), e))?;
+        self.push(t)
+    }
+
+    async fn cast(
+        &mut self,
+        a: Resource<KernelTensor>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let (a, dtype) = (self.tensor(&a)?, dtype_in(dtype));
+        let t = self
+            .machine
+            .cast(self.pe, &a, dtype)
+            .map_err(|e| self.fail(call::cast(dtype), e))?;
+        self.push(t)
+    }
+
+    async fn reduce(
+        &mut self,
+        op: tl::ReduceOp,
+        a: Resource<KernelTensor>,
+        axis: u32,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let (a, op) = (self.tensor(&a)?, reduce_in(op));
+        let t = self
+            .machine
+            .reduce(self.pe, op, &a, axis)
+            .map_err(|e| self.fail(call::reduce(op, axis), e))?;
         self.push(t)
     }
 

@@ -55,6 +55,17 @@ struct PeState {
     claims: Mutex<rustc_hash::FxHashMap<Option<super::blocked::Dir>, Event>>,
 }
 
+/// A MATH command's computation from all of its one input at once.
+type WholeFn = Box<dyn FnOnce(&[u8], &mut [u8])>;
+
+/// How a MATH command computes its output bytes.
+enum MathData<F> {
+    /// Element-wise, on page-sized pieces.
+    Elementwise(F),
+    /// From all of its one input at once.
+    Whole(WholeFn),
+}
+
 /// Timing parameters of the PE engines.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineTiming {
@@ -442,7 +453,8 @@ impl Machine {
     }
 
     /// A MATH command on `pe`: `out = f(inputs)`, element-wise (`f` is
-    /// called on page-sized pieces of the inputs and of `out`).
+    /// called on page-sized pieces of the inputs and of `out`). It takes
+    /// `overhead + elements / throughput` of `out`'s elements.
     fn math<const N: usize>(
         self: &Arc<Self>,
         what: Cow<'static, str>,
@@ -451,13 +463,49 @@ impl Machine {
         out: TensorRef,
         f: impl FnMut([&[u8]; N], &mut [u8]) + 'static,
     ) -> Result<(), HwError> {
+        let work = out.numel();
+        self.math_command(what, pe, inputs, out, work, MathData::Elementwise(f))
+    }
+
+    /// A MATH command whose output is not element-wise aligned with its
+    /// input (a cast, a reduction): `f` sees all of `input` and all of
+    /// `out`. It takes `overhead + work / throughput`, `work` the elements
+    /// the unit processes.
+    fn math_whole(
+        self: &Arc<Self>,
+        what: Cow<'static, str>,
+        pe: PeCoord,
+        input: TensorRef,
+        out: TensorRef,
+        work: u64,
+        f: impl FnOnce(&[u8], &mut [u8]) + 'static,
+    ) -> Result<(), HwError> {
+        self.math_command::<1, fn([&[u8]; 1], &mut [u8])>(
+            what,
+            pe,
+            [input],
+            out,
+            work,
+            MathData::Whole(Box::new(f)),
+        )
+    }
+
+    fn math_command<const N: usize, F: FnMut([&[u8]; N], &mut [u8]) + 'static>(
+        self: &Arc<Self>,
+        what: Cow<'static, str>,
+        pe: PeCoord,
+        inputs: [TensorRef; N],
+        out: TensorRef,
+        work: u64,
+        data: MathData<F>,
+    ) -> Result<(), HwError> {
         let busy = self
             .timing
             .math_rate
-            .duration_ps(out.numel())
+            .duration_ps(work)
             .and_then(|d| crate::units::add(d, self.timing.math_overhead))
             .map_err(|source| HwError::TimeOverflow {
-                what: format!("{what} of {} elements", out.numel()),
+                what: format!("{what} of {work} elements"),
                 source,
             })?;
         let st = self.pe(pe);
@@ -482,18 +530,30 @@ impl Machine {
             if let Some(tr) = &m.trace {
                 tr.record(
                     Track::Math(pe),
-                    format!("{what} x{}", out.numel()),
+                    format!("{what} x{work}"),
                     start,
                     engine::now(),
                 );
             }
-            let written = m.memory.lock().unwrap().apply(
-                inputs.each_ref().map(|t| (t.space, t.offset)),
-                (out.space, out.offset),
-                out.nbytes(),
-                out.dtype.itemsize(),
-                f,
-            );
+            let written = {
+                let mut mem = m.memory.lock().unwrap();
+                match data {
+                    MathData::Elementwise(f) => mem.apply(
+                        inputs.each_ref().map(|t| (t.space, t.offset)),
+                        (out.space, out.offset),
+                        out.nbytes(),
+                        out.dtype.itemsize(),
+                        f,
+                    ),
+                    MathData::Whole(f) => {
+                        let input = &inputs[0];
+                        let a = mem.read(input.space, input.offset, input.nbytes());
+                        let mut o = vec![0u8; out.nbytes() as usize];
+                        f(&a, &mut o);
+                        mem.write(out.space, out.offset, &o)
+                    }
+                }
+            };
             if let Err(e) = written {
                 return m.set_fault(pe, "MATH", e.into());
             }
@@ -563,6 +623,69 @@ impl Machine {
             [a.clone(), b.clone()],
             out.clone(),
             move |[x, y], o| dtype::binary_into(op, dt, x, y, o),
+        )?;
+        Ok(out)
+    }
+
+    /// `tl.unary`: `op(a)` element-wise.
+    pub fn unary(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        op: crate::hw::math_ops::UnaryOp,
+        a: &TensorRef,
+    ) -> Result<TensorRef, HwError> {
+        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let dt = a.dtype;
+        self.math(
+            Cow::Borrowed(op.name()),
+            pe,
+            [a.clone()],
+            out.clone(),
+            move |[x], o| crate::hw::math_ops::unary_into(op, dt, x, o),
+        )?;
+        Ok(out)
+    }
+
+    /// `tl.cast`: `a` converted to `dtype` (one element per element).
+    pub fn cast(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        a: &TensorRef,
+        dtype: Dtype,
+    ) -> Result<TensorRef, HwError> {
+        let out = self.scratch(pe, &a.shape, dtype)?;
+        let from = a.dtype;
+        self.math_whole(
+            Cow::Owned(format!("cast {}->{}", from.name(), dtype.name())),
+            pe,
+            a.clone(),
+            out.clone(),
+            a.numel(),
+            move |x, o| crate::hw::math_ops::cast_into(from, dtype, x, o),
+        )?;
+        Ok(out)
+    }
+
+    /// `tl.reduce`: `op` over `axis` of `a` (that axis dropped); the unit
+    /// processes every element of `a`.
+    pub fn reduce(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        op: crate::hw::math_ops::ReduceOp,
+        a: &TensorRef,
+        axis: u32,
+    ) -> Result<TensorRef, HwError> {
+        let shape = crate::hw::math_ops::reduced_shape(&a.shape, axis)
+            .map_err(|what| HwError::Mismatch { what })?;
+        let out = self.scratch(pe, &shape, a.dtype)?;
+        let (dt, in_shape) = (a.dtype, a.shape.to_vec());
+        self.math_whole(
+            Cow::Owned(format!("reduce {} axis {axis}", op.name())),
+            pe,
+            a.clone(),
+            out.clone(),
+            a.numel(),
+            move |x, o| crate::hw::math_ops::reduce_into(op, dt, &in_shape, axis, x, o),
         )?;
         Ok(out)
     }

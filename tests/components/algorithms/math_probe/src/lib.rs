@@ -1,0 +1,82 @@
+//! Test algorithm for the MATH unit's casts, unary ops and reductions, as
+//! a ring all-reduce that must still give the right sums (`kernel_mode`):
+//!
+//! - 0: accumulate in f32: the tile is cast to f32, every received f16
+//!   tile cast and added in f32, the sum cast back to f16 and stored;
+//! - 1: the tile loaded as `[1, n]`, reduced (max) over axis 0 to `[n]`,
+//!   negated twice, then the seed's f16 ring;
+//! - 2: a reduction over an axis the tensor does not have (must fail,
+//!   naming the call).
+
+use kernbench_guest::helpers::ring_allreduce;
+use kernbench_guest::prelude::*;
+
+pub struct MathProbe;
+
+impl Algorithm for MathProbe {
+    fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+        let (n, ws, mode) = (args[0] as u32, args[1] as u32, args[2]);
+        let tile = (&[n][..], Dtype::F16);
+        match mode {
+            0 => {
+                let mine = tl.load(t_ptr, &[n], Dtype::F16);
+                let mut acc = tl.cast(&mine, Dtype::F32);
+                let mut current = mine;
+                for _ in 1..ws {
+                    tl.send("E", &current);
+                    let recv = tl.recv(Some("W"), &[n], Dtype::F16);
+                    acc = tl.add(&acc, &tl.cast(&recv, Dtype::F32));
+                    current = recv;
+                }
+                drop(current);
+                tl.store(t_ptr, &tl.cast(&acc, Dtype::F16));
+            }
+            1 => {
+                let x = tl.load(t_ptr, &[1, n], Dtype::F16);
+                let row = tl.reduce(ReduceOp::Max, &x, 0);
+                let y = tl.unary(UnaryOp::Neg, &tl.unary(UnaryOp::Neg, &row));
+                let sum = ring_allreduce(tl, y, ws, ("E", "W"), tile);
+                tl.store(t_ptr, &sum);
+            }
+            _ => {
+                let x = tl.load(t_ptr, &[n], Dtype::F16);
+                let _ = tl.reduce(ReduceOp::Sum, &x, 3);
+            }
+        }
+    }
+
+    fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
+        vec![n_elem as i64, world_size as i64, 0]
+    }
+
+    fn kernel_args_with(
+        world_size: u32,
+        n_elem: u64,
+        cube_w: u32,
+        cube_h: u32,
+        params: &Params,
+    ) -> Result<Vec<i64>, String> {
+        let mut args = Self::kernel_args(world_size, n_elem, cube_w, cube_h);
+        args[2] = params.int("kernel_mode")?.unwrap_or(0);
+        params.finish()?;
+        Ok(args)
+    }
+}
+
+kernbench_guest::export_algorithm!(MathProbe);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+
+    #[test]
+    fn both_modes_sum_every_element_in_the_mock() {
+        for mode in [0, 1] {
+            for ws in [1u32, 3, 4] {
+                let cfg = MockConfig::ring(ws, Dtype::F16, vec![8, ws as i64, mode]);
+                assert_allreduce_sums::<MathProbe>(&cfg, 8);
+            }
+        }
+    }
+}
