@@ -580,3 +580,58 @@ fn casts_unary_ops_and_reductions_take_the_math_units_time_and_keep_the_sums() {
         }
     }
 }
+
+/// ccl.yaml whose only algorithm is the test component `recv_probe` in
+/// `mode` (see its doc).
+fn recv_probe(mode: u32) -> kernbench::config::CclConfig {
+    kernbench::config::CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
+            test_component("recv_probe")
+        ),
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap()
+}
+
+/// Round-robin `recv`, `recv_into` and `send_addr` through the host, both
+/// ways a kernel runs: every sum right. `send_addr` reads the tile from HBM
+/// into the peer's slot in one DMA (`Xh`), so on 2 SIPs, 16 B, a rank ends
+/// at `Xh + L + M + S` (its own load waits for the receive).
+#[test]
+fn round_robin_recv_recv_into_and_send_addr_keep_the_sums_and_time() {
+    for l in [loader(), in_step_loader()] {
+        for (mode, n) in [(0, 3), (1, 2), (2, 2)] {
+            let res = run_with(
+                &l,
+                "ccl_allreduce",
+                topo(n),
+                recv_probe(mode),
+                None,
+                &["-b", "8", "-e", "4K", "-f", "8"],
+            )
+            .unwrap_or_else(|e| panic!("mode {mode}: {e}"));
+            assert!(
+                res.rows.iter().all(|r| r.wrong == 0),
+                "mode {mode}: {:?}",
+                res.rows
+            );
+        }
+    }
+    let t = topo(2);
+    let (r, load, add, store) = figures(&t, 16);
+    let xh = (0..2)
+        .map(|s| dma(&t, &r, hbm_at(s, 0), pe((s + 1) % 2), 16))
+        .max()
+        .unwrap();
+    let res = run(
+        "ccl_allreduce",
+        t,
+        recv_probe(2),
+        None,
+        &["-b", "16", "-e", "16"],
+    )
+    .unwrap();
+    let got = res.rows.iter().map(|r| r.time_ps).max().unwrap();
+    assert_eq!(got, xh + load + add + store);
+}

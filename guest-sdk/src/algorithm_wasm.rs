@@ -70,6 +70,9 @@ impl Tl for WasmTl {
     fn send(&self, dir: &str, value: &tl::Tensor) {
         tl::send(dir, value)
     }
+    fn send_addr(&self, dir: &str, src_addr: u64, shape: &[u32], dtype: Dtype) {
+        tl::send_addr(dir, src_addr, shape, dtype.into())
+    }
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> tl::Tensor {
         tl::recv(dir, shape, dtype.into())
     }

@@ -81,6 +81,9 @@ pub trait Tl {
     fn store(&self, addr: u64, value: &Self::Tensor);
     /// Send to the neighbour in `dir`; blocks while the peer has no free slot.
     fn send(&self, dir: &str, value: &Self::Tensor);
+    /// Send `shape` / `dtype` elements straight from memory at `src_addr`
+    /// (no load first); the DMA reads them when its transfer starts.
+    fn send_addr(&self, dir: &str, src_addr: u64, shape: &[u32], dtype: Dtype);
     /// Receive from `dir` (or round-robin over all directions with `None`).
     /// The handle points at the IPCQ slot; dropping it releases the slot.
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> Self::Tensor;

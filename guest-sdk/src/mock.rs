@@ -416,6 +416,10 @@ impl Tl for MockTl {
         let r = self.range(addr, value.data.len());
         self.state.borrow_mut().memory[r].copy_from_slice(&value.data);
     }
+    fn send_addr(&self, dir: &str, src_addr: u64, shape: &[u32], dtype: Dtype) {
+        let t = self.load(src_addr, shape, dtype);
+        self.send(dir, &t);
+    }
     fn send(&self, dir: &str, value: &MockTensor) {
         let tx = self.tx.get(dir).unwrap_or_else(|| {
             panic!(

@@ -94,6 +94,18 @@ impl Params {
         }
     }
 
+    /// The common case: integer parameters that go straight into kernel
+    /// arguments. Each `(name, index)` given overwrites `args[index]`; then
+    /// [`Params::finish`].
+    pub fn place_ints(&self, args: &mut [i64], at: &[(&str, usize)]) -> Result<(), String> {
+        for &(name, index) in at {
+            if let Some(v) = self.int(name)? {
+                args[index] = v;
+            }
+        }
+        self.finish()
+    }
+
     /// Fail on every given parameter not asked for: the message lists them
     /// and the ones asked for.
     pub fn finish(&self) -> Result<(), String> {
@@ -183,6 +195,20 @@ mod tests {
         );
         assert_eq!(p.text("kernel_mode"), Ok(Some("fast")));
         assert_eq!(p.finish(), Ok(()));
+    }
+
+    #[test]
+    fn integer_parameters_go_into_their_argument_slots() {
+        let p = Params::new(vec![("kernel_mode".into(), ParamValue::Int(3))]);
+        let mut args = [8, 0, 0];
+        p.place_ints(&mut args, &[("kernel_mode", 1), ("kernel_rounds", 2)])
+            .unwrap();
+        assert_eq!(args, [8, 3, 0]);
+        let p = Params::new(vec![("kernel_moda".into(), ParamValue::Int(3))]);
+        assert_eq!(
+            p.place_ints(&mut args, &[("kernel_mode", 1)]),
+            Err("unknown parameter kernel_moda (this algorithm takes kernel_mode)".into())
+        );
     }
 
     #[test]

@@ -43,6 +43,13 @@ pub enum Command {
         dir: u32,
         value: TensorId,
     },
+    /// `send_addr`: send straight from memory.
+    SendAddr {
+        dir: u32,
+        addr: u64,
+        shape: u32,
+        dtype: Dtype,
+    },
     /// `recv`; `dir` indexes the directions, `None` is any direction.
     Recv {
         dir: Option<u32>,
@@ -163,6 +170,9 @@ pub mod call {
     pub fn send(dir: &str) -> String {
         format!("tl.send(dir={dir:?})")
     }
+    pub fn send_addr(dir: &str, addr: u64, shape: &[u32]) -> String {
+        format!("tl.send(dir={dir:?}, src_addr={addr:#x}, shape={shape:?})")
+    }
     pub fn recv(dir: Option<&str>, dst: Option<u64>) -> String {
         match dst {
             None => format!("tl.recv(dir={})", dir_name(dir)),
@@ -256,6 +266,17 @@ pub async fn replay(
                     .send(pe, dir.clone(), v)
                     .await
                     .map_err(|e| fail(call::send(dir), e))?;
+            }
+            Command::SendAddr {
+                dir,
+                addr,
+                shape,
+                dtype,
+            } => {
+                let (dir, shape) = (&list.dirs[dir as usize], &list.shapes[shape as usize]);
+                let failed = |e| fail(call::send_addr(dir, addr, shape), e);
+                let v = machine.view(addr, shape, dtype).map_err(failed)?;
+                machine.send(pe, dir.clone(), v).await.map_err(failed)?;
             }
             Command::Recv {
                 dir,

@@ -333,6 +333,30 @@ impl tl::Host for EagerHost {
         self.record(Command::Send { dir, value })
     }
 
+    fn send_addr(
+        &mut self,
+        dir: String,
+        src_addr: u64,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<()> {
+        let dtype = dtype_in(dtype);
+        let checked = self
+            .machine
+            .view(src_addr, &shape, dtype)
+            .and_then(|v| self.machine.check_send(self.pe, &dir, v.nbytes()));
+        if let Err(e) = checked {
+            return Err(self.fail(call::send_addr(&dir, src_addr, &shape), e));
+        }
+        let (dir, shape) = (self.list.dir(&dir), self.list.shape(&shape));
+        self.record(Command::SendAddr {
+            dir,
+            addr: src_addr,
+            shape,
+            dtype,
+        })
+    }
+
     fn recv(
         &mut self,
         dir: Option<String>,

@@ -268,6 +268,20 @@ impl tl::Host for KernelHost {
         fut.await.map_err(|e| self.fail(call::send(&dir), e))
     }
 
+    async fn send_addr(
+        &mut self,
+        dir: String,
+        src_addr: u64,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<()> {
+        let sent = match self.machine.view(src_addr, &shape, dtype_in(dtype)) {
+            Ok(v) => self.machine.send(self.pe, dir.as_str().into(), v).await,
+            Err(e) => Err(e),
+        };
+        sent.map_err(|e| self.fail(call::send_addr(&dir, src_addr, &shape), e))
+    }
+
     async fn recv(
         &mut self,
         dir: Option<String>,

@@ -57,8 +57,7 @@ impl Algorithm for MathProbe {
         params: &Params,
     ) -> Result<Vec<i64>, String> {
         let mut args = Self::kernel_args(world_size, n_elem, cube_w, cube_h);
-        args[2] = params.int("kernel_mode")?.unwrap_or(0);
-        params.finish()?;
+        params.place_ints(&mut args, &[("kernel_mode", 2)])?;
         Ok(args)
     }
 }

@@ -59,8 +59,7 @@ impl Algorithm for OverlapProbe {
         params: &Params,
     ) -> Result<Vec<i64>, String> {
         let mut args = Self::kernel_args(world_size, n_elem, cube_w, cube_h);
-        args[1] = params.int("kernel_mode")?.unwrap_or(0);
-        params.finish()?;
+        params.place_ints(&mut args, &[("kernel_mode", 1)])?;
         Ok(args)
     }
 }
