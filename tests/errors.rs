@@ -422,3 +422,28 @@ fn a_reduction_over_a_missing_axis_names_the_call_and_the_shape() {
         );
     }
 }
+
+#[test]
+fn strict_validation_refuses_a_message_of_another_shape_and_dtype_and_size_checks_do_not() {
+    let probe = |strict: bool| {
+        kernbench::config::CclConfig::from_yaml(
+            &format!(
+                "algorithms:\n  probe: {{module: {}, kernel_mode: 3, strict_validation: {strict}}}\n",
+                test_component("recv_probe")
+            ),
+            kernbench::config::Origin::Embedded("t"),
+        )
+        .unwrap()
+    };
+    // 8 B: the tile is [4] f16, received as [2] f32 (the same 8 bytes).
+    let res = run("ccl_allreduce", topo(2), probe(false), None, &["-e", "8"]).unwrap();
+    assert_eq!(res.rows.len(), 2, "the default checks the size only");
+    let e = run("ccl_allreduce", topo(2), probe(true), None, &["-e", "8"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("recv(dir=W) expected [2] f32 (8 bytes) but the message from sip")
+            && e.contains("is [4] f16 (8 bytes) (strict_validation: shape and dtype must match)"),
+        "{e}"
+    );
+}

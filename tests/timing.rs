@@ -635,3 +635,51 @@ fn round_robin_recv_recv_into_and_send_addr_keep_the_sums_and_time() {
     let got = res.rows.iter().map(|r| r.time_ps).max().unwrap();
     assert_eq!(got, xh + load + add + store);
 }
+
+/// `backpressure: poll`: a sender with no free slot sees one only at its
+/// next look, every `poll_interval_ns` from when it started waiting;
+/// `sleep` (the default) sees it as soon as the credit is back. The ring on
+/// 3 SIPs in 8 chunks with two slots per direction runs its senders into
+/// full rings: polling every picosecond equals sleeping; polling every
+/// 10 µs costs each wait up to one interval. (With one slot the seed's
+/// ring deadlocks: each rank holds its only slot with the tile it
+/// forwards.)
+#[test]
+fn polling_senders_see_a_freed_slot_only_at_their_next_look() {
+    let time = |extra: &str| {
+        let text = kernbench::config::DEFAULT_CCL_YAML.replace(
+            "    module: kernbench.ccl.algorithms.ring_allreduce\n",
+            &format!("    module: kernbench.ccl.algorithms.ring_allreduce\n    {extra}\n"),
+        );
+        let text = text.replacen(
+            "    n_slots: 4\n",
+            "    n_slots: 2\n    chunk_size: 64\n",
+            1,
+        );
+        let c = kernbench::config::CclConfig::from_yaml(
+            &text,
+            kernbench::config::Origin::Embedded("t"),
+        )
+        .unwrap();
+        let res = run("ccl_allreduce", topo(3), c, None, &["-b", "1K", "-e", "1K"]).unwrap();
+        assert!(res.rows.iter().all(|r| r.wrong == 0));
+        res.rows.iter().map(|r| r.time_ps).max().unwrap()
+    };
+    let sleep = time("backpressure: sleep");
+    assert_eq!(
+        time("strict_validation: false"),
+        sleep,
+        "sleep is the default"
+    );
+    assert_eq!(
+        time("backpressure: poll\n    poll_interval_ns: 0.001"),
+        sleep
+    );
+    let slow = time("backpressure: poll\n    poll_interval_ns: 10000");
+    let interval = 10_000_000;
+    eprintln!("sleep {sleep} ps, poll every 10 us {slow} ps");
+    assert!(
+        slow > sleep + interval / 2,
+        "sleep {sleep} ps, poll every 10 us {slow} ps"
+    );
+}

@@ -34,14 +34,7 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
     let tables =
         kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (ranks, 1)).unwrap();
     machine
-        .install_ipcq(
-            &tables,
-            IpcqSettings {
-                buffer_kind: BufferKind::Tcm,
-                n_slots: 4,
-                slot_size: 1 << 20,
-            },
-        )
+        .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
         .unwrap();
     let ex = Executor::new();
     for &pe in &pes {

@@ -157,6 +157,13 @@ pub struct AlgorithmEntry {
     /// Absent: the algorithm's default, else `leader_only`.
     pub mapper: Option<Mapper>,
     pub validator: Option<Validator>,
+    /// A receive checks the message's shape and dtype, not only its size
+    /// (seed 003 §8 item 3; default false).
+    pub strict_validation: Option<bool>,
+    /// How a sender with no free slot learns of one (default sleep).
+    pub backpressure: Option<Backpressure>,
+    /// `backpressure: poll`: how often the sender looks (default 100 ns).
+    pub poll_interval_ns: Option<f64>,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility.
     pub n_elem: Option<u64>,
@@ -171,6 +178,22 @@ pub struct AlgorithmEntry {
 fn is_param(key: &str) -> bool {
     matches!(key, "chunk_size" | "reduce_op") || key.starts_with("kernel_")
 }
+
+/// How a sender whose peer has no free slot learns that one was freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backpressure {
+    /// The credit wakes it: it sees the slot as soon as the credit is back
+    /// (release + the credit's path latency).
+    Sleep,
+    /// It re-reads the peer's ring pointers every `poll_interval_ns` from
+    /// when it started waiting, and sees the slot at the first look after
+    /// the credit is back.
+    Poll,
+}
+
+/// The default poll interval (ns).
+pub const DEFAULT_POLL_INTERVAL_NS: f64 = 100.0;
 
 /// The value of an algorithm parameter: a YAML scalar.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,6 +259,13 @@ impl AlgorithmEntry {
                 .or(defaults.slot_size)
                 .unwrap_or(DEFAULT_SLOT_KIB * 1024),
             validator: self.validator.or(defaults.validator),
+            strict_validation: self.strict_validation.unwrap_or(false),
+            poll_interval_ns: match self.backpressure {
+                Some(Backpressure::Poll) => {
+                    Some(self.poll_interval_ns.unwrap_or(DEFAULT_POLL_INTERVAL_NS))
+                }
+                _ => None,
+            },
         }
     }
 }
@@ -295,7 +325,7 @@ impl EntryDefaults {
 }
 
 /// Every install key of an algorithm entry, decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct InstallKeys {
     pub topology: NeighbourTopology,
     pub mapper: Mapper,
@@ -303,6 +333,9 @@ pub struct InstallKeys {
     pub n_slots: u32,
     pub slot_size: u64,
     pub validator: Option<Validator>,
+    pub strict_validation: bool,
+    /// `Some(ns)` for `backpressure: poll`.
+    pub poll_interval_ns: Option<f64>,
 }
 
 fn check_n_slots(n: u32) -> Result<(), String> {
@@ -399,10 +432,23 @@ impl CclConfig {
             if let Some(b) = a.slot_size {
                 check_slot_size(b).map_err(|e| format!("algorithms.{name}.slot_size {e}"))?;
             }
+            if let Some(ns) = a.poll_interval_ns {
+                if !(ns > 0.0 && ns.is_finite()) {
+                    return Err(format!(
+                        "algorithms.{name}.poll_interval_ns must be a positive number of ns, got {ns}"
+                    ));
+                }
+                if a.backpressure != Some(Backpressure::Poll) {
+                    return Err(format!(
+                        "algorithms.{name} gives poll_interval_ns without backpressure: poll"
+                    ));
+                }
+            }
             if let Some(key) = a.params.keys().find(|k| !is_param(k)) {
                 return Err(format!(
                     "algorithms.{name} has an unknown key '{key}': known keys are module, topology, buffer_kind, \
-                     n_slots, slot_kib, slot_size, mapper, validator, world_size, n_elem, and algorithm \
+                     n_slots, slot_kib, slot_size, mapper, validator, strict_validation, backpressure, \
+                     poll_interval_ns, world_size, n_elem, and algorithm \
                      parameters chunk_size, reduce_op and kernel_*"
                 ));
             }
@@ -519,6 +565,8 @@ mod tests {
                 n_slots: 4,
                 slot_size: 2048,
                 validator: None,
+                strict_validation: false,
+                poll_interval_ns: None,
             }
         );
         let algo = EntryDefaults::parse(&EntryDefaultNames {

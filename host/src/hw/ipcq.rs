@@ -48,6 +48,10 @@ pub struct RxQueue {
     pub arrivals: VecDeque<Arrival>,
     /// Credit latency back to the sender.
     pub credit_latency: Ps,
+    /// Receives check shape and dtype (`strict_validation`), not only size.
+    pub strict: bool,
+    /// `backpressure: poll`: a blocked sender looks every this many ps.
+    pub poll_interval: Option<Ps>,
 }
 
 impl RxQueue {

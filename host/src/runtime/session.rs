@@ -324,6 +324,8 @@ impl Session {
                     buffer_kind: keys.buffer_kind,
                     n_slots: keys.n_slots,
                     slot_size: keys.slot_size,
+                    strict: keys.strict_validation,
+                    poll_interval: keys.poll_interval_ns.map(crate::units::ns_to_ps),
                 },
             )
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;

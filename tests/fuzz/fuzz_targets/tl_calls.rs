@@ -171,11 +171,7 @@ fn run(progs: &[Vec<Op>; 2]) -> (bool, u64, String) {
         .expect("a 2-PE ring");
     m.install_ipcq(
         &tables,
-        IpcqSettings {
-            buffer_kind: BufferKind::Tcm,
-            n_slots: 2,
-            slot_size: 4096,
-        },
+        IpcqSettings::new(BufferKind::Tcm, 2, 4096),
     )
     .expect("IPCQ fits");
     let shared = m

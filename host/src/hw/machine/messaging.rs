@@ -69,6 +69,8 @@ impl Machine {
                     freed: Signal::new(),
                     arrivals: VecDeque::new(),
                     credit_latency,
+                    strict: s.strict,
+                    poll_interval: s.poll_interval,
                 }));
                 ports.entry(pe).or_default().tx.insert(
                     dir.clone(),
@@ -193,6 +195,7 @@ impl Machine {
         async move {
             let tx = m.sendable(pe, &dir, value.nbytes())?;
             let nbytes = value.nbytes();
+            let asked = engine::now();
             let (slot, visible) = loop {
                 let wait = {
                     let mut q = tx.queue.lock().unwrap();
@@ -210,6 +213,16 @@ impl Machine {
                 );
                 wait.await;
                 m.set_blocked(pe, None);
+            };
+            // A sleeping sender is woken by the credit; a polling one sees
+            // it at its next look (every `poll_interval` since it asked).
+            let poll = tx.queue.lock().unwrap().poll_interval;
+            let visible = match poll {
+                Some(p) if visible > asked && p > 0 => {
+                    let looks = (visible - asked).div_ceil(p);
+                    asked.saturating_add(looks.saturating_mul(p))
+                }
+                _ => visible,
             };
             engine::sleep_until(visible).await;
             let ready = Event::new();
@@ -323,7 +336,13 @@ impl Machine {
         {
             let want = dtype.nbytes(&shape)?;
             let (queue, arrival) = claimed?;
-            if arrival.nbytes != want || arrival.dtype.itemsize() != dtype.itemsize() {
+            let strict = queue.lock().unwrap().strict;
+            let differs = if strict {
+                arrival.shape != shape || arrival.dtype != dtype
+            } else {
+                arrival.nbytes != want
+            };
+            if differs {
                 return Err(HwError::Mismatch {
                     what: format!(
                         "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
@@ -334,7 +353,7 @@ impl Machine {
                         arrival.shape,
                         arrival.dtype.name(),
                         arrival.nbytes
-                    ),
+                    ) + if strict { " (strict_validation: shape and dtype must match)" } else { "" },
                 });
             }
             let (space, offset) = {

@@ -82,6 +82,24 @@ pub struct IpcqSettings {
     pub buffer_kind: BufferKind,
     pub n_slots: u32,
     pub slot_size: u64,
+    /// A receive checks the message's shape and dtype, not only its size.
+    pub strict: bool,
+    /// A sender with no free slot polls the peer every this many ps
+    /// (`None`: it sleeps until the credit wakes it).
+    pub poll_interval: Option<Ps>,
+}
+
+impl IpcqSettings {
+    /// Settings with the seed's defaults: size checks only, sleeping senders.
+    pub fn new(buffer_kind: BufferKind, n_slots: u32, slot_size: u64) -> Self {
+        IpcqSettings {
+            buffer_kind,
+            n_slots,
+            slot_size,
+            strict: false,
+            poll_interval: None,
+        }
+    }
 }
 
 /// Counters for reports and benchmarks.

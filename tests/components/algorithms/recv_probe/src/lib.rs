@@ -6,7 +6,9 @@
 //! - 1, on 2 ranks: `recv_into` the peer's tile over the own tile in
 //!   memory (after loading it), load it back and add;
 //! - 2, on 2 ranks: `send_addr` straight from memory (no load), receive,
-//!   load the own tile, add.
+//!   load the own tile, add;
+//! - 3: send `[n]` f16, receive the same bytes as `[n/2]` f32 (refused
+//!   only under `strict_validation`; the tile is left as it was).
 
 use kernbench_guest::prelude::*;
 
@@ -31,6 +33,11 @@ impl Algorithm for RecvProbe {
                 drop(theirs);
                 let back = tl.load(t_ptr, &[n], Dtype::F16);
                 tl.store(t_ptr, &tl.add(&mine, &back));
+            }
+            3 => {
+                let mine = tl.load(t_ptr, &[n], Dtype::F16);
+                tl.send("E", &mine);
+                let _same_bytes = tl.recv(Some("W"), &[n / 2], Dtype::F32);
             }
             _ => {
                 tl.send_addr("E", t_ptr, &[n], Dtype::F16);
