@@ -280,3 +280,39 @@ fn the_seeds_example_ccl_yamls_run_unchanged() {
     ]));
     assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
 }
+
+#[test]
+fn the_ccl_trace_prints_every_send_and_receive_to_stderr() {
+    for (flag, env) in [(Some("--ccl-trace"), None), (None, Some("1"))] {
+        let mut cmd = kb();
+        cmd.args(["run", "ccl_hello"]);
+        if let Some(f) = flag {
+            cmd.arg(f);
+        }
+        if let Some(v) = env {
+            cmd.env("KERNBENCH_CCL_TRACE", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("[ccl "), "the table's stdout stays clean");
+        let sends = err.lines().filter(|l| l.contains(" send] ")).count();
+        let recvs = err.lines().filter(|l| l.contains(" recv] ")).count();
+        assert_eq!((sends, recvs), (4, 4), "{err}");
+        assert!(
+            err.contains("send] sip0.cube0.pe0 dir=E nbytes=16 seq=0"),
+            "{err}"
+        );
+        assert!(
+            err.contains("recv] sip1.cube0.pe0 dir=W nbytes=16 seq=0 from=sip0.cube0.pe0 (E)"),
+            "{err}"
+        );
+    }
+    let quiet = kb()
+        .args(["run", "ccl_hello"])
+        .env("KERNBENCH_CCL_TRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("[ccl "));
+}

@@ -366,6 +366,7 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
             memory_baseline: 0,
             memory_digest: true,
             on_row: None,
+            ccl_trace: None,
         },
     );
     match r {

@@ -45,6 +45,7 @@ fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunR
             memory_baseline: 0,
             memory_digest: false,
             on_row: None,
+            ccl_trace: None,
         },
     )
     .unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));

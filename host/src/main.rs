@@ -61,6 +61,10 @@ enum Cmd {
         /// rank) to this file; open it in ui.perfetto.dev.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Print every IPCQ send and receive to stderr as the seed's CCL
+        /// trace (`[ccl t=<ns> send] sip0.cube0.pe1 dir=E nbytes=64 seq=0`).
+        #[arg(long, env = "KERNBENCH_CCL_TRACE", value_parser = clap::builder::FalseyValueParser::new())]
+        ccl_trace: bool,
         #[command(flatten)]
         limits: LimitArgs,
         /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
@@ -175,6 +179,7 @@ fn real_main() -> Result<()> {
             format,
             no_cache,
             trace,
+            ccl_trace,
             limits,
             args,
         } => {
@@ -226,6 +231,11 @@ fn real_main() -> Result<()> {
                     memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
                     memory_digest: false,
                     on_row: Some(progress.observer()),
+                    ccl_trace: ccl_trace.then(|| {
+                        let log: kernbench::hw::machine::CclLog =
+                            Arc::new(|line: String| eprintln!("{line}"));
+                        log
+                    }),
                 },
             );
             progress.finish();

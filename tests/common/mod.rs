@@ -130,6 +130,7 @@ pub fn run_with(
             memory_baseline: 0,
             memory_digest: true,
             on_row: None,
+            ccl_trace: None,
         },
     )
 }

@@ -33,6 +33,8 @@ pub struct Arrival {
     pub dtype: Dtype,
     pub from: PeCoord,
     pub ready: Event,
+    /// Its number among the messages of this ring (for the CCL trace).
+    pub seq: u64,
 }
 
 /// One direction's receive ring of one PE.
@@ -52,6 +54,10 @@ pub struct RxQueue {
     pub strict: bool,
     /// `backpressure: poll`: a blocked sender looks every this many ps.
     pub poll_interval: Option<Ps>,
+    /// Messages sent into this ring so far.
+    pub sent: u64,
+    /// The sender's direction (this ring's name on the sender's side).
+    pub sender_dir: super::blocked::Dir,
 }
 
 impl RxQueue {

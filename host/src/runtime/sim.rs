@@ -40,6 +40,8 @@ pub struct RunRequest {
     pub memory_digest: bool,
     /// Told of every report row as it arrives.
     pub on_row: Option<RowObserver>,
+    /// Where the CCL trace's lines go (`--ccl-trace`; None: off).
+    pub ccl_trace: Option<crate::hw::machine::CclLog>,
 }
 
 /// What a run produced.
@@ -75,6 +77,9 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         "at start",
     )?;
     let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
+    if let Some(log) = req.ccl_trace.clone() {
+        machine.set_ccl_log(log);
+    }
     let bench = loader.load_bench(&req.bench)?;
     if req.memory_baseline > 0 {
         // What the host itself took since the baseline (the bench's compiled

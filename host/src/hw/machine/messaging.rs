@@ -71,6 +71,8 @@ impl Machine {
                     credit_latency,
                     strict: s.strict,
                     poll_interval: s.poll_interval,
+                    sent: 0,
+                    sender_dir: dir.as_str().into(),
                 }));
                 ports.entry(pe).or_default().tx.insert(
                     dir.clone(),
@@ -228,6 +230,9 @@ impl Machine {
             let ready = Event::new();
             let (space, offset) = {
                 let mut q = tx.queue.lock().unwrap();
+                let seq = q.sent;
+                q.sent += 1;
+                m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
                 q.arrivals.push_back(Arrival {
                     slot,
                     nbytes,
@@ -235,6 +240,7 @@ impl Machine {
                     dtype: value.dtype,
                     from: pe,
                     ready: ready.clone(),
+                    seq,
                 });
                 if let Some(port) = m.pe(tx.peer).ipcq.lock().unwrap().as_ref() {
                     port.rx_notify.notify();
@@ -336,6 +342,16 @@ impl Machine {
         {
             let want = dtype.nbytes(&shape)?;
             let (queue, arrival) = claimed?;
+            m.ccl_trace(|| {
+                let rx_dir = queue.lock().unwrap().sender_dir.clone();
+                format!(
+                    "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
+                    dir.as_deref().unwrap_or("any"),
+                    arrival.nbytes,
+                    arrival.seq,
+                    arrival.from
+                )
+            });
             let strict = queue.lock().unwrap().strict;
             let differs = if strict {
                 arrival.shape != shape || arrival.dtype != dtype

@@ -131,7 +131,12 @@ pub struct Machine {
     fault: Mutex<Option<String>>,
     /// Busy intervals for `--trace` (None: tracing off).
     pub trace: Option<TraceRecorder>,
+    /// Where the CCL trace goes (`--ccl-trace`; unset: off).
+    ccl_log: OnceLock<CclLog>,
 }
+
+/// A sink for the lines of the CCL trace.
+pub type CclLog = Arc<dyn Fn(String) + Send + Sync>;
 
 impl From<RouteError> for HwError {
     fn from(e: RouteError) -> Self {
@@ -145,6 +150,21 @@ impl From<RouteError> for HwError {
 }
 
 impl Machine {
+    /// Send every IPCQ send and receive to `log` as a line of the seed's
+    /// CCL trace: `[ccl t=<ns> send] <pe> dir=<d> nbytes=<n> seq=<k>` (a
+    /// receive names the message's sender and seq).
+    pub fn set_ccl_log(&self, log: CclLog) {
+        let _ = self.ccl_log.set(log);
+    }
+
+    /// Emit a CCL trace line (built only when the trace is on).
+    pub(super) fn ccl_trace(&self, line: impl FnOnce() -> String) {
+        if let Some(log) = self.ccl_log.get() {
+            let t = engine::now() as f64 / 1000.0;
+            log(format!("[ccl t={t:.1} {}", line()));
+        }
+    }
+
     pub fn new(topo: Arc<Topology>) -> Arc<Self> {
         Self::with_options(topo, false, Arc::new(MemoryBudget::unlimited()))
     }
@@ -175,6 +195,7 @@ impl Machine {
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget)),
+            ccl_log: OnceLock::new(),
         })
     }
 
