@@ -234,6 +234,11 @@ fn a_deadlock_is_reported_with_who_waits_for_what() {
                 "{report}"
             );
             assert!(report.contains("IPCQ rings"), "{report}");
+            // The seed's pointer dump: tail / head of every ring.
+            assert!(
+                report.contains("sip0.cube0.pe0 rx W: tail=0 (sent by sip1.cube0.pe0 E) head=0 (taken), 0 waiting; slots: 0 of 2 held"),
+                "{report}"
+            );
         }
         other => panic!("expected a deadlock, got {other}"),
     }

@@ -54,10 +54,33 @@ pub struct RxQueue {
     pub strict: bool,
     /// `backpressure: poll`: a blocked sender looks every this many ps.
     pub poll_interval: Option<Ps>,
-    /// Messages sent into this ring so far.
+    /// Messages sent into this ring so far (the seed's tail).
     pub sent: u64,
-    /// The sender's direction (this ring's name on the sender's side).
+    /// Messages the receiver has taken (the seed's head).
+    pub taken: u64,
+    pub n_slots: u32,
+    /// The sender and its direction (this ring's name on its side).
+    pub sender: PeCoord,
     pub sender_dir: super::blocked::Dir,
+}
+
+impl RxQueue {
+    /// The ring's pointers at `now`, in the words of the seed's pointer
+    /// dump: what was sent and taken, and what the sender can see.
+    pub fn pointers(&self, now: Ps) -> String {
+        let in_flight = self.free.iter().filter(|&&(_, t)| t > now).count();
+        format!(
+            "tail={} (sent by {} {}) head={} (taken), {} waiting; slots: {} of {} held, {} credit(s) on their way back",
+            self.sent,
+            self.sender,
+            self.sender_dir,
+            self.taken,
+            self.arrivals.len(),
+            self.n_slots as usize - self.free.len(),
+            self.n_slots,
+            in_flight
+        )
+    }
 }
 
 impl RxQueue {

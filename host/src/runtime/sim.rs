@@ -138,7 +138,7 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
             for line in session.collective_report() {
                 report.push(format!("  {line}"));
             }
-            let dump = machine.ipcq_dump();
+            let dump = machine.ipcq_dump(ex.now());
             if !dump.is_empty() {
                 report.push("  IPCQ rings:".into());
                 report.extend(dump.into_iter().map(|l| format!("    {l}")));

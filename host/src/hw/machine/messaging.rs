@@ -72,6 +72,9 @@ impl Machine {
                     strict: s.strict,
                     poll_interval: s.poll_interval,
                     sent: 0,
+                    taken: 0,
+                    n_slots: s.n_slots,
+                    sender: pe,
                     sender_dir: dir.as_str().into(),
                 }));
                 ports.entry(pe).or_default().tx.insert(
@@ -113,17 +116,17 @@ impl Machine {
         v
     }
 
-    /// A short dump of every IPCQ ring (free slots, pending arrivals).
-    pub fn ipcq_dump(&self) -> Vec<String> {
+    /// The seed's pointer dump of every IPCQ ring at simulated time `now`:
+    /// messages sent (tail) and taken (head), waiting, slots held, credits
+    /// on their way back.
+    pub fn ipcq_dump(&self, now: crate::units::Ps) -> Vec<String> {
         let mut out = Vec::new();
         for (pe, st) in self.pes() {
             if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
                 for (dir, q) in &port.rx {
-                    let q = q.lock().unwrap();
                     out.push(format!(
-                        "{pe} rx {dir}: {} free slot(s), {} message(s) waiting",
-                        q.free.len(),
-                        q.arrivals.len()
+                        "{pe} rx {dir}: {}",
+                        q.lock().unwrap().pointers(now)
                     ));
                 }
             }
@@ -443,7 +446,10 @@ impl Machine {
                                     dir: d.to_string(),
                                     installed: port.installed_dirs(),
                                 })?;
-                        if let Some(a) = q.lock().unwrap().arrivals.pop_front() {
+                        let mut qg = q.lock().unwrap();
+                        if let Some(a) = qg.arrivals.pop_front() {
+                            qg.taken += 1;
+                            drop(qg);
                             picked = Some((q.clone(), a));
                         }
                     }
@@ -460,6 +466,7 @@ impl Machine {
                                     .is_some_and(|a| !landed_only || a.ready.is_set())
                                 {
                                     let a = qg.arrivals.pop_front().unwrap();
+                                    qg.taken += 1;
                                     drop(qg);
                                     picked = Some((q.clone(), a));
                                     port.rr = (idx + 1) % n;
