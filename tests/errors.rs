@@ -452,3 +452,34 @@ fn strict_validation_refuses_a_message_of_another_shape_and_dtype_and_size_check
         "{e}"
     );
 }
+
+#[test]
+fn a_gemm_larger_than_the_unit_takes_names_the_call_and_the_limits() {
+    let c = kernbench::config::CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: 3}}\n",
+            test_component("math_probe")
+        ),
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap();
+    let mut t = topo(1);
+    t.pe.gemm.max_k = 2;
+    for l in [loader(), in_step_loader()] {
+        let e = run_with(
+            &l,
+            "ccl_allreduce",
+            t.clone(),
+            c.clone(),
+            None,
+            &["-b", "32", "-e", "32"],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tl.gemm(out_dtype=f32) on sip0.cube0.pe0")
+                && e.contains("gemm of m=4, n=4, k=4 is larger than the unit's largest command (pe.gemm max_m=4096, max_n=4096, max_k=2): tile it"),
+            "{e}"
+        );
+    }
+}

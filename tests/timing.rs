@@ -683,3 +683,32 @@ fn polling_senders_see_a_freed_slot_only_at_their_next_look() {
         "sleep {sleep} ps, poll every 10 us {slow} ps"
     );
 }
+
+/// The matrix unit: on one SIP, 32 B (a 4x4 f16 tile), `math_probe` mode
+/// 3 loads the tile, squares it with `tl.gemm` (f32 out), casts it back
+/// and stores it: `L + G + M + S` with `G = overhead + 2·4·4·4 / rate(f16)`
+/// from topology.yaml's `pe.gemm`, M the cast of 16 elements.
+#[test]
+fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
+    let t = topo(1);
+    let (_, load, _, store) = figures(&t, 32);
+    let g = &t.pe.gemm;
+    let gemm = ns_to_ps(g.overhead_ns)
+        + Rate::from_giga_per_s(g.throughput_tflops.f16 * 1000.0)
+            .duration_ps(2 * 4 * 4 * 4)
+            .unwrap();
+    let cast = ns_to_ps(t.pe.math.overhead_ns)
+        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
+            .duration_ps(16)
+            .unwrap();
+    let res = run(
+        "ccl_allreduce",
+        t.clone(),
+        math_probe(3),
+        None,
+        &["-b", "32", "-e", "32"],
+    )
+    .unwrap();
+    assert_eq!(res.rows[0].time_ps, load + gemm + cast + store);
+    assert_eq!(res.stats.gemm_commands, 1);
+}

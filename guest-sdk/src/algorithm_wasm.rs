@@ -114,6 +114,9 @@ impl Tl for WasmTl {
         };
         tl::unary(op, a)
     }
+    fn gemm(&self, a: &tl::Tensor, b: &tl::Tensor, out_dtype: Dtype) -> tl::Tensor {
+        tl::gemm(a, b, out_dtype.into())
+    }
     fn cast(&self, a: &tl::Tensor, dtype: Dtype) -> tl::Tensor {
         tl::cast(a, dtype.into())
     }

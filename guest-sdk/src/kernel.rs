@@ -110,6 +110,9 @@ pub trait Tl {
     /// `a` converted to `dtype` (floats to nearest-even; i32 rounded to
     /// nearest and saturated).
     fn cast(&self, a: &Self::Tensor, dtype: Dtype) -> Self::Tensor;
+    /// `a [m, k] x b [k, n]` on the matrix unit, rounded once to
+    /// `out_dtype` (a command takes at most `pe.gemm.max_m/n/k`).
+    fn gemm(&self, a: &Self::Tensor, b: &Self::Tensor, out_dtype: Dtype) -> Self::Tensor;
     /// `op` over `axis` of `a`; the axis is dropped (a 1-D input gives one
     /// element). An axis past the last fails the kernel.
     fn reduce(&self, op: ReduceOp, a: &Self::Tensor, axis: u32) -> Self::Tensor;

@@ -499,6 +499,34 @@ impl Tl for MockTl {
             .collect();
         self.scratch(&a.shape, a.dtype, a.dtype.encode(&v))
     }
+    fn gemm(&self, a: &MockTensor, b: &MockTensor, out_dtype: Dtype) -> MockTensor {
+        let (&[m, k], &[k2, n]) = (a.shape.as_slice(), b.shape.as_slice()) else {
+            panic!(
+                "mock rank {}: gemm of {:?} and {:?}",
+                self.rank, a.shape, b.shape
+            )
+        };
+        assert!(
+            k == k2 && a.dtype == b.dtype,
+            "mock rank {}: gemm of {:?} {:?} and {:?} {:?}",
+            self.rank,
+            a.shape,
+            a.dtype,
+            b.shape,
+            b.dtype
+        );
+        let (x, y) = (a.dtype.decode(&a.data), b.dtype.decode(&b.data));
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let mut r = vec![0f64; m * n];
+        for i in 0..m {
+            for p in 0..k {
+                for j in 0..n {
+                    r[i * n + j] += x[i * k + p] * y[p * n + j];
+                }
+            }
+        }
+        self.scratch(&[m as u32, n as u32], out_dtype, out_dtype.encode(&r))
+    }
     fn cast(&self, a: &MockTensor, dtype: Dtype) -> MockTensor {
         self.scratch(&a.shape, dtype, dtype.encode(&a.dtype.decode(&a.data)))
     }

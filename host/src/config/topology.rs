@@ -302,6 +302,50 @@ pub struct MathSpec {
     pub throughput_gflops: f64,
 }
 
+/// The PE's matrix unit (`tl.gemm`): a command on `[m, k] x [k, n]` takes
+/// `overhead + 2·m·n·k / throughput` of its input dtype.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmSpec {
+    pub overhead_ns: f64,
+    /// FLOP/s (x1e12) by input dtype (a multiply-add is 2 FLOPs).
+    pub throughput_tflops: GemmRates,
+    /// The largest m, n and k one command takes (a bigger product is
+    /// tiled by the kernel).
+    pub max_m: u32,
+    pub max_n: u32,
+    pub max_k: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmRates {
+    pub f16: f64,
+    pub bf16: f64,
+    pub f32: f64,
+    pub i32: f64,
+}
+
+impl Default for GemmSpec {
+    /// A 128 x 128 systolic array at 2 GHz: 128·128·2e9 multiply-adds/s
+    /// = 65.5 TFLOP/s in f16 / bf16, f32 at a quarter, i32 at half; 50 ns
+    /// to fill and drain the array per command.
+    fn default() -> Self {
+        GemmSpec {
+            overhead_ns: 50.0,
+            throughput_tflops: GemmRates {
+                f16: 65.536,
+                bf16: 65.536,
+                f32: 16.384,
+                i32: 32.768,
+            },
+            max_m: 4096,
+            max_n: 4096,
+            max_k: 4096,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeSpec {
@@ -309,6 +353,9 @@ pub struct PeSpec {
     pub attach: LinkSpec,
     pub dma: DmaSpec,
     pub math: MathSpec,
+    /// Absent: [`GemmSpec::default`].
+    #[serde(default)]
+    pub gemm: GemmSpec,
 }
 
 /// The whole topology.yaml.
@@ -556,6 +603,25 @@ impl TopologySpec {
             self.pe.math.throughput_gflops,
             units::THROUGHPUT_GFLOPS,
         )?;
+        let g = &self.pe.gemm;
+        for (name, v) in [
+            ("pe.gemm.throughput_tflops.f16", g.throughput_tflops.f16),
+            ("pe.gemm.throughput_tflops.bf16", g.throughput_tflops.bf16),
+            ("pe.gemm.throughput_tflops.f32", g.throughput_tflops.f32),
+            ("pe.gemm.throughput_tflops.i32", g.throughput_tflops.i32),
+        ] {
+            // The same range as the vector unit's, in units of 1e3 more.
+            units::check_figure(name, v * 1000.0, units::THROUGHPUT_GFLOPS)?;
+        }
+        for (name, v) in [
+            ("pe.gemm.max_m", g.max_m),
+            ("pe.gemm.max_n", g.max_n),
+            ("pe.gemm.max_k", g.max_k),
+        ] {
+            if v == 0 || v > 1 << 20 {
+                return Err(format!("{name} must be in 1..=1048576, got {v}"));
+            }
+        }
         for (name, v) in [
             ("cube.hbm.size_gib", self.cube.hbm.size_gib),
             ("cube.sram.size_mib", self.cube.sram.size_mib),
@@ -578,6 +644,7 @@ impl TopologySpec {
             ("pe.attach.latency_ns", self.pe.attach.latency_ns),
             ("pe.dma.setup_ns", self.pe.dma.setup_ns),
             ("pe.math.overhead_ns", self.pe.math.overhead_ns),
+            ("pe.gemm.overhead_ns", self.pe.gemm.overhead_ns),
         ];
         for (name, v) in latencies {
             units::check_figure(name, v, units::LATENCY_NS)?;

@@ -20,6 +20,7 @@ pub enum Track {
     Kernel(PeCoord),
     Dma(PeCoord),
     Math(PeCoord),
+    Gemm(PeCoord),
     Link(LinkId),
     Rank(u32),
 }
@@ -104,6 +105,7 @@ impl TraceRecorder {
                 Track::Kernel(pe) => (pe.sip, n, format!("{pe} kernel")),
                 Track::Dma(pe) => (pe.sip, n, format!("{pe} DMA")),
                 Track::Math(pe) => (pe.sip, n, format!("{pe} MATH")),
+                Track::Gemm(pe) => (pe.sip, n, format!("{pe} GEMM")),
                 Track::Link(id) => {
                     let l = &topo.links[id as usize];
                     let sip = l.from.sip();

@@ -92,6 +92,12 @@ pub enum Command {
         axis: u32,
         out: TensorId,
     },
+    Gemm {
+        a: TensorId,
+        b: TensorId,
+        dtype: Dtype,
+        out: TensorId,
+    },
     /// `recv_async`: start the receive as its own task, future `fut`.
     RecvAsync {
         dir: Option<u32>,
@@ -193,6 +199,9 @@ pub mod call {
     }
     pub fn reduce(op: crate::hw::math_ops::ReduceOp, axis: u32) -> String {
         format!("tl.reduce({}, axis={axis})", op.name())
+    }
+    pub fn gemm(dtype: crate::hw::dtype::Dtype) -> String {
+        format!("tl.gemm(out_dtype={})", dtype.name())
     }
 }
 
@@ -335,6 +344,14 @@ pub async fn replay(
                     .map_err(|e| fail(call::reduce(op, axis), e))?;
                 live[out as usize] = Some(t);
             }
+            Command::Gemm { a, b, dtype, out } => {
+                machine.queue_room(pe).await;
+                let (a, b) = (get(&live, a), get(&live, b));
+                let t = machine
+                    .gemm(pe, &a, &b, dtype)
+                    .map_err(|e| fail(call::gemm(dtype), e))?;
+                live[out as usize] = Some(t);
+            }
             Command::RecvAsync {
                 dir,
                 shape,
@@ -436,6 +453,77 @@ mod tests {
         // Everything before it was issued (two DMAs, one MATH command).
         let s = machine.stats();
         assert_eq!((s.dma_commands, s.math_commands), (2, 1));
+    }
+
+    /// A GEMM through the machine: operands loaded from HBM, the product
+    /// on the matrix unit, stored back; its time is the formula's.
+    #[test]
+    fn a_gemm_replays_on_the_matrix_unit_with_its_time_and_values() {
+        use crate::address::Space;
+        use crate::config::TopologySpec;
+        use crate::engine::{Executor, RunOutcome};
+        let spec = TopologySpec::default_embedded();
+        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let hbm = Space::Hbm { sip: 0, cube: 0 };
+        // a = [[1, 2, 3], [4, 5, 6]] (2x3), b = [[1, 0], [0, 1], [1, 1]] (3x2)
+        machine
+            .host_write(
+                hbm,
+                0,
+                &Dtype::F16.from_f64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            )
+            .unwrap();
+        machine
+            .host_write(
+                hbm,
+                64,
+                &Dtype::F16.from_f64(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]),
+            )
+            .unwrap();
+        let mut list = CommandList::default();
+        let (sa, sb) = (list.shape(&[2, 3]), list.shape(&[3, 2]));
+        list.tensors = 3;
+        list.commands = vec![
+            Command::Load {
+                addr: hbm.addr(0),
+                shape: sa,
+                dtype: Dtype::F16,
+                out: 0,
+            },
+            Command::Load {
+                addr: hbm.addr(64),
+                shape: sb,
+                dtype: Dtype::F16,
+                out: 1,
+            },
+            Command::Gemm {
+                a: 0,
+                b: 1,
+                dtype: Dtype::F32,
+                out: 2,
+            },
+            Command::Store {
+                addr: hbm.addr(128),
+                value: 2,
+            },
+        ];
+        let ex = Executor::new();
+        let m = machine.clone();
+        let done = ex.spawn(async move { replay(&m, pe, &list).await });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        done.try_take().unwrap().unwrap();
+        let out = Dtype::F32.to_f64(&machine.host_read(hbm, 128, 16));
+        assert_eq!(out, [4.0, 5.0, 10.0, 11.0]);
+        let s = machine.stats();
+        assert_eq!(
+            (s.dma_commands, s.math_commands, s.gemm_commands),
+            (3, 0, 1)
+        );
     }
 
     #[test]

@@ -426,6 +426,32 @@ impl tl::Host for EagerHost {
         self.produce(shape, dtype, |out| Command::Cast { a: id, dtype, out })
     }
 
+    fn gemm(
+        &mut self,
+        a: Resource<EagerTensor>,
+        b: Resource<EagerTensor>,
+        out_dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(out_dtype);
+        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
+        let shape = crate::hw::math_ops::gemm_shape(
+            (&a.shape, a.dtype),
+            (&b.shape, b.dtype),
+            self.machine.timing.gemm_max,
+        );
+        let (ia, ib) = (a.id, b.id);
+        let (m, n, _) = match shape {
+            Ok(s) => s,
+            Err(what) => return Err(self.fail(call::gemm(dtype), HwError::Mismatch { what })),
+        };
+        self.produce(Shape::from_vec(vec![m, n]), dtype, |out| Command::Gemm {
+            a: ia,
+            b: ib,
+            dtype,
+            out,
+        })
+    }
+
     fn reduce(
         &mut self,
         op: tl::ReduceOp,

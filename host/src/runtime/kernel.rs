@@ -388,6 +388,21 @@ impl tl::Host for KernelHost {
         self.push(t)
     }
 
+    async fn gemm(
+        &mut self,
+        a: Resource<KernelTensor>,
+        b: Resource<KernelTensor>,
+        out_dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let (a, b, dtype) = (self.tensor(&a)?, self.tensor(&b)?, dtype_in(out_dtype));
+        let t = self
+            .machine
+            .gemm(self.pe, &a, &b, dtype)
+            .map_err(|e| self.fail(call::gemm(dtype), e))?;
+        self.push(t)
+    }
+
     async fn reduce(
         &mut self,
         op: tl::ReduceOp,

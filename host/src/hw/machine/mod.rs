@@ -46,6 +46,8 @@ struct PeState {
     /// The DMA and MATH engines: in-order queues of commands.
     dma: Turnstile,
     math: Turnstile,
+    /// The matrix unit (`tl.gemm`): its own in-order queue.
+    gemm: Turnstile,
     ipcq: Mutex<Option<IpcqPort>>,
     outstanding: Mutex<Vec<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
@@ -55,14 +57,24 @@ struct PeState {
     claims: Mutex<rustc_hash::FxHashMap<Option<super::blocked::Dir>, Event>>,
 }
 
-/// A MATH command's computation from all of its one input at once.
-type WholeFn = Box<dyn FnOnce(&[u8], &mut [u8])>;
+/// A compute command's computation from all of its inputs at once.
+type WholeFn = Box<dyn FnOnce(&[&[u8]], &mut [u8])>;
+
+/// The PE engine a compute command runs on, and what its work costs.
+#[derive(Clone, Copy)]
+enum ComputeUnit {
+    /// The vector unit: `overhead + elements / throughput`.
+    Math,
+    /// The matrix unit: `overhead + FLOPs / rate` (the rate of the inputs'
+    /// dtype).
+    Gemm(Rate),
+}
 
 /// How a MATH command computes its output bytes.
 enum MathData<F> {
     /// Element-wise, on page-sized pieces.
     Elementwise(F),
-    /// From all of its one input at once.
+    /// From all of its inputs at once.
     Whole(WholeFn),
 }
 
@@ -72,6 +84,11 @@ pub struct EngineTiming {
     pub dma_setup: Ps,
     pub math_overhead: Ps,
     pub math_rate: Rate,
+    pub gemm_overhead: Ps,
+    /// FLOP/s of the matrix unit by input dtype (f16, bf16, f32, i32).
+    pub gemm_rates: [Rate; 4],
+    /// The largest (m, n, k) of one GEMM command.
+    pub gemm_max: (u32, u32, u32),
     /// Rate of a copy that stays inside one PE's TCM.
     pub local_rate: Rate,
 }
@@ -107,6 +124,7 @@ impl IpcqSettings {
 pub struct MachineStats {
     pub dma_commands: u64,
     pub math_commands: u64,
+    pub gemm_commands: u64,
     pub bytes_moved: u64,
 }
 
@@ -180,6 +198,12 @@ impl Machine {
             dma_setup: ns_to_ps(spec.pe.dma.setup_ns),
             math_overhead: ns_to_ps(spec.pe.math.overhead_ns),
             math_rate: Rate::from_giga_per_s(spec.pe.math.throughput_gflops),
+            gemm_overhead: ns_to_ps(spec.pe.gemm.overhead_ns),
+            gemm_rates: {
+                let r = &spec.pe.gemm.throughput_tflops;
+                [r.f16, r.bf16, r.f32, r.i32].map(|t| Rate::from_giga_per_s(t * 1000.0))
+            },
+            gemm_max: (spec.pe.gemm.max_m, spec.pe.gemm.max_n, spec.pe.gemm.max_k),
             local_rate: spec.pe.attach.rate(),
         };
         Arc::new(Machine {
@@ -236,6 +260,7 @@ impl Machine {
                     routes: Mutex::default(),
                     dma: Turnstile::new(),
                     math: Turnstile::new(),
+                    gemm: Turnstile::new(),
                     ipcq: Mutex::new(None),
                     outstanding: Mutex::new(Vec::new()),
                     blocked_on: Mutex::new(None),
@@ -503,7 +528,14 @@ impl Machine {
         f: impl FnMut([&[u8]; N], &mut [u8]) + 'static,
     ) -> Result<(), HwError> {
         let work = out.numel();
-        self.math_command(what, pe, inputs, out, work, MathData::Elementwise(f))
+        self.math_command(
+            what,
+            pe,
+            inputs,
+            out,
+            (ComputeUnit::Math, work),
+            MathData::Elementwise(f),
+        )
     }
 
     /// A MATH command whose output is not element-wise aligned with its
@@ -524,8 +556,8 @@ impl Machine {
             pe,
             [input],
             out,
-            work,
-            MathData::Whole(Box::new(f)),
+            (ComputeUnit::Math, work),
+            MathData::Whole(Box::new(move |x: &[&[u8]], o: &mut [u8]| f(x[0], o))),
         )
     }
 
@@ -535,20 +567,25 @@ impl Machine {
         pe: PeCoord,
         inputs: [TensorRef; N],
         out: TensorRef,
-        work: u64,
+        (unit, work): (ComputeUnit, u64),
         data: MathData<F>,
     ) -> Result<(), HwError> {
-        let busy = self
-            .timing
-            .math_rate
+        let (rate, overhead, unit_name) = match unit {
+            ComputeUnit::Math => (self.timing.math_rate, self.timing.math_overhead, "MATH"),
+            ComputeUnit::Gemm(rate) => (rate, self.timing.gemm_overhead, "GEMM"),
+        };
+        let busy = rate
             .duration_ps(work)
-            .and_then(|d| crate::units::add(d, self.timing.math_overhead))
+            .and_then(|d| crate::units::add(d, overhead))
             .map_err(|source| HwError::TimeOverflow {
-                what: format!("{what} of {work} elements"),
+                what: format!("{what} of {work} units of work"),
                 source,
             })?;
         let st = self.pe(pe);
-        let engine_q = st.math.clone();
+        let engine_q = match unit {
+            ComputeUnit::Math => st.math.clone(),
+            ComputeUnit::Gemm(_) => st.gemm.clone(),
+        };
         let ticket = engine_q.take();
         self.track(st, &out.ready);
         let m = self.clone();
@@ -562,13 +599,16 @@ impl Machine {
                 Ok(t) => t,
                 Err(source) => {
                     let what = format!("{what} issued at {start} ps");
-                    return m.set_fault(pe, "MATH", HwError::TimeOverflow { what, source });
+                    return m.set_fault(pe, unit_name, HwError::TimeOverflow { what, source });
                 }
             };
             engine::sleep_until(end).await;
             if let Some(tr) = &m.trace {
                 tr.record(
-                    Track::Math(pe),
+                    match unit {
+                        ComputeUnit::Math => Track::Math(pe),
+                        ComputeUnit::Gemm(_) => Track::Gemm(pe),
+                    },
                     format!("{what} x{work}"),
                     start,
                     engine::now(),
@@ -585,18 +625,24 @@ impl Machine {
                         f,
                     ),
                     MathData::Whole(f) => {
-                        let input = &inputs[0];
-                        let a = mem.read(input.space, input.offset, input.nbytes());
+                        let data: Vec<Vec<u8>> = inputs
+                            .iter()
+                            .map(|t| mem.read(t.space, t.offset, t.nbytes()))
+                            .collect();
+                        let views: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
                         let mut o = vec![0u8; out.nbytes() as usize];
-                        f(&a, &mut o);
+                        f(&views, &mut o);
                         mem.write(out.space, out.offset, &o)
                     }
                 }
             };
             if let Err(e) = written {
-                return m.set_fault(pe, "MATH", e.into());
+                return m.set_fault(pe, unit_name, e.into());
             }
-            m.stats.lock().unwrap().math_commands += 1;
+            match unit {
+                ComputeUnit::Math => m.stats.lock().unwrap().math_commands += 1,
+                ComputeUnit::Gemm(_) => m.stats.lock().unwrap().gemm_commands += 1,
+            }
             engine_q.done();
             drop(inputs);
             out.ready.set();
@@ -725,6 +771,43 @@ impl Machine {
             out.clone(),
             a.numel(),
             move |x, o| crate::hw::math_ops::reduce_into(op, dt, &in_shape, axis, x, o),
+        )?;
+        Ok(out)
+    }
+
+    /// `tl.gemm`: `a [m, k] x b [k, n]` on the matrix unit, rounded once
+    /// to `out_dtype`; `overhead + 2·m·n·k / rate(dtype)`.
+    pub fn gemm(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        a: &TensorRef,
+        b: &TensorRef,
+        out_dtype: Dtype,
+    ) -> Result<TensorRef, HwError> {
+        let (m, n, k) = crate::hw::math_ops::gemm_shape(
+            (&a.shape, a.dtype),
+            (&b.shape, b.dtype),
+            self.timing.gemm_max,
+        )
+        .map_err(|what| HwError::Mismatch { what })?;
+        let out = self.scratch(pe, &[m, n], out_dtype)?;
+        let dt = a.dtype;
+        let rate = self.timing.gemm_rates[match dt {
+            Dtype::F16 => 0,
+            Dtype::Bf16 => 1,
+            Dtype::F32 => 2,
+            Dtype::I32 => 3,
+        }];
+        let flops = 2 * m as u64 * n as u64 * k as u64;
+        self.math_command::<2, fn([&[u8]; 2], &mut [u8])>(
+            Cow::Owned(format!("gemm {m}x{k}x{n} {}", dt.name())),
+            pe,
+            [a.clone(), b.clone()],
+            out.clone(),
+            (ComputeUnit::Gemm(rate), flops),
+            MathData::Whole(Box::new(move |x: &[&[u8]], o: &mut [u8]| {
+                crate::hw::math_ops::gemm_into(dt, out_dtype, (m, n, k), x[0], x[1], o)
+            })),
         )?;
         Ok(out)
     }

@@ -6,7 +6,9 @@
 //! - 1: the tile loaded as `[1, n]`, reduced (max) over axis 0 to `[n]`,
 //!   negated twice, then the seed's f16 ring;
 //! - 2: a reduction over an axis the tensor does not have (must fail,
-//!   naming the call).
+//!   naming the call);
+//! - 3: the tile (d·d elements) as a `[d, d]` matrix squared on the matrix
+//!   unit (f32), cast back to f16 and stored (not a sum: for its time).
 
 use kernbench_guest::helpers::ring_allreduce;
 use kernbench_guest::prelude::*;
@@ -38,9 +40,15 @@ impl Algorithm for MathProbe {
                 let sum = ring_allreduce(tl, y, ws, ("E", "W"), tile);
                 tl.store(t_ptr, &sum);
             }
-            _ => {
+            2 => {
                 let x = tl.load(t_ptr, &[n], Dtype::F16);
                 let _ = tl.reduce(ReduceOp::Sum, &x, 3);
+            }
+            _ => {
+                let d = (n as f64).sqrt() as u32;
+                let x = tl.load(t_ptr, &[d, d], Dtype::F16);
+                let sq = tl.gemm(&x, &x, Dtype::F32);
+                tl.store(t_ptr, &tl.cast(&sq, Dtype::F16));
             }
         }
     }
@@ -68,6 +76,16 @@ kernbench_guest::export_algorithm!(MathProbe);
 mod tests {
     use super::*;
     use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+
+    #[test]
+    fn mode_3_squares_the_tile_in_the_mock() {
+        let cfg = kernbench_guest::mock::MockConfig::ring(1, Dtype::F16, vec![4, 1, 3]);
+        let out = kernbench_guest::mock::run_kernel_in_mock::<MathProbe>(
+            &cfg,
+            &[vec![1.0, 2.0, 3.0, 4.0]],
+        );
+        assert_eq!(out[0], vec![7.0, 10.0, 15.0, 22.0]);
+    }
 
     #[test]
     fn both_modes_sum_every_element_in_the_mock() {
