@@ -395,18 +395,37 @@ mod tests {
         assert!(std::mem::size_of::<Command>() <= 32);
     }
 
-    #[test]
-    fn replay_runs_the_calls_and_names_the_one_the_machine_refuses() {
-        use crate::address::Space;
-        use crate::config::TopologySpec;
-        use crate::engine::{Executor, RunOutcome};
-        let spec = TopologySpec::default_embedded();
+    /// The default machine and its first PE.
+    fn default_machine() -> (crate::config::TopologySpec, Arc<Machine>, PeCoord) {
+        let spec = crate::config::TopologySpec::default_embedded();
         let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
         let pe = PeCoord {
             sip: 0,
             cube: 0,
             pe: 0,
         };
+        (spec, machine, pe)
+    }
+
+    /// Replay `list` on `pe` until the simulation ends.
+    #[allow(clippy::result_large_err)]
+    fn replay_to_end(
+        machine: &Arc<Machine>,
+        pe: PeCoord,
+        list: CommandList,
+    ) -> Result<(), TlCallError> {
+        use crate::engine::{Executor, RunOutcome};
+        let ex = Executor::new();
+        let m = machine.clone();
+        let done = ex.spawn(async move { replay(&m, pe, &list).await });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        done.try_take().unwrap()
+    }
+
+    #[test]
+    fn replay_runs_the_calls_and_names_the_one_the_machine_refuses() {
+        use crate::address::Space;
+        let (spec, machine, pe) = default_machine();
         let hbm = Space::Hbm { sip: 0, cube: 0 }.addr(0);
         // Two loads and an add that fit, then a load larger than the TCM:
         // a refusal only the machine can make, at replay.
@@ -442,11 +461,7 @@ mod tests {
                 out: 3,
             },
         ];
-        let ex = Executor::new();
-        let m = machine.clone();
-        let done = ex.spawn(async move { replay(&m, pe, &list).await });
-        assert_eq!(ex.run(), RunOutcome::Finished);
-        let err = done.try_take().unwrap().unwrap_err();
+        let err = replay_to_end(&machine, pe, list).unwrap_err();
         assert_eq!(err.call, format!("tl.load(addr={hbm:#x}, shape=[{elems}])"));
         assert_eq!(err.pe, "sip0.cube0.pe0");
         assert!(matches!(err.source, HwError::OutOfMemory { .. }), "{err:?}");
@@ -456,19 +471,11 @@ mod tests {
     }
 
     /// A GEMM through the machine: operands loaded from HBM, the product
-    /// on the matrix unit, stored back; its time is the formula's.
+    /// on the matrix unit, stored back; the values and the counters.
     #[test]
     fn a_gemm_replays_on_the_matrix_unit_with_its_time_and_values() {
         use crate::address::Space;
-        use crate::config::TopologySpec;
-        use crate::engine::{Executor, RunOutcome};
-        let spec = TopologySpec::default_embedded();
-        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
-        let pe = PeCoord {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
+        let (_, machine, pe) = default_machine();
         let hbm = Space::Hbm { sip: 0, cube: 0 };
         // a = [[1, 2, 3], [4, 5, 6]] (2x3), b = [[1, 0], [0, 1], [1, 1]] (3x2)
         machine
@@ -512,11 +519,7 @@ mod tests {
                 value: 2,
             },
         ];
-        let ex = Executor::new();
-        let m = machine.clone();
-        let done = ex.spawn(async move { replay(&m, pe, &list).await });
-        assert_eq!(ex.run(), RunOutcome::Finished);
-        done.try_take().unwrap().unwrap();
+        replay_to_end(&machine, pe, list).unwrap();
         let out = Dtype::F32.to_f64(&machine.host_read(hbm, 128, 16));
         assert_eq!(out, [4.0, 5.0, 10.0, 11.0]);
         let s = machine.stats();
