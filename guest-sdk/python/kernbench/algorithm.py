@@ -18,7 +18,11 @@ _OP = {
     "mul": _wtl.Binop.MUL,
     "max": _wtl.Binop.MAX,
     "min": _wtl.Binop.MIN,
+    "div": _wtl.Binop.DIV,
 }
+_UNARY = {name: getattr(_wtl.UnaryOp, name.upper()) for name in
+          ("neg", "abs", "exp", "log", "sqrt", "relu", "recip")}
+_REDUCE = {name: getattr(_wtl.ReduceOp, name.upper()) for name in ("sum", "max", "min")}
 
 
 class _Host:
@@ -58,6 +62,22 @@ class _Host:
     @staticmethod
     def scale(a, f):
         return _wtl.scale(a, f)
+
+    @staticmethod
+    def unary(op, a):
+        return _wtl.unary(_UNARY[op], a)
+
+    @staticmethod
+    def cast(a, dtype):
+        return _wtl.cast(a, _DT[dtype])
+
+    @staticmethod
+    def reduce(op, a, axis):
+        return _wtl.reduce(_REDUCE[op], a, axis)
+
+    @staticmethod
+    def gemm(a, b, out_dtype):
+        return _wtl.gemm(a, b, _DT[out_dtype])
 
     @staticmethod
     def shape(raw):

@@ -124,7 +124,18 @@ class _Raw:
         self.addr, self.shape, self.dtype, self.data = addr, list(shape), dtype, data
 
 
+_UNARY = {
+    "neg": lambda x: -x,
+    "abs": abs,
+    "exp": math.exp,
+    "log": lambda x: math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan),
+    "sqrt": lambda x: math.sqrt(x) if x >= 0 else math.nan,
+    "relu": lambda x: max(x, 0.0),
+    "recip": lambda x: 1.0 / x if x else math.copysign(math.inf, x),
+}
+
 _OPS = {
+    "div": lambda a, b: a / b if b else (math.copysign(math.inf, a) if a else math.nan),
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
@@ -249,6 +260,37 @@ class _Rank:
         f = _OPS[op]
         out = [f(x, y) for x, y in zip(decode(a.data, a.dtype), decode(b.data, b.dtype))]
         return self._scratch(a.shape, a.dtype, encode(out, a.dtype))
+
+    def unary(self, op, a):
+        out = [_UNARY[op](x) for x in decode(a.data, a.dtype)]
+        return self._scratch(a.shape, a.dtype, encode(out, a.dtype))
+
+    def cast(self, a, dtype):
+        return self._scratch(a.shape, dtype, encode(decode(a.data, a.dtype), dtype))
+
+    def reduce(self, op, a, axis):
+        if not 0 <= axis < len(a.shape):
+            self._fail(f"reduce over axis {axis} of {a.shape}")
+        v = decode(a.data, a.dtype)
+        n = a.shape[axis]
+        inner = math.prod(a.shape[axis + 1 :])
+        outer = math.prod(a.shape[:axis])
+        f = {"sum": sum, "max": max, "min": min}[op]
+        out = [
+            f(v[(o * n + k) * inner + i] for k in range(n))
+            for o in range(outer)
+            for i in range(inner)
+        ]
+        shape = a.shape[:axis] + a.shape[axis + 1 :] or [1]
+        return self._scratch(shape, a.dtype, encode(out, a.dtype))
+
+    def gemm(self, a, b, out_dtype):
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2 or a.dtype != b.dtype:
+            self._fail(f"gemm of {a.shape} {a.dtype} and {b.shape} {b.dtype}")
+        x, y = decode(a.data, a.dtype), decode(b.data, b.dtype)
+        out = [sum(x[i * k + p] * y[p * n + j] for p in range(k)) for i in range(m) for j in range(n)]
+        return self._scratch([m, n], out_dtype, encode(out, out_dtype))
 
     def scale(self, a, factor):
         out = [x * factor for x in decode(a.data, a.dtype)]

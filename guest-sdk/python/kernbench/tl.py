@@ -8,6 +8,7 @@ reference to a received tensor releases its IPCQ slot.
 """
 
 DTYPES = ("f16", "bf16", "f32", "i32")
+UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "recip")
 ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
 
 
@@ -71,8 +72,14 @@ class Tensor:
 
     def __truediv__(self, other):
         if isinstance(other, Tensor):
-            raise TypeError("tensor / tensor: the MATH unit has no element-wise divide")
+            return self._tl._binary("div", self, other)
         return self._tl.scale(self, 1.0 / other)
+
+    def __neg__(self):
+        return self._tl.unary("neg", self)
+
+    def __matmul__(self, other):
+        return self._tl.gemm(self, other)
 
     def __repr__(self):
         return f"Tensor(shape={self.shape}, dtype={self.dtype!r}, addr={self.addr:#x})"
@@ -173,6 +180,44 @@ class Tl:
 
     def minimum(self, a, b):
         return self._binary("min", a, b)
+
+    def unary(self, op, a):
+        """``op(a)`` element-wise on the MATH unit: neg, abs, exp, log,
+        sqrt, relu or recip."""
+        if op not in UNARY_OPS:
+            raise ValueError(f"tl.unary: op {op!r} is one of {', '.join(UNARY_OPS)}")
+        return self._wrap(self._b.unary(op, self._raw(a, f"tl.{op}")))
+
+    def exp(self, a):
+        return self.unary("exp", a)
+
+    def sqrt(self, a):
+        return self.unary("sqrt", a)
+
+    def cast(self, a, dtype):
+        """``a`` converted to ``dtype`` on the MATH unit."""
+        return self._wrap(self._b.cast(self._raw(a, "tl.cast"), _dtype(dtype)))
+
+    def sum(self, a, axis=0):
+        """Sum over ``axis`` on the MATH unit (the axis is dropped)."""
+        return self.reduce("sum", a, axis)
+
+    def max(self, a, axis=0):
+        return self.reduce("max", a, axis)
+
+    def min(self, a, axis=0):
+        return self.reduce("min", a, axis)
+
+    def reduce(self, op, a, axis=0):
+        if op not in ("sum", "max", "min"):
+            raise ValueError(f"tl.reduce: op {op!r} is one of sum, max, min")
+        return self._wrap(self._b.reduce(op, self._raw(a, f"tl.{op}"), int(axis)))
+
+    def gemm(self, a, b, out_dtype=None):
+        """``a [m, k] @ b [k, n]`` on the matrix unit (``a @ b``), rounded
+        once to ``out_dtype`` (default: the inputs' dtype)."""
+        out = _dtype(out_dtype or a.dtype)
+        return self._wrap(self._b.gemm(self._raw(a, "tl.gemm"), self._raw(b, "tl.gemm"), out))
 
     def scale(self, a, factor):
         """``a * factor`` on the MATH unit."""

@@ -119,3 +119,17 @@ class RecvAsync(unittest.TestCase):
 
         with self.assertRaisesRegex(RuntimeError, "without waiting for 1 recv_async"):
             run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0]], (1,))
+
+
+class MathUnit(unittest.TestCase):
+    def test_cast_reduce_unary_and_gemm(self):
+        def kernel(t_ptr, n, tl):
+            x = tl.load(t_ptr, shape=(2, 2), dtype="f16")
+            sq = x @ x                                  # [[7, 10], [15, 22]]
+            col = tl.sum(tl.cast(sq, "f32"), axis=0)    # [22, 32]
+            neg = -tl.cast(col, "f16")
+            tl.store(t_ptr, tl.cast(tl.reduce("min", tl.load(t_ptr, shape=(1, 4)), 0), "f16"))
+            tl.store(t_ptr, tl.unary("abs", neg) / tl.unary("abs", neg))
+
+        out = run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, 2.0, 3.0, 4.0]], (4,))
+        self.assertEqual(out[0][:2], [1.0, 1.0])
