@@ -712,3 +712,41 @@ fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
     assert_eq!(res.rows[0].time_ps, load + gemm + cast + store);
     assert_eq!(res.stats.gemm_commands, 1);
 }
+
+/// `torch.launch` from a bench: `math_probe` mode 3 squares a 4x4 f16 tile
+/// on the matrix unit; the bench checks the product and reads the time,
+/// `L + G + M + S` as in the collective run; a launch on a tensor of
+/// another device, or of an unknown component, is an error saying so.
+#[test]
+fn a_bench_launches_a_kernel_on_its_tensor_and_reads_its_time() {
+    let t = topo(2);
+    let (_, load, _, store) = figures(&t, 32);
+    let g = &t.pe.gemm;
+    let gemm = ns_to_ps(g.overhead_ns)
+        + Rate::from_giga_per_s(g.throughput_tflops.f16 * 1000.0)
+            .duration_ps(2 * 4 * 4 * 4)
+            .unwrap();
+    let cast = ns_to_ps(t.pe.math.overhead_ns)
+        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
+            .duration_ps(16)
+            .unwrap();
+    let e = run(
+        test_component("dist_probe"),
+        t,
+        ccl(),
+        None,
+        &["launch", test_component("math_probe")],
+    )
+    .unwrap_err()
+    .to_string();
+    let want = load + gemm + cast + store;
+    assert!(e.contains(&format!("launch wrong=0 time={want} |")), "{e}");
+    assert!(
+        e.contains("the tensor lives on SIP 0 but the current device is 1"),
+        "{e}"
+    );
+    assert!(
+        e.contains("torch.launch:") && e.contains("no_such_kernel"),
+        "{e}"
+    );
+}

@@ -68,6 +68,14 @@ pub mod torch {
         t::zeros(shape, dtype.into(), None, name).map(Tensor)
     }
 
+    /// Run the kernel component `kernel` (an algorithm name or .wasm path)
+    /// on every PE holding a shard of `t` (`t_ptr` = `t.data_ptr()`, then
+    /// `args`), wait for them; the simulated picoseconds it took. `t` must
+    /// be on the current device.
+    pub fn launch(kernel: &str, t: &Tensor, args: &[i64]) -> Result<u64, String> {
+        t::launch(kernel, &t.0, args)
+    }
+
     /// `torch.zeros(shape, dtype=..., dp=..., name=...)`.
     pub fn zeros_dp(
         shape: &[u32],

@@ -214,6 +214,12 @@ class Torch:
         self.accelerator = _Accelerator()
         self.report = _Report()
 
+    def launch(self, kernel, tensor, *args):
+        """Run the kernel component ``kernel`` (an algorithm name or .wasm
+        path) on every PE holding a shard of ``tensor``; the simulated
+        picoseconds it took. ``tensor`` must be on the current device."""
+        return _call(_torch.launch, kernel, tensor._t, [int(a) for a in args])
+
     def zeros(self, shape, dtype="f16", dp=None, name=""):
         """A zero tensor on the current device, laid out by ``dp``."""
         if isinstance(shape, int):

@@ -332,6 +332,22 @@ fn dp_mode_in(m: torch::DpMode) -> DpMode {
 }
 
 impl torch::Host for BenchHost {
+    async fn launch(
+        &mut self,
+        kernel: String,
+        t: Resource<BenchTensor>,
+        args: Vec<i64>,
+    ) -> wasmtime::Result<Result<u64, String>> {
+        let t = self.tensor(&t)?;
+        let target = super::launch::LaunchTarget {
+            sip: t.sip(),
+            t_ptr: t.placed.addr(),
+            shard_pes: t.placed.specs.iter().map(|s| (s.cube, s.pe)).collect(),
+        };
+        let s = self.session.clone();
+        Ok(s.launch(self.device, &kernel, target, args).await)
+    }
+
     async fn zeros(
         &mut self,
         shape: Vec<u32>,

@@ -19,6 +19,7 @@ pub mod eager;
 pub mod futures;
 pub mod hooks;
 pub mod kernel;
+pub mod launch;
 pub mod limits;
 pub mod loader;
 pub mod session;

@@ -161,6 +161,30 @@ impl Bench for Probe {
                 mp::spawn(ws, &["all-pes-hello".to_string()])?;
                 Err(format!("all-pes ok ws={ws}"))
             }
+            "launch" => {
+                // A 4x4 f16 tile squared by math_probe (mode 3) on the
+                // matrix unit, checked here; then launches that must fail.
+                let probe = args.get(1).ok_or("launch needs the kernel's path")?;
+                ahbm::set_device(0)?;
+                let t = torch::zeros(&[16], Dtype::F16, "tile")?;
+                let a: Vec<f64> = (0..16).map(|i| f64::from(i % 5)).collect();
+                t.copy_from_f64(&a)?;
+                let took = torch::launch(probe, &t, &[16, 1, 3])?;
+                let got = t.to_f64();
+                let mut wrong = 0;
+                for i in 0..4 {
+                    for j in 0..4 {
+                        let want: f64 = (0..4).map(|p| a[i * 4 + p] * a[p * 4 + j]).sum();
+                        wrong += usize::from(got[i * 4 + j] != want);
+                    }
+                }
+                let missing = torch::launch("no_such_kernel", &t, &[]).unwrap_err();
+                ahbm::set_device(ahbm::device_count() - 1)?;
+                let elsewhere = torch::launch(probe, &t, &[16, 1, 3]).unwrap_err();
+                Err(format!(
+                    "launch wrong={wrong} time={took} | {elsewhere} | {missing}"
+                ))
+            }
             "hier" => {
                 dist::init_process_group_with_algorithm("ahbm", "lrab_hierarchical_allreduce")?;
                 let ws = dist::get_world_size()?;

@@ -1,0 +1,90 @@
+//! `torch.launch`: a bench runs a kernel component itself (not through a
+//! collective) on the PEs its tensor is placed on — one kernel per shard,
+//! `t_ptr` the tensor's virtual base — and waits for them all; the
+//! simulated time it took is the bench's to read (seed 003 §1: compute
+//! kernels a bench launches, like `gemm_single_pe`).
+
+use super::kernel::KernelLaunch;
+use super::session::Session;
+use crate::engine::{self, Event};
+use crate::topology::PeCoord;
+use std::sync::{Arc, Mutex};
+
+/// What `launch` needs of a bench tensor.
+pub struct LaunchTarget {
+    /// The tensor's SIP and virtual base.
+    pub sip: u32,
+    pub t_ptr: u64,
+    /// The (cube, pe) of each shard, in order (duplicates run once).
+    pub shard_pes: Vec<(u32, u32)>,
+}
+
+impl Session {
+    /// Run the algorithm-world component `kernel` (a built-in name, a
+    /// `--components-dir` name or a `.wasm` path) on every PE holding a
+    /// shard of `target`, with `args` followed by (sip, 0, 0, 0) as a
+    /// collective's kernels get them; the simulated picoseconds until the
+    /// last one finished. `device` is the caller's current device: the
+    /// tensor must be on it.
+    pub async fn launch(
+        &self,
+        device: Option<u32>,
+        kernel: &str,
+        target: LaunchTarget,
+        args: Vec<i64>,
+    ) -> Result<u64, String> {
+        let dev = device.ok_or_else(|| {
+            "torch.launch: no current device: call torch.ahbm.set_device first".to_string()
+        })?;
+        if dev != target.sip {
+            return Err(format!(
+                "torch.launch({kernel}): the tensor lives on SIP {} but the current device is {dev} \
+                 (launch it after set_device({}), or place the tensor on device {dev})",
+                target.sip, target.sip
+            ));
+        }
+        let component = self
+            .loader
+            .load_algorithm(kernel, None)
+            .map_err(|e| format!("torch.launch: {e}"))?;
+        let mut pes: Vec<PeCoord> = Vec::new();
+        for (cube, pe) in target.shard_pes {
+            let p = PeCoord {
+                sip: target.sip,
+                cube,
+                pe,
+            };
+            if !pes.contains(&p) {
+                pes.push(p);
+            }
+        }
+        let started = engine::now();
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let mut done: Vec<Event> = Vec::new();
+        for pe in pes {
+            let mut a = args.clone();
+            a.extend([target.sip as i64, 0, 0, 0]);
+            let launch = KernelLaunch {
+                pe,
+                t_ptr: target.t_ptr,
+                args: a,
+            };
+            let (comp, machine, limits) =
+                (component.clone(), self.machine.clone(), self.limits.clone());
+            let (errs, name) = (errors.clone(), kernel.to_string());
+            let h = engine::spawn(async move {
+                if let Err(e) = comp.run_kernel(&name, machine, &limits, launch).await {
+                    errs.lock().unwrap().push(e.to_string());
+                }
+            });
+            done.push(h.finished());
+        }
+        for d in done {
+            d.wait().await;
+        }
+        if let Some(e) = errors.lock().unwrap().first() {
+            return Err(e.clone());
+        }
+        Ok(engine::now() - started)
+    }
+}
