@@ -684,14 +684,9 @@ fn polling_senders_see_a_freed_slot_only_at_their_next_look() {
     );
 }
 
-/// The matrix unit: on one SIP, 32 B (a 4x4 f16 tile), `math_probe` mode
-/// 3 loads the tile, squares it with `tl.gemm` (f32 out), casts it back
-/// and stores it: `L + G + M + S` with `G = overhead + 2·4·4·4 / rate(f16)`
-/// from topology.yaml's `pe.gemm`, M the cast of 16 elements.
-#[test]
-fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
-    let t = topo(1);
-    let (_, load, _, store) = figures(&t, 32);
+/// The matrix unit's time for a 4x4 f16 tile squared (`overhead + 2·4·4·4
+/// / rate(f16)`) and the vector unit's for casting its 16 elements.
+fn square_4x4_f16(t: &TopologySpec) -> (u64, u64) {
     let g = &t.pe.gemm;
     let gemm = ns_to_ps(g.overhead_ns)
         + Rate::from_giga_per_s(g.throughput_tflops.f16 * 1000.0)
@@ -701,6 +696,18 @@ fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
         + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
             .duration_ps(16)
             .unwrap();
+    (gemm, cast)
+}
+
+/// The matrix unit: on one SIP, 32 B (a 4x4 f16 tile), `math_probe` mode
+/// 3 loads the tile, squares it with `tl.gemm` (f32 out), casts it back
+/// and stores it: `L + G + M + S` with `G = overhead + 2·4·4·4 / rate(f16)`
+/// from topology.yaml's `pe.gemm`, M the cast of 16 elements.
+#[test]
+fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
+    let t = topo(1);
+    let (_, load, _, store) = figures(&t, 32);
+    let (gemm, cast) = square_4x4_f16(&t);
     let res = run(
         "ccl_allreduce",
         t.clone(),
@@ -721,15 +728,7 @@ fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
 fn a_bench_launches_a_kernel_on_its_tensor_and_reads_its_time() {
     let t = topo(2);
     let (_, load, _, store) = figures(&t, 32);
-    let g = &t.pe.gemm;
-    let gemm = ns_to_ps(g.overhead_ns)
-        + Rate::from_giga_per_s(g.throughput_tflops.f16 * 1000.0)
-            .duration_ps(2 * 4 * 4 * 4)
-            .unwrap();
-    let cast = ns_to_ps(t.pe.math.overhead_ns)
-        + Rate::from_giga_per_s(t.pe.math.throughput_gflops)
-            .duration_ps(16)
-            .unwrap();
+    let (gemm, cast) = square_4x4_f16(&t);
     let e = run(
         test_component("dist_probe"),
         t,
