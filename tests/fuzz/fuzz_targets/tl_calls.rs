@@ -169,11 +169,8 @@ fn run(progs: &[Vec<Op>; 2]) -> (bool, u64, String) {
     });
     let tables = kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (2, 1))
         .expect("a 2-PE ring");
-    m.install_ipcq(
-        &tables,
-        IpcqSettings::new(BufferKind::Tcm, 2, 4096),
-    )
-    .expect("IPCQ fits");
+    m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 4096))
+        .expect("IPCQ fits");
     let shared = m
         .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[1 << 16], Dtype::F32)
         .expect("fits");
