@@ -351,17 +351,8 @@ fn a_component_built_against_another_wit_version_is_refused() {
     );
 }
 
-/// ccl.yaml whose only algorithm is the test component `overlap_probe` in
-/// `mode` (see its doc).
 fn overlap_probe(mode: u32) -> kernbench::config::CclConfig {
-    kernbench::config::CclConfig::from_yaml(
-        &format!(
-            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
-            test_component("overlap_probe")
-        ),
-        kernbench::config::Origin::Embedded("t"),
-    )
-    .unwrap()
+    probe_ccl("overlap_probe", mode, "")
 }
 
 #[test]
@@ -408,14 +399,7 @@ fn a_wait_that_never_gets_its_message_is_in_the_deadlock_report() {
 
 #[test]
 fn a_reduction_over_a_missing_axis_names_the_call_and_the_shape() {
-    let c = kernbench::config::CclConfig::from_yaml(
-        &format!(
-            "algorithms:\n  probe: {{module: {}, kernel_mode: 2}}\n",
-            test_component("math_probe")
-        ),
-        kernbench::config::Origin::Embedded("t"),
-    )
-    .unwrap();
+    let c = probe_ccl("math_probe", 2, "");
     for l in [loader(), in_step_loader()] {
         let e = run_with(&l, "ccl_allreduce", topo(2), c.clone(), None, &["-e", "8"])
             .unwrap_err()
@@ -430,16 +414,8 @@ fn a_reduction_over_a_missing_axis_names_the_call_and_the_shape() {
 
 #[test]
 fn strict_validation_refuses_a_message_of_another_shape_and_dtype_and_size_checks_do_not() {
-    let probe = |strict: bool| {
-        kernbench::config::CclConfig::from_yaml(
-            &format!(
-                "algorithms:\n  probe: {{module: {}, kernel_mode: 3, strict_validation: {strict}}}\n",
-                test_component("recv_probe")
-            ),
-            kernbench::config::Origin::Embedded("t"),
-        )
-        .unwrap()
-    };
+    let probe =
+        |strict: bool| probe_ccl("recv_probe", 3, &format!(", strict_validation: {strict}"));
     // 8 B: the tile is [4] f16, received as [2] f32 (the same 8 bytes).
     let res = run("ccl_allreduce", topo(2), probe(false), None, &["-e", "8"]).unwrap();
     assert_eq!(res.rows.len(), 2, "the default checks the size only");
@@ -455,14 +431,7 @@ fn strict_validation_refuses_a_message_of_another_shape_and_dtype_and_size_check
 
 #[test]
 fn a_gemm_larger_than_the_unit_takes_names_the_call_and_the_limits() {
-    let c = kernbench::config::CclConfig::from_yaml(
-        &format!(
-            "algorithms:\n  probe: {{module: {}, kernel_mode: 3}}\n",
-            test_component("math_probe")
-        ),
-        kernbench::config::Origin::Embedded("t"),
-    )
-    .unwrap();
+    let c = probe_ccl("math_probe", 3, "");
     let mut t = topo(1);
     t.pe.gemm.max_k = 2;
     for l in [loader(), in_step_loader()] {

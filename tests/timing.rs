@@ -497,14 +497,7 @@ fn recv_async_saves_exactly_the_load_it_overlaps() {
     let (r, load, add, store) = figures(&t, bytes);
     let x = dma(&t, &r, pe(1), pe(0), bytes);
     let time_with = |l: &std::sync::Arc<kernbench::runtime::Loader>, mode: u32| {
-        let c = kernbench::config::CclConfig::from_yaml(
-            &format!(
-                "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
-                test_component("overlap_probe")
-            ),
-            kernbench::config::Origin::Embedded("t"),
-        )
-        .unwrap();
+        let c = probe_ccl("overlap_probe", mode, "");
         let res = run_with(
             l,
             "ccl_allreduce",
@@ -524,17 +517,8 @@ fn recv_async_saves_exactly_the_load_it_overlaps() {
     assert_eq!(serial - overlapped, load);
 }
 
-/// ccl.yaml whose only algorithm is the test component `math_probe` in
-/// `mode` (see its doc).
 fn math_probe(mode: u32) -> kernbench::config::CclConfig {
-    kernbench::config::CclConfig::from_yaml(
-        &format!(
-            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
-            test_component("math_probe")
-        ),
-        kernbench::config::Origin::Embedded("t"),
-    )
-    .unwrap()
+    probe_ccl("math_probe", mode, "")
 }
 
 /// Casts, unary ops and reductions cost `overhead + elements / throughput`
@@ -581,17 +565,8 @@ fn casts_unary_ops_and_reductions_take_the_math_units_time_and_keep_the_sums() {
     }
 }
 
-/// ccl.yaml whose only algorithm is the test component `recv_probe` in
-/// `mode` (see its doc).
 fn recv_probe(mode: u32) -> kernbench::config::CclConfig {
-    kernbench::config::CclConfig::from_yaml(
-        &format!(
-            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}}}\n",
-            test_component("recv_probe")
-        ),
-        kernbench::config::Origin::Embedded("t"),
-    )
-    .unwrap()
+    probe_ccl("recv_probe", mode, "")
 }
 
 /// Round-robin `recv`, `recv_into` and `send_addr` through the host, both

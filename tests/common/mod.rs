@@ -54,6 +54,19 @@ pub fn faulty_ccl() -> CclConfig {
     CclConfig::from_yaml(&text, Origin::Embedded("faulty-ccl")).unwrap()
 }
 
+/// ccl.yaml whose only entry, `probe`, is the test component `component`
+/// in `kernel_mode: mode`, with `extra` ccl.yaml keys (", key: value").
+pub fn probe_ccl(component: &str, mode: u32, extra: &str) -> CclConfig {
+    CclConfig::from_yaml(
+        &format!(
+            "algorithms:\n  probe: {{module: {}, kernel_mode: {mode}{extra}}}\n",
+            test_component(component)
+        ),
+        Origin::Embedded("probe ccl.yaml"),
+    )
+    .unwrap()
+}
+
 pub fn test_component(name: &str) -> &'static str {
     TEST_COMPONENTS
         .iter()

@@ -283,9 +283,10 @@ pub async fn replay(
                 dtype,
             } => {
                 let (dir, shape) = (&list.dirs[dir as usize], &list.shapes[shape as usize]);
-                let failed = |e| fail(call::send_addr(dir, addr, shape), e);
-                let v = machine.view(addr, shape, dtype).map_err(failed)?;
-                machine.send(pe, dir.clone(), v).await.map_err(failed)?;
+                machine
+                    .send_addr(pe, dir.clone(), addr, shape, dtype)
+                    .await
+                    .map_err(|e| fail(call::send_addr(dir, addr, shape), e))?;
             }
             Command::Recv {
                 dir,

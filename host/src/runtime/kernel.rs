@@ -275,10 +275,16 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<()> {
-        let sent = match self.machine.view(src_addr, &shape, dtype_in(dtype)) {
-            Ok(v) => self.machine.send(self.pe, dir.as_str().into(), v).await,
-            Err(e) => Err(e),
-        };
+        let sent = self
+            .machine
+            .send_addr(
+                self.pe,
+                dir.as_str().into(),
+                src_addr,
+                &shape,
+                dtype_in(dtype),
+            )
+            .await;
         sent.map_err(|e| self.fail(call::send_addr(&dir, src_addr, &shape), e))
     }
 

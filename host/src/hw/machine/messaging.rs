@@ -262,6 +262,20 @@ impl Machine {
         }
     }
 
+    /// `tl.send_addr`: send `shape` / `dtype` elements straight from memory
+    /// at `addr` (the DMA reads them when its transfer starts).
+    pub async fn send_addr(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        dir: Dir,
+        addr: u64,
+        shape: &[u32],
+        dtype: Dtype,
+    ) -> Result<(), HwError> {
+        let v = self.view(addr, shape, dtype)?;
+        self.send(pe, dir, v).await
+    }
+
     /// `tl.recv` / `tl.recv-into`: waits for the next message from `dir`
     /// (or any direction, round-robin) and returns the slot as a tensor, or
     /// copies it to `dst` and returns that.
@@ -342,77 +356,75 @@ impl Machine {
         let claimed = self.take_arrival(pe, dir.as_ref(), report).await;
         mine.set();
         let m = self;
-        {
-            let want = dtype.nbytes(&shape)?;
-            let (queue, arrival) = claimed?;
-            m.ccl_trace(|| {
-                let rx_dir = queue.lock().unwrap().sender_dir.clone();
-                format!(
-                    "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
+        let want = dtype.nbytes(&shape)?;
+        let (queue, arrival) = claimed?;
+        m.ccl_trace(|| {
+            let rx_dir = queue.lock().unwrap().sender_dir.clone();
+            format!(
+                "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
+                dir.as_deref().unwrap_or("any"),
+                arrival.nbytes,
+                arrival.seq,
+                arrival.from
+            )
+        });
+        let strict = queue.lock().unwrap().strict;
+        let differs = if strict {
+            arrival.shape != shape || arrival.dtype != dtype
+        } else {
+            arrival.nbytes != want
+        };
+        if differs {
+            return Err(HwError::Mismatch {
+                what: format!(
+                    "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
                     dir.as_deref().unwrap_or("any"),
-                    arrival.nbytes,
-                    arrival.seq,
-                    arrival.from
-                )
+                    shape,
+                    dtype.name(),
+                    arrival.from,
+                    arrival.shape,
+                    arrival.dtype.name(),
+                    arrival.nbytes
+                ) + if strict { " (strict_validation: shape and dtype must match)" } else { "" },
             });
-            let strict = queue.lock().unwrap().strict;
-            let differs = if strict {
-                arrival.shape != shape || arrival.dtype != dtype
-            } else {
-                arrival.nbytes != want
-            };
-            if differs {
-                return Err(HwError::Mismatch {
-                    what: format!(
-                        "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
-                        dir.as_deref().unwrap_or("any"),
-                        shape,
-                        dtype.name(),
-                        arrival.from,
-                        arrival.shape,
-                        arrival.dtype.name(),
-                        arrival.nbytes
-                    ) + if strict { " (strict_validation: shape and dtype must match)" } else { "" },
-                });
-            }
-            let (space, offset) = {
-                let q = queue.lock().unwrap();
-                (q.space, q.slot_offset(arrival.slot))
-            };
-            let slot = TensorInner::build(
-                space,
-                offset,
-                &shape,
-                dtype,
-                arrival.ready.clone(),
-                Hold::Slot {
-                    queue,
-                    slot: arrival.slot,
-                },
-            )?;
-            match dst {
-                None => Ok(slot),
-                Some(addr) => {
-                    let view = m.view(addr, &shape, dtype)?;
-                    let out = TensorInner::build(
-                        view.space,
-                        view.offset,
-                        &shape,
-                        dtype,
-                        Event::new(),
-                        Hold::None,
-                    )?;
-                    m.dma(
-                        "recv copy",
-                        pe,
-                        (space, offset),
-                        (out.space, out.offset),
-                        want,
-                        vec![slot],
-                        out.ready.clone(),
-                    )?;
-                    Ok(out)
-                }
+        }
+        let (space, offset) = {
+            let q = queue.lock().unwrap();
+            (q.space, q.slot_offset(arrival.slot))
+        };
+        let slot = TensorInner::build(
+            space,
+            offset,
+            &shape,
+            dtype,
+            arrival.ready.clone(),
+            Hold::Slot {
+                queue,
+                slot: arrival.slot,
+            },
+        )?;
+        match dst {
+            None => Ok(slot),
+            Some(addr) => {
+                let view = m.view(addr, &shape, dtype)?;
+                let out = TensorInner::build(
+                    view.space,
+                    view.offset,
+                    &shape,
+                    dtype,
+                    Event::new(),
+                    Hold::None,
+                )?;
+                m.dma(
+                    "recv copy",
+                    pe,
+                    (space, offset),
+                    (out.space, out.offset),
+                    want,
+                    vec![slot],
+                    out.ready.clone(),
+                )?;
+                Ok(out)
             }
         }
     }
