@@ -697,7 +697,9 @@ fn a_gemm_takes_its_overhead_and_flops_at_the_dtypes_rate() {
 
 /// `torch.launch` from a bench: `math_probe` mode 3 squares a 4x4 f16 tile
 /// on the matrix unit; the bench checks the product and reads the time,
-/// `L + G + M + S` as in the collective run; a launch on a tensor of
+/// `L + G + M + S` as in the collective run; mode 4 does `x + x·x` in one
+/// `tl.composite` (gemm-acc), `L + G + E + S` with the epilogue E = M;
+/// mode 5's bias of the wrong shape fails naming the call; a launch on a tensor of
 /// another device, or of an unknown component, is an error saying so.
 #[test]
 fn a_bench_launches_a_kernel_on_its_tensor_and_reads_its_time() {
@@ -715,6 +717,18 @@ fn a_bench_launches_a_kernel_on_its_tensor_and_reads_its_time() {
     .to_string();
     let want = load + gemm + cast + store;
     assert!(e.contains(&format!("launch wrong=0 time={want} |")), "{e}");
+    // The gemm-acc composite's epilogue (16 elements on the MATH unit)
+    // costs what the cast did.
+    assert!(
+        e.contains(&format!("composite wrong=0 time={want} |")),
+        "{e}"
+    );
+    assert!(
+        e.contains("tl.composite(gemm-bias, out_dtype=f16)")
+            && e.contains("needs c of shape [4], got [4, 4]")
+            && e.contains("sip0.cube0.pe0"),
+        "{e}"
+    );
     assert!(
         e.contains("the tensor lives on SIP 0 but the current device is 1"),
         "{e}"

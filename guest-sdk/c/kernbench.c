@@ -57,6 +57,24 @@ kb_tensor kb_recv_into(const char *dir, uint32_t n, kb_dtype dtype, uint64_t dst
                                            dst_addr));
 }
 
+void kb_send_addr(const char *dir, uint64_t src_addr, uint32_t n, kb_dtype dtype) {
+    algorithm_full_string_t d = str(dir);
+    algorithm_full_list_u32_t s = {&n, 1};
+    kernbench_sim_tl_send_addr(&d, src_addr, &s, (kernbench_sim_tl_dtype_t)dtype);
+}
+
+kb_future kb_recv_async(const char *dir, uint32_t n, kb_dtype dtype) {
+    algorithm_full_string_t d;
+    algorithm_full_list_u32_t s = {&n, 1};
+    if (dir) d = str(dir);
+    kb_future f = {kernbench_sim_tl_recv_async(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype)};
+    return f;
+}
+
+kb_tensor kb_wait(kb_future f) {
+    return wrap(kernbench_sim_tl_wait(f.handle));
+}
+
 static kb_tensor binary(kernbench_sim_tl_binop_t op, kb_tensor a, kb_tensor b) {
     return wrap(kernbench_sim_tl_binary(op, borrow(a), borrow(b)));
 }
@@ -66,7 +84,29 @@ kb_tensor kb_sub(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINO
 kb_tensor kb_mul(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MUL, a, b); }
 kb_tensor kb_max(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MAX, a, b); }
 kb_tensor kb_min(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_MIN, a, b); }
+kb_tensor kb_div(kb_tensor a, kb_tensor b) { return binary(KERNBENCH_SIM_TL_BINOP_DIV, a, b); }
 kb_tensor kb_scale(kb_tensor a, double f) { return wrap(kernbench_sim_tl_scale(borrow(a), f)); }
+
+kb_tensor kb_unary(kb_unary_op op, kb_tensor a) {
+    return wrap(kernbench_sim_tl_unary((kernbench_sim_tl_unary_op_t)op, borrow(a)));
+}
+kb_tensor kb_cast(kb_tensor a, kb_dtype dtype) {
+    return wrap(kernbench_sim_tl_cast(borrow(a), (kernbench_sim_tl_dtype_t)dtype));
+}
+kb_tensor kb_reduce(kb_reduce_op op, kb_tensor a, uint32_t axis) {
+    return wrap(kernbench_sim_tl_reduce((kernbench_sim_tl_reduce_op_t)op, borrow(a), axis));
+}
+kb_tensor kb_gemm(kb_tensor a, kb_tensor b, kb_dtype out) {
+    return wrap(kernbench_sim_tl_gemm(borrow(a), borrow(b), (kernbench_sim_tl_dtype_t)out));
+}
+kb_tensor kb_composite(kb_composite_op op, kb_tensor a, kb_tensor b, const kb_tensor *c,
+                       kb_dtype out) {
+    kernbench_sim_tl_borrow_tensor_t bc;
+    if (c) bc = borrow(*c);
+    return wrap(kernbench_sim_tl_composite((kernbench_sim_tl_composite_op_t)op, borrow(a),
+                                           borrow(b), c ? &bc : NULL,
+                                           (kernbench_sim_tl_dtype_t)out));
+}
 
 void kb_drop(kb_tensor t) { kernbench_sim_tl_tensor_drop_own(t.handle); }
 

@@ -92,13 +92,42 @@ kb_tensor kb_recv(const char *dir, uint32_t n, kb_dtype dtype);
 /* Receive and copy to `dst_addr`; the slot is freed once the copy is done. */
 kb_tensor kb_recv_into(const char *dir, uint32_t n, kb_dtype dtype, uint64_t dst_addr);
 
+/* Send `n` elements straight from memory at `src_addr` (no load first);
+ * the DMA reads them when its transfer starts. */
+void kb_send_addr(const char *dir, uint64_t src_addr, uint32_t n, kb_dtype dtype);
+
+/* A receive in progress (kb_recv_async); kb_wait gives its tensor. A future
+ * never waited for fails the kernel when it ends. */
+typedef struct {
+    kernbench_sim_tl_own_recv_future_t handle;
+} kb_future;
+kb_future kb_recv_async(const char *dir, uint32_t n, kb_dtype dtype);
+kb_tensor kb_wait(kb_future f);
+
 /* Element-wise on the MATH unit; shapes and dtypes must match. */
 kb_tensor kb_add(kb_tensor a, kb_tensor b);
 kb_tensor kb_sub(kb_tensor a, kb_tensor b);
 kb_tensor kb_mul(kb_tensor a, kb_tensor b);
 kb_tensor kb_max(kb_tensor a, kb_tensor b);
 kb_tensor kb_min(kb_tensor a, kb_tensor b);
+kb_tensor kb_div(kb_tensor a, kb_tensor b);
 kb_tensor kb_scale(kb_tensor a, double factor);
+
+typedef enum { KB_NEG, KB_ABS, KB_EXP, KB_LOG, KB_SQRT, KB_RELU, KB_RECIP } kb_unary_op;
+typedef enum { KB_SUM, KB_RMAX, KB_RMIN } kb_reduce_op;
+typedef enum { KB_GEMM, KB_GEMM_ACC, KB_GEMM_BIAS, KB_GEMM_RELU, KB_GEMM_BIAS_RELU } kb_composite_op;
+/* `op(a)` element-wise, rounded once. */
+kb_tensor kb_unary(kb_unary_op op, kb_tensor a);
+/* `a` converted to `dtype`. */
+kb_tensor kb_cast(kb_tensor a, kb_dtype dtype);
+/* `op` over `axis` of `a` (the axis dropped). */
+kb_tensor kb_reduce(kb_reduce_op op, kb_tensor a, uint32_t axis);
+/* `a [m, k] x b [k, n]` on the matrix unit, rounded once to `out`. */
+kb_tensor kb_gemm(kb_tensor a, kb_tensor b, kb_dtype out);
+/* The GEMM then `op`'s epilogue with `c` (NULL for gemm / gemm-relu):
+ * the seed's tl.composite. */
+kb_tensor kb_composite(kb_composite_op op, kb_tensor a, kb_tensor b, const kb_tensor *c,
+                       kb_dtype out);
 
 /* Give the handle back (a received tensor's slot is freed once no issued
  * command still reads it). */

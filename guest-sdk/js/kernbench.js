@@ -84,7 +84,31 @@ export const tl = {
   /** Receive and copy to `dstAddr`; the slot is freed after the copy. */
   recvInto: (dir, shape, dtype, dstAddr) =>
     wrap(host.recvInto(dir ?? undefined, shapeOf(shape), dtypeOf(dtype), BigInt(dstAddr))),
+  /** Send `shape` / `dtype` elements straight from memory at `srcAddr`
+   * (no load first); the DMA reads them when its transfer starts. */
+  sendAddr: (dir, srcAddr, shape, dtype = "f16") =>
+    host.sendAddr(dir, BigInt(srcAddr), shapeOf(shape), dtypeOf(dtype)),
+  /** Start a receive and return at once; `tl.wait(future)` gives the
+   * tensor. A future never waited for fails the kernel when it ends. */
+  recvAsync: (dir, shape, dtype = "f16") =>
+    host.recvAsync(dir ?? undefined, shapeOf(shape), dtypeOf(dtype)),
+  wait: (future) => wrap(host.wait(future)),
   add: (a, b) => wrap(host.add(raw(a, "tl.add"), raw(b, "tl.add"))),
+  div: (a, b) => wrap(host.binary("div", raw(a, "tl.div"), raw(b, "tl.div"))),
+  /** `op(a)` element-wise: neg, abs, exp, log, sqrt, relu, recip. */
+  unary: (op, a) => wrap(host.unary(op, raw(a, `tl.unary(${op})`))),
+  /** `a` converted to `dtype`. */
+  cast: (a, dtype) => wrap(host.cast(raw(a, "tl.cast"), dtypeOf(dtype))),
+  /** `op` (sum, max, min) over `axis` of `a`; the axis is dropped. */
+  reduce: (op, a, axis = 0) => wrap(host.reduce(op, raw(a, `tl.reduce(${op})`), axis)),
+  /** `a [m, k] x b [k, n]` on the matrix unit, rounded once to `outDtype`. */
+  gemm: (a, b, outDtype) =>
+    wrap(host.gemm(raw(a, "tl.gemm"), raw(b, "tl.gemm"), dtypeOf(outDtype ?? a.dtype))),
+  /** The seed's composite: the GEMM then `op`'s epilogue (gemm, gemm-acc,
+   * gemm-bias, gemm-relu, gemm-bias-relu) with `c`, one command. */
+  composite: (op, a, b, c, outDtype) =>
+    wrap(host.composite(op, raw(a, "tl.composite"), raw(b, "tl.composite"),
+      c == null ? undefined : raw(c, "tl.composite"), dtypeOf(outDtype ?? a.dtype))),
   sub: (a, b) => wrap(host.binary("sub", raw(a, "tl.sub"), raw(b, "tl.sub"))),
   mul: (a, b) => wrap(host.binary("mul", raw(a, "tl.mul"), raw(b, "tl.mul"))),
   maximum: (a, b) => wrap(host.binary("max", raw(a, "tl.maximum"), raw(b, "tl.maximum"))),

@@ -1,7 +1,10 @@
 //! [`Tl`] over the `kernbench:sim/tl` imports, and the export macro.
 
 use crate::__algorithm::kernbench::sim::{ccl, tl, types};
-use crate::{BinOp, Dtype, EntryDefaults, Link, ParamValue, Params, ReduceOp, Tensor, Tl, UnaryOp};
+use crate::{
+    BinOp, CompositeOp, Dtype, EntryDefaults, Link, ParamValue, Params, ReduceOp, Tensor, Tl,
+    UnaryOp,
+};
 
 impl From<Dtype> for types::Dtype {
     fn from(d: Dtype) -> Self {
@@ -116,6 +119,23 @@ impl Tl for WasmTl {
     }
     fn gemm(&self, a: &tl::Tensor, b: &tl::Tensor, out_dtype: Dtype) -> tl::Tensor {
         tl::gemm(a, b, out_dtype.into())
+    }
+    fn composite(
+        &self,
+        op: CompositeOp,
+        a: &tl::Tensor,
+        b: &tl::Tensor,
+        c: Option<&tl::Tensor>,
+        out_dtype: Dtype,
+    ) -> tl::Tensor {
+        let op = match op {
+            CompositeOp::Gemm => tl::CompositeOp::Gemm,
+            CompositeOp::GemmAcc => tl::CompositeOp::GemmAcc,
+            CompositeOp::GemmBias => tl::CompositeOp::GemmBias,
+            CompositeOp::GemmRelu => tl::CompositeOp::GemmRelu,
+            CompositeOp::GemmBiasRelu => tl::CompositeOp::GemmBiasRelu,
+        };
+        tl::composite(op, a, b, c, out_dtype.into())
     }
     fn cast(&self, a: &tl::Tensor, dtype: Dtype) -> tl::Tensor {
         tl::cast(a, dtype.into())

@@ -15,6 +15,39 @@ pub enum BinOp {
     Div,
 }
 
+/// A GEMM and the epilogue fused after it (`Tl::composite`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompositeOp {
+    /// `a x b`.
+    Gemm,
+    /// `c + a x b`, `c` of shape `[m, n]` (accumulate over k tiles).
+    GemmAcc,
+    /// `a x b + c`, `c` a bias row `[n]` (or `[1, n]`).
+    GemmBias,
+    /// `relu(a x b)`.
+    GemmRelu,
+    /// `relu(a x b + c)`, `c` a bias row.
+    GemmBiasRelu,
+}
+
+impl CompositeOp {
+    /// The epilogue on the exact product `r` (row-major `[m, n]`) and `c`.
+    pub fn epilogue(self, r: &mut [f64], n: usize, c: Option<&[f64]>) {
+        match (self, c) {
+            (CompositeOp::GemmAcc, Some(c)) => r.iter_mut().zip(c).for_each(|(r, c)| *r += c),
+            (CompositeOp::GemmBias | CompositeOp::GemmBiasRelu, Some(c)) => {
+                for row in r.chunks_mut(n) {
+                    row.iter_mut().zip(c).for_each(|(r, c)| *r += c);
+                }
+            }
+            _ => {}
+        }
+        if matches!(self, CompositeOp::GemmRelu | CompositeOp::GemmBiasRelu) {
+            r.iter_mut().for_each(|r| *r = r.max(0.0));
+        }
+    }
+}
+
 /// Element-wise unary operations of the MATH unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnaryOp {
@@ -113,6 +146,17 @@ pub trait Tl {
     /// `a [m, k] x b [k, n]` on the matrix unit, rounded once to
     /// `out_dtype` (a command takes at most `pe.gemm.max_m/n/k`).
     fn gemm(&self, a: &Self::Tensor, b: &Self::Tensor, out_dtype: Dtype) -> Self::Tensor;
+    /// The GEMM of `a` and `b` then `op`'s epilogue with `c` (the seed's
+    /// `tl.composite`), one non-blocking command on the matrix and MATH
+    /// units, rounded once to `out_dtype`.
+    fn composite(
+        &self,
+        op: CompositeOp,
+        a: &Self::Tensor,
+        b: &Self::Tensor,
+        c: Option<&Self::Tensor>,
+        out_dtype: Dtype,
+    ) -> Self::Tensor;
     /// `op` over `axis` of `a`; the axis is dropped (a 1-D input gives one
     /// element). An axis past the last fails the kernel.
     fn reduce(&self, op: ReduceOp, a: &Self::Tensor, axis: u32) -> Self::Tensor;

@@ -28,7 +28,7 @@ pub use algorithm_wasm::WasmTl;
 pub mod bench;
 
 pub use dtype::Dtype;
-pub use kernel::{Algorithm, BinOp, ReduceOp, Tensor, Tl, UnaryOp};
+pub use kernel::{Algorithm, BinOp, CompositeOp, ReduceOp, Tensor, Tl, UnaryOp};
 pub use setup::{EntryDefaults, Link, ParamValue, Params};
 
 #[cfg(feature = "bench")]
@@ -39,7 +39,8 @@ pub mod prelude {
     pub use crate::helpers::{chunked, pe_tile_addr, ring_step, tree_step, Chunk};
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{
-        Algorithm, BinOp, Dtype, EntryDefaults, Link, Params, ReduceOp, Tensor, Tl, UnaryOp,
+        Algorithm, BinOp, CompositeOp, Dtype, EntryDefaults, Link, Params, ReduceOp, Tensor, Tl,
+        UnaryOp,
     };
 }
 

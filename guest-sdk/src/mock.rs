@@ -500,15 +500,25 @@ impl Tl for MockTl {
         self.scratch(&a.shape, a.dtype, a.dtype.encode(&v))
     }
     fn gemm(&self, a: &MockTensor, b: &MockTensor, out_dtype: Dtype) -> MockTensor {
+        self.composite(crate::CompositeOp::Gemm, a, b, None, out_dtype)
+    }
+    fn composite(
+        &self,
+        op: crate::CompositeOp,
+        a: &MockTensor,
+        b: &MockTensor,
+        c: Option<&MockTensor>,
+        out_dtype: Dtype,
+    ) -> MockTensor {
         let (&[m, k], &[k2, n]) = (a.shape.as_slice(), b.shape.as_slice()) else {
             panic!(
-                "mock rank {}: gemm of {:?} and {:?}",
+                "mock rank {}: {op:?} of {:?} and {:?}",
                 self.rank, a.shape, b.shape
             )
         };
         assert!(
             k == k2 && a.dtype == b.dtype,
-            "mock rank {}: gemm of {:?} {:?} and {:?} {:?}",
+            "mock rank {}: {op:?} of {:?} {:?} and {:?} {:?}",
             self.rank,
             a.shape,
             a.dtype,
@@ -525,6 +535,8 @@ impl Tl for MockTl {
                 }
             }
         }
+        let c = c.map(|c| c.dtype.decode(&c.data));
+        op.epilogue(&mut r, n, c.as_deref());
         self.scratch(&[m as u32, n as u32], out_dtype, out_dtype.encode(&r))
     }
     fn cast(&self, a: &MockTensor, dtype: Dtype) -> MockTensor {

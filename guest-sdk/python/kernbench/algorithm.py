@@ -23,6 +23,8 @@ _OP = {
 _UNARY = {name: getattr(_wtl.UnaryOp, name.upper()) for name in
           ("neg", "abs", "exp", "log", "sqrt", "relu", "recip")}
 _REDUCE = {name: getattr(_wtl.ReduceOp, name.upper()) for name in ("sum", "max", "min")}
+_COMPOSITE = {name: getattr(_wtl.CompositeOp, name.upper().replace("-", "_")) for name in
+              ("gemm", "gemm-acc", "gemm-bias", "gemm-relu", "gemm-bias-relu")}
 
 
 class _Host:
@@ -78,6 +80,10 @@ class _Host:
     @staticmethod
     def gemm(a, b, out_dtype):
         return _wtl.gemm(a, b, _DT[out_dtype])
+
+    @staticmethod
+    def composite(op, a, b, c, out_dtype):
+        return _wtl.composite(_COMPOSITE[op], a, b, c, _DT[out_dtype])
 
     @staticmethod
     def shape(raw):

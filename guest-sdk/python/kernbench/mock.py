@@ -285,11 +285,22 @@ class _Rank:
         return self._scratch(shape, a.dtype, encode(out, a.dtype))
 
     def gemm(self, a, b, out_dtype):
+        return self.composite("gemm", a, b, None, out_dtype)
+
+    def composite(self, op, a, b, c, out_dtype):
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2 or a.dtype != b.dtype:
-            self._fail(f"gemm of {a.shape} {a.dtype} and {b.shape} {b.dtype}")
+            self._fail(f"{op} of {a.shape} {a.dtype} and {b.shape} {b.dtype}")
         x, y = decode(a.data, a.dtype), decode(b.data, b.dtype)
         out = [sum(x[i * k + p] * y[p * n + j] for p in range(k)) for i in range(m) for j in range(n)]
+        want_c = {"gemm-acc": [m, n], "gemm-bias": [n], "gemm-bias-relu": [n]}.get(op)
+        if (want_c is None) != (c is None) or (c is not None and list(c.shape) not in (want_c, [1, n])):
+            self._fail(f"composite {op} of an [{m}, {n}] result: c of shape {None if c is None else c.shape}")
+        if c is not None:
+            cv = decode(c.data, c.dtype)
+            out = [v + (cv[i] if op == "gemm-acc" else cv[i % n]) for i, v in enumerate(out)]
+        if op in ("gemm-relu", "gemm-bias-relu"):
+            out = [max(v, 0.0) for v in out]
         return self._scratch([m, n], out_dtype, encode(out, out_dtype))
 
     def scale(self, a, factor):

@@ -219,6 +219,22 @@ class Tl:
         out = _dtype(out_dtype or a.dtype)
         return self._wrap(self._b.gemm(self._raw(a, "tl.gemm"), self._raw(b, "tl.gemm"), out))
 
+    COMPOSITES = ("gemm", "gemm-acc", "gemm-bias", "gemm-relu", "gemm-bias-relu")
+
+    def composite(self, op, a, b, c=None, out_dtype=None):
+        """The seed's ``tl.composite``: ``a @ b`` on the matrix unit, then
+        ``op``'s epilogue on the MATH unit, one non-blocking command:
+        ``gemm-acc`` is ``c + a @ b`` (``c`` is ``[m, n]``), ``gemm-bias``
+        ``a @ b + c`` (``c`` a bias row ``[n]``), ``gemm-relu``
+        ``relu(a @ b)``, ``gemm-bias-relu`` ``relu(a @ b + c)``. Rounded
+        once to ``out_dtype`` (default: the inputs' dtype)."""
+        if op not in self.COMPOSITES:
+            raise ValueError(f"tl.composite: op {op!r} is one of {', '.join(self.COMPOSITES)}")
+        call = f"tl.composite({op})"
+        out = _dtype(out_dtype or a.dtype)
+        raw_c = None if c is None else self._raw(c, call)
+        return self._wrap(self._b.composite(op, self._raw(a, call), self._raw(b, call), raw_c, out))
+
     def scale(self, a, factor):
         """``a * factor`` on the MATH unit."""
         return self._wrap(self._b.scale(self._raw(a, "tl.scale"), float(factor)))

@@ -122,6 +122,18 @@ class RecvAsync(unittest.TestCase):
 
 
 class MathUnit(unittest.TestCase):
+    def test_composites_fuse_their_epilogue(self):
+        def kernel(t_ptr, n, tl):
+            x = tl.load(t_ptr, shape=(2, 2), dtype="f16")      # [[1, -2], [3, 4]]
+            bias = tl.load(t_ptr, shape=(2,), dtype="f16")     # [1, -2]
+            y = tl.composite("gemm-bias-relu", x, x, bias)     # relu([[-5, -10], [15, 10]] + bias)
+            tl.store(t_ptr, tl.composite("gemm-bias", x, x, y) if n else y)
+
+        out = run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, -2.0, 3.0, 4.0]], (0,))
+        self.assertEqual(out[0], [0.0, 0.0, 16.0, 8.0])
+        with self.assertRaisesRegex(RuntimeError, "composite gemm-bias"):
+            run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, -2.0, 3.0, 4.0]], (1,))
+
     def test_cast_reduce_unary_and_gemm(self):
         def kernel(t_ptr, n, tl):
             x = tl.load(t_ptr, shape=(2, 2), dtype="f16")

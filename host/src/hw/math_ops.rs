@@ -127,64 +127,6 @@ pub fn reduce_into(op: ReduceOp, dtype: Dtype, shape: &[u32], axis: u32, a: &[u8
     out.copy_from_slice(&dtype.from_f64(&r));
 }
 
-/// `(m, n, k)` of `a [m, k] x b [k, n]`, checked against the unit's
-/// largest command `(max_m, max_n, max_k)`.
-pub fn gemm_shape(
-    a: (&[u32], Dtype),
-    b: (&[u32], Dtype),
-    (max_m, max_n, max_k): (u32, u32, u32),
-) -> Result<(u32, u32, u32), String> {
-    let (&[m, k], &[k2, n]) = (a.0, b.0) else {
-        return Err(format!(
-            "gemm takes two 2-D tensors [m, k] and [k, n], got {:?} and {:?}",
-            a.0, b.0
-        ));
-    };
-    if k != k2 {
-        return Err(format!(
-            "gemm of [{m}, {k}] and [{k2}, {n}]: the inner sizes differ"
-        ));
-    }
-    if a.1 != b.1 {
-        return Err(format!(
-            "gemm of {} and {}: the inputs' dtypes differ",
-            a.1.name(),
-            b.1.name()
-        ));
-    }
-    if m > max_m || n > max_n || k > max_k {
-        return Err(format!(
-            "gemm of m={m}, n={n}, k={k} is larger than the unit's largest command \
-             (pe.gemm max_m={max_m}, max_n={max_n}, max_k={max_k}): tile it"
-        ));
-    }
-    Ok((m, n, k))
-}
-
-/// `out = a x b` (`a` is `[m, k]`, `b` `[k, n]`, row-major), summed in f64
-/// in k order and rounded once to `out_dtype`.
-pub fn gemm_into(
-    dtype: Dtype,
-    out_dtype: Dtype,
-    (m, n, k): (u32, u32, u32),
-    a: &[u8],
-    b: &[u8],
-    out: &mut [u8],
-) {
-    let (x, y) = (dtype.to_f64(a), dtype.to_f64(b));
-    let (m, n, k) = (m as usize, n as usize, k as usize);
-    let mut r = vec![0f64; m * n];
-    for i in 0..m {
-        for p in 0..k {
-            let xv = x[i * k + p];
-            for j in 0..n {
-                r[i * n + j] += xv * y[p * n + j];
-            }
-        }
-    }
-    out.copy_from_slice(&out_dtype.from_f64(&r));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,34 +164,6 @@ mod tests {
         let mut i = vec![0u8; 12];
         cast_into(Dtype::F32, Dtype::I32, &a, &mut i);
         assert_eq!(Dtype::I32.to_f64(&i), [1.0, i32::MAX as f64, -3.0]);
-    }
-
-    #[test]
-    fn gemm_multiplies_and_checks_its_shapes() {
-        // [[1, 2], [3, 4]] x [[5, 6], [7, 8]] = [[19, 22], [43, 50]]
-        let a = enc(Dtype::F16, &[1.0, 2.0, 3.0, 4.0]);
-        let b = enc(Dtype::F16, &[5.0, 6.0, 7.0, 8.0]);
-        let mut o = vec![0u8; 16];
-        gemm_into(Dtype::F16, Dtype::F32, (2, 2, 2), &a, &b, &mut o);
-        assert_eq!(Dtype::F32.to_f64(&o), [19.0, 22.0, 43.0, 50.0]);
-        let lim = (8, 8, 8);
-        assert_eq!(
-            gemm_shape((&[2, 3], Dtype::F16), (&[3, 5], Dtype::F16), lim),
-            Ok((2, 5, 3))
-        );
-        assert!(
-            gemm_shape((&[2, 3], Dtype::F16), (&[4, 5], Dtype::F16), lim)
-                .unwrap_err()
-                .contains("inner sizes differ")
-        );
-        assert!(
-            gemm_shape((&[2, 9], Dtype::F16), (&[9, 5], Dtype::F16), lim)
-                .unwrap_err()
-                .contains("max_k=8): tile it")
-        );
-        assert!(gemm_shape((&[6], Dtype::F16), (&[6, 1], Dtype::F16), lim)
-            .unwrap_err()
-            .contains("two 2-D tensors"));
     }
 
     #[test]

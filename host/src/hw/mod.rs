@@ -1,10 +1,11 @@
 //! The hardware model: links shared under contention, per-PE DMA and MATH
-//! engines, the memory store of real bytes, PE_IPCQ ring buffers, and the
+//! engines and the matrix (GEMM) unit, the memory store of real bytes, PE_IPCQ ring buffers, and the
 //! [`Machine`] that issues commands on them in simulated time.
 
 pub mod alloc;
 pub mod blocked;
 pub mod dtype;
+pub mod gemm_ops;
 pub mod ipcq;
 pub mod link;
 pub mod machine;

@@ -92,9 +92,12 @@ pub enum Command {
         axis: u32,
         out: TensorId,
     },
-    Gemm {
+    /// `tl.gemm` (op `Gemm`, no `c`) and `tl.composite`.
+    Composite {
+        op: crate::hw::gemm_ops::CompositeOp,
         a: TensorId,
         b: TensorId,
+        c: Option<TensorId>,
         dtype: Dtype,
         out: TensorId,
     },
@@ -202,6 +205,16 @@ pub mod call {
     }
     pub fn gemm(dtype: crate::hw::dtype::Dtype) -> String {
         format!("tl.gemm(out_dtype={})", dtype.name())
+    }
+    /// `tl.composite` (`tl.gemm` for the plain GEMM).
+    pub fn composite(
+        op: crate::hw::gemm_ops::CompositeOp,
+        dtype: crate::hw::dtype::Dtype,
+    ) -> String {
+        match op {
+            crate::hw::gemm_ops::CompositeOp::Gemm => gemm(dtype),
+            _ => format!("tl.composite({}, out_dtype={})", op.name(), dtype.name()),
+        }
     }
 }
 
@@ -345,12 +358,20 @@ pub async fn replay(
                     .map_err(|e| fail(call::reduce(op, axis), e))?;
                 live[out as usize] = Some(t);
             }
-            Command::Gemm { a, b, dtype, out } => {
+            Command::Composite {
+                op,
+                a,
+                b,
+                c,
+                dtype,
+                out,
+            } => {
                 machine.queue_room(pe).await;
                 let (a, b) = (get(&live, a), get(&live, b));
+                let c = c.map(|c| get(&live, c));
                 let t = machine
-                    .gemm(pe, &a, &b, dtype)
-                    .map_err(|e| fail(call::gemm(dtype), e))?;
+                    .composite(pe, op, (&a, &b, c.as_ref()), dtype)
+                    .map_err(|e| fail(call::composite(op, dtype), e))?;
                 live[out as usize] = Some(t);
             }
             Command::RecvAsync {
@@ -509,9 +530,11 @@ mod tests {
                 dtype: Dtype::F16,
                 out: 1,
             },
-            Command::Gemm {
+            Command::Composite {
+                op: crate::hw::gemm_ops::CompositeOp::Gemm,
                 a: 0,
                 b: 1,
+                c: None,
                 dtype: Dtype::F32,
                 out: 2,
             },

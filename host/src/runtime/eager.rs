@@ -25,6 +25,7 @@ use super::kernel::{dtype_in, dtype_out, program_axis, tl_ops_in};
 use super::limits::{Guarded, InstanceGuard};
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::gemm_ops::CompositeOp;
 use crate::hw::machine::{check_same_operands, Shape};
 use crate::hw::Machine;
 use crate::topology::PeCoord;
@@ -156,6 +157,48 @@ impl EagerHost {
             a: ia,
             b: ib,
             out,
+        })
+    }
+
+    /// `tl.gemm` / `tl.composite`: its operands are checked now, the
+    /// command recorded.
+    fn composite_of(
+        &mut self,
+        op: CompositeOp,
+        (a, b, c): (
+            Resource<EagerTensor>,
+            Resource<EagerTensor>,
+            Option<Resource<EagerTensor>>,
+        ),
+        out_dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(out_dtype);
+        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
+        let c = c.map(|c| self.tensor(&c)).transpose()?;
+        let shape = crate::hw::gemm_ops::composite_shape(
+            op,
+            (&a.shape, a.dtype),
+            (&b.shape, b.dtype),
+            c.map(|c| &c.shape[..]),
+            self.machine.timing.gemm_max,
+        );
+        let (ia, ib, ic) = (a.id, b.id, c.map(|c| c.id));
+        let (m, n, _) = match shape {
+            Ok(s) => s,
+            Err(what) => {
+                let e = HwError::Mismatch { what };
+                return Err(self.fail(call::composite(op, dtype), e));
+            }
+        };
+        self.produce(Shape::from_vec(vec![m, n]), dtype, |out| {
+            Command::Composite {
+                op,
+                a: ia,
+                b: ib,
+                c: ic,
+                dtype,
+                out,
+            }
         })
     }
 
@@ -432,24 +475,18 @@ impl tl::Host for EagerHost {
         b: Resource<EagerTensor>,
         out_dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(out_dtype);
-        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        let shape = crate::hw::math_ops::gemm_shape(
-            (&a.shape, a.dtype),
-            (&b.shape, b.dtype),
-            self.machine.timing.gemm_max,
-        );
-        let (ia, ib) = (a.id, b.id);
-        let (m, n, _) = match shape {
-            Ok(s) => s,
-            Err(what) => return Err(self.fail(call::gemm(dtype), HwError::Mismatch { what })),
-        };
-        self.produce(Shape::from_vec(vec![m, n]), dtype, |out| Command::Gemm {
-            a: ia,
-            b: ib,
-            dtype,
-            out,
-        })
+        self.composite_of(CompositeOp::Gemm, (a, b, None), out_dtype)
+    }
+
+    fn composite(
+        &mut self,
+        op: tl::CompositeOp,
+        a: Resource<EagerTensor>,
+        b: Resource<EagerTensor>,
+        c: Option<Resource<EagerTensor>>,
+        out_dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        self.composite_of(composite_in(op), (a, b, c), out_dtype)
     }
 
     fn reduce(

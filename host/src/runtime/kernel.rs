@@ -101,7 +101,7 @@ impl KernelHost {
 impl types::Host for KernelHost {}
 impl super::bindings::algorithm::kernbench::sim::ccl::Host for KernelHost {}
 
-/// `binop_in`, `unary_in` and `reduce_in`: the WIT enums of `tl` as the
+/// `binop_in`, `unary_in`, `composite_in` and `reduce_in`: the WIT enums of `tl` as the
 /// machine's, for a bindings module (the in-step and the recorded kernels
 /// each have their own `tl` types).
 macro_rules! tl_ops_in {
@@ -130,6 +130,18 @@ macro_rules! tl_ops_in {
                 W::Sqrt => U::Sqrt,
                 W::Relu => U::Relu,
                 W::Recip => U::Recip,
+            }
+        }
+
+        fn composite_in(op: $($tl)::+::CompositeOp) -> crate::hw::gemm_ops::CompositeOp {
+            use crate::hw::gemm_ops::CompositeOp as C;
+            use $($tl)::+::CompositeOp as W;
+            match op {
+                W::Gemm => C::Gemm,
+                W::GemmAcc => C::GemmAcc,
+                W::GemmBias => C::GemmBias,
+                W::GemmRelu => C::GemmRelu,
+                W::GemmBiasRelu => C::GemmBiasRelu,
             }
         }
 
@@ -406,6 +418,25 @@ impl tl::Host for KernelHost {
             .machine
             .gemm(self.pe, &a, &b, dtype)
             .map_err(|e| self.fail(call::gemm(dtype), e))?;
+        self.push(t)
+    }
+
+    async fn composite(
+        &mut self,
+        op: tl::CompositeOp,
+        a: Resource<KernelTensor>,
+        b: Resource<KernelTensor>,
+        c: Option<Resource<KernelTensor>>,
+        out_dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let (op, dtype) = (composite_in(op), dtype_in(out_dtype));
+        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
+        let c = c.map(|c| self.tensor(&c)).transpose()?;
+        let t = self
+            .machine
+            .composite(self.pe, op, (&a, &b, c.as_ref()), dtype)
+            .map_err(|e| self.fail(call::composite(op, dtype), e))?;
         self.push(t)
     }
 

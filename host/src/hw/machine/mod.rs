@@ -1,6 +1,7 @@
 //! The machine: owns the memory store, link occupancy, per-PE engines and
 //! IPCQ ports, and issues commands on them in simulated time. The IPCQ
-//! commands (`send`, `recv`, table install) are in [`messaging`].
+//! commands (`send`, `recv`, table install) are in [`messaging`], the
+//! MATH and GEMM commands in [`compute`].
 //!
 //! A PE *issues* commands and its engines *execute* them (DESIGN §3):
 //! `load`, `store`, `binary`, `scale` return a tensor at once; each command
@@ -11,6 +12,7 @@
 //!   routed path (see [`super::link`]); the data lands at the end.
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
+mod compute;
 mod messaging;
 
 use crate::address::{self, Space};
@@ -20,7 +22,7 @@ use crate::engine::{self, Event, Turnstile};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
 use crate::hw::blocked::Blocked;
-use crate::hw::dtype::{self, BinOp, Dtype};
+use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
 use crate::hw::link::LinkTable;
 use crate::hw::memory::MemoryStore;
@@ -34,7 +36,6 @@ use crate::routing::{PathRouter, RouteError};
 use crate::topology::{PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Commands a PE may have in flight (issued, not completed).
@@ -55,27 +56,6 @@ struct PeState {
     /// last receive issued on it has claimed its message: receives and
     /// `recv_async` futures on one direction claim in issue order.
     claims: Mutex<rustc_hash::FxHashMap<Option<super::blocked::Dir>, Event>>,
-}
-
-/// A compute command's computation from all of its inputs at once.
-type WholeFn = Box<dyn FnOnce(&[&[u8]], &mut [u8])>;
-
-/// The PE engine a compute command runs on, and what its work costs.
-#[derive(Clone, Copy)]
-enum ComputeUnit {
-    /// The vector unit: `overhead + elements / throughput`.
-    Math,
-    /// The matrix unit: `overhead + FLOPs / rate` (the rate of the inputs'
-    /// dtype).
-    Gemm(Rate),
-}
-
-/// How a MATH command computes its output bytes.
-enum MathData<F> {
-    /// Element-wise, on page-sized pieces.
-    Elementwise(F),
-    /// From all of its inputs at once.
-    Whole(WholeFn),
 }
 
 /// Timing parameters of the PE engines.
@@ -516,140 +496,6 @@ impl Machine {
         Ok(())
     }
 
-    /// A MATH command on `pe`: `out = f(inputs)`, element-wise (`f` is
-    /// called on page-sized pieces of the inputs and of `out`). It takes
-    /// `overhead + elements / throughput` of `out`'s elements.
-    fn math<const N: usize>(
-        self: &Arc<Self>,
-        what: Cow<'static, str>,
-        pe: PeCoord,
-        inputs: [TensorRef; N],
-        out: TensorRef,
-        f: impl FnMut([&[u8]; N], &mut [u8]) + 'static,
-    ) -> Result<(), HwError> {
-        let work = out.numel();
-        self.math_command(
-            what,
-            pe,
-            inputs,
-            out,
-            (ComputeUnit::Math, work),
-            MathData::Elementwise(f),
-        )
-    }
-
-    /// A MATH command whose output is not element-wise aligned with its
-    /// input (a cast, a reduction): `f` sees all of `input` and all of
-    /// `out`. It takes `overhead + work / throughput`, `work` the elements
-    /// the unit processes.
-    fn math_whole(
-        self: &Arc<Self>,
-        what: Cow<'static, str>,
-        pe: PeCoord,
-        input: TensorRef,
-        out: TensorRef,
-        work: u64,
-        f: impl FnOnce(&[u8], &mut [u8]) + 'static,
-    ) -> Result<(), HwError> {
-        self.math_command::<1, fn([&[u8]; 1], &mut [u8])>(
-            what,
-            pe,
-            [input],
-            out,
-            (ComputeUnit::Math, work),
-            MathData::Whole(Box::new(move |x: &[&[u8]], o: &mut [u8]| f(x[0], o))),
-        )
-    }
-
-    fn math_command<const N: usize, F: FnMut([&[u8]; N], &mut [u8]) + 'static>(
-        self: &Arc<Self>,
-        what: Cow<'static, str>,
-        pe: PeCoord,
-        inputs: [TensorRef; N],
-        out: TensorRef,
-        (unit, work): (ComputeUnit, u64),
-        data: MathData<F>,
-    ) -> Result<(), HwError> {
-        let (rate, overhead, unit_name) = match unit {
-            ComputeUnit::Math => (self.timing.math_rate, self.timing.math_overhead, "MATH"),
-            ComputeUnit::Gemm(rate) => (rate, self.timing.gemm_overhead, "GEMM"),
-        };
-        let busy = rate
-            .duration_ps(work)
-            .and_then(|d| crate::units::add(d, overhead))
-            .map_err(|source| HwError::TimeOverflow {
-                what: format!("{what} of {work} units of work"),
-                source,
-            })?;
-        let st = self.pe(pe);
-        let engine_q = match unit {
-            ComputeUnit::Math => st.math.clone(),
-            ComputeUnit::Gemm(_) => st.gemm.clone(),
-        };
-        let ticket = engine_q.take();
-        self.track(st, &out.ready);
-        let m = self.clone();
-        engine::spawn_detached(async move {
-            engine_q.turn(ticket).await;
-            for t in &inputs {
-                t.ready.wait().await;
-            }
-            let start = engine::now();
-            let end = match crate::units::add(start, busy) {
-                Ok(t) => t,
-                Err(source) => {
-                    let what = format!("{what} issued at {start} ps");
-                    return m.set_fault(pe, unit_name, HwError::TimeOverflow { what, source });
-                }
-            };
-            engine::sleep_until(end).await;
-            if let Some(tr) = &m.trace {
-                tr.record(
-                    match unit {
-                        ComputeUnit::Math => Track::Math(pe),
-                        ComputeUnit::Gemm(_) => Track::Gemm(pe),
-                    },
-                    format!("{what} x{work}"),
-                    start,
-                    engine::now(),
-                );
-            }
-            let written = {
-                let mut mem = m.memory.lock().unwrap();
-                match data {
-                    MathData::Elementwise(f) => mem.apply(
-                        inputs.each_ref().map(|t| (t.space, t.offset)),
-                        (out.space, out.offset),
-                        out.nbytes(),
-                        out.dtype.itemsize(),
-                        f,
-                    ),
-                    MathData::Whole(f) => {
-                        let data: Vec<Vec<u8>> = inputs
-                            .iter()
-                            .map(|t| mem.read(t.space, t.offset, t.nbytes()))
-                            .collect();
-                        let views: Vec<&[u8]> = data.iter().map(Vec::as_slice).collect();
-                        let mut o = vec![0u8; out.nbytes() as usize];
-                        f(&views, &mut o);
-                        mem.write(out.space, out.offset, &o)
-                    }
-                }
-            };
-            if let Err(e) = written {
-                return m.set_fault(pe, unit_name, e.into());
-            }
-            match unit {
-                ComputeUnit::Math => m.stats.lock().unwrap().math_commands += 1,
-                ComputeUnit::Gemm(_) => m.stats.lock().unwrap().gemm_commands += 1,
-            }
-            engine_q.done();
-            drop(inputs);
-            out.ready.set();
-        });
-        Ok(())
-    }
-
     /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.
     pub fn load(
         self: &Arc<Self>,
@@ -689,145 +535,5 @@ impl Machine {
             vec![value.clone()],
             Event::new(),
         )
-    }
-
-    /// `tl.binary`: element-wise `a op b`.
-    pub fn binary(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        op: BinOp,
-        a: &TensorRef,
-        b: &TensorRef,
-    ) -> Result<TensorRef, HwError> {
-        check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))?;
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
-        let dt = a.dtype;
-        self.math(
-            Cow::Borrowed(op.name()),
-            pe,
-            [a.clone(), b.clone()],
-            out.clone(),
-            move |[x, y], o| dtype::binary_into(op, dt, x, y, o),
-        )?;
-        Ok(out)
-    }
-
-    /// `tl.unary`: `op(a)` element-wise.
-    pub fn unary(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        op: crate::hw::math_ops::UnaryOp,
-        a: &TensorRef,
-    ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
-        let dt = a.dtype;
-        self.math(
-            Cow::Borrowed(op.name()),
-            pe,
-            [a.clone()],
-            out.clone(),
-            move |[x], o| crate::hw::math_ops::unary_into(op, dt, x, o),
-        )?;
-        Ok(out)
-    }
-
-    /// `tl.cast`: `a` converted to `dtype` (one element per element).
-    pub fn cast(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        a: &TensorRef,
-        dtype: Dtype,
-    ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, dtype)?;
-        let from = a.dtype;
-        self.math_whole(
-            Cow::Owned(format!("cast {}->{}", from.name(), dtype.name())),
-            pe,
-            a.clone(),
-            out.clone(),
-            a.numel(),
-            move |x, o| crate::hw::math_ops::cast_into(from, dtype, x, o),
-        )?;
-        Ok(out)
-    }
-
-    /// `tl.reduce`: `op` over `axis` of `a` (that axis dropped); the unit
-    /// processes every element of `a`.
-    pub fn reduce(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        op: crate::hw::math_ops::ReduceOp,
-        a: &TensorRef,
-        axis: u32,
-    ) -> Result<TensorRef, HwError> {
-        let shape = crate::hw::math_ops::reduced_shape(&a.shape, axis)
-            .map_err(|what| HwError::Mismatch { what })?;
-        let out = self.scratch(pe, &shape, a.dtype)?;
-        let (dt, in_shape) = (a.dtype, a.shape.to_vec());
-        self.math_whole(
-            Cow::Owned(format!("reduce {} axis {axis}", op.name())),
-            pe,
-            a.clone(),
-            out.clone(),
-            a.numel(),
-            move |x, o| crate::hw::math_ops::reduce_into(op, dt, &in_shape, axis, x, o),
-        )?;
-        Ok(out)
-    }
-
-    /// `tl.gemm`: `a [m, k] x b [k, n]` on the matrix unit, rounded once
-    /// to `out_dtype`; `overhead + 2·m·n·k / rate(dtype)`.
-    pub fn gemm(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        a: &TensorRef,
-        b: &TensorRef,
-        out_dtype: Dtype,
-    ) -> Result<TensorRef, HwError> {
-        let (m, n, k) = crate::hw::math_ops::gemm_shape(
-            (&a.shape, a.dtype),
-            (&b.shape, b.dtype),
-            self.timing.gemm_max,
-        )
-        .map_err(|what| HwError::Mismatch { what })?;
-        let out = self.scratch(pe, &[m, n], out_dtype)?;
-        let dt = a.dtype;
-        let rate = self.timing.gemm_rates[match dt {
-            Dtype::F16 => 0,
-            Dtype::Bf16 => 1,
-            Dtype::F32 => 2,
-            Dtype::I32 => 3,
-        }];
-        let flops = 2 * m as u64 * n as u64 * k as u64;
-        self.math_command::<2, fn([&[u8]; 2], &mut [u8])>(
-            Cow::Owned(format!("gemm {m}x{k}x{n} {}", dt.name())),
-            pe,
-            [a.clone(), b.clone()],
-            out.clone(),
-            (ComputeUnit::Gemm(rate), flops),
-            MathData::Whole(Box::new(move |x: &[&[u8]], o: &mut [u8]| {
-                crate::hw::math_ops::gemm_into(dt, out_dtype, (m, n, k), x[0], x[1], o)
-            })),
-        )?;
-        Ok(out)
-    }
-
-    /// `tl.scale`: `a * factor`.
-    pub fn scale(
-        self: &Arc<Self>,
-        pe: PeCoord,
-        a: &TensorRef,
-        factor: f64,
-    ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
-        let dt = a.dtype;
-        self.math(
-            Cow::Owned(format!("Scale {factor}")),
-            pe,
-            [a.clone()],
-            out.clone(),
-            move |[x], o| dtype::scale_into(dt, x, factor, o),
-        )?;
-        Ok(out)
     }
 }

@@ -8,7 +8,11 @@
 //! - 2: a reduction over an axis the tensor does not have (must fail,
 //!   naming the call);
 //! - 3: the tile (d·d elements) as a `[d, d]` matrix squared on the matrix
-//!   unit (f32), cast back to f16 and stored (not a sum: for its time).
+//!   unit (f32), cast back to f16 and stored (not a sum: for its time);
+//! - 4: the tile as `[d, d]`, `x + x·x` in one `tl.composite` (gemm-acc,
+//!   f16 out) and stored;
+//! - 5: a gemm-bias composite given a `[d, d]` bias (must fail, naming the
+//!   call).
 
 use kernbench_guest::helpers::ring_allreduce;
 use kernbench_guest::prelude::*;
@@ -44,11 +48,22 @@ impl Algorithm for MathProbe {
                 let x = tl.load(t_ptr, &[n], Dtype::F16);
                 let _ = tl.reduce(ReduceOp::Sum, &x, 3);
             }
-            _ => {
+            3 => {
                 let d = (n as f64).sqrt() as u32;
                 let x = tl.load(t_ptr, &[d, d], Dtype::F16);
                 let sq = tl.gemm(&x, &x, Dtype::F32);
                 tl.store(t_ptr, &tl.cast(&sq, Dtype::F16));
+            }
+            _ => {
+                let d = (n as f64).sqrt() as u32;
+                let x = tl.load(t_ptr, &[d, d], Dtype::F16);
+                let op = if mode == 4 {
+                    CompositeOp::GemmAcc
+                } else {
+                    CompositeOp::GemmBias
+                };
+                let y = tl.composite(op, &x, &x, Some(&x), Dtype::F16);
+                tl.store(t_ptr, &y);
             }
         }
     }
@@ -85,6 +100,16 @@ mod tests {
             &[vec![1.0, 2.0, 3.0, 4.0]],
         );
         assert_eq!(out[0], vec![7.0, 10.0, 15.0, 22.0]);
+    }
+
+    #[test]
+    fn mode_4_adds_the_tile_to_its_square_in_the_mock() {
+        let cfg = kernbench_guest::mock::MockConfig::ring(1, Dtype::F16, vec![4, 1, 4]);
+        let out = kernbench_guest::mock::run_kernel_in_mock::<MathProbe>(
+            &cfg,
+            &[vec![1.0, 2.0, 3.0, 4.0]],
+        );
+        assert_eq!(out[0], vec![8.0, 12.0, 18.0, 26.0]);
     }
 
     #[test]

@@ -178,11 +178,26 @@ impl Bench for Probe {
                         wrong += usize::from(got[i * 4 + j] != want);
                     }
                 }
+                // x + x·x in one composite (gemm-acc), then a bias of the
+                // wrong shape.
+                let c = torch::zeros(&[16], Dtype::F16, "composite")?;
+                c.copy_from_f64(&a)?;
+                let c_took = torch::launch(probe, &c, &[16, 1, 4])?;
+                let got = c.to_f64();
+                let mut c_wrong = 0;
+                for i in 0..4 {
+                    for j in 0..4 {
+                        let sq: f64 = (0..4).map(|p| a[i * 4 + p] * a[p * 4 + j]).sum();
+                        c_wrong += usize::from(got[i * 4 + j] != a[i * 4 + j] + sq);
+                    }
+                }
+                let bad_bias = torch::launch(probe, &c, &[16, 1, 5]).unwrap_err();
                 let missing = torch::launch("no_such_kernel", &t, &[]).unwrap_err();
                 ahbm::set_device(ahbm::device_count() - 1)?;
                 let elsewhere = torch::launch(probe, &t, &[16, 1, 3]).unwrap_err();
                 Err(format!(
-                    "launch wrong={wrong} time={took} | {elsewhere} | {missing}"
+                    "launch wrong={wrong} time={took} | composite wrong={c_wrong} time={c_took} \
+                     | {bad_bias} | {elsewhere} | {missing}"
                 ))
             }
             "hier" => {
