@@ -316,3 +316,60 @@ fn the_ccl_trace_prints_every_send_and_receive_to_stderr() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&quiet.stderr).contains("[ccl "));
 }
+
+/// A compute bench prints the compute table (time, achieved vs peak
+/// TFLOP/s, efficiency, error against its reference), in JSON and CSV
+/// too; a bad argument is an error naming it.
+#[test]
+fn the_gemm_bench_reports_achieved_and_peak_flops() {
+    let args = [
+        "run",
+        "gemm_single_pe",
+        "--format",
+        "json",
+        "--",
+        "--sizes",
+        "32,64",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&ok(kb().args(args))).unwrap();
+    let k = v["kernels"].as_array().unwrap();
+    assert_eq!(k.len(), 6, "two sizes x three dtypes: {v}");
+    for r in k {
+        assert_eq!(r["wrong"], 0, "{r}");
+        let (eff, peak) = (
+            r["efficiency"].as_f64().unwrap(),
+            r["peak_tflops"].as_f64().unwrap(),
+        );
+        assert!(eff > 0.0 && eff <= 1.0, "{r}");
+        assert!([65.536, 16.384].contains(&peak), "{r}");
+    }
+    let csv = ok(kb().args([
+        "run",
+        "gemm_single_pe",
+        "--format",
+        "csv",
+        "--",
+        "--sizes",
+        "16",
+    ]));
+    assert!(
+        csv.starts_with("name,shape,type,pes,flops,time_ps"),
+        "{csv}"
+    );
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    let table = ok(kb().args([
+        "run",
+        "gemm_single_pe",
+        "--",
+        "--sizes",
+        "16",
+        "--dtype",
+        "i32",
+    ]));
+    assert!(
+        table.contains("achieved") && table.contains("0 of 256 checked OK"),
+        "{table}"
+    );
+    let e = common::fails(kb().args(["run", "gemm_single_pe", "--", "--dtype", "f64"]));
+    assert!(e.contains("unknown dtype \"f64\""), "{e}");
+}

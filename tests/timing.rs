@@ -738,3 +738,44 @@ fn a_bench_launches_a_kernel_on_its_tensor_and_reads_its_time() {
         "{e}"
     );
 }
+
+/// The `gemm_single_pe` bench (the `gemm` kernel, launched on one PE):
+/// with n = k = 512 and 32-row blocks the matrix unit is the bottleneck
+/// (the next block's load and this block's store take less than a block's
+/// GEMM), so each further block adds exactly one
+/// `G = overhead + 2·32·512·512 / rate(dtype)`, for every float dtype;
+/// and every element is within the dtype's rounding of the reference.
+#[test]
+fn the_gemm_bench_adds_one_gemm_time_per_row_block_in_every_dtype() {
+    let t = topo(1);
+    let g = &t.pe.gemm;
+    for (dtype, tflops) in [
+        ("f16", g.throughput_tflops.f16),
+        ("bf16", g.throughput_tflops.bf16),
+        ("f32", g.throughput_tflops.f32),
+    ] {
+        let block = ns_to_ps(g.overhead_ns)
+            + Rate::from_giga_per_s(tflops * 1000.0)
+                .duration_ps(2 * 32 * 512 * 512)
+                .unwrap();
+        let time = |m: u32| {
+            let m = m.to_string();
+            let args = [
+                "-m", &m, "-n", "512", "-k", "512", "--dtype", dtype, "--tile-m", "32",
+            ];
+            let res = run("gemm_single_pe", t.clone(), ccl(), None, &args).unwrap();
+            let row = &res.kernel_rows[0];
+            assert_eq!(
+                (row.wrong, row.checked),
+                (0, u64::from(m.parse::<u32>().unwrap()) * 512)
+            );
+            assert_eq!(
+                res.stats.gemm_commands,
+                u64::from(m.parse::<u32>().unwrap() / 32)
+            );
+            row.time_ps
+        };
+        let (t2, t3, t4) = (time(64), time(96), time(128));
+        assert_eq!((t3 - t2, t4 - t3), (block, block), "{dtype}");
+    }
+}

@@ -282,6 +282,41 @@ pub mod report {
         pub wrong: u64,
     }
 
+    /// One measured kernel launch of a compute bench; the host adds the
+    /// achieved FLOP/s, the peak of `pes` matrix units for `dtype` and the
+    /// efficiency.
+    #[derive(Debug, Clone)]
+    pub struct KernelRow {
+        pub name: String,
+        pub shape: String,
+        pub dtype: Dtype,
+        pub pes: u32,
+        pub flops: u64,
+        pub time_ps: u64,
+        /// Elements compared with the reference, and those off by more
+        /// than `tolerance` (relative).
+        pub checked: u64,
+        pub wrong: u64,
+        pub max_rel_err: f64,
+        pub tolerance: f64,
+    }
+
+    /// Add a row to the compute table.
+    pub fn record_kernel(row: &KernelRow) {
+        r::record_kernel(&r::KernelRow {
+            name: row.name.clone(),
+            shape: row.shape.clone(),
+            dtype: row.dtype.into(),
+            pes: row.pes,
+            flops: row.flops,
+            time_ps: row.time_ps,
+            checked: row.checked,
+            wrong: row.wrong,
+            max_rel_err: row.max_rel_err,
+            tolerance: row.tolerance,
+        })
+    }
+
     pub fn record(collective: &str, row: &Row) {
         r::record_result(
             collective,

@@ -29,6 +29,44 @@ impl Dtype {
         }
     }
 
+    /// Every dtype, in the WIT's order (its index is [`Dtype::code`]).
+    pub const ALL: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+
+    /// The dtype's index in the WIT enum (how kernel arguments carry it).
+    pub const fn code(self) -> i64 {
+        match self {
+            Dtype::F16 => 0,
+            Dtype::Bf16 => 1,
+            Dtype::F32 => 2,
+            Dtype::I32 => 3,
+        }
+    }
+
+    /// The dtype of a [`Dtype::code`].
+    pub fn from_code(code: i64) -> Option<Dtype> {
+        Dtype::ALL.get(usize::try_from(code).ok()?).copied()
+    }
+
+    /// The dtype called `name` (`f16`, `bf16`, `f32`, `i32`).
+    pub fn parse(name: &str) -> Result<Dtype, String> {
+        Dtype::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| format!("unknown dtype {name:?} (one of f16, bf16, f32, i32)"))
+    }
+
+    /// The largest relative error of rounding a value once to this dtype
+    /// (half an ulp: 2^-11 for f16, 2^-8 for bf16, 2^-24 for f32; 0 for
+    /// i32, whose values here are exact integers).
+    pub const fn unit_roundoff(self) -> f64 {
+        match self {
+            Dtype::F16 => 1.0 / 2048.0,
+            Dtype::Bf16 => 1.0 / 256.0,
+            Dtype::F32 => 1.0 / 16_777_216.0,
+            Dtype::I32 => 0.0,
+        }
+    }
+
     /// Decode little-endian element bytes to f64 values.
     pub fn decode(self, bytes: &[u8]) -> Vec<f64> {
         let n = self.itemsize();

@@ -12,6 +12,7 @@
 mod dtype;
 pub mod helpers;
 mod kernel;
+pub mod kernels;
 mod setup;
 pub mod topo;
 

@@ -15,6 +15,8 @@ pub mod error;
 #[cfg(feature = "guest-build")]
 pub mod guest_build;
 pub mod hw;
+#[cfg(feature = "wasm")]
+pub mod kernel_report;
 pub mod placement;
 #[cfg(feature = "wasm")]
 pub mod report;

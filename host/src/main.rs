@@ -257,20 +257,28 @@ fn real_main() -> Result<()> {
             match format {
                 Format::Table => print!("{}", report::to_table(&res, &rows, &line)),
                 Format::Json => println!("{}", report::to_json(&res, &rows)),
+                Format::Csv if rows.is_empty() && !res.kernel_rows.is_empty() => {
+                    print!("{}", kernbench::kernel_report::to_csv(&res.kernel_rows))
+                }
                 Format::Csv => print!("{}", report::to_csv(&rows)),
             }
             eprintln!(
-                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH commands | peak budgeted host memory {} | wall {:.3} s",
+                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH + {} GEMM commands | peak budgeted host memory {} | wall {:.3} s",
                 kernbench::units::ps_to_us(res.end_time_ps),
                 res.events,
                 res.stats.dma_commands,
                 res.stats.math_commands,
+                res.stats.gemm_commands,
                 kernbench::budget::human_bytes(res.memory_peak),
                 wall.elapsed().as_secs_f64()
             );
             let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
             if wrong > 0 {
                 bail!("{wrong} element(s) differ from the reference result");
+            }
+            let off: u64 = res.kernel_rows.iter().map(|r| r.wrong).sum();
+            if off > 0 {
+                bail!("{off} element(s) differ from the reference by more than the tolerance");
             }
         }
         Cmd::List { ccl } => {

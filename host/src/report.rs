@@ -126,6 +126,9 @@ pub struct JsonReport<'a> {
     pub sim_end_us: f64,
     pub wrong_total: u64,
     pub rows: &'a [Row],
+    /// The compute table (benches that launch kernels).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub kernels: &'a [crate::kernel_report::KernelRow],
 }
 
 pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
@@ -137,8 +140,10 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
         alpha_us: ab.map(|a| ps_to_us(a.alpha_ps)),
         bandwidth_gbps: ab.map(|a| a.bandwidth.giga_per_s()),
         sim_end_us: ps_to_us(res.end_time_ps),
-        wrong_total: rows.iter().map(|r| r.wrong).sum(),
+        wrong_total: rows.iter().map(|r| r.wrong).sum::<u64>()
+            + res.kernel_rows.iter().map(|r| r.wrong).sum::<u64>(),
         rows,
+        kernels: &res.kernel_rows,
     };
     serde_json::to_string_pretty(&j).expect("report serialises")
 }
@@ -214,6 +219,10 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         }
     }
     let _ = writeln!(s, "#");
+    if rows.is_empty() && !res.kernel_rows.is_empty() {
+        s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
+        return s;
+    }
     let _ = writeln!(
         s,
         "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
@@ -256,6 +265,10 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         if wrong == 0 { "OK" } else { "FAILED" }
     );
     let _ = writeln!(s, "# Avg bus bandwidth    : {avg_bus:.3} GB/s");
+    if !res.kernel_rows.is_empty() {
+        let _ = writeln!(s, "#");
+        s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
+    }
     s
 }
 

@@ -514,4 +514,21 @@ impl report::Host for BenchHost {
             )
             .map_err(wasmtime::Error::msg)
     }
+
+    async fn record_kernel(&mut self, row: report::KernelRow) -> wasmtime::Result<()> {
+        let dtype = dtype_in(row.dtype);
+        let make = |unit_peak| {
+            crate::kernel_report::KernelRow::new(
+                (row.name, row.shape, dtype),
+                row.pes,
+                row.flops,
+                row.time_ps,
+                (row.checked, row.wrong, row.max_rel_err, row.tolerance),
+                unit_peak,
+            )
+        };
+        self.session
+            .record_kernel(make, dtype, self.guard.who())
+            .map_err(wasmtime::Error::msg)
+    }
 }

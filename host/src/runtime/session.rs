@@ -105,6 +105,8 @@ pub struct Session {
     pub limits: RunLimits,
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
+    /// The compute table's rows (`report.record-kernel`).
+    kernel_rows: Mutex<Vec<crate::kernel_report::KernelRow>>,
     row_observer: OnceLock<super::sim::RowObserver>,
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
@@ -158,6 +160,7 @@ impl Session {
             limits,
             pg: Mutex::new(None),
             rows: Mutex::new(Vec::new()),
+            kernel_rows: Mutex::new(Vec::new()),
             row_observer: OnceLock::new(),
             failures: Failures::default(),
         })
@@ -185,6 +188,29 @@ impl Session {
             observe(&r);
         }
         self.rows.lock().unwrap().push(r);
+        Ok(())
+    }
+
+    pub fn kernel_rows(&self) -> Vec<crate::kernel_report::KernelRow> {
+        self.kernel_rows.lock().unwrap().clone()
+    }
+
+    /// Keep a compute row the bench reported, charged like `record`'s;
+    /// the peak is one matrix unit's for the row's dtype.
+    pub(crate) fn record_kernel(
+        &self,
+        make: impl FnOnce(f64) -> crate::kernel_report::KernelRow,
+        dtype: Dtype,
+        who: &str,
+    ) -> Result<(), String> {
+        let unit_peak = self.machine.gemm_peak_per_s(dtype);
+        let row = make(unit_peak);
+        let cost = (std::mem::size_of_val(&row) + row.name.len() + row.shape.len()) as u64;
+        self.limits
+            .budget
+            .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
+            .map_err(|e| format!("report.record-kernel: {e}"))?;
+        self.kernel_rows.lock().unwrap().push(row);
         Ok(())
     }
 

@@ -49,6 +49,8 @@ pub struct RunRequest {
 pub struct RunResult {
     pub bench: String,
     pub rows: Vec<ReportRecord>,
+    /// The compute table (benches that launch kernels).
+    pub kernel_rows: Vec<crate::kernel_report::KernelRow>,
     /// Simulated time at the end of the run.
     pub end_time_ps: Ps,
     pub algorithm: Option<String>,
@@ -153,6 +155,7 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     Ok(RunResult {
         bench: session.bench.name.clone(),
         rows: session.rows(),
+        kernel_rows: session.kernel_rows(),
         end_time_ps: ex.now(),
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
         alpha_beta: session.alpha_beta(),

@@ -310,6 +310,11 @@ impl Machine {
         Ok(out)
     }
 
+    /// One matrix unit's peak operations per second for inputs of `dt`.
+    pub fn gemm_peak_per_s(&self, dt: Dtype) -> f64 {
+        self.gemm_rate(dt).giga_per_s() * 1e9
+    }
+
     /// The matrix unit's FLOP/s for inputs of `dt`.
     fn gemm_rate(&self, dt: Dtype) -> Rate {
         self.timing.gemm_rates[match dt {

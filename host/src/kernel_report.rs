@@ -1,0 +1,171 @@
+//! The compute benches' report (`report.record-kernel`): per launch, the
+//! simulated time, the achieved FLOP/s against the peak of the matrix
+//! units it ran on (`pes` × `pe.gemm` throughput of its dtype), the
+//! efficiency, and how its result compared with the bench's reference
+//! (largest relative error, the tolerance, `#wrong`). Table, JSON, CSV.
+
+use crate::hw::dtype::Dtype;
+use crate::units::{ps_to_us, Ps};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// One kernel launch a bench reported, with the host's peak.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KernelRow {
+    pub name: String,
+    pub shape: String,
+    #[serde(rename = "type")]
+    pub dtype: &'static str,
+    pub pes: u32,
+    pub flops: u64,
+    pub time_ps: Ps,
+    pub time_us: f64,
+    /// Achieved operations per second, in units of 10^12.
+    pub tflops: f64,
+    /// The `pes` matrix units' peak for `dtype`, 10^12 per second.
+    pub peak_tflops: f64,
+    /// achieved / peak.
+    pub efficiency: f64,
+    pub checked: u64,
+    pub wrong: u64,
+    pub max_rel_err: f64,
+    pub tolerance: f64,
+}
+
+impl KernelRow {
+    /// A row from what the bench measured and the peak of one matrix unit
+    /// for its dtype (operations per second).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        (name, shape, dtype): (String, String, Dtype),
+        pes: u32,
+        flops: u64,
+        time_ps: Ps,
+        (checked, wrong, max_rel_err, tolerance): (u64, u64, f64, f64),
+        unit_peak_per_s: f64,
+    ) -> Self {
+        let secs = time_ps as f64 * 1e-12;
+        let tflops = if time_ps == 0 {
+            0.0
+        } else {
+            flops as f64 / secs / 1e12
+        };
+        let peak_tflops = unit_peak_per_s * f64::from(pes) / 1e12;
+        KernelRow {
+            name,
+            shape,
+            dtype: dtype.name(),
+            pes,
+            flops,
+            time_ps,
+            time_us: ps_to_us(time_ps),
+            tflops,
+            peak_tflops,
+            efficiency: if peak_tflops > 0.0 {
+                tflops / peak_tflops
+            } else {
+                0.0
+            },
+            checked,
+            wrong,
+            max_rel_err,
+            tolerance,
+        }
+    }
+}
+
+/// The compute table.
+pub fn to_table(rows: &[KernelRow]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# compute: peak = PEs x pe.gemm throughput of the dtype; eff = achieved / peak; \
+         err = largest relative error against the bench's reference"
+    );
+    let _ = writeln!(
+        s,
+        "# {:<12} {:<24} {:>5} {:>4} {:>11} {:>9} {:>9} {:>6} {:>9} {:>8} {:>7}",
+        "kernel",
+        "shape",
+        "type",
+        "PEs",
+        "time",
+        "achieved",
+        "peak",
+        "eff",
+        "max err",
+        "tol",
+        "#wrong"
+    );
+    let _ = writeln!(
+        s,
+        "# {:<12} {:<24} {:>5} {:>4} {:>11} {:>9} {:>9} {:>6} {:>9} {:>8} {:>7}",
+        "", "", "", "", "(us)", "(TFLOP/s)", "(TFLOP/s)", "(%)", "(rel)", "(rel)", ""
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  {:<12} {:<24} {:>5} {:>4} {:>11.3} {:>9.3} {:>9.3} {:>6.1} {:>9.2e} {:>8.1e} {:>7}",
+            r.name,
+            r.shape,
+            r.dtype,
+            r.pes,
+            r.time_us,
+            r.tflops,
+            r.peak_tflops,
+            r.efficiency * 100.0,
+            r.max_rel_err,
+            r.tolerance,
+            r.wrong
+        );
+    }
+    let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+    let checked: u64 = rows.iter().map(|r| r.checked).sum();
+    let _ = writeln!(
+        s,
+        "# Out of tolerance values : {wrong} of {checked} checked {}",
+        if wrong == 0 { "OK" } else { "FAILED" }
+    );
+    s
+}
+
+/// The compute rows as CSV.
+pub fn to_csv(rows: &[KernelRow]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        // Writing to a Vec cannot fail.
+        let _ = w.serialize(r);
+    }
+    String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn achieved_and_peak_come_from_flops_time_and_the_units() {
+        // 2·64³ = 524288 FLOP in 1 us on 2 units of 65.536 TFLOP/s.
+        let r = KernelRow::new(
+            ("gemm".into(), "m=64".into(), Dtype::F16),
+            2,
+            524_288,
+            1_000_000,
+            (10, 0, 0.0, 1e-3),
+            65.536e12,
+        );
+        assert!((r.tflops - 0.524288).abs() < 1e-12);
+        assert!((r.peak_tflops - 131.072).abs() < 1e-9);
+        assert!((r.efficiency - 0.524288 / 131.072).abs() < 1e-12);
+        let t = to_table(std::slice::from_ref(&r));
+        assert!(
+            t.contains("gemm") && t.contains("0 of 10 checked OK"),
+            "{t}"
+        );
+        let csv = to_csv(&[r]);
+        assert!(
+            csv.starts_with("name,shape,type,pes,flops,time_ps"),
+            "{csv}"
+        );
+    }
+}
