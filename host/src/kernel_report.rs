@@ -16,6 +16,8 @@ pub struct KernelRow {
     pub shape: String,
     #[serde(rename = "type")]
     pub dtype: &'static str,
+    #[serde(skip)]
+    dtype_of: Dtype,
     pub pes: u32,
     pub flops: u64,
     pub time_ps: Ps,
@@ -55,6 +57,7 @@ impl KernelRow {
             name,
             shape,
             dtype: dtype.name(),
+            dtype_of: dtype,
             pes,
             flops,
             time_ps,
@@ -74,7 +77,37 @@ impl KernelRow {
     }
 }
 
-/// The compute table.
+/// Add `row` to `rows`, merged into the row of the same kernel, shape and
+/// dtype if there is one (the ranks of one launch each report theirs): the
+/// slowest time, the PEs, operations and checks summed, the largest error.
+pub fn merge_into(rows: &mut Vec<KernelRow>, row: KernelRow, unit_peak_per_s: f64) {
+    let same =
+        |r: &&mut KernelRow| r.name == row.name && r.shape == row.shape && r.dtype == row.dtype;
+    let Some(r) = rows.iter_mut().find(same) else {
+        rows.push(row);
+        return;
+    };
+    *r = KernelRow::new(
+        (
+            std::mem::take(&mut r.name),
+            std::mem::take(&mut r.shape),
+            r.dtype_of,
+        ),
+        r.pes + row.pes,
+        r.flops + row.flops,
+        r.time_ps.max(row.time_ps),
+        (
+            r.checked + row.checked,
+            r.wrong + row.wrong,
+            r.max_rel_err.max(row.max_rel_err),
+            r.tolerance.max(row.tolerance),
+        ),
+        unit_peak_per_s,
+    );
+}
+
+/// The compute table (a row without operations, e.g. a collective step,
+/// has no achieved or peak figure).
 pub fn to_table(rows: &[KernelRow]) -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -103,17 +136,18 @@ pub fn to_table(rows: &[KernelRow]) -> String {
         "", "", "", "", "(us)", "(TFLOP/s)", "(TFLOP/s)", "(%)", "(rel)", "(rel)", ""
     );
     for r in rows {
+        let flops = |v: String| if r.flops == 0 { "-".to_string() } else { v };
         let _ = writeln!(
             s,
-            "  {:<12} {:<24} {:>5} {:>4} {:>11.3} {:>9.3} {:>9.3} {:>6.1} {:>9.2e} {:>8.1e} {:>7}",
+            "  {:<12} {:<24} {:>5} {:>4} {:>11.3} {:>9} {:>9} {:>6} {:>9.2e} {:>8.1e} {:>7}",
             r.name,
             r.shape,
             r.dtype,
             r.pes,
             r.time_us,
-            r.tflops,
-            r.peak_tflops,
-            r.efficiency * 100.0,
+            flops(format!("{:.3}", r.tflops)),
+            flops(format!("{:.3}", r.peak_tflops)),
+            flops(format!("{:.1}", r.efficiency * 100.0)),
             r.max_rel_err,
             r.tolerance,
             r.wrong
@@ -167,5 +201,30 @@ mod tests {
             csv.starts_with("name,shape,type,pes,flops,time_ps"),
             "{csv}"
         );
+    }
+
+    #[test]
+    fn the_ranks_rows_of_one_launch_merge() {
+        let row = |time_ps, wrong, err| {
+            KernelRow::new(
+                ("qkv".into(), "s=8".into(), Dtype::Bf16),
+                4,
+                1000,
+                time_ps,
+                (10, wrong, err, 1e-2),
+                1e12,
+            )
+        };
+        let mut rows = Vec::new();
+        merge_into(&mut rows, row(5_000, 0, 1e-3), 1e12);
+        merge_into(&mut rows, row(7_000, 2, 1e-4), 1e12);
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(
+            (r.pes, r.flops, r.time_ps, r.checked, r.wrong),
+            (8, 2000, 7_000, 20, 2)
+        );
+        assert_eq!((r.max_rel_err, r.dtype), (1e-3, "bf16"));
+        assert!((r.peak_tflops - 8.0).abs() < 1e-12);
     }
 }

@@ -195,8 +195,9 @@ impl Session {
         self.kernel_rows.lock().unwrap().clone()
     }
 
-    /// Keep a compute row the bench reported, charged like `record`'s;
-    /// the peak is one matrix unit's for the row's dtype.
+    /// Keep a compute row the bench reported (merged with the other ranks'
+    /// row of the same launch), charged like `record`'s; the peak is one
+    /// matrix unit's for the row's dtype.
     pub(crate) fn record_kernel(
         &self,
         make: impl FnOnce(f64) -> crate::kernel_report::KernelRow,
@@ -210,7 +211,7 @@ impl Session {
             .budget
             .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
             .map_err(|e| format!("report.record-kernel: {e}"))?;
-        self.kernel_rows.lock().unwrap().push(row);
+        crate::kernel_report::merge_into(&mut self.kernel_rows.lock().unwrap(), row, unit_peak);
         Ok(())
     }
 
