@@ -237,6 +237,14 @@ fn every_built_in_bench_passes_with_the_default_configs_and_no_flags() {
     }
     let out = ok(kb().args(["run", "ccl_hello"]));
     assert!(out.contains("algorithm hello_send"), "{out}");
+    // The compute benches launch kernels and check them within tolerance.
+    for bench in ["gemm_single_pe", "gpt3_qkv", "va_offset_verify"] {
+        let out = ok(kb().args(["run", bench]));
+        assert!(
+            out.contains("Out of tolerance values : 0 of"),
+            "{bench}: {out}"
+        );
+    }
 }
 
 #[test]

@@ -67,3 +67,49 @@ fn gpt3_qkv_refuses_a_split_that_does_not_divide() {
         .to_string();
     assert!(e.contains("--hidden 64 must divide by the 3 ranks"), "{e}");
 }
+
+/// `va_offset_verify`: on 2 cubes x 2 PEs and on 4 cubes x 1 PE, in f16
+/// and f32, every one of the 16 (cube, PE) mode pairs reaches exactly the
+/// bytes its shards hold, through the PE each is placed on; a probe that
+/// numbers the shards PE-major is caught on every layout, and the command
+/// fails.
+#[test]
+fn va_offset_verify_checks_every_layout_and_catches_a_wrong_order() {
+    for args in [
+        vec!["--cubes", "2", "--pes", "2"],
+        vec![
+            "--cubes", "4", "--pes", "1", "--dtype", "f32", "--rows", "16",
+        ],
+    ] {
+        let res = run("va_offset_verify", topo(1), ccl(), None, &args).unwrap();
+        assert_eq!(res.kernel_rows.len(), 16);
+        for r in &res.kernel_rows {
+            assert_eq!(r.wrong, 0, "{args:?}: {r:?}");
+            assert!(r.checked > 0);
+        }
+    }
+    let swapped = test_component("swapped_va_probe");
+    let res = run(
+        "va_offset_verify",
+        topo(1),
+        ccl(),
+        None,
+        &["--kernel", swapped],
+    )
+    .unwrap();
+    let caught: Vec<&str> = res
+        .kernel_rows
+        .iter()
+        .filter(|r| r.wrong > 0)
+        .map(|r| r.shape.as_str())
+        .collect();
+    // Shards 1 and 2 are reached by each other's PEs: the data still
+    // arrive (each shard is copied once), but the signatures name the wrong
+    // PE on every layout.
+    assert_eq!(caught.len(), 16, "{caught:?}");
+    let e = fails(kb().args(["run", "va_offset_verify", "--", "--kernel", swapped]));
+    assert!(
+        e.contains("differ from the reference by more than the tolerance"),
+        "{e}"
+    );
+}

@@ -21,7 +21,7 @@
 //! load is issued before this block's store, so DMA and GEMM overlap). A
 //! bias uses one `gemm-bias` composite per block.
 
-use crate::Dtype;
+use crate::{BinOp, Dtype, Tl, UnaryOp};
 
 /// The arguments of the `gemm` kernel (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,6 +98,33 @@ impl GemmArgs {
     /// Operations of the whole launch on `pes` PEs (2·m·n·k each).
     pub fn flops(&self, pes: u32) -> u64 {
         2 * u64::from(self.m) * u64::from(self.n) * u64::from(self.k) * u64::from(pes)
+    }
+}
+
+/// The body of the `va_probe` kernel (see that crate): shard `j` of the
+/// launch tensor, reached at `t_ptr + j · shard_bytes`, is copied to
+/// `out_ptr + j · shard_bytes`, doubled in place, and signed with the
+/// (cube, PE) of the PE that did it at `who_ptr + 2j` elements. `args` =
+/// `rows, cols, dtype code, num_pes, out_ptr, who_ptr`; `j` is given the
+/// args so that a probe with another numbering can be built from it.
+pub fn va_probe<T: Tl>(tl: &T, t_ptr: u64, args: &[i64], j: impl Fn(&T, u64) -> u64) {
+    let (rows, cols) = (args[0] as u32, args[1] as u32);
+    let dtype = Dtype::from_code(args[2]).expect("va_probe: a dtype code 0..=3");
+    let (num_pes, out_ptr, who_ptr) = (args[3] as u64, args[4] as u64, args[5] as u64);
+    let j = j(tl, num_pes);
+    let shard_bytes = u64::from(rows) * u64::from(cols) * dtype.itemsize() as u64;
+    let mine = tl.load(t_ptr + j * shard_bytes, &[rows, cols], dtype);
+    tl.store(out_ptr + j * shard_bytes, &mine);
+    tl.store(t_ptr + j * shard_bytes, &tl.scale(&mine, 2.0));
+    // The kernel language has no constants: 1 = exp(x - x), then scaled.
+    let first = tl.load(t_ptr + j * shard_bytes, &[1], dtype);
+    let one = tl.unary(UnaryOp::Exp, &tl.binary(BinOp::Sub, &first, &first));
+    let item = dtype.itemsize() as u64;
+    for (k, id) in [tl.program_id(1), tl.program_id(0)].into_iter().enumerate() {
+        tl.store(
+            who_ptr + (2 * j + k as u64) * item,
+            &tl.scale(&one, id as f64),
+        );
     }
 }
 

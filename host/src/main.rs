@@ -287,7 +287,9 @@ fn real_main() -> Result<()> {
             for b in Loader::builtins(ComponentKind::Bench) {
                 println!("  {}", b.name);
             }
-            println!("Algorithms (built in):");
+            println!(
+                "Algorithms and kernels (built in; benches launch the kernels gemm and va_probe):"
+            );
             for a in Loader::builtins(ComponentKind::Algorithm) {
                 println!("  {}", a.name);
             }
