@@ -46,6 +46,10 @@ class _Host:
         return _wtl.recv(dir, shape, _DT[dtype])
 
     @staticmethod
+    def send_addr(dir, addr, shape, dtype):
+        _wtl.send_addr(dir, addr, shape, _DT[dtype])
+
+    @staticmethod
     def recv_async(dir, shape, dtype):
         return _wtl.recv_async(dir, shape, _DT[dtype])
 

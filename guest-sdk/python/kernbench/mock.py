@@ -196,6 +196,9 @@ class _Rank:
         except queue.Full:
             self._fail(f"deadlock: send(dir={dir!r}) waited {DEADLOCK_TIMEOUT} s for a slot")
 
+    def send_addr(self, dir, addr, shape, dtype):
+        self.send(dir, self.load(addr, shape, dtype))
+
     def _take(self, dir):
         if dir is not None:
             q = dict(self.rx).get(dir)

@@ -7,6 +7,8 @@ engines in simulated time. Tensor handles overload ``+``, ``-`` and ``*``
 reference to a received tensor releases its IPCQ slot.
 """
 
+import math
+
 DTYPES = ("f16", "bf16", "f32", "i32")
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "recip")
 ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
@@ -128,9 +130,24 @@ class Tl:
 
     def send(self, dir, src=None, **kw):
         """Send ``src`` to the neighbour in direction ``dir`` (blocks while
-        the peer has no free slot)."""
+        the peer has no free slot). The seed's raw-address form,
+        ``tl.send(dir, src_addr=..., shape=..., dtype=..., nbytes=...,
+        space=...)``, sends straight from memory without a load: the DMA
+        reads the bytes when its transfer starts (``nbytes``, if given, must
+        match the shape; ``space`` is implied by the address)."""
         if src is None:
             src = kw.pop("value", None)
+        if src is None and "src_addr" in kw:
+            addr, shape = kw.pop("src_addr"), tuple(kw.pop("shape", ()))
+            dtype = kw.pop("dtype", "f16")
+            nbytes, _space = kw.pop("nbytes", None), kw.pop("space", None)
+            if kw:
+                raise TypeError(f"tl.send: unexpected arguments {sorted(kw)}")
+            want = math.prod(shape) * ITEMSIZE[_dtype(dtype)]
+            if nbytes is not None and nbytes != want:
+                raise ValueError(f"tl.send: nbytes={nbytes} but shape {shape} of {dtype} is {want} bytes")
+            self._b.send_addr(dir, int(addr), [int(d) for d in shape], _dtype(dtype))
+            return
         if kw:
             raise TypeError(f"tl.send: unexpected arguments {sorted(kw)}")
         self._b.send(dir, self._raw(src, "tl.send"))

@@ -121,6 +121,22 @@ class RecvAsync(unittest.TestCase):
             run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0]], (1,))
 
 
+class SendFromAddress(unittest.TestCase):
+    def test_the_raw_address_form_sends_memory_and_checks_nbytes(self):
+        def kernel(t_ptr, n, tl):
+            tl.send(dir="E", src_addr=t_ptr, nbytes=n * 2, shape=(n,), dtype="f16", space="hbm")
+            tl.store(t_ptr, tl.recv(dir="W", shape=(n,), dtype="f16"))
+
+        out = run_kernel_in_mock(kernel, 2, "ring_1d", [[1.0] * 2, [2.0] * 2], (2,))
+        self.assertEqual(out, [[2.0] * 2, [1.0] * 2])
+
+        def bad(t_ptr, n, tl):
+            tl.send(dir="E", src_addr=t_ptr, nbytes=3, shape=(n,), dtype="f16")
+
+        with self.assertRaisesRegex(RuntimeError, "nbytes=3 but shape"):
+            run_kernel_in_mock(bad, 1, "ring_1d", [[1.0] * 2], (2,))
+
+
 class MathUnit(unittest.TestCase):
     def test_composites_fuse_their_epilogue(self):
         def kernel(t_ptr, n, tl):

@@ -19,6 +19,8 @@ pub mod algorithm {
             "kernbench:sim/tl.log": trappable,
             "kernbench:sim/tl.recv-async": trappable,
             "kernbench:sim/tl.[drop]recv-future": trappable,
+            "kernbench:sim/tl.[method]recv-future.shape": trappable,
+            "kernbench:sim/tl.[method]recv-future.dtype": trappable,
             default: async | trappable,
         },
         exports: { default: async },

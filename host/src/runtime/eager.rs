@@ -280,6 +280,12 @@ impl tl::HostTensor for EagerHost {
 }
 
 impl tl::HostRecvFuture for EagerHost {
+    fn shape(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.table.get(&r)?.shape.to_vec())
+    }
+    fn dtype(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<types::Dtype> {
+        Ok(dtype_out(self.table.get(&r)?.dtype))
+    }
     fn drop(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<()> {
         // Not waited for: it stays in `unwaited`, and the kernel fails at its end.
         self.table.delete(r)?;

@@ -30,6 +30,8 @@ pub struct KernelTensor(pub TensorRef);
 pub struct KernelFuture {
     task: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
     dir: Option<String>,
+    shape: Vec<u32>,
+    dtype: types::Dtype,
     /// Its id in [`KernelHost::unwaited`].
     id: u64,
 }
@@ -207,6 +209,12 @@ impl tl::HostTensor for KernelHost {
 }
 
 impl tl::HostRecvFuture for KernelHost {
+    fn shape(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.table.get(&r)?.shape.clone())
+    }
+    fn dtype(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<types::Dtype> {
+        Ok(self.table.get(&r)?.dtype)
+    }
     fn drop(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<()> {
         self.table.delete(r)?;
         Ok(())
@@ -223,18 +231,24 @@ impl tl::Host for KernelHost {
         let task = self.machine.recv_async(
             self.pe,
             dir.as_deref().map(Dir::from),
-            shape.into(),
+            shape.as_slice().into(),
             dtype_in(dtype),
         );
         let id = self.unwaited.issued(dir.clone());
-        Ok(self.table.push(KernelFuture { task, dir, id })?)
+        Ok(self.table.push(KernelFuture {
+            task,
+            dir,
+            shape,
+            dtype,
+            id,
+        })?)
     }
 
     async fn wait(
         &mut self,
         f: Resource<KernelFuture>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        let KernelFuture { task, dir, id } = self.table.delete(f)?;
+        let KernelFuture { task, dir, id, .. } = self.table.delete(f)?;
         self.unwaited.waited(id);
         let t = self
             .machine

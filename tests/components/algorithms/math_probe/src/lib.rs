@@ -12,7 +12,14 @@
 //! - 4: the tile as `[d, d]`, `x + x·x` in one `tl.composite` (gemm-acc,
 //!   f16 out) and stored;
 //! - 5: a gemm-bias composite given a `[d, d]` bias (must fail, naming the
-//!   call).
+//!   call);
+//! - 6: a tour of the kernel language as a ring all-reduce (the sums must
+//!   be right): the tile loaded as `[1, n]`, reduced (max) over axis 0,
+//!   divided by `exp(x − x)` = 1, accumulated in f32; the first step sends
+//!   the tile straight from memory (`send_addr`), every receive is a
+//!   `recv_async` waited for after the send. Ported to C, JavaScript and
+//!   Python (`tests/components/{c,js,python}/math_probe`), with modes 3–5,
+//!   to show every SDK gives the same bytes and picoseconds.
 
 use kernbench_guest::helpers::ring_allreduce;
 use kernbench_guest::prelude::*;
@@ -53,6 +60,27 @@ impl Algorithm for MathProbe {
                 let x = tl.load(t_ptr, &[d, d], Dtype::F16);
                 let sq = tl.gemm(&x, &x, Dtype::F32);
                 tl.store(t_ptr, &tl.cast(&sq, Dtype::F16));
+            }
+            6 => {
+                let x = tl.load(t_ptr, &[1, n], Dtype::F16);
+                let row = tl.reduce(ReduceOp::Max, &x, 0);
+                let one = tl.unary(UnaryOp::Exp, &tl.binary(BinOp::Sub, &row, &row));
+                let mine = tl.binary(BinOp::Div, &row, &one);
+                let mut acc = tl.cast(&mine, Dtype::F32);
+                if ws > 1 {
+                    let f = tl.recv_async(Some("W"), &[n], Dtype::F16);
+                    tl.send_addr("E", t_ptr, &[n], Dtype::F16);
+                    let mut current = tl.wait(f);
+                    acc = tl.add(&acc, &tl.cast(&current, Dtype::F32));
+                    for _ in 2..ws {
+                        let f = tl.recv_async(Some("W"), &[n], Dtype::F16);
+                        tl.send("E", &current);
+                        let next = tl.wait(f);
+                        acc = tl.add(&acc, &tl.cast(&next, Dtype::F32));
+                        current = next;
+                    }
+                }
+                tl.store(t_ptr, &tl.cast(&acc, Dtype::F16));
             }
             _ => {
                 let d = (n as f64).sqrt() as u32;
@@ -114,7 +142,7 @@ mod tests {
 
     #[test]
     fn both_modes_sum_every_element_in_the_mock() {
-        for mode in [0, 1] {
+        for mode in [0, 1, 6] {
             for ws in [1u32, 3, 4] {
                 let cfg = MockConfig::ring(ws, Dtype::F16, vec![8, ws as i64, mode]);
                 assert_allreduce_sums::<MathProbe>(&cfg, 8);
