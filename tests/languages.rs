@@ -353,3 +353,22 @@ fn every_sdk_speaks_the_whole_kernel_language_like_rust() {
         );
     }
 }
+
+/// A Python bench launches the built-in `gemm` kernel and fills the
+/// compute table: the same time, work and peak as the Rust
+/// `gemm_single_pe` for the same shape, every element within tolerance.
+#[test]
+fn a_python_bench_launches_a_kernel_and_reports_a_compute_row() {
+    let bench = guests::python("bench", "benches/python/gemm_single_pe/gemm_single_pe.py");
+    let args = ["-m", "32", "-n", "48", "-k", "16"];
+    let py = run(&bench, topo(1), ccl(), None, &args).unwrap();
+    let mut rust_args = args.to_vec();
+    rust_args.extend(["--dtype", "f16"]);
+    let rust = run("gemm_single_pe", topo(1), ccl(), None, &rust_args).unwrap();
+    let (p, r) = (&py.kernel_rows[0], &rust.kernel_rows[0]);
+    assert_eq!((p.wrong, p.checked), (0, 32 * 48));
+    assert_eq!(
+        (p.time_ps, p.flops, p.peak_tflops, &p.shape),
+        (r.time_ps, r.flops, r.peak_tflops, &r.shape)
+    );
+}

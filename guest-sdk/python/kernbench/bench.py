@@ -202,6 +202,15 @@ class _Report:
         row = _report.ResultRow(size_bytes, count, _DT[dtype], redop, time_ps, wrong)
         _report.record_result(collective, row)
 
+    def record_kernel(self, name, shape, dtype, pes, flops, time_ps, checked=0, wrong=0,
+                      max_rel_err=0.0, tolerance=0.0):
+        """A row of the compute table: the host adds the achieved FLOP/s,
+        the peak of ``pes`` matrix units for ``dtype`` and the efficiency."""
+        row = _report.KernelRow(str(name), str(shape), _DT[dtype], int(pes), int(flops),
+                                int(time_ps), int(checked), int(wrong), float(max_rel_err),
+                                float(tolerance))
+        _report.record_kernel(row)
+
 
 class Torch:
     """The ``torch`` a seed bench receives."""
