@@ -45,9 +45,13 @@ pub struct GemmArgs {
 }
 
 impl GemmArgs {
-    /// The kernel arguments, in order.
+    /// The kernel arguments, in order: m, n, k, a_ptr, b_ptr, b_stride,
+    /// has_bias (0 or 1), bias_ptr, bias_stride, c_ptr, dtype code, out
+    /// dtype code, num_pes, tile_m (addresses as the bits of an i64).
     pub fn to_args(&self) -> Vec<i64> {
-        let (bias_ptr, bias_stride) = self.bias.map_or((-1, 0), |(p, s)| (p as i64, s as i64));
+        let (has_bias, bias_ptr, bias_stride) = self
+            .bias
+            .map_or((0, 0, 0), |(p, s)| (1, p as i64, s as i64));
         vec![
             i64::from(self.m),
             i64::from(self.n),
@@ -55,6 +59,7 @@ impl GemmArgs {
             self.a_ptr as i64,
             self.b_ptr as i64,
             self.b_stride as i64,
+            has_bias,
             bias_ptr,
             bias_stride,
             self.c_ptr as i64,
@@ -67,8 +72,8 @@ impl GemmArgs {
 
     /// Read them back (the launch appends its own four; extra is ignored).
     pub fn from_args(a: &[i64]) -> Result<GemmArgs, String> {
-        if a.len() < 13 {
-            return Err(format!("gemm takes 13 arguments, got {}", a.len()));
+        if a.len() < 14 {
+            return Err(format!("gemm takes 14 arguments, got {}", a.len()));
         }
         let u32_of = |i: usize, what: &str| {
             u32::try_from(a[i])
@@ -86,12 +91,12 @@ impl GemmArgs {
             a_ptr: a[3] as u64,
             b_ptr: a[4] as u64,
             b_stride: a[5] as u64,
-            bias: (a[6] >= 0).then_some((a[6] as u64, a[7] as u64)),
-            c_ptr: a[8] as u64,
-            dtype: dtype_of(9)?,
-            out_dtype: dtype_of(10)?,
-            num_pes: u32_of(11, "num_pes")?,
-            tile_m: u32_of(12, "tile_m")?,
+            bias: (a[6] != 0).then_some((a[7] as u64, a[8] as u64)),
+            c_ptr: a[9] as u64,
+            dtype: dtype_of(10)?,
+            out_dtype: dtype_of(11)?,
+            num_pes: u32_of(12, "num_pes")?,
+            tile_m: u32_of(13, "tile_m")?,
         })
     }
 
@@ -242,7 +247,13 @@ mod tests {
         assert!(GemmArgs::from_args(&a).unwrap_err().contains("m = 0"));
         assert!(GemmArgs::from_args(&a[..5])
             .unwrap_err()
-            .contains("13 arguments"));
+            .contains("14 arguments"));
+        let none = GemmArgs {
+            bias: None,
+            a_ptr: u64::MAX,
+            ..g
+        };
+        assert_eq!(GemmArgs::from_args(&none.to_args()), Ok(none));
     }
 
     #[test]

@@ -77,33 +77,48 @@ impl KernelRow {
     }
 }
 
-/// Add `row` to `rows`, merged into the row of the same kernel, shape and
-/// dtype if there is one (the ranks of one launch each report theirs): the
-/// slowest time, the PEs, operations and checks summed, the largest error.
-pub fn merge_into(rows: &mut Vec<KernelRow>, row: KernelRow, unit_peak_per_s: f64) {
-    let same =
-        |r: &&mut KernelRow| r.name == row.name && r.shape == row.shape && r.dtype == row.dtype;
-    let Some(r) = rows.iter_mut().find(same) else {
-        rows.push(row);
-        return;
-    };
-    *r = KernelRow::new(
-        (
-            std::mem::take(&mut r.name),
-            std::mem::take(&mut r.shape),
-            r.dtype_of,
-        ),
-        r.pes + row.pes,
-        r.flops + row.flops,
-        r.time_ps.max(row.time_ps),
-        (
-            r.checked + row.checked,
-            r.wrong + row.wrong,
-            r.max_rel_err.max(row.max_rel_err),
-            r.tolerance.max(row.tolerance),
-        ),
-        unit_peak_per_s,
-    );
+/// The compute rows of a run, in first-reported order; a row of the same
+/// kernel, shape and dtype as an earlier one (the ranks of one launch each
+/// report theirs) merges into it: the slowest time, the PEs, operations
+/// and checks summed, the largest error. Indexed, so a bench reporting
+/// many rows costs O(1) per row.
+#[derive(Debug, Default)]
+pub struct KernelTable {
+    rows: Vec<KernelRow>,
+    index: std::collections::HashMap<(String, String, Dtype), usize>,
+}
+
+impl KernelTable {
+    pub fn add(&mut self, row: KernelRow, unit_peak_per_s: f64) {
+        let key = (row.name.clone(), row.shape.clone(), row.dtype_of);
+        let Some(&i) = self.index.get(&key) else {
+            self.index.insert(key, self.rows.len());
+            self.rows.push(row);
+            return;
+        };
+        let r = &mut self.rows[i];
+        *r = KernelRow::new(
+            (
+                std::mem::take(&mut r.name),
+                std::mem::take(&mut r.shape),
+                r.dtype_of,
+            ),
+            r.pes + row.pes,
+            r.flops + row.flops,
+            r.time_ps.max(row.time_ps),
+            (
+                r.checked + row.checked,
+                r.wrong + row.wrong,
+                r.max_rel_err.max(row.max_rel_err),
+                r.tolerance.max(row.tolerance),
+            ),
+            unit_peak_per_s,
+        );
+    }
+
+    pub fn rows(&self) -> &[KernelRow] {
+        &self.rows
+    }
 }
 
 /// The compute table (a row without operations, e.g. a collective step,
@@ -215,9 +230,10 @@ mod tests {
                 1e12,
             )
         };
-        let mut rows = Vec::new();
-        merge_into(&mut rows, row(5_000, 0, 1e-3), 1e12);
-        merge_into(&mut rows, row(7_000, 2, 1e-4), 1e12);
+        let mut table = KernelTable::default();
+        table.add(row(5_000, 0, 1e-3), 1e12);
+        table.add(row(7_000, 2, 1e-4), 1e12);
+        let rows = table.rows();
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!(

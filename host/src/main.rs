@@ -260,7 +260,12 @@ fn real_main() -> Result<()> {
                 Format::Csv if rows.is_empty() && !res.kernel_rows.is_empty() => {
                     print!("{}", kernbench::kernel_report::to_csv(&res.kernel_rows))
                 }
-                Format::Csv => print!("{}", report::to_csv(&rows)),
+                Format::Csv => {
+                    print!("{}", report::to_csv(&rows));
+                    if !res.kernel_rows.is_empty() {
+                        eprintln!("# the compute rows are not in this CSV: use --format json");
+                    }
+                }
             }
             eprintln!(
                 "# simulated {:.3} us | {} executor events | {} DMA + {} MATH + {} GEMM commands | peak budgeted host memory {} | wall {:.3} s",

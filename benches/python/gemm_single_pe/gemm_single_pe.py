@@ -4,8 +4,8 @@ reported in the compute table (the Rust bench of the same name sweeps
 shapes and dtypes; this one takes ``-m -n -k``, default 32 x 32 x 32 f16).
 
 The ``gemm`` kernel's arguments (``kernbench_guest::kernels::GemmArgs``):
-m, n, k, a_ptr, b_ptr, b_stride, bias_ptr (-1: none), bias_stride, c_ptr,
-dtype code, out dtype code, PEs per cube, rows per matrix-unit command.
+m, n, k, a_ptr, b_ptr, b_stride, has_bias (0 / 1), bias_ptr, bias_stride,
+c_ptr, dtype code, out dtype code, PEs per cube, rows per matrix-unit command.
 """
 
 F16 = 0  # the WIT dtype code
@@ -27,7 +27,7 @@ def run(torch):
     bv = [value(2, i) for i in range(k * n)]
     a.copy_(av)
     b.copy_(bv)
-    time_ps = torch.launch("gemm", c, m, n, k, a.data_ptr(), b.data_ptr(), 0, -1, 0,
+    time_ps = torch.launch("gemm", c, m, n, k, a.data_ptr(), b.data_ptr(), 0, 0, 0, 0,
                            c.data_ptr(), F16, F16, 1, 128)
     got = c.flat()
     u = 2.0 ** -11  # f16's unit roundoff: the unit sums exactly and rounds once

@@ -106,7 +106,7 @@ pub struct Session {
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
     /// The compute table's rows (`report.record-kernel`).
-    kernel_rows: Mutex<Vec<crate::kernel_report::KernelRow>>,
+    kernel_rows: Mutex<crate::kernel_report::KernelTable>,
     row_observer: OnceLock<super::sim::RowObserver>,
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
@@ -160,7 +160,7 @@ impl Session {
             limits,
             pg: Mutex::new(None),
             rows: Mutex::new(Vec::new()),
-            kernel_rows: Mutex::new(Vec::new()),
+            kernel_rows: Mutex::default(),
             row_observer: OnceLock::new(),
             failures: Failures::default(),
         })
@@ -192,7 +192,7 @@ impl Session {
     }
 
     pub fn kernel_rows(&self) -> Vec<crate::kernel_report::KernelRow> {
-        self.kernel_rows.lock().unwrap().clone()
+        self.kernel_rows.lock().unwrap().rows().to_vec()
     }
 
     /// Keep a compute row the bench reported (merged with the other ranks'
@@ -211,7 +211,7 @@ impl Session {
             .budget
             .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
             .map_err(|e| format!("report.record-kernel: {e}"))?;
-        crate::kernel_report::merge_into(&mut self.kernel_rows.lock().unwrap(), row, unit_peak);
+        self.kernel_rows.lock().unwrap().add(row, unit_peak);
         Ok(())
     }
 
