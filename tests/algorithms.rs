@@ -2,7 +2,8 @@
 //! tree_allreduce, mesh_allreduce and lrab_hierarchical_allreduce on
 //! several SIP topologies, world sizes (including non powers of two), cube
 //! meshes (1x1 and the default 4x4) and two sizes — data against the
-//! bench's independent reference, and the whole run deterministic.
+//! bench's independent reference, the whole run deterministic, and the
+//! second pass (`--verify-data`) clean: no mismatch, no race.
 
 mod common;
 use common::*;
@@ -44,9 +45,18 @@ fn check_with(algorithm: &str, t: TopologySpec, extra: &[&str]) {
     for r in &res.rows {
         assert_eq!(r.wrong, 0, "{algorithm}, {ws} SIPs: {r:?}");
     }
-    let again = go();
+    // The second run with the second pass (--verify-data): the same rows,
+    // and a replay of its op log that writes the same bytes, no race.
+    let again = run_verified("ccl_allreduce", t.clone(), ccl(), Some(algorithm), &args)
+        .unwrap_or_else(|e| panic!("{algorithm} verified: {e}"));
     assert_eq!(res.rows, again.rows, "{algorithm}: deterministic");
     assert_eq!(res.end_time_ps, again.end_time_ps);
+    let v = again.verification.as_ref().expect("verified");
+    assert!(
+        v.mismatches.is_empty() && v.races.is_empty() && v.bytes > 0,
+        "{algorithm} on {ws} SIPs:\n{}",
+        v.report()
+    );
 }
 
 #[test]

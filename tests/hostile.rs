@@ -367,6 +367,8 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
             memory_digest: true,
             on_row: None,
             ccl_trace: None,
+            record_ops: false,
+            verify_data: None,
         },
     );
     match r {

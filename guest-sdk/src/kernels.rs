@@ -119,10 +119,13 @@ pub fn va_probe<T: Tl>(tl: &T, t_ptr: u64, args: &[i64], j: impl Fn(&T, u64) -> 
     let j = j(tl, num_pes);
     let shard_bytes = u64::from(rows) * u64::from(cols) * dtype.itemsize() as u64;
     let mine = tl.load(t_ptr + j * shard_bytes, &[rows, cols], dtype);
+    // The kernel language has no constants: 1 = exp(x - x), then scaled.
+    // (Loaded before the store below: issued after it, the load could read
+    // the shard before or after that store lands, a race --verify-data
+    // reports.)
+    let first = tl.load(t_ptr + j * shard_bytes, &[1], dtype);
     tl.store(out_ptr + j * shard_bytes, &mine);
     tl.store(t_ptr + j * shard_bytes, &tl.scale(&mine, 2.0));
-    // The kernel language has no constants: 1 = exp(x - x), then scaled.
-    let first = tl.load(t_ptr + j * shard_bytes, &[1], dtype);
     let one = tl.unary(UnaryOp::Exp, &tl.binary(BinOp::Sub, &first, &first));
     let item = dtype.itemsize() as u64;
     for (k, id) in [tl.program_id(1), tl.program_id(0)].into_iter().enumerate() {

@@ -12,43 +12,18 @@
 //! topology and include everything else (instances, simulation, checks).
 //! Every run's data is checked: a figure from a wrong result is refused.
 
-use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_CCL_YAML};
+mod support;
+
 use kernbench::hw::dtype::{binary, BinOp, Dtype};
-use kernbench::runtime::limits::instances_needed;
-use kernbench::runtime::{run_bench, Loader, LoaderOptions, RunRequest, RunResult};
-use std::sync::Arc;
+use kernbench::runtime::{run_bench, RunResult};
 use std::time::Instant;
 
 fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunResult, f64) {
-    let loader = Arc::new(
-        Loader::new(LoaderOptions {
-            pool_instances: instances_needed(ranks).max(100),
-            ..LoaderOptions::default()
-        })
-        .expect("a loader"),
-    );
-    let mut spec = TopologySpec::default_embedded();
-    spec.system.sips.count = ranks;
-    let topology = Arc::new(kernbench::topology::build(&spec).expect("a valid topology"));
-    let ccl = CclConfig::from_yaml(DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).unwrap();
+    let loader = support::loader(ranks);
+    // Compiling the topology is outside the timed part.
+    let req = support::request(ranks, bench, algorithm, args);
     let start = Instant::now();
-    let res = run_bench(
-        &loader,
-        RunRequest {
-            bench: bench.into(),
-            topology,
-            ccl,
-            algorithm: algorithm.map(str::to_string),
-            args: args.iter().map(|s| s.to_string()).collect(),
-            trace: false,
-            memory_budget: 16 << 30,
-            memory_baseline: 0,
-            memory_digest: false,
-            on_row: None,
-            ccl_trace: None,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
+    let res = run_bench(&loader, req).unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
     let wall = start.elapsed().as_secs_f64();
     let wrong: u64 = res.rows.iter().map(|r| r.wrong).sum();
     assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");

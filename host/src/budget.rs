@@ -24,15 +24,18 @@ pub enum MemoryUse {
     GuestOutput,
     /// Kernels' recorded `tl` calls awaiting replay.
     KernelCommands,
+    /// The op log (`--oplog`, `--verify-data`).
+    OpLog,
 }
 
 impl MemoryUse {
-    const ALL: [MemoryUse; 5] = [
+    const ALL: [MemoryUse; 6] = [
         MemoryUse::Host,
         MemoryUse::SimulatedMemory,
         MemoryUse::GuestMemory,
         MemoryUse::GuestOutput,
         MemoryUse::KernelCommands,
+        MemoryUse::OpLog,
     ];
 
     fn index(self) -> usize {
@@ -46,6 +49,7 @@ impl MemoryUse {
             MemoryUse::GuestMemory => "guest instances",
             MemoryUse::GuestOutput => "captured guest output",
             MemoryUse::KernelCommands => "recorded kernel commands",
+            MemoryUse::OpLog => "the op log",
         }
     }
 }

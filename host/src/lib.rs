@@ -25,3 +25,4 @@ pub mod routing;
 pub mod runtime;
 pub mod topology;
 pub mod units;
+pub mod verify;

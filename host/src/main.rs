@@ -65,6 +65,16 @@ enum Cmd {
         /// trace (`[ccl t=<ns> send] sip0.cube0.pe1 dir=E nbytes=64 seq=0`).
         #[arg(long, env = "KERNBENCH_CCL_TRACE", value_parser = clap::builder::FalseyValueParser::new())]
         ccl_trace: bool,
+        /// Write the op log (every completed command, what it read and
+        /// wrote, its dependencies) to this file as JSON lines.
+        #[arg(long, value_name = "FILE")]
+        oplog: Option<PathBuf>,
+        /// Replay the op log with a data executor and compare every byte
+        /// the run wrote; report races (ops touching the same bytes with
+        /// nothing ordering them) as warnings, or as errors with `=strict`.
+        #[arg(long, value_name = "MODE", num_args = 0..=1, require_equals = true,
+              default_missing_value = "warn", value_parser = ["warn", "strict"])]
+        verify_data: Option<String>,
         #[command(flatten)]
         limits: LimitArgs,
         /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
@@ -180,6 +190,8 @@ fn real_main() -> Result<()> {
             no_cache,
             trace,
             ccl_trace,
+            oplog,
+            verify_data,
             limits,
             args,
         } => {
@@ -236,6 +248,11 @@ fn real_main() -> Result<()> {
                             Arc::new(|line: String| eprintln!("{line}"));
                         log
                     }),
+                    record_ops: oplog.is_some(),
+                    verify_data: verify_data.as_deref().map(|m| match m {
+                        "strict" => kernbench::verify::Strictness::Strict,
+                        _ => kernbench::verify::Strictness::Warn,
+                    }),
                 },
             );
             progress.finish();
@@ -243,6 +260,15 @@ fn real_main() -> Result<()> {
             if let Some(dropped) = res.trace_dropped.filter(|&d| d > 0) {
                 eprintln!(
                     "# trace truncated: {dropped} spans not recorded (the memory budget was spent; raise --memory-budget)"
+                );
+            }
+            if let (Some(path), Some(log)) = (&oplog, &res.oplog) {
+                std::fs::write(path, log.to_jsonl())
+                    .with_context(|| format!("cannot write the op log to {}", path.display()))?;
+                eprintln!(
+                    "# op log written to {} ({} ops)",
+                    path.display(),
+                    log.records().len()
                 );
             }
             if let (Some(path), Some(json)) = (&trace, &res.trace) {
@@ -277,6 +303,13 @@ fn real_main() -> Result<()> {
                 kernbench::budget::human_bytes(res.memory_peak),
                 wall.elapsed().as_secs_f64()
             );
+            if let Some(v) = &res.verification {
+                // With --format json/csv stdout stays machine-readable.
+                match format {
+                    Format::Table => print!("{}", v.report()),
+                    _ => eprint!("{}", v.report()),
+                }
+            }
             let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
             if wrong > 0 {
                 bail!("{wrong} element(s) differ from the reference result");
@@ -284,6 +317,9 @@ fn real_main() -> Result<()> {
             let off: u64 = res.kernel_rows.iter().map(|r| r.wrong).sum();
             if off > 0 {
                 bail!("{off} element(s) differ from the reference by more than the tolerance");
+            }
+            if res.verification.as_ref().is_some_and(|v| v.failed()) {
+                bail!("--verify-data: the second pass failed (see above)");
             }
         }
         Cmd::List { ccl } => {

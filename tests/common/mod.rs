@@ -130,8 +130,45 @@ pub fn run_with(
     algorithm: Option<&str>,
     args: &[&str],
 ) -> Result<RunResult, SimError> {
-    run_bench(
-        l,
+    run_bench(l, request(bench, t, c, algorithm, args))
+}
+
+/// [`run`] recording the op log.
+pub fn run_recorded(
+    bench: &str,
+    t: TopologySpec,
+    c: CclConfig,
+    args: &[&str],
+) -> Result<RunResult, SimError> {
+    run_logging(request(bench, t, c, None, args), true, false)
+}
+
+/// [`run`] with the second pass (`--verify-data`, warnings only); a
+/// custom algorithm by name or path.
+pub fn run_verified(
+    bench: &str,
+    t: TopologySpec,
+    c: CclConfig,
+    algorithm: Option<&str>,
+    args: &[&str],
+) -> Result<RunResult, SimError> {
+    run_logging(request(bench, t, c, algorithm, args), false, true)
+}
+
+fn run_logging(mut req: RunRequest, record: bool, verify: bool) -> Result<RunResult, SimError> {
+    req.record_ops = record;
+    req.verify_data = verify.then_some(kernbench::verify::Strictness::Warn);
+    run_bench(&loader(), req)
+}
+
+fn request(
+    bench: &str,
+    t: TopologySpec,
+    c: CclConfig,
+    algorithm: Option<&str>,
+    args: &[&str],
+) -> RunRequest {
+    {
         RunRequest {
             bench: bench.to_string(),
             topology: Arc::new(kernbench::topology::build(&t).expect("a valid topology")),
@@ -144,8 +181,10 @@ pub fn run_with(
             memory_digest: true,
             on_row: None,
             ccl_trace: None,
-        },
-    )
+            record_ops: false,
+            verify_data: None,
+        }
+    }
 }
 
 /// The default topology.yaml with `sips` SIPs, written into `dir` (for

@@ -39,6 +39,12 @@ impl Event {
         e
     }
 
+    /// A number that identifies this event (and its clones) while it is
+    /// alive.
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     pub fn is_set(&self) -> bool {
         self.0.lock().unwrap().set
     }

@@ -39,6 +39,14 @@ type PageKey = (Space, u64);
 /// One page buffer, shared by every page that holds the same bytes.
 type Page = Arc<[u8; PAGE as usize]>;
 
+/// Bytes a DMA read and has not yet written: the source pages as they
+/// were (`None`: unwritten), from `first` bytes into the first one.
+pub struct Staged {
+    first: u64,
+    len: u64,
+    pages: Vec<Option<Page>>,
+}
+
 pub struct MemoryStore {
     pages: PageTable<Page>,
     spare: Vec<Page>,
@@ -300,6 +308,61 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// Read `len` bytes at `space`+`offset` for a DMA in flight: the
+    /// pages are held (copy-on-write), not copied, until [`Self::land`]
+    /// writes them.
+    pub fn stage(&self, space: Space, offset: u64, len: u64) -> Staged {
+        let (first_page, first) = page_of(offset);
+        let last_page = if len == 0 {
+            first_page
+        } else {
+            (offset + len - 1) / PAGE
+        };
+        Staged {
+            first: first as u64,
+            len,
+            pages: (first_page..=last_page)
+                .map(|p| self.pages.get(space, p).cloned())
+                .collect(),
+        }
+    }
+
+    /// Write what [`Self::stage`] read to `dst`; whole pages are shared.
+    pub fn land(&mut self, staged: Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
+        let result = self.land_pieces(&staged, dst);
+        // The staged buffers are forgotten as any holder's are: the last
+        // one out releases the budget.
+        for p in staged.pages.into_iter().flatten() {
+            self.forget(p);
+        }
+        result
+    }
+
+    fn land_pieces(&mut self, s: &Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
+        for (at, n) in pieces([s.first, dst.1], s.len) {
+            let (si, so) = page_of(s.first + at);
+            let (dp, doff) = page_of(dst.1 + at);
+            match &s.pages[si as usize] {
+                None => self.zero(dst.0, dst.1 + at, n)?,
+                Some(p) if n == PAGE => {
+                    if let Some(old) = self.pages.insert(dst.0, dp, p.clone()) {
+                        self.forget(old);
+                    }
+                }
+                Some(p) => {
+                    let n = n as usize;
+                    let src = &p[so..so + n];
+                    if self.pages.contains(dst.0, dp) || src.iter().any(|&b| b != 0) {
+                        let p = p.clone();
+                        self.page_mut(dst.0, dp, doff..doff + n)?[doff..doff + n]
+                            .copy_from_slice(&p[so..so + n]);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `dst = f(inputs)` over `len` bytes of each, element-wise in units of
     /// `unit` bytes: inputs are read in place and the result is computed a
     /// page-sized piece at a time. Falls back to whole buffers when a
@@ -395,6 +458,38 @@ mod tests {
             cube: 0,
             pe: 0,
         })
+    }
+
+    /// A staged read keeps the bytes as they were when it was taken (a
+    /// DMA reads at its start), whatever is written meanwhile; whole pages
+    /// are shared; the budget is back where it was once all is dropped.
+    #[test]
+    fn a_staged_read_lands_the_bytes_as_they_were() {
+        let budget = Arc::new(MemoryBudget::new(64 * PAGE));
+        let mut m = MemoryStore::new(budget.clone());
+        let (s, hbm) = (tcm(), Space::Hbm { sip: 0, cube: 0 });
+        let old: Vec<u8> = (0..3 * PAGE as usize)
+            .map(|i| (i % 253) as u8 + 1)
+            .collect();
+        m.write(s, 0, &old).unwrap();
+        for (src, dst, len) in [(0, 0, 3 * PAGE), (5, 2 * PAGE + 9, 2 * PAGE), (0, 7, 10)] {
+            let staged = m.stage(s, src, len);
+            m.write(s, 0, &vec![0xee; 3 * PAGE as usize]).unwrap();
+            m.land(staged, (hbm, dst)).unwrap();
+            let want = &old[src as usize..(src + len) as usize];
+            assert_eq!(m.read(hbm, dst, len), want, "{src} -> {dst}, {len} B");
+            m.write(s, 0, &old).unwrap();
+        }
+        // Unwritten source bytes land as zeros over written ones.
+        let staged = m.stage(Space::Sram { sip: 0, cube: 0 }, 0, 100);
+        m.land(staged, (hbm, 0)).unwrap();
+        assert_eq!(m.read(hbm, 0, 100), vec![0; 100]);
+        let held = budget.used_by(MemoryUse::SimulatedMemory);
+        m.zero(hbm, 0, 8 * PAGE).unwrap();
+        m.zero(s, 0, 3 * PAGE).unwrap();
+        assert!(budget.used_by(MemoryUse::SimulatedMemory) < held);
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 0);
+        assert_eq!(m.buffers(), 0, "every staged buffer forgotten");
     }
 
     #[test]

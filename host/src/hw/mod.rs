@@ -4,6 +4,7 @@
 
 pub mod alloc;
 pub mod blocked;
+pub mod compute_op;
 pub mod dtype;
 pub mod gemm_ops;
 pub mod ipcq;
@@ -11,6 +12,7 @@ pub mod link;
 pub mod machine;
 pub mod math_ops;
 pub mod memory;
+pub mod oplog;
 pub mod page_table;
 mod routes;
 pub mod tensor;

@@ -567,6 +567,7 @@ impl AlgorithmComponent {
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let started = crate::engine::now();
+        machine.note_kernel_start(pe);
         match self.record(algorithm, &machine, limits, &launch)? {
             Some(rec) => {
                 let _flush = FlushOnDrop::new(pe.to_string(), rec.out.clone());
@@ -593,6 +594,7 @@ impl AlgorithmComponent {
         for done in machine.take_outstanding(pe) {
             done.wait().await;
         }
+        machine.note_kernel_end(pe);
         if let Some(tr) = &machine.trace {
             tr.record(
                 Track::Kernel(pe),

@@ -61,7 +61,7 @@ impl Session {
         let started = engine::now();
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let mut done: Vec<Event> = Vec::new();
-        for pe in pes {
+        for &pe in &pes {
             let mut a = args.clone();
             a.extend([target.sip as i64, 0, 0, 0]);
             let launch = KernelLaunch {
@@ -82,6 +82,7 @@ impl Session {
         for d in done {
             d.wait().await;
         }
+        self.machine.note_host_sync(&pes);
         if let Some(e) = errors.lock().unwrap().first() {
             return Err(e.clone());
         }

@@ -486,6 +486,11 @@ impl Session {
         for d in done {
             d.wait().await;
         }
+        if self.machine.oplog().is_some() {
+            let pes: Vec<crate::topology::PeCoord> =
+                (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();
+            self.machine.note_host_sync(&pes);
+        }
         {
             let mut epochs = pg.epochs.lock().unwrap();
             let ep = epochs.get_mut(&epoch_id).expect("epoch exists");

@@ -42,6 +42,10 @@ pub struct RunRequest {
     pub on_row: Option<RowObserver>,
     /// Where the CCL trace's lines go (`--ccl-trace`; None: off).
     pub ccl_trace: Option<crate::hw::machine::CclLog>,
+    /// Record the op log ([`RunResult::oplog`]).
+    pub record_ops: bool,
+    /// Run the second pass on the op log ([`RunResult::verification`]).
+    pub verify_data: Option<crate::verify::Strictness>,
 }
 
 /// What a run produced.
@@ -61,6 +65,10 @@ pub struct RunResult {
     /// SHA-256 of the machine's memory at the end of the run, when asked
     /// for (it reads every written page).
     pub memory_digest: Option<String>,
+    /// Every completed command, when asked for (`record_ops`).
+    pub oplog: Option<Arc<crate::hw::oplog::OpLog>>,
+    /// What the second pass found (`verify_data`).
+    pub verification: Option<crate::verify::Verification>,
     /// Chrome trace-event JSON, when requested.
     pub trace: Option<serde_json::Value>,
     /// The most host memory the run's budget held at once, bytes.
@@ -81,6 +89,9 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
     if let Some(log) = req.ccl_trace.clone() {
         machine.set_ccl_log(log);
+    }
+    if req.record_ops || req.verify_data.is_some() {
+        machine.record_ops();
     }
     let bench = loader.load_bench(&req.bench)?;
     if req.memory_baseline > 0 {
@@ -152,6 +163,19 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         }
     }
     let pg = session.process_group().ok();
+    let oplog = machine.take_oplog();
+    if let Some(e) = oplog.as_ref().and_then(|l| l.refused()) {
+        return Err(SimError::Budget(e.clone()));
+    }
+    let verification = match (&oplog, req.verify_data) {
+        (Some(log), Some(strictness)) => Some(crate::verify::verify(
+            log,
+            |space, offset, len| machine.host_read(space, offset, len),
+            limits.budget.clone(),
+            strictness,
+        )?),
+        _ => None,
+    };
     Ok(RunResult {
         bench: session.bench.name.clone(),
         rows: session.rows(),
@@ -162,6 +186,8 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         events: ex.events_processed(),
         stats: machine.stats(),
         memory_digest: req.memory_digest.then(|| machine.memory_digest()),
+        oplog: oplog.filter(|_| req.record_ops).map(Arc::new),
+        verification,
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
         memory_peak: limits.budget.peak(),
         trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),

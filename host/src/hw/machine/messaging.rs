@@ -12,6 +12,7 @@ use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir};
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
+use crate::hw::oplog::Actor;
 use crate::hw::tensor::Hold;
 use crate::topology::{NodeId, PeCoord};
 use std::collections::{BTreeMap, VecDeque};
@@ -231,6 +232,14 @@ impl Machine {
             };
             engine::sleep_until(visible).await;
             let ready = Event::new();
+            m.with_oplog(|l| {
+                // The slot's last message was read by all its readers
+                // before its credit came back (see OpLog::reuse).
+                let q = tx.queue.lock().unwrap();
+                let freed = l.reuse(q.space, q.slot_offset(slot), q.slot_size, &ready);
+                drop(q);
+                l.observe(Actor::Pe(pe), "slot_credit", engine::now(), &[], &freed);
+            });
             let (space, offset) = {
                 let mut q = tx.queue.lock().unwrap();
                 let seq = q.sent;
@@ -318,12 +327,18 @@ impl Machine {
         dir: Option<Dir>,
         f: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
     ) -> Result<TensorRef, HwError> {
-        if let Some(done) = f.try_take() {
-            return done;
+        let out = match f.try_take() {
+            Some(done) => done,
+            None => {
+                self.set_blocked(pe, Some(Blocked::WaitFuture { dir }));
+                let out = f.await;
+                self.set_blocked(pe, None);
+                out
+            }
+        };
+        if let Ok(t) = &out {
+            self.observe(pe, "wait", std::slice::from_ref(&t.ready), &[]);
         }
-        self.set_blocked(pe, Some(Blocked::WaitFuture { dir }));
-        let out = f.await;
-        self.set_blocked(pe, None);
         out
     }
 
@@ -358,6 +373,10 @@ impl Machine {
         let m = self;
         let want = dtype.nbytes(&shape)?;
         let (queue, arrival) = claimed?;
+        if report {
+            // The kernel waited for the message's data.
+            m.observe(pe, "wait", std::slice::from_ref(&arrival.ready), &[]);
+        }
         m.ccl_trace(|| {
             let rx_dir = queue.lock().unwrap().sender_dir.clone();
             format!(

@@ -9,7 +9,8 @@
 //! in-order queues) and its input tensors are ready, and applies its data
 //! effect when it completes. Timing (DESIGN §4):
 //! * DMA: engine busy for `dma.setup_ns`, then the transfer crosses the
-//!   routed path (see [`super::link`]); the data lands at the end.
+//!   routed path (see [`super::link`]); the bytes are read from the source
+//!   as the transfer starts and land at its end.
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
 mod compute;
@@ -26,6 +27,7 @@ use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
 use crate::hw::link::LinkTable;
 use crate::hw::memory::MemoryStore;
+use crate::hw::oplog::{Actor, Completed, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
 use crate::hw::tensor::Hold;
 pub use crate::hw::tensor::{check_same_operands, Shape, TensorInner, TensorRef};
@@ -131,6 +133,9 @@ pub struct Machine {
     pub trace: Option<TraceRecorder>,
     /// Where the CCL trace goes (`--ccl-trace`; unset: off).
     ccl_log: OnceLock<CclLog>,
+    /// The op log (`--oplog`, `--verify-data`; unset: off, and free).
+    oplog: OnceLock<Mutex<OpLog>>,
+    budget: Arc<MemoryBudget>,
 }
 
 /// A sink for the lines of the CCL trace.
@@ -161,6 +166,65 @@ impl Machine {
             let t = engine::now() as f64 / 1000.0;
             log(format!("[ccl t={t:.1} {}", line()));
         }
+    }
+
+    /// Record every completed command in the op log from now on (its
+    /// memory charged to the run's budget).
+    pub fn record_ops(&self) {
+        let _ = self
+            .oplog
+            .set(Mutex::new(OpLog::new(Some(self.budget.clone()))));
+    }
+
+    /// The op log so far (`None`: not recording).
+    pub fn oplog(&self) -> Option<std::sync::MutexGuard<'_, OpLog>> {
+        self.oplog.get().map(|l| l.lock().unwrap())
+    }
+
+    /// The op log recorded so far, leaving an empty one.
+    pub fn take_oplog(&self) -> Option<OpLog> {
+        self.oplog.get().map(|l| {
+            let mut log = std::mem::take(&mut *l.lock().unwrap());
+            log.finish();
+            log
+        })
+    }
+
+    /// Log a completed command when recording.
+    pub(super) fn log_op(&self, op: impl FnOnce() -> Completed) {
+        if let Some(log) = self.oplog.get() {
+            log.lock().unwrap().record(op());
+        }
+    }
+
+    /// Run `f` on the op log when recording.
+    fn with_oplog<R>(&self, f: impl FnOnce(&mut OpLog) -> R) -> Option<R> {
+        self.oplog.get().map(|l| f(&mut l.lock().unwrap()))
+    }
+
+    /// What an op `actor` issues now comes after (its latest sync record).
+    pub(super) fn issued_after(&self, actor: Actor) -> Option<u64> {
+        self.with_oplog(|l| l.frontier(actor)).flatten()
+    }
+
+    /// `pe`'s kernel resumed after waiting for `events` (a sync record).
+    pub(super) fn observe(&self, pe: PeCoord, what: &'static str, events: &[Event], ops: &[u64]) {
+        self.with_oplog(|l| l.observe(Actor::Pe(pe), what, engine::now(), events, ops));
+    }
+
+    /// A kernel starts on `pe` (op log: after what the host has done).
+    pub fn note_kernel_start(&self, pe: PeCoord) {
+        self.with_oplog(|l| l.kernel_start(pe, engine::now()));
+    }
+
+    /// The kernel on `pe` ended, every command it issued complete.
+    pub fn note_kernel_end(&self, pe: PeCoord) {
+        self.with_oplog(|l| l.kernel_end(pe, engine::now()));
+    }
+
+    /// The host resumes after the kernels on `pes` ended.
+    pub fn note_host_sync(&self, pes: &[PeCoord]) {
+        self.with_oplog(|l| l.host_sync(pes, engine::now()));
     }
 
     pub fn new(topo: Arc<Topology>) -> Arc<Self> {
@@ -198,8 +262,10 @@ impl Machine {
             ipcq_held: Mutex::default(),
             stats: Mutex::new(MachineStats::default()),
             fault: Mutex::new(None),
-            trace: trace.then(|| TraceRecorder::new(budget)),
+            trace: trace.then(|| TraceRecorder::new(budget.clone())),
             ccl_log: OnceLock::new(),
+            oplog: OnceLock::new(),
+            budget,
         })
     }
 
@@ -300,12 +366,20 @@ impl Machine {
             ready,
             Hold::Block { alloc, offset, len },
         )?;
+        self.with_oplog(|l| l.reuse(space, offset, len, &t.ready));
         // Freshly allocated memory reads as zero (it may hold a freed
         // tensor's bytes); zeroing drops pages, and allocates only to
         // un-share the part of a shared page that the block covers (on a
         // budget refusal the block is freed with `t`).
         if zeroed {
             self.memory.lock().unwrap().zero(space, offset, len)?;
+            self.log_host_op(
+                "alloc_zero",
+                &t.ready,
+                OpParams::Zero {
+                    dst: (space, offset, len),
+                },
+            );
         }
         Ok(t)
     }
@@ -368,7 +442,33 @@ impl Machine {
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
-        Ok(self.memory.lock().unwrap().write(space, offset, data)?)
+        self.memory.lock().unwrap().write(space, offset, data)?;
+        if self.oplog.get().is_some() {
+            let params = OpParams::HostWrite {
+                dst: (space, offset, data.len() as u64),
+                data: Arc::from(data),
+            };
+            self.log_host_op("host_write", &Event::done(), params);
+        }
+        Ok(())
+    }
+
+    /// Log a zero-time op of the host (after the host's frontier).
+    fn log_host_op(&self, op: &'static str, produces: &Event, params: OpParams) {
+        self.with_oplog(|log| {
+            let now = engine::try_now().unwrap_or(0);
+            log.record(Completed {
+                op,
+                pe: None,
+                unit: None,
+                span: (now, now),
+                after: log.frontier(Actor::Host),
+                queue_prev: None,
+                inputs: Vec::new(),
+                produces: Some(produces.clone()),
+                params,
+            })
+        });
     }
 
     /// Digest of the whole memory store (see [`MemoryStore::digest`]).
@@ -402,6 +502,7 @@ impl Machine {
             self.set_blocked(pe, Some(Blocked::CommandQueueFull));
             oldest.wait().await;
             self.set_blocked(pe, None);
+            self.observe(pe, "wait", std::slice::from_ref(&oldest), &[]);
         }
     }
 
@@ -444,6 +545,8 @@ impl Machine {
         let engine_q = st.dma.clone();
         let ticket = engine_q.take();
         self.track(st, &done);
+        let after = self.issued_after(Actor::Pe(pe));
+        let queue_prev = self.with_oplog(|l| l.dma_issued(pe, &done)).flatten();
         let m = self.clone();
         engine::spawn_detached(async move {
             engine_q.turn(ticket).await;
@@ -461,6 +564,9 @@ impl Machine {
             };
             engine::sleep_until(set_up).await;
             engine_q.done();
+            // The bytes leave the source as the transfer starts (seed 003
+            // §8 item 6) and land at its end.
+            let staged = m.memory.lock().unwrap().stage(src.0, src.1, nbytes);
             let mut busy = m.trace.as_ref().map(|_| Vec::new());
             let end = m.links.lock().unwrap().reserve(
                 &path,
@@ -481,7 +587,7 @@ impl Machine {
                 }
             }
             engine::sleep_until(end).await;
-            let copied = m.memory.lock().unwrap().copy(src, dst, nbytes);
+            let copied = m.memory.lock().unwrap().land(staged, dst);
             if let Err(e) = copied {
                 return m.set_fault(pe, what, e.into());
             }
@@ -490,6 +596,24 @@ impl Machine {
                 s.dma_commands += 1;
                 s.bytes_moved += nbytes;
             }
+            m.log_op(|| Completed {
+                op: match what {
+                    "load" => "dma_read",
+                    "send" => "ipcq_copy",
+                    _ => "dma_write",
+                },
+                pe: Some(pe),
+                unit: None,
+                span: (start, end),
+                after,
+                queue_prev,
+                inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
+                produces: Some(done.clone()),
+                params: OpParams::Copy {
+                    src: (src.0, src.1, nbytes),
+                    dst: (dst.0, dst.1, nbytes),
+                },
+            });
             drop(inputs);
             done.set();
         });

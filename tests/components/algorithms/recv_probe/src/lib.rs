@@ -4,7 +4,7 @@
 //! - 0, on 3 ranks: send the tile east and west, receive twice with no
 //!   direction (round-robin) and add both: own + left + right is the sum;
 //! - 1, on 2 ranks: `recv_into` the peer's tile over the own tile in
-//!   memory (after loading it), load it back and add;
+//!   memory (after loading it) and add the tensor it returns;
 //! - 2, on 2 ranks: `send_addr` straight from memory (no load), receive,
 //!   load the own tile, add;
 //! - 3: send `[n]` f16, receive the same bytes as `[n/2]` f32 (refused
@@ -29,10 +29,12 @@ impl Algorithm for RecvProbe {
             1 => {
                 let mine = tl.load(t_ptr, &[n], Dtype::F16);
                 tl.send("E", &mine);
+                // The add reads the copy through the tensor recv_into
+                // returns, so it waits for the copy to land. (Dropping it
+                // and loading t_ptr back would race with the copy: the load
+                // may read before the copy lands; --verify-data says so.)
                 let theirs = tl.recv_into(Some("W"), &[n], Dtype::F16, t_ptr);
-                drop(theirs);
-                let back = tl.load(t_ptr, &[n], Dtype::F16);
-                tl.store(t_ptr, &tl.add(&mine, &back));
+                tl.store(t_ptr, &tl.add(&mine, &theirs));
             }
             3 => {
                 let mine = tl.load(t_ptr, &[n], Dtype::F16);
