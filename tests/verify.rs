@@ -231,3 +231,39 @@ fn the_kernel_language_probes_pass_the_second_pass() {
         assert_clean(&format!("{probe} mode {mode} on {sips} SIPs"), &res);
     }
 }
+
+/// A kernel run in step with simulated time (no recording ahead) gives
+/// the same log and the same clean second pass.
+#[test]
+fn kernels_run_in_step_verify_alike() {
+    let args = ["-b", "64", "-e", "4K", "-f", "8"];
+    let go = |l: &std::sync::Arc<kernbench::runtime::Loader>| {
+        let mut req = request("ccl_allreduce", topo(3), ccl(), None, &args);
+        req.verify_data = Some(kernbench::verify::Strictness::Strict);
+        req.record_ops = true;
+        kernbench::runtime::run_bench(l, req).unwrap()
+    };
+    let (ahead, in_step) = (go(&loader()), go(&in_step_loader()));
+    assert_clean("recorded ahead", &ahead);
+    assert_clean("in step", &in_step);
+    assert_eq!(
+        ahead.oplog.unwrap().to_jsonl(),
+        in_step.oplog.unwrap().to_jsonl()
+    );
+}
+
+/// The op log is charged to the memory budget: a budget the run fits in
+/// without it refuses it, clearly.
+#[test]
+fn the_op_log_counts_against_the_memory_budget() {
+    let args = ["-b", "8", "-e", "64K", "-f", "2"];
+    let plain = run("ccl_allreduce", topo(8), ccl(), None, &args).unwrap();
+    let mut req = request("ccl_allreduce", topo(8), ccl(), None, &args);
+    req.memory_budget = plain.memory_peak + 1024;
+    req.verify_data = Some(kernbench::verify::Strictness::Warn);
+    let e = kernbench::runtime::run_bench(&loader(), req)
+        .unwrap_err()
+        .to_string();
+    eprintln!("{e}");
+    assert_contains_all(&e, &["host memory budget", "the op log"]);
+}

@@ -161,7 +161,8 @@ fn run_logging(mut req: RunRequest, record: bool, verify: bool) -> Result<RunRes
     run_bench(&loader(), req)
 }
 
-fn request(
+/// The request [`run`] makes (8 GiB budget, memory digest on).
+pub fn request(
     bench: &str,
     t: TopologySpec,
     c: CclConfig,

@@ -190,8 +190,10 @@ pub struct OpLog {
     frontier: FxHashMap<Actor, u64>,
     /// Per PE, the ops it issued since its kernel started.
     kernel_ops: FxHashMap<PeCoord, Vec<u64>>,
-    /// Per PE, its last kernel's end record.
+    /// Per PE, its last kernel's end record, and the last one the host's
+    /// frontier includes.
     kernel_end: FxHashMap<PeCoord, u64>,
+    host_seen: FxHashMap<PeCoord, u64>,
     /// Per space, the tensors (event identities) last placed on each byte
     /// range: `start -> (end, identity)`, disjoint.
     placed: FxHashMap<Space, BTreeMap<u64, (u64, usize)>>,
@@ -383,13 +385,21 @@ impl OpLog {
         self.kernel_end.insert(pe, id);
     }
 
-    /// The host resumes after the kernels of `pes` ended.
+    /// The host resumes after the kernels of `pes` ended. Kernel ends it
+    /// has already seen are not repeated (each rank of a collective
+    /// returns after the same kernels: one record, not one per rank).
     pub fn host_sync(&mut self, pes: &[PeCoord], at: Ps) {
-        let ends: Vec<u64> = pes
-            .iter()
-            .filter_map(|p| self.kernel_end.get(p).copied())
-            .collect();
-        self.observe(Actor::Host, "host_sync", at, &[], &ends);
+        let mut ends = Vec::new();
+        for p in pes {
+            if let Some(&end) = self.kernel_end.get(p) {
+                if self.host_seen.insert(*p, end) != Some(end) {
+                    ends.push(end);
+                }
+            }
+        }
+        if !ends.is_empty() {
+            self.observe(Actor::Host, "host_sync", at, &[], &ends);
+        }
     }
 
     /// The tensor whose readiness is `fresh` now occupies `len` bytes at
@@ -523,4 +533,96 @@ fn fnv1a(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PE: PeCoord = PeCoord {
+        sip: 0,
+        cube: 0,
+        pe: 1,
+    };
+    const TCM: Space = Space::Tcm(PE);
+
+    fn op(log: &mut OpLog, inputs: &[&Event], out: &Event, at: Ps) -> u64 {
+        log.record(Completed {
+            op: "math",
+            pe: Some(PE),
+            unit: None,
+            span: (at, at + 10),
+            after: log.frontier(Actor::Pe(PE)),
+            queue_prev: None,
+            inputs: inputs.iter().map(|e| (*e).clone()).collect(),
+            produces: Some(out.clone()),
+            params: OpParams::Sync,
+        })
+    }
+
+    /// A tensor placed over bytes that others held comes after their
+    /// producers and readers (and only theirs), split ranges included.
+    #[test]
+    fn reused_bytes_order_the_new_producer_after_the_old_users() {
+        let mut log = OpLog::default();
+        let (a, b, c, d) = (Event::new(), Event::new(), Event::new(), Event::new());
+        assert!(log.reuse(TCM, 0, 64, &a).is_empty());
+        assert!(log.reuse(TCM, 64, 64, &b).is_empty());
+        let pa = op(&mut log, &[], &a, 0); // 0 produces a
+        let pb = op(&mut log, &[], &b, 0); // 1 produces b
+        let reader = op(&mut log, &[&a], &Event::new(), 20); // 2 reads a
+                                                             // c over the second half of a and the first half of b.
+        assert_eq!(log.reuse(TCM, 32, 64, &c), vec![pa, pb, reader]);
+        let pc = op(&mut log, &[], &c, 40);
+        assert_eq!(log.records()[pc as usize].reuse, vec![pa, pb, reader]);
+        assert!(
+            log.records()[pc as usize].deps.is_empty(),
+            "reuse is not a dep"
+        );
+        // d over [0, 32): only what is left of a there.
+        assert_eq!(log.reuse(TCM, 0, 16, &d), vec![pa, reader]);
+        // Elsewhere, nothing.
+        assert!(log.reuse(TCM, 4096, 64, &Event::new()).is_empty());
+    }
+
+    /// Sync records: an op issued after a wait depends on it; the kernel's
+    /// end on every op it issued; the host on the kernel ends.
+    #[test]
+    fn sync_records_carry_program_order() {
+        let mut log = OpLog::default();
+        let host = log.record(Completed {
+            op: "host_write",
+            pe: None,
+            unit: None,
+            span: (0, 0),
+            after: None,
+            queue_prev: None,
+            inputs: Vec::new(),
+            produces: Some(Event::done()),
+            params: OpParams::Sync,
+        });
+        log.kernel_start(PE, 0);
+        let start = log.frontier(Actor::Pe(PE)).unwrap();
+        assert_eq!(log.records()[start as usize].deps, vec![host]);
+        let e = Event::new();
+        let first = op(&mut log, &[], &e, 0);
+        assert_eq!(log.records()[first as usize].deps, vec![start]);
+        let w = log.observe(Actor::Pe(PE), "wait", 10, &[e.clone()], &[]);
+        assert_eq!(log.records()[w as usize].deps, vec![start, first]);
+        let second = op(&mut log, &[], &Event::new(), 10);
+        assert_eq!(log.records()[second as usize].deps, vec![w]);
+        log.kernel_end(PE, 20);
+        let end = log.frontier(Actor::Pe(PE)).unwrap();
+        assert_eq!(log.records()[end as usize].deps, vec![first, w, second]);
+        log.host_sync(&[PE], 20);
+        let h = log.frontier(Actor::Host).unwrap();
+        assert_eq!(log.records()[h as usize].deps, vec![host, end]);
+        // Another rank returning after the same kernel adds nothing.
+        log.host_sync(&[PE], 20);
+        assert_eq!(log.frontier(Actor::Host), Some(h));
+        assert!(log
+            .records()
+            .iter()
+            .all(|r| r.deps.iter().all(|&d| d < r.id)));
+    }
 }
