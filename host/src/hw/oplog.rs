@@ -607,7 +607,7 @@ mod tests {
         let e = Event::new();
         let first = op(&mut log, &[], &e, 0);
         assert_eq!(log.records()[first as usize].deps, vec![start]);
-        let w = log.observe(Actor::Pe(PE), "wait", 10, &[e.clone()], &[]);
+        let w = log.observe(Actor::Pe(PE), "wait", 10, std::slice::from_ref(&e), &[]);
         assert_eq!(log.records()[w as usize].deps, vec![start, first]);
         let second = op(&mut log, &[], &Event::new(), 10);
         assert_eq!(log.records()[second as usize].deps, vec![w]);
