@@ -197,21 +197,35 @@ pub fn find_races(log: &OpLog) -> Vec<Race> {
             })
             .collect();
         let mut ordered = vec![false; pairs.len()];
-        for to in [Point::start(r.id), Point::end(r.id)] {
-            let from: FxHashSet<Point> = pairs.iter().filter(|p| p.1 == to).map(|p| p.0).collect();
-            if from.is_empty() {
-                continue;
-            }
-            let found = reaching(recs, to, &from);
-            for (k, p) in pairs.iter().enumerate() {
-                ordered[k] |= p.1 == to && found.contains(&p.0);
+        // First through `r`'s own PE and the host only (program and queue
+        // order, the host's chain of writes and launches: most pairs are
+        // ordered there, and that search is short), then through every op
+        // for the pairs still open.
+        let same_pe = |x: &OpRecord| x.pe == r.pe || x.pe.is_none();
+        let any = |_: &OpRecord| true;
+        for keep in [&same_pe as &dyn Fn(&OpRecord) -> bool, &any] {
+            for to in [Point::start(r.id), Point::end(r.id)] {
+                let from: FxHashSet<Point> = pairs
+                    .iter()
+                    .zip(&ordered)
+                    .filter(|(p, done)| p.1 == to && !**done)
+                    .map(|(p, _)| p.0)
+                    .collect();
+                if from.is_empty() {
+                    continue;
+                }
+                let found = reaching(recs, to, &from, keep);
+                for (k, p) in pairs.iter().enumerate() {
+                    ordered[k] |= p.1 == to && found.contains(&p.0);
+                }
             }
         }
         for (k, &(a, b)) in pairs.iter().enumerate() {
             // The other way round: `r` did its part first (an earlier DMA
             // on the same engine can complete later).
             if !ordered[k] && b.time(recs) <= a.time(recs) {
-                ordered[k] = reaching(recs, a, &[b].into_iter().collect()).contains(&b);
+                let b_only = [b].into_iter().collect();
+                ordered[k] = reaching(recs, a, &b_only, &any).contains(&b);
             }
         }
         for (k, (c, kind, region)) in cands.into_iter().enumerate() {
@@ -268,10 +282,16 @@ fn edges_to(recs: &[OpRecord], p: Point) -> impl Iterator<Item = Point> + '_ {
         .chain(queue)
 }
 
-/// Which of `from` have a path to `to`: a search back from `to`, latest
-/// point first, that stops at the earliest of `from` (every edge goes
-/// forward in simulated time).
-fn reaching(recs: &[OpRecord], to: Point, from: &FxHashSet<Point>) -> FxHashSet<Point> {
+/// Which of `from` have a path to `to` through the ops `keep` accepts
+/// (and `from` themselves): a
+/// search back from `to`, latest point first, that stops at the earliest
+/// of `from` (every edge goes forward in simulated time).
+fn reaching(
+    recs: &[OpRecord],
+    to: Point,
+    from: &FxHashSet<Point>,
+    keep: &dyn Fn(&OpRecord) -> bool,
+) -> FxHashSet<Point> {
     let earliest = from.iter().map(|p| p.time(recs)).min().unwrap_or(0);
     let mut found = FxHashSet::default();
     let mut seen = FxHashSet::default();
@@ -291,7 +311,8 @@ fn reaching(recs: &[OpRecord], to: Point, from: &FxHashSet<Point>) -> FxHashSet<
         }
         for q in edges_to(recs, p) {
             let tq = q.time(recs);
-            if tq >= earliest && !seen.contains(&q) {
+            let wanted = keep(&recs[q.op as usize]) || from.contains(&q);
+            if tq >= earliest && wanted && !seen.contains(&q) {
                 heap.push((tq, q));
             }
         }
