@@ -167,6 +167,22 @@ fn the_cli_reports_the_second_pass_and_strict_fails_on_a_race() {
         "1K",
     ]));
     assert!(out.contains("verify: OK ("), "{out}");
+    let json = ok(kb().args([
+        "run",
+        "ccl_allreduce",
+        "--verify-data",
+        "--format",
+        "json",
+        "--",
+        "-b",
+        "8",
+        "-e",
+        "1K",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["verify"]["ok"], true, "{json}");
+    assert_eq!(v["verify"]["races"], 0);
+    assert!(v["verify"]["bytes"].as_u64().unwrap() > 0);
     let dir = tempfile::tempdir().unwrap();
     let ccl_file = dir.path().join("ccl.yaml");
     std::fs::write(

@@ -129,6 +129,20 @@ pub struct JsonReport<'a> {
     /// The compute table (benches that launch kernels).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub kernels: &'a [crate::kernel_report::KernelRow],
+    /// The second pass (`--verify-data`), when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<JsonVerify>,
+}
+
+/// The second pass's outcome in the JSON report (details: the text report
+/// on stderr).
+#[derive(Debug, Serialize)]
+pub struct JsonVerify {
+    pub ok: bool,
+    pub ops: usize,
+    pub bytes: u64,
+    pub mismatches: usize,
+    pub races: usize,
 }
 
 pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
@@ -144,6 +158,13 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
             + res.kernel_rows.iter().map(|r| r.wrong).sum::<u64>(),
         rows,
         kernels: &res.kernel_rows,
+        verify: res.verification.as_ref().map(|v| JsonVerify {
+            ok: !v.failed(),
+            ops: v.ops,
+            bytes: v.bytes,
+            mismatches: v.mismatches.len(),
+            races: v.races.len(),
+        }),
     };
     serde_json::to_string_pretty(&j).expect("report serialises")
 }
