@@ -1,5 +1,6 @@
-//! The seed's algorithm suite through the real host: ring_allreduce,
-//! tree_allreduce, mesh_allreduce and lrab_hierarchical_allreduce on
+//! The algorithm suite through the real host: the seed's ring_allreduce,
+//! tree_allreduce, mesh_allreduce and lrab_hierarchical_allreduce, and
+//! the bandwidth-optimal ring_rsag_allreduce, on
 //! several SIP topologies, world sizes (including non powers of two), cube
 //! meshes (1x1 and the default 4x4) and two sizes — data against the
 //! bench's independent reference, the whole run deterministic, and the
@@ -70,6 +71,33 @@ fn ring_allreduce_on_rings_tori_and_meshes() {
             "ring_allreduce",
             machine(4, "mesh_2d_no_wrap", Some(2), cubes),
         );
+    }
+}
+
+#[test]
+fn ring_rsag_allreduce_on_rings_tori_and_meshes() {
+    for cubes in [(1, 1), (4, 4)] {
+        for n in [2, 3, 5, 8] {
+            check("ring_rsag_allreduce", machine(n, "ring_1d", None, cubes));
+        }
+        check(
+            "ring_rsag_allreduce",
+            machine(6, "torus_2d", Some(3), cubes),
+        );
+    }
+    // Sizes that do not divide by the world size, and a tile smaller than
+    // it (empty blocks).
+    for n in [3, 7] {
+        let args = ["-b", "2", "-e", "4K", "-f", "3"];
+        let res = run(
+            "ccl_allreduce",
+            topo(n),
+            ccl(),
+            Some("ring_rsag_allreduce"),
+            &args,
+        )
+        .unwrap();
+        assert!(res.rows.iter().all(|r| r.wrong == 0), "{n}: {:?}", res.rows);
     }
 }
 

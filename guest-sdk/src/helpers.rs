@@ -3,7 +3,7 @@
 //! and the building blocks the built-in algorithms share: the seed's ring
 //! all-reduce and a reduce / broadcast along a line of ranks.
 
-use crate::{Dtype, Tl};
+use crate::{Dtype, Params, Tl};
 
 /// Directions along a line of ranks: towards position 0, and away from it.
 pub type Line<'a> = (&'a str, &'a str);
@@ -118,6 +118,28 @@ pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: Dtype) -> Vec<
             c
         })
         .collect()
+}
+
+/// Kernel args `(n_elem, world_size, round)` of an algorithm that works
+/// its tile in rounds of at most `round` elements: `round` is the entry's
+/// `chunk_size` parameter (elements, >= 1, capped at the tile), one round
+/// when absent. Refuses any other parameter.
+pub fn round_args(world_size: u32, n_elem: u64, params: &Params) -> Result<Vec<i64>, String> {
+    let mut round = n_elem as i64;
+    if let Some(chunk) = params.int("chunk_size")? {
+        if chunk < 1 {
+            return Err(format!("chunk_size must be >= 1 element, got {chunk}"));
+        }
+        round = chunk.min(n_elem.max(1) as i64);
+    }
+    params.finish()?;
+    Ok(vec![n_elem as i64, world_size as i64, round])
+}
+
+/// The rounds of a tile of `n_elem` elements at `addr` for kernel args
+/// made by [`round_args`]: `ceil(n_elem / round)` views (at least one).
+pub fn rounds(addr: u64, n_elem: u64, round: u64, dtype: Dtype) -> Vec<Chunk> {
+    chunked(addr, n_elem.div_ceil(round.max(1)).max(1), n_elem, dtype)
 }
 
 /// Chunk indices `(send_idx, recv_idx)` of step `step` of a ring

@@ -37,7 +37,9 @@ pub use bench::Bench;
 
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
-    pub use crate::helpers::{chunked, pe_tile_addr, ring_step, tree_step, Chunk};
+    pub use crate::helpers::{
+        chunked, pe_tile_addr, ring_step, round_args, rounds, tree_step, Chunk,
+    };
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{
         Algorithm, BinOp, CompositeOp, Dtype, EntryDefaults, Link, Params, ReduceOp, Tensor, Tl,

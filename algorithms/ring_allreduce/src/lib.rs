@@ -16,16 +16,11 @@ pub struct RingAllreduce;
 
 impl Algorithm for RingAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        // kernel_args = (n_elem, world_size, chunk), then the four
-        // host-appended (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
-        let (n_elem, world_size, chunk) = (args[0] as u64, args[1] as u32, args[2] as u64);
+        // kernel_args = round_args (n_elem, world_size, round), then the
+        // four host-appended (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
+        let (n_elem, world_size, round) = (args[0] as u64, args[1] as u32, args[2] as u64);
         let pe_addr = pe_tile_addr(tl, t_ptr, n_elem, Dtype::F16);
-        for c in chunked(
-            pe_addr,
-            n_elem.div_ceil(chunk.max(1)).max(1),
-            n_elem,
-            Dtype::F16,
-        ) {
+        for c in rounds(pe_addr, n_elem, round, Dtype::F16) {
             let shape = [c.n_elem as u32];
             let acc = tl.load(c.addr, &shape, Dtype::F16);
             let acc = ring_allreduce(tl, acc, world_size, ("E", "W"), (&shape, Dtype::F16));
@@ -40,19 +35,11 @@ impl Algorithm for RingAllreduce {
     fn kernel_args_with(
         world_size: u32,
         n_elem: u64,
-        cube_w: u32,
-        cube_h: u32,
+        _cube_w: u32,
+        _cube_h: u32,
         params: &Params,
     ) -> Result<Vec<i64>, String> {
-        let mut args = Self::kernel_args(world_size, n_elem, cube_w, cube_h);
-        if let Some(chunk) = params.int("chunk_size")? {
-            if chunk < 1 {
-                return Err(format!("chunk_size must be >= 1 element, got {chunk}"));
-            }
-            args[2] = chunk.min(n_elem.max(1) as i64);
-        }
-        params.finish()?;
-        Ok(args)
+        round_args(world_size, n_elem, params)
     }
 }
 
