@@ -45,7 +45,11 @@ fn second_init_and_unsupported_op_and_single_driver_collective() {
         .contains("RuntimeError: trying to initialize the default process group twice!"));
     let e = probe("bad-op", 2);
     assert!(
-        e.contains("NotImplementedError: all_reduce op 'max' is not implemented"),
+        e.contains(
+            "NotImplementedError: all_reduce (max, f16): algorithm 'ring_allreduce' refuses it \
+             (component ring_allreduce: kernel-args-for: implements only an f16 sum all_reduce \
+             (the seed's ABI)); choose another with --algorithm all_reduce=<name>"
+        ),
         "{e}"
     );
     assert!(e.contains("process 0 terminated"), "{e}");

@@ -158,6 +158,22 @@ __attribute__((weak)) long kb_kernel_args_with(uint32_t world_size, uint64_t n_e
     return (long)kb_kernel_args(world_size, n_elem, cube_w, cube_h, out);
 }
 
+__attribute__((weak)) size_t kb_collectives(uint8_t *out) {
+    out[0] = KB_ALL_REDUCE;
+    return 1;
+}
+
+__attribute__((weak)) long kb_kernel_args_for(const kb_call *call, const kb_param *params,
+                                              size_t nparams, int64_t *out, char *err,
+                                              size_t errlen) {
+    if (call->collective == KB_ALL_REDUCE && call->dtype == 0 && call->op == KB_OP_SUM) {
+        return kb_kernel_args_with(call->world_size, call->block, call->cube_w, call->cube_h,
+                                   params, nparams, out, err, errlen);
+    }
+    snprintf(err, errlen, "implements only an f16 sum all_reduce (the seed's ABI)");
+    return -1;
+}
+
 __attribute__((weak)) bool kb_topo_name_to_kind(const char *name, int32_t *kind) {
     static const char *const names[] = {"ring_1d", "torus_2d", "mesh_2d_no_wrap"};
     for (int32_t i = 0; i < 3; i++) {
@@ -196,11 +212,8 @@ void exports_algorithm_full_kernel_args(uint32_t world_size, uint64_t n_elem, ui
     ret_args(out, n > KB_MAX_ARGS ? KB_MAX_ARGS : n, ret);
 }
 
-bool exports_algorithm_full_kernel_args_with(uint32_t world_size, uint64_t n_elem,
-                                             uint32_t cube_w, uint32_t cube_h,
-                                             algorithm_full_list_param_t *params,
-                                             algorithm_full_list_s64_t *ret,
-                                             algorithm_full_string_t *err) {
+/* The WIT parameters as kb_params (free them with params_free). */
+static kb_param *params_in(algorithm_full_list_param_t *params) {
     size_t np = params->len;
     kb_param *ps = calloc(np ? np : 1, sizeof(kb_param));
     for (size_t i = 0; i < np; i++) {
@@ -213,21 +226,66 @@ bool exports_algorithm_full_kernel_args_with(uint32_t world_size, uint64_t n_ele
         default: ps[i].kind = KB_PARAM_FLAG; ps[i].flag = p->value.val.flag; break;
         }
     }
-    int64_t out[KB_MAX_ARGS];
-    char msg[512] = {0};
-    long n = kb_kernel_args_with(world_size, n_elem, cube_w, cube_h, ps, np, out, msg, sizeof msg);
+    return ps;
+}
+
+static void params_free(kb_param *ps, size_t np) {
     for (size_t i = 0; i < np; i++) {
         free((void *)ps[i].name);
         if (ps[i].kind == KB_PARAM_TEXT) free((void *)ps[i].text);
     }
     free(ps);
-    algorithm_full_list_param_free(params);
+}
+
+/* The result of an args export: `n` args in `out`, or the refusal `msg`. */
+static bool args_result(long n, const int64_t *out, const char *msg, const char *fallback,
+                        algorithm_full_list_s64_t *ret, algorithm_full_string_t *err) {
     if (n < 0) {
-        algorithm_full_string_dup(err, msg[0] ? msg : "kernel_args_with refused the parameters");
+        algorithm_full_string_dup(err, msg[0] ? msg : fallback);
         return false;
     }
     ret_args(out, (size_t)n > KB_MAX_ARGS ? KB_MAX_ARGS : (size_t)n, ret);
     return true;
+}
+
+bool exports_algorithm_full_kernel_args_with(uint32_t world_size, uint64_t n_elem,
+                                             uint32_t cube_w, uint32_t cube_h,
+                                             algorithm_full_list_param_t *params,
+                                             algorithm_full_list_s64_t *ret,
+                                             algorithm_full_string_t *err) {
+    size_t np = params->len;
+    kb_param *ps = params_in(params);
+    int64_t out[KB_MAX_ARGS];
+    char msg[512] = {0};
+    long n = kb_kernel_args_with(world_size, n_elem, cube_w, cube_h, ps, np, out, msg, sizeof msg);
+    params_free(ps, np);
+    algorithm_full_list_param_free(params);
+    return args_result(n, out, msg, "kernel_args_with refused the parameters", ret, err);
+}
+
+void exports_algorithm_full_collectives(algorithm_full_list_collective_t *ret) {
+    uint8_t out[8];
+    size_t n = kb_collectives(out);
+    if (n > 7) n = 7;
+    ret->ptr = malloc(n ? n : 1);
+    memcpy(ret->ptr, out, n);
+    ret->len = n;
+}
+
+bool exports_algorithm_full_kernel_args_for(algorithm_full_call_t *call,
+                                            algorithm_full_list_param_t *params,
+                                            algorithm_full_list_s64_t *ret,
+                                            algorithm_full_string_t *err) {
+    kb_call c = {call->collective, call->dtype, call->op, call->root,
+                 call->block, call->world_size, call->cube_w, call->cube_h};
+    size_t np = params->len;
+    kb_param *ps = params_in(params);
+    int64_t out[KB_MAX_ARGS];
+    char msg[512] = {0};
+    long n = kb_kernel_args_for(&c, ps, np, out, msg, sizeof msg);
+    params_free(ps, np);
+    algorithm_full_list_param_free(params);
+    return args_result(n, out, msg, "kernel_args_for refused the call", ret, err);
 }
 
 bool exports_algorithm_full_topo_name_to_kind(algorithm_full_string_t *name, int32_t *ret) {

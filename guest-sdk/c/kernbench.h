@@ -61,6 +61,35 @@ long kb_kernel_args_with(uint32_t world_size, uint64_t n_elem, uint32_t cube_w, 
                          const kb_param *params, size_t nparams, int64_t *out, char *err,
                          size_t errlen);
 
+/* The collectives (the WIT's ccl.collective) and reductions (ccl.red-op). */
+enum { KB_ALL_REDUCE, KB_BROADCAST, KB_REDUCE, KB_ALL_GATHER, KB_REDUCE_SCATTER, KB_ALL_TO_ALL,
+       KB_SEND_RECV };
+enum { KB_OP_SUM, KB_OP_PROD, KB_OP_MAX, KB_OP_MIN, KB_OP_AVG };
+
+/* One collective call (the WIT's ccl.call); dtype is 0 f16, 1 bf16, 2 f32,
+ * 3 i32. */
+typedef struct {
+    uint8_t collective;
+    uint8_t dtype;
+    uint8_t op;
+    uint32_t root;
+    uint64_t block;
+    uint32_t world_size;
+    uint32_t cube_w;
+    uint32_t cube_h;
+} kb_call;
+
+/* The collectives this algorithm implements (KB_* values) into `out` (room
+ * for 7); return how many. Default: KB_ALL_REDUCE only. */
+size_t kb_collectives(uint8_t *out);
+
+/* The kernel's arguments for one call with the ccl.yaml parameters: the
+ * count, or -1 after writing a message into `err` to refuse the call.
+ * Default: kb_kernel_args_with for an f16 sum all_reduce, a refusal for
+ * anything else. */
+long kb_kernel_args_for(const kb_call *call, const kb_param *params, size_t nparams, int64_t *out,
+                        char *err, size_t errlen);
+
 /* Write "unknown parameter X (this algorithm takes A, B)" into `err` for
  * the first of `params` not named in `known` (NULL-terminated); return
  * true if there is one. */

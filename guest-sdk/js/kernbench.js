@@ -145,11 +145,30 @@ function toArgs(values) {
  *                                  gets as many as it names before tl)
  *   kernelArgs({worldSize, nElem, cubeW, cubeH, ...params}) -> [integers]
  * and optionally PARAMS (the ccl.yaml parameters kernelArgs takes),
+ * COLLECTIVES and kernelArgsFor(call, params) (see below),
  * TOPO_NAME_TO_KIND, ENTRY_DEFAULTS and neighbors(rank, worldSize, map)
  * with the seed's {dir: peer} objects.
  */
 export function exportAlgorithm(mod) {
   const params = mod.PARAMS ?? [];
+  const checkParams = (given) => {
+    const unknown = given.map((p) => p.name).filter((n) => !params.includes(n));
+    if (unknown.length) {
+      throw `unknown parameter${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} ` +
+        `(this algorithm takes ${params.length ? params.join(", ") : "none"})`;
+    }
+    const kw = {};
+    for (const p of given) kw[p.name] = typeof p.value.val === "bigint" ? Number(p.value.val) : p.value.val;
+    return kw;
+  };
+  const argsWith = (worldSize, nElem, cubeW, cubeH, given) => {
+    const kw = { worldSize, nElem: Number(nElem), cubeW, cubeH, ...checkParams(given) };
+    try {
+      return toArgs(mod.kernelArgs(kw));
+    } catch (e) {
+      throw String(e?.message ?? e);
+    }
+  };
   return {
     kernel(tPtr, args) {
       const wanted = Math.max(0, mod.kernel.length - 2);
@@ -163,18 +182,39 @@ export function exportAlgorithm(mod) {
       return toArgs(mod.kernelArgs({ worldSize, nElem: Number(nElem), cubeW, cubeH }));
     },
     kernelArgsWith(worldSize, nElem, cubeW, cubeH, given) {
-      const unknown = given.map((p) => p.name).filter((n) => !params.includes(n));
-      if (unknown.length) {
-        throw `unknown parameter${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} ` +
-          `(this algorithm takes ${params.length ? params.join(", ") : "none"})`;
+      return argsWith(worldSize, nElem, cubeW, cubeH, given);
+    },
+    // COLLECTIVES lists what the module implements (PyTorch's names);
+    // without it, all_reduce only.
+    collectives() {
+      return (mod.COLLECTIVES ?? ["all_reduce"]).map((c) => c.replace(/_/g, "-"));
+    },
+    // kernelArgsFor({collective, dtype, op, root, block, worldSize, cubeW,
+    // cubeH}, params) when the module has it; else the seed's ABI for an
+    // f16 sum all_reduce.
+    kernelArgsFor(call, given) {
+      const c = {
+        collective: call.collective.replace(/-/g, "_"),
+        dtype: call.dtype,
+        op: call.op,
+        root: call.root,
+        block: Number(call.block),
+        worldSize: call.worldSize,
+        cubeW: call.cubeW,
+        cubeH: call.cubeH,
+      };
+      if (mod.kernelArgsFor) {
+        const kw = checkParams(given);
+        try {
+          return toArgs(mod.kernelArgsFor(c, kw));
+        } catch (e) {
+          throw String(e?.message ?? e);
+        }
       }
-      const kw = { worldSize, nElem: Number(nElem), cubeW, cubeH };
-      for (const p of given) kw[p.name] = typeof p.value.val === "bigint" ? Number(p.value.val) : p.value.val;
-      try {
-        return toArgs(mod.kernelArgs(kw));
-      } catch (e) {
-        throw String(e?.message ?? e);
+      if (c.collective === "all_reduce" && c.dtype === "f16" && c.op === "sum") {
+        return argsWith(call.worldSize, call.block, call.cubeW, call.cubeH, given);
       }
+      throw "implements only an f16 sum all_reduce (the seed's ABI)";
     },
     topoNameToKind(name) {
       const table = mod.TOPO_NAME_TO_KIND ?? STANDARD_KINDS;

@@ -2,8 +2,8 @@
 
 use crate::__algorithm::kernbench::sim::{ccl, tl, types};
 use crate::{
-    BinOp, CompositeOp, Dtype, EntryDefaults, Link, ParamValue, Params, ReduceOp, Tensor, Tl,
-    UnaryOp,
+    BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, Link, ParamValue, Params, RedOp,
+    ReduceOp, Tensor, Tl, UnaryOp,
 };
 
 impl From<Dtype> for types::Dtype {
@@ -175,6 +175,54 @@ pub fn params_in(params: Vec<ccl::Param>) -> Params {
     )
 }
 
+fn collective_of(c: ccl::Collective) -> Collective {
+    match c {
+        ccl::Collective::AllReduce => Collective::AllReduce,
+        ccl::Collective::Broadcast => Collective::Broadcast,
+        ccl::Collective::Reduce => Collective::Reduce,
+        ccl::Collective::AllGather => Collective::AllGather,
+        ccl::Collective::ReduceScatter => Collective::ReduceScatter,
+        ccl::Collective::AllToAll => Collective::AllToAll,
+        ccl::Collective::SendRecv => Collective::SendRecv,
+    }
+}
+
+#[doc(hidden)]
+pub fn collectives_out(list: Vec<Collective>) -> Vec<ccl::Collective> {
+    list.into_iter()
+        .map(|c| match c {
+            Collective::AllReduce => ccl::Collective::AllReduce,
+            Collective::Broadcast => ccl::Collective::Broadcast,
+            Collective::Reduce => ccl::Collective::Reduce,
+            Collective::AllGather => ccl::Collective::AllGather,
+            Collective::ReduceScatter => ccl::Collective::ReduceScatter,
+            Collective::AllToAll => ccl::Collective::AllToAll,
+            Collective::SendRecv => ccl::Collective::SendRecv,
+        })
+        .collect()
+}
+
+/// The WIT call as a [`Call`].
+#[doc(hidden)]
+pub fn call_in(c: ccl::Call) -> Call {
+    Call {
+        collective: collective_of(c.collective),
+        dtype: c.dtype.into(),
+        op: match c.op {
+            ccl::RedOp::Sum => RedOp::Sum,
+            ccl::RedOp::Prod => RedOp::Prod,
+            ccl::RedOp::Max => RedOp::Max,
+            ccl::RedOp::Min => RedOp::Min,
+            ccl::RedOp::Avg => RedOp::Avg,
+        },
+        root: c.root,
+        block: c.block,
+        world_size: c.world_size,
+        cube_w: c.cube_w,
+        cube_h: c.cube_h,
+    }
+}
+
 #[doc(hidden)]
 pub fn entry_defaults_out(d: EntryDefaults) -> ccl::EntryDefaults {
     ccl::EntryDefaults {
@@ -250,6 +298,21 @@ macro_rules! export_algorithm {
                         n_elem,
                         cube_w,
                         cube_h,
+                        &$crate::algorithm_wasm::params_in(params),
+                    )
+                }
+                fn collectives(
+                ) -> ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Collective> {
+                    $crate::algorithm_wasm::collectives_out(
+                        <$ty as $crate::Algorithm>::collectives(),
+                    )
+                }
+                fn kernel_args_for(
+                    call: $crate::__algorithm::kernbench::sim::ccl::Call,
+                    params: ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Param>,
+                ) -> ::std::result::Result<::std::vec::Vec<i64>, ::std::string::String> {
+                    <$ty as $crate::Algorithm>::kernel_args_for(
+                        &$crate::algorithm_wasm::call_in(call),
                         &$crate::algorithm_wasm::params_in(params),
                     )
                 }

@@ -120,11 +120,11 @@ pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: Dtype) -> Vec<
         .collect()
 }
 
-/// Kernel args `(n_elem, world_size, round)` of an algorithm that works
-/// its tile in rounds of at most `round` elements: `round` is the entry's
-/// `chunk_size` parameter (elements, >= 1, capped at the tile), one round
-/// when absent. Refuses any other parameter.
-pub fn round_args(world_size: u32, n_elem: u64, params: &Params) -> Result<Vec<i64>, String> {
+/// The round size (elements) of an algorithm that works its tile of
+/// `n_elem` elements in rounds: the entry's `chunk_size` parameter
+/// (elements, >= 1, capped at the tile), one round when absent. Refuses
+/// any other parameter.
+pub fn round_param(n_elem: u64, params: &Params) -> Result<i64, String> {
     let mut round = n_elem as i64;
     if let Some(chunk) = params.int("chunk_size")? {
         if chunk < 1 {
@@ -133,7 +133,17 @@ pub fn round_args(world_size: u32, n_elem: u64, params: &Params) -> Result<Vec<i
         round = chunk.min(n_elem.max(1) as i64);
     }
     params.finish()?;
-    Ok(vec![n_elem as i64, world_size as i64, round])
+    Ok(round)
+}
+
+/// Kernel args `(n_elem, world_size, round)` of a seed-ABI algorithm that
+/// works its tile in rounds of [`round_param`] elements.
+pub fn round_args(world_size: u32, n_elem: u64, params: &Params) -> Result<Vec<i64>, String> {
+    Ok(vec![
+        n_elem as i64,
+        world_size as i64,
+        round_param(n_elem, params)?,
+    ])
 }
 
 /// The rounds of a tile of `n_elem` elements at `addr` for kernel args

@@ -174,8 +174,10 @@ pub trait Tl {
 /// builder. Export it with [`crate::export_algorithm!`].
 pub trait Algorithm {
     /// The kernel run on every participating PE. `args` is
-    /// `kernel_args(...)` followed by `(sip_rank, sip_topo_kind, sip_topo_w,
-    /// sip_topo_h)`.
+    /// `kernel_args(...)` (or `kernel_args_for(...)`) followed by
+    /// `(sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h)` and, for a
+    /// collective with its own output buffer, `out_ptr`
+    /// ([`crate::HostArgs`]).
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]);
 
     /// The kernel's positional arguments (before the four appended by the
@@ -200,6 +202,31 @@ pub trait Algorithm {
     ) -> Result<Vec<i64>, String> {
         params.finish()?;
         Ok(Self::kernel_args(world_size, n_elem, cube_w, cube_h))
+    }
+
+    /// The collectives this algorithm implements; the host maps it to no
+    /// other. Default: all-reduce.
+    fn collectives() -> Vec<crate::Collective> {
+        vec![crate::Collective::AllReduce]
+    }
+
+    /// The kernel's positional arguments for one `call`, with the
+    /// parameters of the ccl.yaml entry; an `Err` refuses the call (say
+    /// what the algorithm does instead). Default: the seed's ABI
+    /// ([`Algorithm::kernel_args_with`]) for an f16 sum all-reduce, a
+    /// refusal for anything else. [`crate::Call::to_args`] encodes a call
+    /// for the kernel to read back with [`crate::Call::from_args`].
+    fn kernel_args_for(call: &crate::Call, params: &crate::Params) -> Result<Vec<i64>, String> {
+        if call.is_seed_form() {
+            return Self::kernel_args_with(
+                call.world_size,
+                call.block,
+                call.cube_w,
+                call.cube_h,
+                params,
+            );
+        }
+        Err("implements only an f16 sum all_reduce (the seed's ABI)".into())
     }
 
     /// Install keys for a ccl.yaml entry that leaves them out (ccl.yaml

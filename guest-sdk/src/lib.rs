@@ -9,6 +9,7 @@
 //! Pick the world with a cargo feature: `algorithm` or `bench` (one per
 //! crate: a component implements exactly one world).
 
+mod collective;
 mod dtype;
 pub mod helpers;
 mod kernel;
@@ -28,6 +29,7 @@ pub use algorithm_wasm::WasmTl;
 #[cfg(feature = "bench")]
 pub mod bench;
 
+pub use collective::{Call, Collective, HostArgs, RedOp, CALL_ARGS, HOST_ARGS};
 pub use dtype::Dtype;
 pub use kernel::{Algorithm, BinOp, CompositeOp, ReduceOp, Tensor, Tl, UnaryOp};
 pub use setup::{EntryDefaults, Link, ParamValue, Params};
@@ -38,17 +40,19 @@ pub use bench::Bench;
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::helpers::{
-        chunked, pe_tile_addr, ring_step, round_args, rounds, tree_step, Chunk,
+        chunked, pe_tile_addr, ring_step, round_args, round_param, rounds, tree_step, Chunk,
     };
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{
-        Algorithm, BinOp, CompositeOp, Dtype, EntryDefaults, Link, Params, ReduceOp, Tensor, Tl,
-        UnaryOp,
+        Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, HostArgs, Link,
+        Params, RedOp, ReduceOp, Tensor, Tl, UnaryOp,
     };
 }
 
 #[doc(hidden)]
 #[cfg(feature = "algorithm")]
+// The generated export glue takes a flattened `ccl.call` record.
+#[allow(clippy::too_many_arguments)]
 pub mod __algorithm {
     wit_bindgen::generate!({
         path: "../wit",

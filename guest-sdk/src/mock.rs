@@ -663,6 +663,45 @@ pub fn assert_allreduce_sums<A: Algorithm>(cfg: &MockConfig, n_elem: u64) {
     }
 }
 
+/// Check that `A` all-reduces like `call` (any op, any dtype) on a ring of
+/// `call.world_size` ranks: rank `r` starts with small integers chosen so
+/// every partial result is exact in the dtype (products of 1s and 2s,
+/// sums below 256 for up to 16 ranks); every rank must end holding the
+/// element-wise reduction (`avg`: the exact sum divided by the world
+/// size, rounded once to the dtype).
+pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Params) {
+    use crate::RedOp;
+    let ws = call.world_size;
+    let n = call.block;
+    let value = |r: u32, i: u64| -> f64 {
+        match call.op {
+            RedOp::Prod => 1.0 + (r as u64 + i).is_multiple_of(3) as u8 as f64,
+            _ => ((i * 7 + r as u64 * 13) % 16) as f64,
+        }
+    };
+    let inputs: Vec<Vec<f64>> = (0..ws)
+        .map(|r| (0..n).map(|i| value(r, i)).collect())
+        .collect();
+    let expect: Vec<f64> = (0..n)
+        .map(|i| {
+            let vals = (0..ws).map(|r| value(r, i));
+            let x = match call.op {
+                RedOp::Sum => vals.sum(),
+                RedOp::Avg => vals.sum::<f64>() * (1.0 / ws as f64),
+                RedOp::Prod => vals.product(),
+                RedOp::Max => vals.fold(f64::MIN, f64::max),
+                RedOp::Min => vals.fold(f64::MAX, f64::min),
+            };
+            call.dtype.decode(&call.dtype.encode(&[x]))[0]
+        })
+        .collect();
+    let args = A::kernel_args_for(call, params).unwrap_or_else(|e| panic!("kernel_args_for: {e}"));
+    let cfg = MockConfig::ring(ws, call.dtype, args);
+    for (r, got) in run_kernel_in_mock::<A>(&cfg, &inputs).iter().enumerate() {
+        assert_eq!(got, &expect, "{} on {ws} ranks: rank {r}", call.describe());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,4 +96,7 @@ pub enum SimError {
     Budget(#[from] crate::budget::BudgetExceeded),
     #[error("wasmtime: {0}")]
     Wasmtime(String),
+    /// A command-line value the run cannot use (the message names the flag).
+    #[error("{0}")]
+    Usage(String),
 }

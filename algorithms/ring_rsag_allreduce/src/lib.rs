@@ -25,6 +25,10 @@
 //! path of the reduce-scatter. The standard model's `2(p − 1)(α + (S/p)/B)`
 //! is this with loads, adds and stores free.
 //!
+//! Every op (`sum`, `prod`, `max`, `min` combine partial results on the
+//! MATH unit; `avg` sums, then scales the owned block by `1/p` once) and
+//! every dtype (`avg` of i32 is refused).
+//!
 //! Parameter `chunk_size` (elements, ccl.yaml): all-reduce the tile in
 //! rounds of at most that many elements (a block must fit an IPCQ slot).
 //! Absent: one round.
@@ -34,18 +38,20 @@ use kernbench_guest::prelude::*;
 
 pub struct RingRsagAllreduce;
 
-const DT: Dtype = Dtype::F16;
+/// Kernel args: the call ([`Call::to_args`]), then the round size.
+const OWN_ARGS: usize = kernbench_guest::CALL_ARGS + 1;
 
 /// One round: the reduce-scatter and the all-gather of `round`'s blocks.
-fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, p: u32, rank: u32) {
+fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, call: &Call, rank: u32) {
+    let (p, dt) = (call.world_size, call.dtype);
     if p < 2 {
-        return; // one rank: the tile is the sum
+        return; // one rank: the tile is the result (avg of one = itself)
     }
-    let blocks = chunked(round.addr, p as u64, round.n_elem, DT);
+    let blocks = chunked(round.addr, p as u64, round.n_elem, dt);
     let len = |b: u32| blocks[b as usize].n_elem as u32;
     let mut acc: Vec<Option<T::Tensor>> = blocks
         .iter()
-        .map(|b| (b.n_elem > 0).then(|| tl.load(b.addr, &[b.n_elem as u32], DT)))
+        .map(|b| (b.n_elem > 0).then(|| tl.load(b.addr, &[b.n_elem as u32], dt)))
         .collect();
     for s in 0..p - 1 {
         let (send, recv) = ring_step(rank, s, p);
@@ -53,13 +59,16 @@ fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, p: u32, rank: u32) {
             tl.send("E", t);
         }
         if len(recv) > 0 {
-            let got = tl.recv(Some("W"), &[len(recv)], DT);
+            let got = tl.recv(Some("W"), &[len(recv)], dt);
             let mine = acc[recv as usize].take().expect("a loaded block");
-            acc[recv as usize] = Some(tl.add(&mine, &got));
+            acc[recv as usize] = Some(tl.binary(call.op.combine(), &mine, &got));
         }
     }
     let own = (rank + 1) % p;
     let mut current = acc[own as usize].take();
+    if let (Some(t), Some(f)) = (&current, call.op.finish_factor(p)) {
+        current = Some(tl.scale(t, f));
+    }
     if let Some(t) = &current {
         tl.store(blocks[own as usize].addr, t);
     }
@@ -69,7 +78,7 @@ fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, p: u32, rank: u32) {
             tl.send("E", &t);
         }
         if len(recv) > 0 {
-            let got = tl.recv(Some("W"), &[len(recv)], DT);
+            let got = tl.recv(Some("W"), &[len(recv)], dt);
             tl.store(blocks[recv as usize].addr, &got);
             current = Some(got);
         }
@@ -78,28 +87,38 @@ fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, p: u32, rank: u32) {
 
 impl Algorithm for RingRsagAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        // kernel_args = round_args (n_elem, world_size, round), then the
-        // four host-appended (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
-        let (n_elem, p, round) = (args[0] as u64, args[1] as u32, args[2] as u64);
-        let rank = args[3] as u32;
-        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem, DT);
-        for r in rounds(pe_addr, n_elem, round, DT) {
-            all_reduce_round(tl, r, p, rank);
+        let call = Call::from_args(args);
+        let round = args[kernbench_guest::CALL_ARGS] as u64;
+        let rank = HostArgs::after(args, OWN_ARGS, t_ptr).sip_rank;
+        let pe_addr = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
+        for r in rounds(pe_addr, call.block, round, call.dtype) {
+            all_reduce_round(tl, r, &call, rank);
         }
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        vec![n_elem as i64, world_size as i64, n_elem as i64]
+        let mut args = Call::all_reduce(n_elem, world_size).to_args();
+        args.push(n_elem as i64);
+        args
     }
 
-    fn kernel_args_with(
-        world_size: u32,
-        n_elem: u64,
-        _cube_w: u32,
-        _cube_h: u32,
-        params: &Params,
-    ) -> Result<Vec<i64>, String> {
-        round_args(world_size, n_elem, params)
+    fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
+        if call.collective != Collective::AllReduce {
+            return Err(format!(
+                "implements all_reduce only, not {}",
+                call.collective.name()
+            ));
+        }
+        if call.op == RedOp::Avg && call.dtype == Dtype::I32 {
+            return Err(
+                "avg of i32 is not offered (integer division rounds differently between \
+                 libraries): all-reduce with sum and divide"
+                    .into(),
+            );
+        }
+        let mut args = call.to_args();
+        args.push(round_param(call.block, params)?);
+        Ok(args)
     }
 }
 
@@ -108,7 +127,7 @@ kernbench_guest::export_algorithm!(RingRsagAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+    use kernbench_guest::mock::{assert_all_reduce, assert_allreduce_sums, MockConfig};
 
     #[test]
     fn every_rank_gets_the_sum_for_any_size_and_world_size() {
@@ -122,13 +141,40 @@ mod tests {
     }
 
     #[test]
+    fn every_op_and_dtype_reduces_exactly() {
+        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+            for op in RedOp::ALL {
+                if op == RedOp::Avg && dtype == Dtype::I32 {
+                    continue;
+                }
+                for (ws, n) in [(3u32, 7u64), (4, 16), (5, 3)] {
+                    let call = Call {
+                        dtype,
+                        op,
+                        ..Call::all_reduce(n, ws)
+                    };
+                    assert_all_reduce::<RingRsagAllreduce>(&call, &Params::new(vec![]));
+                }
+            }
+        }
+        let call = Call {
+            dtype: Dtype::I32,
+            op: RedOp::Avg,
+            ..Call::all_reduce(4, 2)
+        };
+        let e = RingRsagAllreduce::kernel_args_for(&call, &Params::new(vec![])).unwrap_err();
+        assert!(e.contains("avg of i32"), "{e}");
+    }
+
+    #[test]
     fn rounds_of_any_size_sum_every_element() {
         for (n, chunk) in [(16u64, 5i64), (17, 4), (7, 1)] {
             let p = Params::new(vec![(
                 "chunk_size".into(),
                 kernbench_guest::ParamValue::Int(chunk),
             )]);
-            let args = RingRsagAllreduce::kernel_args_with(3, n, 1, 1, &p).unwrap();
+            let call = Call::all_reduce(n, 3);
+            let args = RingRsagAllreduce::kernel_args_for(&call, &p).unwrap();
             let cfg = MockConfig::ring(3, Dtype::F16, args);
             assert_allreduce_sums::<RingRsagAllreduce>(&cfg, n);
         }

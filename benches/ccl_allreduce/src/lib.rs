@@ -27,6 +27,55 @@ struct Sweep {
     factor: u64,
     /// Cubes the tensor is placed over row-wise (1: one block).
     cubes: u32,
+    /// `-d`: the element type (nccl-tests' `-d half|bfloat16|float|int32`
+    /// or ours: f16, bf16, f32, i32).
+    dtype: Dtype,
+    /// `-o`: the reduction (sum, prod, max, min, avg).
+    op: Op,
+}
+
+/// The reductions of `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Avg,
+}
+
+impl Op {
+    fn parse(s: &str) -> Result<Op, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "sum" => Op::Sum,
+            "prod" | "product" => Op::Prod,
+            "max" => Op::Max,
+            "min" => Op::Min,
+            "avg" => Op::Avg,
+            _ => return Err(format!("-o: unknown op {s:?} (sum, prod, max, min, avg)")),
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Prod => "prod",
+            Op::Max => "max",
+            Op::Min => "min",
+            Op::Avg => "avg",
+        }
+    }
+}
+
+/// `-d`'s dtype, in nccl-tests' spelling or ours.
+fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    match s {
+        "half" | "float16" => Ok(Dtype::F16),
+        "bfloat16" => Ok(Dtype::Bf16),
+        "float" | "float32" => Ok(Dtype::F32),
+        "int32" | "int" => Ok(Dtype::I32),
+        _ => Dtype::parse(s).map_err(|e| format!("-d: {e}")),
+    }
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -48,6 +97,8 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
         max: 1 << 20,
         factor: 2,
         cubes: 1,
+        dtype: Dtype::F16,
+        op: Op::Sum,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -64,6 +115,8 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
                     .parse()
                     .map_err(|_| "stepfactor must be an integer".to_string())?
             }
+            "-d" | "--datatype" => sw.dtype = parse_dtype(&val(a)?)?,
+            "-o" | "--op" => sw.op = Op::parse(&val(a)?)?,
             "--cubes" => {
                 sw.cubes = val(a)?
                     .parse()
@@ -73,7 +126,7 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
             }
             other => {
                 return Err(format!(
-                    "ccl_allreduce: unknown argument {other:?} (known: -b, -e, -f, --cubes)"
+                    "ccl_allreduce: unknown argument {other:?} (known: -b, -e, -f, -d, -o, --cubes)"
                 ))
             }
         }
@@ -87,45 +140,86 @@ fn parse_args(args: &[String]) -> Result<Sweep, String> {
     Ok(sw)
 }
 
-/// At most this many ranks add a non-zero value to any one element.
-const MAX_CONTRIBUTORS: u32 = 128;
-
-/// Ranks `r` with `(r + i) % stride == 0` contribute to element `i`, so
-/// that at most [`MAX_CONTRIBUTORS`] do at any world size (every rank
-/// does up to 128 ranks).
-fn stride(world_size: u32) -> u64 {
-    world_size.div_ceil(MAX_CONTRIBUTORS).max(1) as u64
+/// At most this many ranks add a non-zero value (0..16) to any one
+/// element: every partial sum, in any order, stays an integer within the
+/// dtype's exact range (f16 2048, bf16 256, f32 2^24).
+fn max_contributors(dtype: Dtype) -> u32 {
+    match dtype {
+        Dtype::F16 => 128,
+        Dtype::Bf16 => 16,
+        Dtype::F32 | Dtype::I32 => 1 << 20,
+    }
 }
 
-/// Rank `rank`'s value of element `i`: small integers (0..16) from at most
-/// 128 ranks per element, so every partial sum in any reduction order is an
-/// integer below 2048 and exact in f16: the reference check is exact at
-/// every world size.
-fn value(rank: u32, i: u64, world_size: u32) -> f64 {
-    if !(rank as u64 + i).is_multiple_of(stride(world_size)) {
-        return 0.0;
+/// The rank values of one run: `world_size` contributors, `dtype`, `op`.
+struct Values {
+    world_size: u32,
+    dtype: Dtype,
+    op: Op,
+    /// Ranks `r` with `(r + i) % stride == 0` contribute to element `i`.
+    stride: u64,
+}
+
+impl Values {
+    fn new(world_size: u32, dtype: Dtype, op: Op) -> Values {
+        let stride = world_size.div_ceil(max_contributors(dtype)).max(1) as u64;
+        Values {
+            world_size,
+            dtype,
+            op,
+            stride,
+        }
     }
-    ((i * 7 + rank as u64 * 13) % 16) as f64
+
+    /// Rank `rank`'s value of element `i`. `prod`: 1s, and 2s from ranks
+    /// below 15 (products up to 2^5); the others: small integers (0..16)
+    /// from at most [`max_contributors`] ranks per element. Every partial
+    /// result is exact in the dtype, so the check is exact at every world
+    /// size (`avg`: the exact sum divided once).
+    fn value(&self, rank: u32, i: u64) -> f64 {
+        if self.op == Op::Prod {
+            return if rank < 15 && (rank as u64 + i).is_multiple_of(3) {
+                2.0
+            } else {
+                1.0
+            };
+        }
+        if !(rank as u64 + i).is_multiple_of(self.stride) {
+            return 0.0;
+        }
+        ((i * 7 + rank as u64 * 13) % 16) as f64
+    }
+
+    /// The exact result of element `i`, rounded once to the dtype.
+    fn reduce(&self, i: u64) -> f64 {
+        let vals = (0..self.world_size).map(|r| self.value(r, i));
+        let x = match self.op {
+            Op::Sum => vals.sum(),
+            Op::Avg => vals.sum::<f64>() * (1.0 / self.world_size as f64),
+            Op::Prod => vals.product(),
+            Op::Max => vals.fold(f64::MIN, f64::max),
+            Op::Min => vals.fold(f64::MAX, f64::min),
+        };
+        self.dtype.decode(&self.dtype.encode(&[x]))[0]
+    }
 }
 
 /// The exact all-reduce result of every element. It is periodic in the
-/// element index (period 16 x stride), so it is tabulated once per world
-/// size instead of summing every rank for every element.
+/// element index (period 48 x stride), so it is tabulated once per run
+/// instead of reducing every rank for every element.
 struct Reference {
-    sums: Vec<f64>,
+    results: Vec<f64>,
 }
 
 impl Reference {
-    fn new(world_size: u32) -> Self {
-        let period = 16 * stride(world_size);
-        let sums = (0..period)
-            .map(|i| (0..world_size).map(|r| value(r, i, world_size)).sum())
-            .collect();
-        Reference { sums }
+    fn new(values: &Values) -> Self {
+        let period = 48 * values.stride;
+        let results = (0..period).map(|i| values.reduce(i)).collect();
+        Reference { results }
     }
 
     fn expected(&self, i: u64) -> f64 {
-        self.sums[(i % self.sums.len() as u64) as usize]
+        self.results[(i % self.results.len() as u64) as usize]
     }
 }
 
@@ -156,44 +250,35 @@ impl Bench for CclAllreduce {
         // Contributors: every cube of every rank (`--cubes 1`: the ranks).
         let cubes = sweep.cubes as u64;
         let contributors = world_size * sweep.cubes;
-        let reference = Reference::new(contributors);
+        let (dtype, item) = (sweep.dtype, sweep.dtype.itemsize() as u64);
+        let values = Values::new(contributors, dtype, sweep.op);
+        let reference = Reference::new(&values);
         let mut size = sweep.min;
         while size <= sweep.max {
             // As nccl-tests: whole elements; the reported size is what moves.
             // With --cubes, one cube's tile (the buffer of one contributor).
-            let count = size / Dtype::F16.itemsize() as u64;
+            let count = size / item;
             if count == 0 {
                 size *= sweep.factor;
                 continue;
             }
             let total = count * cubes;
             let t = if cubes == 1 {
-                torch::zeros(&[count as u32], Dtype::F16, "allreduce_buf")?
+                torch::zeros(&[count as u32], dtype, "allreduce_buf")?
             } else {
                 use torch::DpMode::{Replicate, RowWise};
                 let dp = torch::DpPolicy::new(RowWise, Replicate, sweep.cubes, 1);
-                torch::zeros_dp(
-                    &[sweep.cubes, count as u32],
-                    Dtype::F16,
-                    dp,
-                    "allreduce_buf",
-                )?
+                torch::zeros_dp(&[sweep.cubes, count as u32], dtype, dp, "allreduce_buf")?
             };
             for (first, n) in pieces(total) {
                 let data: Vec<f64> = (first..first + n)
-                    .map(|j| {
-                        value(
-                            rank * sweep.cubes + (j / count) as u32,
-                            j % count,
-                            contributors,
-                        )
-                    })
+                    .map(|j| values.value(rank * sweep.cubes + (j / count) as u32, j % count))
                     .collect();
                 t.copy_from_f64_at(first, &data)?;
             }
             dist::barrier()?;
             let t0 = ahbm::now_ps();
-            dist::all_reduce(&t, "sum")?;
+            dist::all_reduce(&t, sweep.op.name())?;
             let t1 = ahbm::now_ps();
             let mut wrong = 0u64;
             for (first, n) in pieces(total) {
@@ -206,10 +291,10 @@ impl Bench for CclAllreduce {
             report::record(
                 "all_reduce",
                 &report::Row {
-                    size_bytes: count * Dtype::F16.itemsize() as u64,
+                    size_bytes: count * item,
                     count,
-                    dtype: Dtype::F16,
-                    redop: "sum".into(),
+                    dtype,
+                    redop: sweep.op.name().into(),
                     time_ps: t1 - t0,
                     wrong,
                 },
@@ -241,24 +326,58 @@ mod tests {
     }
 
     #[test]
-    fn values_sum_exactly_in_f16_at_every_world_size() {
-        for ws in [1, 2, 4, 64, 128, 129, 273, 499, 1000, 4096] {
-            let reference = Reference::new(ws);
-            for i in 0..reference.sums.len() as u64 * 2 {
-                let contributors: Vec<f64> = (0..ws)
-                    .map(|r| value(r, i, ws))
-                    .filter(|&v| v != 0.0)
-                    .collect();
-                assert!(contributors.len() <= MAX_CONTRIBUTORS as usize, "ws {ws}");
-                // Every partial sum, in any order, stays below f16's
-                // exact-integer limit: the sum of all of them does.
-                let total: f64 = contributors.iter().sum();
-                assert!(total < 2048.0, "ws {ws} element {i}: {total}");
-                assert_eq!(reference.expected(i), total, "ws {ws} element {i}");
+    fn every_partial_result_is_exact_at_every_world_size() {
+        let limit = |d: Dtype| match d {
+            Dtype::F16 => 2048.0,
+            Dtype::Bf16 => 256.0,
+            _ => 16777216.0,
+        };
+        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+            for op in [Op::Sum, Op::Prod, Op::Max, Op::Avg] {
+                for ws in [1, 2, 4, 16, 17, 128, 129, 273, 1000, 4096] {
+                    let v = Values::new(ws, dtype, op);
+                    let reference = Reference::new(&v);
+                    for i in 0..reference.results.len() as u64 * 2 {
+                        let vals: Vec<f64> = (0..ws).map(|r| v.value(r, i)).collect();
+                        // Sums and products of all of them bound every
+                        // partial result, in any order.
+                        if op == Op::Prod {
+                            let prod: f64 = vals.iter().product();
+                            assert!(prod <= 32.0, "ws {ws} element {i}: {prod}");
+                        } else {
+                            let sum: f64 = vals.iter().sum();
+                            assert!(sum < limit(dtype), "{dtype:?} ws {ws} element {i}: {sum}");
+                        }
+                        assert_eq!(reference.expected(i), v.reduce(i));
+                    }
+                }
             }
         }
-        // Up to 128 ranks, every rank contributes to every element.
-        assert_eq!(stride(128), 1);
+        // f16 up to 128 ranks: every rank contributes to every element.
+        assert_eq!(Values::new(128, Dtype::F16, Op::Sum).stride, 1);
+        // avg: the exact sum (0 + 13 + 10 at element 0 of 3 ranks),
+        // divided and rounded once.
+        let avg = Values::new(3, Dtype::F16, Op::Avg);
+        let once = Dtype::F16.decode(&Dtype::F16.encode(&[23.0 * (1.0 / 3.0)]))[0];
+        assert_eq!(avg.reduce(0), once);
+        assert_ne!(once, 23.0 / 3.0, "f16 rounds it");
+    }
+
+    #[test]
+    fn dtype_and_op_flags_take_nccl_tests_spellings() {
+        let a: Vec<String> = ["-d", "bfloat16", "-o", "max"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let s = parse_args(&a).unwrap();
+        assert_eq!((s.dtype, s.op), (Dtype::Bf16, Op::Max));
+        let a: Vec<String> = ["-d", "i32", "-o", "PRODUCT"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(parse_args(&a).unwrap().dtype, Dtype::I32);
+        assert!(parse_args(&["-o".to_string(), "band".to_string()]).is_err());
+        assert!(parse_args(&["-d".to_string(), "f64".to_string()]).is_err());
     }
 
     #[test]

@@ -110,6 +110,30 @@ def _param(p):
     return p.name, p.value.value
 
 
+_COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+                "all_to_all", "send_recv")
+
+
+def _collective_out(name):
+    if name not in _COLLECTIVES:
+        raise ValueError(f"COLLECTIVES: unknown collective {name!r} (known: {_COLLECTIVES})")
+    return getattr(_ccl.Collective, name.upper())
+
+
+def _call_in(call):
+    """The WIT call as the dict a module's ``kernel_args_for`` gets."""
+    return {
+        "collective": call.collective.name.lower(),
+        "dtype": _DT_NAME[call.dtype],
+        "op": call.op.name.lower(),
+        "root": call.root,
+        "block": call.block,
+        "world_size": call.world_size,
+        "cube_w": call.cube_w,
+        "cube_h": call.cube_h,
+    }
+
+
 def export_algorithm(module):
     """The ``WitWorld`` class componentize-py exports for ``module``."""
     tl = Tl(_Host())
@@ -135,6 +159,25 @@ def export_algorithm(module):
                 )
             except (contract.ParameterError, TypeError, ValueError) as e:
                 raise Err(str(e))
+
+        def collectives(self):
+            # A module lists what it implements in COLLECTIVES (PyTorch's
+            # names); without it, all_reduce only.
+            return [_collective_out(c) for c in getattr(module, "COLLECTIVES", ("all_reduce",))]
+
+        def kernel_args_for(self, call, params):
+            given = dict(_param(p) for p in params)
+            c = _call_in(call)
+            if hasattr(module, "kernel_args_for"):
+                try:
+                    return [int(a) for a in module.kernel_args_for(c, **given)]
+                except (contract.ParameterError, TypeError, ValueError) as e:
+                    raise Err(str(e))
+            if (c["collective"], c["dtype"], c["op"]) == ("all_reduce", "f16", "sum"):
+                return self.kernel_args_with(
+                    call.world_size, call.block, call.cube_w, call.cube_h, params
+                )
+            raise Err("implements only an f16 sum all_reduce (the seed's ABI)")
 
         def topo_name_to_kind(self, name):
             return contract.topo_kind(module, name)

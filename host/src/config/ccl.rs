@@ -2,6 +2,7 @@
 //! (seed ADR-0047 D2/D3, ADR-0050 D6).
 
 use super::Origin;
+use crate::ccl::collective::Collective;
 use crate::error::ConfigError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -134,6 +135,11 @@ pub struct Defaults {
     /// file has exactly one entry (as the seed's snippets do).
     #[serde(default)]
     pub algorithm: String,
+    /// The algorithm of each collective (`all_gather: ring_rsag`), by
+    /// PyTorch's names; a collective left out uses `algorithm` when that
+    /// implements it. `all_reduce` here wins over `algorithm`.
+    #[serde(default)]
+    pub algorithms: BTreeMap<String, String>,
     pub world_size: Option<u32>,
     /// Accepted for seed compatibility (the seed's default tile size).
     pub n_elem: Option<u64>,
@@ -412,6 +418,20 @@ impl CclConfig {
                 self.known()
             ));
         }
+        for (coll, name) in &self.defaults.algorithms {
+            if Collective::from_name(coll).is_none() {
+                return Err(format!(
+                    "defaults.algorithms has the key '{coll}', which is not a collective (known: {})",
+                    Collective::names()
+                ));
+            }
+            if !self.algorithms.contains_key(name) {
+                return Err(format!(
+                    "defaults.algorithms.{coll} is {name:?}, but algorithms has no such entry (known: {})",
+                    self.known()
+                ));
+            }
+        }
         for (name, a) in &self.algorithms {
             if let Some(n) = a.n_slots {
                 check_n_slots(n).map_err(|e| format!("algorithms.{name}.n_slots {e}"))?;
@@ -481,6 +501,52 @@ impl CclConfig {
             })
     }
 
+    /// The entries that may serve collective `c`, in priority order, for
+    /// the command line's `choice` and the algorithm the bench `wanted`:
+    /// `--algorithm c=NAME`, then a plain `--algorithm NAME`, then the
+    /// bench's, then `defaults.algorithms.c`, then `defaults.algorithm`.
+    /// A plain name (the command line's, the bench's, `defaults.algorithm`)
+    /// is binding for `all_reduce` (the seed's meaning) and otherwise
+    /// serves only if its component implements `c`.
+    pub fn candidates(
+        &self,
+        c: Collective,
+        choice: &AlgorithmChoice,
+        wanted: Option<&str>,
+    ) -> Vec<Candidate> {
+        let plain = c == Collective::AllReduce;
+        let mut out = Vec::new();
+        let mut push = |name: &str, binding: bool, source: String| {
+            out.push(Candidate {
+                name: name.to_string(),
+                binding,
+                source,
+            })
+        };
+        if let Some(n) = choice.per_collective.get(&c) {
+            push(n, true, format!("--algorithm {c}={n}"));
+        }
+        if let Some(n) = &choice.plain {
+            push(n, plain, format!("--algorithm {n}"));
+        }
+        if let Some(n) = wanted {
+            push(
+                n,
+                plain,
+                format!("the bench's process-group option algorithm={n}"),
+            );
+        }
+        if let Some(n) = self.defaults.algorithms.get(c.name()) {
+            push(n, true, format!("ccl.yaml defaults.algorithms.{c}"));
+        }
+        push(
+            &self.defaults.algorithm,
+            plain,
+            "ccl.yaml defaults.algorithm".to_string(),
+        );
+        out
+    }
+
     /// World size (ADR-0047 D2): algorithm entry > defaults > SIP count.
     pub fn world_size(&self, entry: &AlgorithmEntry, n_sips: u32) -> u32 {
         entry
@@ -490,9 +556,145 @@ impl CclConfig {
     }
 }
 
+/// One entry that may serve a collective ([`CclConfig::candidates`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: String,
+    /// True: it must serve (its component must implement the collective);
+    /// false: it serves only if it does.
+    pub binding: bool,
+    /// Where the choice came from, for messages.
+    pub source: String,
+}
+
+/// The command line's `--algorithm` values: `NAME` (the seed's: the
+/// all-reduce algorithm, and any other collective its component
+/// implements) and `COLLECTIVE=NAME`. Several are given comma-separated
+/// or by repeating the flag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlgorithmChoice {
+    pub plain: Option<String>,
+    pub per_collective: BTreeMap<Collective, String>,
+}
+
+impl AlgorithmChoice {
+    /// Parse `ring_rsag` or `all_gather=ring_rsag,all_reduce=tree_allreduce`.
+    pub fn parse(spec: Option<&str>) -> Result<AlgorithmChoice, String> {
+        let mut choice = AlgorithmChoice::default();
+        for part in spec.unwrap_or("").split(',').map(str::trim) {
+            if part.is_empty() {
+                continue;
+            }
+            match part.split_once('=') {
+                Some((coll, name)) => {
+                    let c = Collective::from_name(coll.trim()).ok_or_else(|| {
+                        format!(
+                            "--algorithm {part}: '{coll}' is not a collective (known: {})",
+                            Collective::names()
+                        )
+                    })?;
+                    if choice
+                        .per_collective
+                        .insert(c, name.trim().to_string())
+                        .is_some()
+                    {
+                        return Err(format!("--algorithm gives {c} twice"));
+                    }
+                }
+                None if choice.plain.is_some() => {
+                    return Err(format!(
+                        "--algorithm gives two plain names ({} and {part}): name the collective, e.g. all_gather={part}",
+                        choice.plain.as_deref().unwrap_or_default()
+                    ))
+                }
+                None => choice.plain = Some(part.to_string()),
+            }
+        }
+        Ok(choice)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.plain.is_none() && self.per_collective.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn candidates_follow_the_documented_priority() {
+        let text = "defaults: {algorithm: a, algorithms: {all_gather: b}}
+algorithms:
+  a: {module: m}
+  b: {module: m}
+  c: {module: m}
+";
+        let cfg = CclConfig::from_yaml(text, Origin::Embedded("t")).unwrap();
+        let none = AlgorithmChoice::default();
+        let names = |v: Vec<Candidate>| -> Vec<(String, bool)> {
+            v.into_iter().map(|c| (c.name, c.binding)).collect()
+        };
+        assert_eq!(
+            names(cfg.candidates(Collective::AllReduce, &none, None)),
+            [("a".into(), true)]
+        );
+        assert_eq!(
+            names(cfg.candidates(Collective::AllGather, &none, None)),
+            [("b".into(), true), ("a".into(), false)]
+        );
+        let choice = AlgorithmChoice::parse(Some("c, all_gather=a")).unwrap();
+        assert_eq!(
+            names(cfg.candidates(Collective::AllGather, &choice, Some("b"))),
+            [
+                ("a".into(), true),
+                ("c".into(), false),
+                ("b".into(), false),
+                ("b".into(), true),
+                ("a".into(), false)
+            ]
+        );
+        assert_eq!(
+            names(cfg.candidates(Collective::AllReduce, &choice, None))[0],
+            ("c".into(), true)
+        );
+        let c = cfg.candidates(Collective::AllGather, &choice, None);
+        assert_eq!(c[0].source, "--algorithm all_gather=a");
+    }
+
+    #[test]
+    fn algorithm_choices_parse_and_refuse_clearly() {
+        let c = AlgorithmChoice::parse(Some("all-gather=x,reduce_scatter = y")).unwrap();
+        assert_eq!(c.per_collective[&Collective::AllGather], "x");
+        assert_eq!(c.per_collective[&Collective::ReduceScatter], "y");
+        assert!(c.plain.is_none());
+        assert!(AlgorithmChoice::parse(None).unwrap().is_empty());
+        let e = AlgorithmChoice::parse(Some("allgather=x")).unwrap_err();
+        assert!(e.contains("'allgather' is not a collective"), "{e}");
+        let e = AlgorithmChoice::parse(Some("a,b")).unwrap_err();
+        assert!(e.contains("two plain names"), "{e}");
+        let e = AlgorithmChoice::parse(Some("broadcast=a,broadcast=b")).unwrap_err();
+        assert!(e.contains("broadcast twice"), "{e}");
+    }
+
+    #[test]
+    fn defaults_algorithms_are_checked() {
+        let bad = |t: &str| {
+            CclConfig::from_yaml(t, Origin::Embedded("t"))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad("defaults: {algorithm: a, algorithms: {allgather: a}}
+algorithms:
+  a: {module: m}
+");
+        assert!(e.contains("'allgather', which is not a collective"), "{e}");
+        let e = bad("defaults: {algorithm: a, algorithms: {all_gather: z}}
+algorithms:
+  a: {module: m}
+");
+        assert!(e.contains("defaults.algorithms.all_gather is \"z\""), "{e}");
+    }
 
     #[test]
     fn world_size_priority_algorithm_then_defaults_then_sips() {

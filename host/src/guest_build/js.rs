@@ -21,6 +21,8 @@ const ENTRY_EXPORTS: &[&str] = &[
     "topoNameToKind",
     "entryDefaults",
     "neighbors",
+    "collectives",
+    "kernelArgsFor",
 ];
 
 /// componentize-js's CLI: `$KERNBENCH_COMPONENTIZE_JS`, else the one

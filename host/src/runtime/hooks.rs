@@ -1,7 +1,8 @@
 //! The setup-time exports of an algorithm component, called on one
-//! instance of it outside any kernel: `kernel-args` / `kernel-args-with`
-//! (seed 004 D4), `topo-name-to-kind` (ADR-0050 D1), `entry-defaults` and
-//! `neighbors` (seed 003 §3). Each optional export falls back to what the
+//! instance of it outside any kernel: `collectives` and `kernel-args-for`
+//! (which collectives it implements, and its arguments for one call),
+//! `kernel-args` / `kernel-args-with` (seed 004 D4), `topo-name-to-kind`
+//! (ADR-0050 D1), `entry-defaults` and `neighbors` (seed 003 §3). Each optional export falls back to what the
 //! WIT says when a component does not export it.
 
 use super::bindings::algorithm::kernbench::sim::ccl;
@@ -10,6 +11,7 @@ use super::describe_guest_error;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::RunLimits;
 use super::wasi::{FlushOnDrop, Output};
+use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::tables::Link;
 use crate::config::ccl::{EntryDefaultNames, EntryDefaults, ParamValue};
 use crate::error::SimError;
@@ -24,6 +26,42 @@ const TOPO_EXPORT: &str = "topo-name-to-kind";
 const ARGS_WITH_EXPORT: &str = "kernel-args-with";
 const DEFAULTS_EXPORT: &str = "entry-defaults";
 const NEIGHBORS_EXPORT: &str = "neighbors";
+const COLLECTIVES_EXPORT: &str = "collectives";
+const ARGS_FOR_EXPORT: &str = "kernel-args-for";
+
+fn collective_in(c: ccl::Collective) -> Collective {
+    match c {
+        ccl::Collective::AllReduce => Collective::AllReduce,
+        ccl::Collective::Broadcast => Collective::Broadcast,
+        ccl::Collective::Reduce => Collective::Reduce,
+        ccl::Collective::AllGather => Collective::AllGather,
+        ccl::Collective::ReduceScatter => Collective::ReduceScatter,
+        ccl::Collective::AllToAll => Collective::AllToAll,
+        ccl::Collective::SendRecv => Collective::SendRecv,
+    }
+}
+
+fn collective_out(c: Collective) -> ccl::Collective {
+    match c {
+        Collective::AllReduce => ccl::Collective::AllReduce,
+        Collective::Broadcast => ccl::Collective::Broadcast,
+        Collective::Reduce => ccl::Collective::Reduce,
+        Collective::AllGather => ccl::Collective::AllGather,
+        Collective::ReduceScatter => ccl::Collective::ReduceScatter,
+        Collective::AllToAll => ccl::Collective::AllToAll,
+        Collective::SendRecv => ccl::Collective::SendRecv,
+    }
+}
+
+fn red_op_out(o: RedOp) -> ccl::RedOp {
+    match o {
+        RedOp::Sum => ccl::RedOp::Sum,
+        RedOp::Prod => ccl::RedOp::Prod,
+        RedOp::Max => ccl::RedOp::Max,
+        RedOp::Min => ccl::RedOp::Min,
+        RedOp::Avg => ccl::RedOp::Avg,
+    }
+}
 
 /// One instance of an algorithm, for its setup-time exports.
 pub struct AlgorithmHooks {
@@ -155,6 +193,85 @@ impl AlgorithmHooks {
         match called {
             Ok(Ok(args)) => Ok(args),
             Ok(Err(message)) => Err(self.refused(ARGS_WITH_EXPORT, message)),
+            Err(e) => Err(self.guest_error(e)),
+        }
+    }
+
+    /// The collectives the component implements: its `collectives`
+    /// export (deduplicated, in [`Collective::ALL`] order), only
+    /// all-reduce when it has none.
+    pub async fn collectives(&mut self) -> Result<Vec<Collective>, SimError> {
+        if !self.exports(COLLECTIVES_EXPORT) {
+            return Ok(vec![Collective::AllReduce]);
+        }
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<(), (Vec<ccl::Collective>,)>(
+                    &mut self.store,
+                    COLLECTIVES_EXPORT,
+                )?;
+            let (r,) = f.call_async(&mut self.store, ()).await?;
+            wasmtime::Result::Ok(r)
+        }
+        .await;
+        let got = called.map_err(|e| self.guest_error(e))?;
+        let got: Vec<Collective> = got.into_iter().map(collective_in).collect();
+        Ok(Collective::ALL
+            .into_iter()
+            .filter(|c| got.contains(c))
+            .collect())
+    }
+
+    /// The kernel's positional arguments for one `call`: its
+    /// `kernel-args-for` export; without one, the seed's ABI for the one
+    /// call it can express (an f16 sum all-reduce), a refusal for others.
+    pub async fn kernel_args_for(
+        &mut self,
+        call: &Call,
+        cube: (u32, u32),
+        params: &[(String, ParamValue)],
+    ) -> Result<Vec<i64>, SimError> {
+        if !self.exports(ARGS_FOR_EXPORT) {
+            if call.is_seed_form() {
+                return self
+                    .kernel_args(call.world_size, call.block, cube, params)
+                    .await;
+            }
+            return Err(self.refused(
+                ARGS_FOR_EXPORT,
+                format!(
+                    "not exported: the algorithm speaks only the seed's ABI (an f16 sum all_reduce), not {}",
+                    call.describe()
+                ),
+            ));
+        }
+        let wit_call = ccl::Call {
+            collective: collective_out(call.collective),
+            dtype: super::kernel::dtype_out(call.dtype),
+            op: red_op_out(call.op),
+            root: call.root,
+            block: call.block,
+            world_size: call.world_size,
+            cube_w: cube.0,
+            cube_h: cube.1,
+        };
+        let wit: Vec<ccl::Param> = params.iter().map(param_out).collect();
+        type Args<'a> = (ccl::Call, &'a [ccl::Param]);
+        let called = async {
+            let f = self
+                .instance
+                .get_typed_func::<Args, (Result<Vec<i64>, String>,)>(
+                    &mut self.store,
+                    ARGS_FOR_EXPORT,
+                )?;
+            let (r,) = f.call_async(&mut self.store, (wit_call, &wit)).await?;
+            wasmtime::Result::Ok(r)
+        }
+        .await;
+        match called {
+            Ok(Ok(args)) => Ok(args),
+            Ok(Err(message)) => Err(self.refused(ARGS_FOR_EXPORT, message)),
             Err(e) => Err(self.guest_error(e)),
         }
     }

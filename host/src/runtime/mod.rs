@@ -8,12 +8,15 @@
 //!   machine (how most kernels run: no Store alive while simulated).
 //! * [`bench`]: the `torch.*` surface for bench instances (one Store per
 //!   rank).
-//! * [`session`]: one run — process group, spawn, epoch barrier, reports.
+//! * [`session`]: one run — process group init, spawn, reports;
+//!   [`process_group`]: the group, its backends and epochs;
+//!   [`collective`]: choosing a backend and running one call.
 //! * [`wasi`]: the guest sandbox.
 //! * [`sim`]: drives a whole run on the executor and reports deadlocks.
 
 pub mod bench;
 pub mod bindings;
+pub mod collective;
 pub mod commands;
 pub mod eager;
 pub mod futures;
@@ -22,6 +25,7 @@ pub mod kernel;
 pub mod launch;
 pub mod limits;
 pub mod loader;
+pub mod process_group;
 pub mod session;
 pub mod sim;
 pub mod wasi;

@@ -1,24 +1,24 @@
 //! One simulation run of a bench: the machine, the default process group
-//! (seed ADR-0047), `mp.spawn` (ADR-0024 D12) and the collective epoch
-//! barrier (seed 004 D7), plus the rows the bench reports.
+//! (seed ADR-0047; [`super::process_group`]) and its initialisation,
+//! `mp.spawn` (ADR-0024 D12), the `dist.*` entry points (run by
+//! [`super::collective`]), plus the rows the bench reports.
 
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
-use super::kernel::{AlgorithmComponent, KernelLaunch};
 use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
+use super::process_group::ProcessGroup;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::ccl::ranks::RankMap;
-use crate::config::ccl::{ParamValue, Validator};
+use crate::ccl::collective::{Call, Collective, RedOp};
+use crate::config::ccl::AlgorithmChoice;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
-use crate::engine::{self, Event};
+use crate::engine;
 use crate::error::SimError;
 use crate::hw::dtype::Dtype;
 use crate::hw::machine::IpcqSettings;
 use crate::hw::Machine;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::ResourceTable;
 use wasmtime::Store;
@@ -53,34 +53,6 @@ pub struct CollectiveTensor {
     pub shard_numel: u64,
 }
 
-/// One collective call, joined by every rank.
-#[derive(Default)]
-struct Epoch {
-    joined: BTreeSet<u32>,
-    all_joined: Event,
-    kernels_done: Vec<Event>,
-    errors: Arc<Mutex<Vec<String>>>,
-    returned: u32,
-}
-
-/// The default process group, installed by `init_process_group`.
-pub struct ProcessGroup {
-    pub algorithm: String,
-    pub component: AlgorithmComponent,
-    pub world_size: u32,
-    pub sip_topo_kind: i32,
-    pub sip_topo_wh: (u32, u32),
-    /// Which PEs run each rank's kernels.
-    pub ranks: RankMap,
-    /// The shard-layout check of ccl.yaml's `validator`.
-    pub validator: Option<Validator>,
-    /// ccl.yaml's algorithm parameters, passed to `kernel-args-with`.
-    pub params: Vec<(String, ParamValue)>,
-    epochs: Mutex<BTreeMap<u64, Epoch>>,
-    next_epoch: Mutex<HashMap<u32, u64>>,
-    kernel_args: Mutex<HashMap<u64, Vec<i64>>>,
-}
-
 /// The α-β figures of one ring step on the modelled machine.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AlphaBeta {
@@ -99,26 +71,29 @@ pub struct Session {
     pub ccl: CclConfig,
     pub loader: Arc<Loader>,
     pub bench: BenchComponent,
-    pub algorithm_override: Option<String>,
+    /// The command line's `--algorithm` choices.
+    pub algorithm_choice: AlgorithmChoice,
+    /// The algorithm the bench asked for at `init_process_group`.
+    wanted: Mutex<Option<String>>,
     pub bench_args: Vec<String>,
     /// The budgets every instance of this run is held to.
     pub limits: RunLimits,
-    pg: Mutex<Option<Arc<ProcessGroup>>>,
+    pub(super) pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
     /// The compute table's rows (`report.record-kernel`).
     kernel_rows: Mutex<crate::kernel_report::KernelTable>,
     row_observer: OnceLock<super::sim::RowObserver>,
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
-    failures: Failures,
+    pub(super) failures: Failures,
 }
 
 /// Root causes of a run, in the order they happened: (who, message).
 #[derive(Clone, Default)]
-struct Failures(Arc<Mutex<Vec<(String, String)>>>);
+pub(super) struct Failures(Arc<Mutex<Vec<(String, String)>>>);
 
 impl Failures {
-    fn record(&self, who: String, message: String) {
+    pub(super) fn record(&self, who: String, message: String) {
         let mut f = self.0.lock().unwrap();
         if !f.iter().any(|(_, m)| *m == message) {
             f.push((who, message));
@@ -136,7 +111,7 @@ fn bench_instance_name(rank: Option<u32>) -> String {
     rank.map_or_else(|| "bench".to_string(), |r| format!("rank {r}"))
 }
 
-fn runtime_error(m: impl Into<String>) -> DistError {
+pub(super) fn runtime_error(m: impl Into<String>) -> DistError {
     DistError::RuntimeError(m.into())
 }
 
@@ -146,7 +121,7 @@ impl Session {
         ccl: CclConfig,
         loader: Arc<Loader>,
         bench: BenchComponent,
-        algorithm_override: Option<String>,
+        algorithm_choice: AlgorithmChoice,
         bench_args: Vec<String>,
         limits: RunLimits,
     ) -> Arc<Self> {
@@ -155,7 +130,8 @@ impl Session {
             ccl,
             loader,
             bench,
-            algorithm_override,
+            algorithm_choice,
+            wanted: Mutex::new(None),
             bench_args,
             limits,
             pg: Mutex::new(None),
@@ -289,64 +265,30 @@ impl Session {
                 "trying to initialize the default process group twice!",
             ));
         }
+        // The IPCQ installed is the all-reduce algorithm's: the first
+        // binding candidate (the command line's, the bench's, ccl.yaml's).
+        let name = self
+            .ccl
+            .candidates(Collective::AllReduce, &self.algorithm_choice, wanted)
+            .into_iter()
+            .find(|c| c.binding)
+            .map(|c| c.name)
+            .expect("defaults.algorithm is always a binding candidate");
         let (name, entry) = self
             .ccl
-            .resolve(self.algorithm_override.as_deref().or(wanted))
+            .resolve(Some(&name))
             .map_err(|e| runtime_error(e.to_string()))?;
         let (name, entry) = (name.to_string(), entry.clone());
-        let component = self
-            .loader
-            .load_algorithm(&entry.module, self.ccl.base_dir.as_deref())
-            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
-        let in_entry =
-            |e: &dyn std::fmt::Display| runtime_error(format!("ccl.yaml algorithm '{name}': {e}"));
+        let plan = self.plan_backend(&name, &entry).await?;
         let spec = &self.machine.topo.spec;
-        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
-        let mut hooks = component
-            .hooks(&self.machine, &self.limits)
-            .await
-            .map_err(|e| in_entry(&e))?;
-        let keys = entry.install_keys(&hooks.entry_defaults().await.map_err(|e| in_entry(&e))?);
-        let world_size = self.ccl.world_size(&entry, spec.n_sips());
-        let ranks = RankMap::new(world_size, keys.mapper, spec).map_err(|e| in_entry(&e))?;
-        let sip_topo = spec.system.sips.topology;
-        let sip_topo_wh = match sip_topo {
+        let sip_topo_wh = match spec.system.sips.topology {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
-        let participants = ranks.all();
-        let mut tables = crate::ccl::tables::for_machine(keys.topology, &participants, spec)
-            .map_err(|e| in_entry(&e))?;
-        if hooks.has_neighbors() {
-            let n = participants.len() as u32;
-            let mut rows = BTreeMap::new();
-            for i in 0..participants.len() {
-                let row = crate::ccl::tables::row_links(&tables, &participants, i);
-                if let Some(new) = hooks
-                    .neighbors(i as u32, n, row)
-                    .await
-                    .map_err(|e| in_entry(&e))?
-                {
-                    rows.insert(i, new);
-                }
-            }
-            tables = crate::ccl::tables::with_rows(&tables, &participants, rows)
-                .map_err(|e| in_entry(&e))?;
-        }
-        let kind = hooks
-            .topo_kind(sip_topo.name())
-            .await
-            .map_err(|e| in_entry(&e))?;
-        let params = entry.param_values().map_err(|e| in_entry(&e))?;
-        // The parameters are checked here, before anything is installed.
-        hooks
-            .kernel_args(world_size, 0, cube, &params)
-            .await
-            .map_err(|e| in_entry(&e))?;
-        drop(hooks);
+        let keys = plan.backend.keys;
         self.machine
             .install_ipcq(
-                &tables,
+                &plan.backend.tables,
                 IpcqSettings {
                     buffer_kind: keys.buffer_kind,
                     n_slots: keys.n_slots,
@@ -356,28 +298,23 @@ impl Session {
                 },
             )
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
-        *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup {
-            algorithm: name,
-            component,
-            world_size,
-            sip_topo_kind: kind,
+        *self.wanted.lock().unwrap() = wanted.map(str::to_string);
+        *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(
+            plan.backend.world_size,
             sip_topo_wh,
-            ranks,
-            validator: keys.validator,
-            params,
-            epochs: Mutex::new(BTreeMap::new()),
-            next_epoch: Mutex::new(HashMap::new()),
-            kernel_args: Mutex::new(HashMap::new()),
-        }));
+            plan.ranks,
+            Arc::new(plan.backend),
+        )));
         Ok(())
     }
 
-    /// `all_reduce(tensor, op)` (ADR-0047 D5): launch the kernels of the
-    /// ranks this caller stands for (a spawned worker: its own; the single
-    /// driver: every rank, when they all share its tensor's SIP), join the
-    /// epoch, return when every rank's kernels have finished.
-    /// A kernel failure traps the calling bench (it is not a recoverable
-    /// Python-style exception).
+    /// The algorithm the bench asked for at `init_process_group`.
+    pub(super) fn wanted_algorithm(&self) -> Option<String> {
+        self.wanted.lock().unwrap().clone()
+    }
+
+    /// `all_reduce(tensor, op)` (ADR-0047 D5): in place, with `op` one of
+    /// PyTorch's `ReduceOp`s ([`RedOp::from_name`]).
     pub async fn all_reduce(
         &self,
         rank: Option<u32>,
@@ -388,220 +325,28 @@ impl Session {
             Ok(pg) => pg,
             Err(e) => return Ok(Err(e)),
         };
-        if op != "sum" {
-            return Ok(Err(DistError::NotImplemented(format!(
-                "all_reduce op '{op}' is not implemented: the ahbm kernels implement only 'sum'"
+        let Some(op) = RedOp::from_name(op) else {
+            return Ok(Err(DistError::ValueError(format!(
+                "all_reduce: unknown op '{op}' (known: sum, prod, max, min, avg)"
             ))));
-        }
-        if tensor.dtype != Dtype::F16 {
-            return Ok(Err(DistError::NotImplemented(format!(
-                "all_reduce of a {} tensor: the algorithm ABI counts n_elem in f16 elements (ADR-0050 D2); use f16",
-                tensor.dtype.name()
-            ))));
-        }
-        let ranks = match self.callers_ranks(&pg, rank, &tensor) {
-            Ok(r) => r,
-            Err(e) => return Ok(Err(e)),
         };
-        if let Some(v) = pg.validator {
-            let want = v.shards_needed(&self.machine.topo.spec);
-            if tensor.shards != want {
-                return Ok(Err(DistError::ValueError(format!(
-                    "all_reduce on rank {} ({} validator of '{}'): the tensor has {} shard(s) on SIP {}, \
-                     the algorithm needs {want} (place it with a DPPolicy that gives {want})",
-                    ranks[0],
-                    v.name(),
-                    pg.algorithm,
-                    tensor.shards,
-                    tensor.sip
-                ))));
-            }
-        }
-        let kargs = match self.kernel_args(&pg, tensor.shard_numel).await {
-            Ok(k) => k,
-            Err(e) => return Err(wasmtime::Error::msg(e.to_string())),
+        let call = Call {
+            collective: Collective::AllReduce,
+            dtype: tensor.dtype,
+            op,
+            root: 0,
+            block: tensor.shard_numel,
+            world_size: pg.world_size,
         };
-
-        let started = engine::now();
-        // One epoch per collective call of each rank (seed 004 D7).
-        let epoch_id = {
-            let mut next = pg.next_epoch.lock().unwrap();
-            let id = *next.entry(ranks[0]).or_insert(0);
-            for r in &ranks {
-                next.insert(*r, id + 1);
-            }
-            id
-        };
-        let errors = {
-            let mut epochs = pg.epochs.lock().unwrap();
-            epochs.entry(epoch_id).or_default().errors.clone()
-        };
-        // Launch now; each kernel starts at this caller's current time.
-        let mut launched = Vec::new();
-        for &r in &ranks {
-            let mut args = kargs.clone();
-            args.extend([
-                r as i64,
-                pg.sip_topo_kind as i64,
-                pg.sip_topo_wh.0 as i64,
-                pg.sip_topo_wh.1 as i64,
-            ]);
-            for pe in pg.ranks.participants(r) {
-                let launch = KernelLaunch {
-                    pe,
-                    t_ptr: tensor.t_ptr,
-                    args: args.clone(),
-                };
-                let (comp, machine, algo) = (
-                    pg.component.clone(),
-                    self.machine.clone(),
-                    pg.algorithm.clone(),
-                );
-                let errs = errors.clone();
-                let (limits, failures) = (self.limits.clone(), self.failures.clone());
-                let h = engine::spawn(async move {
-                    if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
-                        // Recorded at once: if its peers then wait for it
-                        // forever, the run reports this failure, not the wait.
-                        failures.record("collective".into(), e.to_string());
-                        errs.lock().unwrap().push(e.to_string());
-                    }
-                });
-                launched.push(h.finished());
-            }
-        }
-        let ws = pg.world_size;
-        let all_joined = {
-            let mut epochs = pg.epochs.lock().unwrap();
-            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.joined.extend(ranks.iter().copied());
-            ep.kernels_done.extend(launched);
-            if ep.joined.len() as u32 == ws {
-                ep.all_joined.set();
-            }
-            ep.all_joined.clone()
-        };
-        all_joined.wait().await;
-        let done: Vec<Event> = pg.epochs.lock().unwrap()[&epoch_id].kernels_done.clone();
-        for d in done {
-            d.wait().await;
-        }
-        if self.machine.oplog().is_some() {
-            let pes: Vec<crate::topology::PeCoord> =
-                (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();
-            self.machine.note_host_sync(&pes);
-        }
-        {
-            let mut epochs = pg.epochs.lock().unwrap();
-            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.returned += ranks.len() as u32;
-            if ep.returned == ws {
-                epochs.remove(&epoch_id);
-            }
-        }
-        if let Some(tr) = &self.machine.trace {
-            let name = format!("all_reduce {} B", tensor.nbytes);
-            for &r in &ranks {
-                tr.record(
-                    crate::hw::trace::Track::Rank(r),
-                    name.clone(),
-                    started,
-                    engine::now(),
-                );
-            }
-        }
-        let errors = errors.lock().unwrap().clone();
-        if let Some(first) = errors.first() {
-            self.record_failure("collective".into(), first.clone());
-            return Err(wasmtime::Error::msg(format!(
-                "all_reduce failed: {}",
-                errors.join("; ")
-            )));
-        }
-        Ok(Ok(()))
-    }
-
-    /// The ranks a collective call of `rank` (None: the single driver)
-    /// joins, each checked to run on the SIP of its tensor.
-    fn callers_ranks(
-        &self,
-        pg: &ProcessGroup,
-        rank: Option<u32>,
-        tensor: &CollectiveTensor,
-    ) -> Result<Vec<u32>, DistError> {
-        let ws = pg.world_size;
-        let ranks: Vec<u32> = match rank {
-            Some(r) if r >= ws => {
-                return Err(runtime_error(format!(
-                    "rank {r} is outside the process group (world_size {ws})"
-                )))
-            }
-            Some(r) => vec![r],
-            None if ws == 1 => vec![0],
-            // ADR-0047 D5: the single driver launches every rank and
-            // drains inline, which needs every rank on its tensor's SIP
-            // (rank = flat PE index inside one SIP, as the seed's
-            // ccl_hello).
-            None if (0..ws).all(|r| pg.ranks.sip(r) == tensor.sip) => (0..ws).collect(),
-            None => {
-                return Err(runtime_error(format!(
-                    "all_reduce called by the single driver with world_size {ws} ({}): its tensor on SIP {} \
-                     cannot serve ranks on other SIPs; run one worker per rank with torch.multiprocessing.spawn",
-                    pg.ranks.describe(),
-                    tensor.sip
-                )))
-            }
-        };
-        for &r in &ranks {
-            let sip = pg.ranks.sip(r);
-            if sip != tensor.sip {
-                return Err(DistError::ValueError(format!(
-                    "rank {r} runs on SIP {sip} but its tensor lives on SIP {}: call torch.ahbm.set_device({sip}) \
-                     before creating the tensor",
-                    tensor.sip
-                )));
-            }
-        }
-        Ok(ranks)
-    }
-
-    async fn kernel_args(&self, pg: &ProcessGroup, n_elem: u64) -> Result<Vec<i64>, SimError> {
-        if let Some(k) = pg.kernel_args.lock().unwrap().get(&n_elem) {
-            return Ok(k.clone());
-        }
-        let spec = &self.machine.topo.spec;
-        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
-        let k = pg
-            .component
-            .hooks(&self.machine, &self.limits)
-            .await?
-            .kernel_args(pg.world_size, n_elem, cube, &pg.params)
-            .await?;
-        pg.kernel_args.lock().unwrap().insert(n_elem, k.clone());
-        Ok(k)
+        self.run_collective(rank, call, tensor, tensor).await
     }
 
     /// What the ranks are waiting for in unfinished collectives.
     pub fn collective_report(&self) -> Vec<String> {
-        let Some(pg) = self.pg.lock().unwrap().clone() else {
-            return Vec::new();
-        };
-        let epochs = pg.epochs.lock().unwrap();
-        epochs
-            .iter()
-            .filter(|(_, e)| (e.joined.len() as u32) < pg.world_size)
-            .map(|(id, e)| {
-                let missing: Vec<String> = (0..pg.world_size)
-                    .filter(|r| !e.joined.contains(r))
-                    .map(|r| r.to_string())
-                    .collect();
-                format!(
-                    "collective #{id}: ranks {:?} joined; waiting for rank(s) {} to call it",
-                    e.joined,
-                    missing.join(", ")
-                )
-            })
-            .collect()
+        match self.pg.lock().unwrap().clone() {
+            Some(pg) => pg.waiting_report(),
+            None => Vec::new(),
+        }
     }
 
     fn bench_store(

@@ -109,7 +109,8 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         req.ccl,
         loader.clone(),
         bench,
-        req.algorithm,
+        crate::config::ccl::AlgorithmChoice::parse(req.algorithm.as_deref())
+            .map_err(SimError::Usage)?,
         req.args,
         limits.clone(),
     );

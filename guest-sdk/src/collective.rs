@@ -1,0 +1,264 @@
+//! The collectives an algorithm can implement ([`Collective`], [`RedOp`]),
+//! one call of one ([`Call`], what `kernel-args-for` receives), and the
+//! encoding SDK algorithms use to hand a call to their kernel
+//! ([`Call::to_args`] / [`Call::from_args`], [`HostArgs`] for the values
+//! the host appends).
+
+use crate::{BinOp, Dtype};
+
+/// A collective of `torch.distributed` (the WIT's `ccl.collective`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Collective {
+    AllReduce,
+    Broadcast,
+    Reduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    SendRecv,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 7] = [
+        Collective::AllReduce,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::SendRecv,
+    ];
+
+    /// PyTorch's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "all_to_all",
+            Collective::SendRecv => "send_recv",
+        }
+    }
+
+    /// Elements of one rank's (input, output) for blocks of `block`.
+    pub const fn buffers(self, block: u64, world_size: u32) -> (u64, u64) {
+        let all = block * world_size as u64;
+        match self {
+            Collective::AllGather => (block, all),
+            Collective::ReduceScatter => (all, block),
+            Collective::AllToAll => (all, all),
+            _ => (block, block),
+        }
+    }
+}
+
+/// `torch.distributed.ReduceOp` (the WIT's `ccl.red-op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// The sum divided by the world size.
+    Avg,
+}
+
+impl RedOp {
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+            RedOp::Avg => "avg",
+        }
+    }
+
+    /// The MATH unit's operation that combines two partial results (`Avg`
+    /// adds; divide once at the end with [`RedOp::finish_factor`]).
+    pub const fn combine(self) -> BinOp {
+        match self {
+            RedOp::Sum | RedOp::Avg => BinOp::Add,
+            RedOp::Prod => BinOp::Mul,
+            RedOp::Max => BinOp::Max,
+            RedOp::Min => BinOp::Min,
+        }
+    }
+
+    /// The factor to scale the full reduction by: `1 / world_size` for
+    /// `Avg`, none for the others.
+    pub fn finish_factor(self, world_size: u32) -> Option<f64> {
+        (self == RedOp::Avg).then(|| 1.0 / world_size.max(1) as f64)
+    }
+}
+
+/// One collective call (the WIT's `ccl.call`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Call {
+    pub collective: Collective,
+    pub dtype: Dtype,
+    pub op: RedOp,
+    /// `src` of broadcast and send/recv, `dst` of reduce, else 0.
+    pub root: u32,
+    /// Elements of one block (see the WIT's `call.block`).
+    pub block: u64,
+    pub world_size: u32,
+    pub cube_w: u32,
+    pub cube_h: u32,
+}
+
+/// Values of [`Call::to_args`].
+pub const CALL_ARGS: usize = 6;
+
+const DTYPES: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+
+impl Call {
+    /// The seed's call: an f16 sum all-reduce of `block` elements.
+    pub fn all_reduce(block: u64, world_size: u32) -> Call {
+        Call {
+            collective: Collective::AllReduce,
+            dtype: Dtype::F16,
+            op: RedOp::Sum,
+            root: 0,
+            block,
+            world_size,
+            cube_w: 1,
+            cube_h: 1,
+        }
+    }
+
+    /// Whether the seed's ABI can express it: an f16 sum all-reduce.
+    pub fn is_seed_form(&self) -> bool {
+        self.collective == Collective::AllReduce
+            && self.dtype == Dtype::F16
+            && self.op == RedOp::Sum
+    }
+
+    /// Elements of one rank's (input, output).
+    pub fn buffers(&self) -> (u64, u64) {
+        self.collective.buffers(self.block, self.world_size)
+    }
+
+    /// `all_reduce (avg, bf16)`, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}, {})",
+            self.collective.name(),
+            self.op.name(),
+            self.dtype.name()
+        )
+    }
+
+    /// The call as the first [`CALL_ARGS`] kernel arguments: collective,
+    /// dtype, op, root, block, world size.
+    pub fn to_args(&self) -> Vec<i64> {
+        let idx = |c: Collective| Collective::ALL.iter().position(|&x| x == c).unwrap();
+        let dt = DTYPES.iter().position(|&d| d == self.dtype).unwrap();
+        let op = RedOp::ALL.iter().position(|&o| o == self.op).unwrap();
+        vec![
+            idx(self.collective) as i64,
+            dt as i64,
+            op as i64,
+            self.root as i64,
+            self.block as i64,
+            self.world_size as i64,
+        ]
+    }
+
+    /// The call [`Call::to_args`] encoded at the front of `args` (the cube
+    /// mesh is not encoded: 1 × 1).
+    pub fn from_args(args: &[i64]) -> Call {
+        assert!(
+            args.len() >= CALL_ARGS,
+            "kernel args hold no call: {args:?}"
+        );
+        Call {
+            collective: Collective::ALL[args[0] as usize],
+            dtype: DTYPES[args[1] as usize],
+            op: RedOp::ALL[args[2] as usize],
+            root: args[3] as u32,
+            block: args[4] as u64,
+            world_size: args[5] as u32,
+            cube_w: 1,
+            cube_h: 1,
+        }
+    }
+}
+
+/// The values the host appends to every kernel's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostArgs {
+    /// The rank (SIP rank) this kernel runs for.
+    pub sip_rank: u32,
+    pub sip_topo_kind: i64,
+    pub sip_topo_w: u32,
+    pub sip_topo_h: u32,
+    /// Where the rank's output goes: the appended `out-ptr` of a
+    /// collective with its own output buffer, else `t_ptr` (in place).
+    pub out_ptr: u64,
+}
+
+/// The seed's four host values (sip rank, topology kind, w, h).
+pub const HOST_ARGS: usize = 4;
+
+impl HostArgs {
+    /// The host's values in `args` after the kernel's own `n_own`
+    /// arguments (what `kernel_args_for` returned); `t_ptr` is the
+    /// kernel's.
+    pub fn after(args: &[i64], n_own: usize, t_ptr: u64) -> HostArgs {
+        assert!(
+            args.len() >= n_own + HOST_ARGS,
+            "kernel args hold no host values after {n_own} of the kernel's own: {args:?}"
+        );
+        let t = &args[n_own..];
+        HostArgs {
+            sip_rank: t[0] as u32,
+            sip_topo_kind: t[1],
+            sip_topo_w: t[2] as u32,
+            sip_topo_h: t[3] as u32,
+            out_ptr: t.get(HOST_ARGS).map_or(t_ptr, |&p| p as u64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_survives_the_args_encoding() {
+        for c in Collective::ALL {
+            for op in RedOp::ALL {
+                for dtype in DTYPES {
+                    let call = Call {
+                        collective: c,
+                        dtype,
+                        op,
+                        root: 3,
+                        block: 1 << 33,
+                        world_size: 7,
+                        cube_w: 1,
+                        cube_h: 1,
+                    };
+                    let mut args = call.to_args();
+                    args.extend([9, 8]);
+                    assert_eq!(Call::from_args(&args), call);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn host_args_follow_the_kernels_own() {
+        let h = HostArgs::after(&[1, 2, 5, 0, 4, 4, 0x9000], 2, 0x1000);
+        assert_eq!(h.sip_rank, 5);
+        assert_eq!(h.sip_topo_w, 4);
+        assert_eq!(h.out_ptr, 0x9000);
+        let h = HostArgs::after(&[1, 2, 5, 0, 4, 4], 2, 0x1000);
+        assert_eq!(h.out_ptr, 0x1000, "in place");
+    }
+}

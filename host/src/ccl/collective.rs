@@ -1,0 +1,289 @@
+//! What a collective is, independent of how it runs: the collectives of
+//! `torch.distributed` KernBench provides, their reduction ops, the shape
+//! of one call (a [`Call`]: which collective, dtype, op, root and block
+//! size) and the figures every report derives from it — the buffers each
+//! rank passes in and gets out, and nccl-tests' bus-bandwidth factor.
+//!
+//! The names are PyTorch's (`all_reduce`, `all_gather`, ...); the WIT
+//! spells them with dashes (`all-reduce`).
+
+use crate::hw::dtype::Dtype;
+use std::fmt;
+
+/// A collective of `torch.distributed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Collective {
+    AllReduce,
+    Broadcast,
+    Reduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    /// A point-to-point `send` / `recv` pair.
+    SendRecv,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 7] = [
+        Collective::AllReduce,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllGather,
+        Collective::ReduceScatter,
+        Collective::AllToAll,
+        Collective::SendRecv,
+    ];
+
+    /// PyTorch's name (ccl.yaml keys and report rows use it).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all_reduce",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllGather => "all_gather",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::AllToAll => "all_to_all",
+            Collective::SendRecv => "send_recv",
+        }
+    }
+
+    /// The collective named `name` (PyTorch's spelling, or the WIT's with
+    /// dashes).
+    pub fn from_name(name: &str) -> Option<Collective> {
+        let n = name.replace('-', "_");
+        Collective::ALL.into_iter().find(|c| c.name() == n)
+    }
+
+    /// Every name, for error messages.
+    pub fn names() -> String {
+        Collective::ALL.map(Collective::name).join(", ")
+    }
+
+    /// Whether it combines values with a [`RedOp`].
+    pub const fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+        )
+    }
+
+    /// Whether one rank is its root (`src` / `dst`).
+    pub const fn has_root(self) -> bool {
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv
+        )
+    }
+
+    /// Whether the output is the input buffer (all-reduce, broadcast,
+    /// reduce, send/recv) rather than a buffer of its own.
+    pub const fn in_place(self) -> bool {
+        !matches!(
+            self,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll
+        )
+    }
+
+    /// Elements of the (input, output) buffer of one rank for blocks of
+    /// `block` elements among `world_size` ranks (see [`Call::block`]).
+    pub const fn buffers(self, block: u64, world_size: u32) -> (u64, u64) {
+        let all = block * world_size as u64;
+        match self {
+            Collective::AllReduce
+            | Collective::Broadcast
+            | Collective::Reduce
+            | Collective::SendRecv => (block, block),
+            Collective::AllGather => (block, all),
+            Collective::ReduceScatter => (all, block),
+            Collective::AllToAll => (all, all),
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor (its PERFORMANCE.md): busbw =
+    /// algbw × factor, with algbw = size / time and size as
+    /// [`Collective::reported_elements`]. all-reduce 2(n−1)/n; all-gather,
+    /// reduce-scatter and all-to-all (n−1)/n; broadcast, reduce and
+    /// send/recv 1.
+    pub fn busbw_factor(self, world_size: u32) -> f64 {
+        let n = world_size.max(1) as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
+            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+        }
+    }
+
+    /// The elements nccl-tests reports as `count` (and `size` in bytes) for
+    /// blocks of `block`: the larger of a rank's two buffers (all-gather's
+    /// output, reduce-scatter's input, all-to-all's whole buffer), the
+    /// buffer itself for the others.
+    pub const fn reported_elements(self, block: u64, world_size: u32) -> u64 {
+        let (i, o) = self.buffers(block, world_size);
+        if i > o {
+            i
+        } else {
+            o
+        }
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A reduction of `torch.distributed.ReduceOp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    /// The sum divided by the world size.
+    Avg,
+}
+
+impl RedOp {
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+
+    /// nccl-tests' name (`-o`), lower case as reports print it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+            RedOp::Avg => "avg",
+        }
+    }
+
+    /// The op named `name`: nccl-tests' spelling or PyTorch's `ReduceOp`
+    /// member (`SUM`, `PRODUCT`, `MAX`, `MIN`, `AVG`), any case.
+    pub fn from_name(name: &str) -> Option<RedOp> {
+        match name.to_ascii_lowercase().as_str() {
+            "sum" => Some(RedOp::Sum),
+            "prod" | "product" => Some(RedOp::Prod),
+            "max" => Some(RedOp::Max),
+            "min" => Some(RedOp::Min),
+            "avg" => Some(RedOp::Avg),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for RedOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One collective call as the algorithm sees it (`kernel-args-for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Call {
+    pub collective: Collective,
+    pub dtype: Dtype,
+    /// The reduction (`Sum` where the collective does not reduce).
+    pub op: RedOp,
+    /// `src` of broadcast / send, `dst` of reduce (0 where there is none).
+    pub root: u32,
+    /// Elements of one block: the whole tensor of all-reduce, broadcast,
+    /// reduce and send/recv; one rank's input of all-gather; one rank's
+    /// output of reduce-scatter; what a rank sends each peer in all-to-all.
+    pub block: u64,
+    pub world_size: u32,
+}
+
+impl Call {
+    /// The seed's call: an f16 sum all-reduce of `block` elements.
+    pub fn seed_all_reduce(block: u64, world_size: u32) -> Call {
+        Call {
+            collective: Collective::AllReduce,
+            dtype: Dtype::F16,
+            op: RedOp::Sum,
+            root: 0,
+            block,
+            world_size,
+        }
+    }
+
+    /// Whether the seed's ABI (`kernel-args-with(world-size, n-elem, ...)`)
+    /// can express it: an f16 sum all-reduce.
+    pub fn is_seed_form(&self) -> bool {
+        self.collective == Collective::AllReduce
+            && self.dtype == Dtype::F16
+            && self.op == RedOp::Sum
+    }
+
+    /// Elements of one rank's (input, output).
+    pub fn buffers(&self) -> (u64, u64) {
+        self.collective.buffers(self.block, self.world_size)
+    }
+
+    /// Human words for errors: `all_reduce (avg, bf16)`.
+    pub fn describe(&self) -> String {
+        let mut words = Vec::new();
+        if self.collective.reduces() {
+            words.push(self.op.name().to_string());
+        }
+        words.push(self.dtype.name().to_string());
+        if self.collective.has_root() {
+            words.push(format!("root {}", self.root));
+        }
+        format!("{} ({})", self.collective, words.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_in_both_spellings() {
+        for c in Collective::ALL {
+            assert_eq!(Collective::from_name(c.name()), Some(c));
+            assert_eq!(Collective::from_name(&c.name().replace('_', "-")), Some(c));
+        }
+        assert_eq!(Collective::from_name("allreduce"), None);
+        for o in RedOp::ALL {
+            assert_eq!(RedOp::from_name(o.name()), Some(o));
+        }
+        assert_eq!(RedOp::from_name("PRODUCT"), Some(RedOp::Prod));
+        assert_eq!(RedOp::from_name("band"), None);
+    }
+
+    #[test]
+    fn busbw_factors_are_nccl_tests() {
+        assert_eq!(Collective::AllReduce.busbw_factor(4), 1.5);
+        assert_eq!(Collective::AllGather.busbw_factor(4), 0.75);
+        assert_eq!(Collective::ReduceScatter.busbw_factor(8), 0.875);
+        assert_eq!(Collective::Broadcast.busbw_factor(8), 1.0);
+        assert_eq!(Collective::Reduce.busbw_factor(1), 1.0);
+        assert_eq!(Collective::AllReduce.busbw_factor(1), 0.0);
+    }
+
+    #[test]
+    fn buffers_and_reported_size() {
+        assert_eq!(Collective::AllGather.buffers(10, 4), (10, 40));
+        assert_eq!(Collective::ReduceScatter.buffers(10, 4), (40, 10));
+        assert_eq!(Collective::AllToAll.buffers(10, 4), (40, 40));
+        assert_eq!(Collective::AllReduce.buffers(10, 4), (10, 10));
+        assert_eq!(Collective::AllGather.reported_elements(10, 4), 40);
+        assert_eq!(Collective::ReduceScatter.reported_elements(10, 4), 40);
+        assert_eq!(Collective::Broadcast.reported_elements(10, 4), 10);
+    }
+
+    #[test]
+    fn a_call_describes_itself() {
+        let mut c = Call::seed_all_reduce(8, 4);
+        assert!(c.is_seed_form());
+        assert_eq!(c.describe(), "all_reduce (sum, f16)");
+        c.op = RedOp::Avg;
+        assert!(!c.is_seed_form());
+        c.collective = Collective::Broadcast;
+        c.root = 2;
+        assert_eq!(c.describe(), "broadcast (f16, root 2)");
+    }
+}

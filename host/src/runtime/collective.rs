@@ -1,0 +1,385 @@
+//! Running collectives on the process group: choosing each collective's
+//! backend (ccl.yaml's `defaults.algorithms`, the command line's
+//! `--algorithm`, what the component declares it implements), planning a
+//! backend's IPCQ (its install keys and neighbour tables), and one call —
+//! the arguments `kernel-args-for` gives, the launch of every rank's
+//! kernels, the epoch every rank joins (seed 004 D7) and the failure
+//! report.
+
+use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::kernel::KernelLaunch;
+use super::process_group::{Backend, ProcessGroup};
+use super::session::{runtime_error, CollectiveTensor, Session};
+use crate::ccl::collective::{Call, Collective};
+use crate::ccl::ranks::RankMap;
+use crate::config::ccl::AlgorithmEntry;
+use crate::engine::{self, Event};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A planned backend and the rank map its entry gives.
+pub(super) struct Plan {
+    pub backend: Backend,
+    pub ranks: RankMap,
+}
+
+impl Session {
+    /// Load the component of ccl.yaml entry `name` and plan its IPCQ: its
+    /// install keys (the entry's, else the component's defaults), rank
+    /// map, neighbour tables (after its `neighbors` rewrite), topology
+    /// kind, and check its parameters. Installs nothing. Errors name the
+    /// entry.
+    pub(super) async fn plan_backend(
+        &self,
+        name: &str,
+        entry: &AlgorithmEntry,
+    ) -> Result<Plan, DistError> {
+        let component = self
+            .loader
+            .load_algorithm(&entry.module, self.ccl.base_dir.as_deref())
+            .map_err(|e| runtime_error(format!("ccl.yaml algorithm '{name}': {e}")))?;
+        let in_entry =
+            |e: &dyn std::fmt::Display| runtime_error(format!("ccl.yaml algorithm '{name}': {e}"));
+        let spec = &self.machine.topo.spec;
+        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
+        let mut hooks = component
+            .hooks(&self.machine, &self.limits)
+            .await
+            .map_err(|e| in_entry(&e))?;
+        let keys = entry.install_keys(&hooks.entry_defaults().await.map_err(|e| in_entry(&e))?);
+        let world_size = self.ccl.world_size(entry, spec.n_sips());
+        let ranks = RankMap::new(world_size, keys.mapper, spec).map_err(|e| in_entry(&e))?;
+        let participants = ranks.all();
+        let mut tables = crate::ccl::tables::for_machine(keys.topology, &participants, spec)
+            .map_err(|e| in_entry(&e))?;
+        if hooks.has_neighbors() {
+            let n = participants.len() as u32;
+            let mut rows = BTreeMap::new();
+            for i in 0..participants.len() {
+                let row = crate::ccl::tables::row_links(&tables, &participants, i);
+                if let Some(new) = hooks
+                    .neighbors(i as u32, n, row)
+                    .await
+                    .map_err(|e| in_entry(&e))?
+                {
+                    rows.insert(i, new);
+                }
+            }
+            tables = crate::ccl::tables::with_rows(&tables, &participants, rows)
+                .map_err(|e| in_entry(&e))?;
+        }
+        let kind = hooks
+            .topo_kind(spec.system.sips.topology.name())
+            .await
+            .map_err(|e| in_entry(&e))?;
+        let params = entry.param_values().map_err(|e| in_entry(&e))?;
+        let collectives = hooks.collectives().await.map_err(|e| in_entry(&e))?;
+        // The parameters are checked here, before anything is installed.
+        if collectives.contains(&Collective::AllReduce) {
+            hooks
+                .kernel_args_for(&Call::seed_all_reduce(0, world_size), cube, &params)
+                .await
+                .map_err(|e| in_entry(&e))?;
+        }
+        let backend = Backend::new(
+            name.to_string(),
+            component,
+            collectives,
+            kind,
+            keys,
+            tables,
+            world_size,
+            params,
+        );
+        Ok(Plan { backend, ranks })
+    }
+
+    /// The backend serving collective `c`: chosen at its first call from
+    /// [`crate::config::CclConfig::candidates`] (the first that must
+    /// serve, or may and implements `c`), then kept. It must share the
+    /// installed IPCQ.
+    pub(super) async fn backend_for(
+        &self,
+        pg: &ProcessGroup,
+        c: Collective,
+    ) -> Result<Arc<Backend>, DistError> {
+        if let Some(b) = pg.backends.lock().unwrap().get(&c) {
+            return Ok(b.clone());
+        }
+        let mut tried = Vec::new();
+        let mut chosen = None;
+        for cand in self.ccl.candidates(
+            c,
+            &self.algorithm_choice,
+            self.wanted_algorithm().as_deref(),
+        ) {
+            let backend = if cand.name == pg.installed.algorithm {
+                pg.installed.clone()
+            } else {
+                let (_, entry) = self
+                    .ccl
+                    .resolve(Some(&cand.name))
+                    .map_err(|e| runtime_error(format!("{} ({}): {e}", c, cand.source)))?;
+                let entry = entry.clone();
+                Arc::new(self.plan_backend(&cand.name, &entry).await?.backend)
+            };
+            if backend.collectives.contains(&c) {
+                chosen = Some((backend, cand));
+                break;
+            }
+            let implements: Vec<&str> = backend.collectives.iter().map(|c| c.name()).collect();
+            if cand.binding {
+                return Err(DistError::NotImplemented(format!(
+                    "{c}: algorithm '{}' (chosen by {}) does not implement it; it implements {}. \
+                     Choose one that does with --algorithm {c}=<name> or ccl.yaml defaults.algorithms.{c}",
+                    cand.name,
+                    cand.source,
+                    implements.join(", ")
+                )));
+            }
+            tried.push(format!("'{}' ({})", cand.name, implements.join(", ")));
+        }
+        let Some((backend, cand)) = chosen else {
+            return Err(DistError::NotImplemented(format!(
+                "{c}: no algorithm for it; tried {} — add `defaults: {{algorithms: {{{c}: <name>}}}}` \
+                 to ccl.yaml or pass --algorithm {c}=<name>",
+                tried.join(", ")
+            )));
+        };
+        if let Some(why) = backend.mismatch(&pg.installed) {
+            return Err(DistError::NotImplemented(format!(
+                "{c}: algorithm '{}' (chosen by {}) cannot share the process group's IPCQ: {why}; \
+                 switching IPCQ tables between collectives is not supported yet",
+                backend.algorithm, cand.source
+            )));
+        }
+        pg.backends.lock().unwrap().insert(c, backend.clone());
+        Ok(backend)
+    }
+
+    async fn kernel_args_for(&self, backend: &Backend, call: &Call) -> Result<Vec<i64>, DistError> {
+        if let Some(k) = backend.cached_args(call) {
+            return Ok(k);
+        }
+        let spec = &self.machine.topo.spec;
+        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
+        let k = async {
+            backend
+                .component
+                .hooks(&self.machine, &self.limits)
+                .await?
+                .kernel_args_for(call, cube, &backend.params)
+                .await
+        }
+        .await
+        .map_err(|e| {
+            DistError::NotImplemented(format!(
+                "{}: algorithm '{}' refuses it ({e}); choose another with --algorithm {}=<name> \
+                 or ccl.yaml defaults.algorithms",
+                call.describe(),
+                backend.algorithm,
+                call.collective
+            ))
+        })?;
+        backend.cache_args(*call, k.clone());
+        Ok(k)
+    }
+
+    /// One collective call of `rank` (None: the single driver) with its
+    /// input and output (the same tensor for in-place collectives): pick
+    /// the backend, check the shard layout, launch the kernels of the
+    /// ranks this caller stands for, join the epoch, return when every
+    /// rank's kernels have finished. A kernel failure traps the calling
+    /// bench (it is not a recoverable Python-style exception).
+    pub(super) async fn run_collective(
+        &self,
+        rank: Option<u32>,
+        call: Call,
+        input: CollectiveTensor,
+        output: CollectiveTensor,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let pg = match self.process_group() {
+            Ok(pg) => pg,
+            Err(e) => return Ok(Err(e)),
+        };
+        let backend = match self.backend_for(&pg, call.collective).await {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        let ranks = match self.callers_ranks(&pg, rank, &input, call.collective) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        if let Some(v) = backend.validator {
+            let want = v.shards_needed(&self.machine.topo.spec);
+            for t in [&input, &output] {
+                if t.shards != want {
+                    return Ok(Err(DistError::ValueError(format!(
+                        "{} on rank {} ({} validator of '{}'): the tensor has {} shard(s) on SIP {}, \
+                         the algorithm needs {want} (place it with a DPPolicy that gives {want})",
+                        call.collective,
+                        ranks[0],
+                        v.name(),
+                        backend.algorithm,
+                        t.shards,
+                        t.sip
+                    ))));
+                }
+            }
+        }
+        let kargs = match self.kernel_args_for(&backend, &call).await {
+            Ok(k) => k,
+            Err(e) => return Ok(Err(e)),
+        };
+
+        let started = engine::now();
+        // One epoch per collective call of each rank (seed 004 D7).
+        let epoch_id = {
+            let mut next = pg.next_epoch.lock().unwrap();
+            let id = *next.entry(ranks[0]).or_insert(0);
+            for r in &ranks {
+                next.insert(*r, id + 1);
+            }
+            id
+        };
+        let errors = {
+            let mut epochs = pg.epochs.lock().unwrap();
+            epochs.entry(epoch_id).or_default().errors.clone()
+        };
+        // Launch now; each kernel starts at this caller's current time.
+        let mut launched = Vec::new();
+        for &r in &ranks {
+            let mut args = kargs.clone();
+            args.extend([
+                r as i64,
+                backend.sip_topo_kind as i64,
+                pg.sip_topo_wh.0 as i64,
+                pg.sip_topo_wh.1 as i64,
+            ]);
+            // The seed's four, then the output of a collective that has
+            // one apart from its input (seed kernels index the four from
+            // the end).
+            if !call.collective.in_place() {
+                args.push(output.t_ptr as i64);
+            }
+            for pe in pg.ranks.participants(r) {
+                let launch = KernelLaunch {
+                    pe,
+                    t_ptr: input.t_ptr,
+                    args: args.clone(),
+                };
+                let (comp, machine, algo) = (
+                    backend.component.clone(),
+                    self.machine.clone(),
+                    backend.algorithm.clone(),
+                );
+                let errs = errors.clone();
+                let (limits, failures) = (self.limits.clone(), self.failures.clone());
+                let h = engine::spawn(async move {
+                    if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
+                        // Recorded at once: if its peers then wait for it
+                        // forever, the run reports this failure, not the wait.
+                        failures.record("collective".into(), e.to_string());
+                        errs.lock().unwrap().push(e.to_string());
+                    }
+                });
+                launched.push(h.finished());
+            }
+        }
+        let ws = pg.world_size;
+        let all_joined = {
+            let mut epochs = pg.epochs.lock().unwrap();
+            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
+            ep.joined.extend(ranks.iter().copied());
+            ep.kernels_done.extend(launched);
+            if ep.joined.len() as u32 == ws {
+                ep.all_joined.set();
+            }
+            ep.all_joined.clone()
+        };
+        all_joined.wait().await;
+        let done: Vec<Event> = pg.epochs.lock().unwrap()[&epoch_id].kernels_done.clone();
+        for d in done {
+            d.wait().await;
+        }
+        if self.machine.oplog().is_some() {
+            let pes: Vec<crate::topology::PeCoord> =
+                (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();
+            self.machine.note_host_sync(&pes);
+        }
+        {
+            let mut epochs = pg.epochs.lock().unwrap();
+            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
+            ep.returned += ranks.len() as u32;
+            if ep.returned == ws {
+                epochs.remove(&epoch_id);
+            }
+        }
+        if let Some(tr) = &self.machine.trace {
+            let name = format!("{} {} B", call.collective, input.nbytes);
+            for &r in &ranks {
+                tr.record(
+                    crate::hw::trace::Track::Rank(r),
+                    name.clone(),
+                    started,
+                    engine::now(),
+                );
+            }
+        }
+        let errors = errors.lock().unwrap().clone();
+        if let Some(first) = errors.first() {
+            self.failures.record("collective".into(), first.clone());
+            return Err(wasmtime::Error::msg(format!(
+                "{} failed: {}",
+                call.collective,
+                errors.join("; ")
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// The ranks a collective call of `rank` (None: the single driver)
+    /// joins, each checked to run on the SIP of its tensor.
+    fn callers_ranks(
+        &self,
+        pg: &ProcessGroup,
+        rank: Option<u32>,
+        tensor: &CollectiveTensor,
+        c: Collective,
+    ) -> Result<Vec<u32>, DistError> {
+        let ws = pg.world_size;
+        let ranks: Vec<u32> = match rank {
+            Some(r) if r >= ws => {
+                return Err(runtime_error(format!(
+                    "rank {r} is outside the process group (world_size {ws})"
+                )))
+            }
+            Some(r) => vec![r],
+            None if ws == 1 => vec![0],
+            // ADR-0047 D5: the single driver launches every rank and
+            // drains inline, which needs every rank on its tensor's SIP
+            // (rank = flat PE index inside one SIP, as the seed's
+            // ccl_hello).
+            None if (0..ws).all(|r| pg.ranks.sip(r) == tensor.sip) => (0..ws).collect(),
+            None => {
+                return Err(runtime_error(format!(
+                    "{c} called by the single driver with world_size {ws} ({}): its tensor on SIP {} \
+                     cannot serve ranks on other SIPs; run one worker per rank with torch.multiprocessing.spawn",
+                    pg.ranks.describe(),
+                    tensor.sip
+                )))
+            }
+        };
+        for &r in &ranks {
+            let sip = pg.ranks.sip(r);
+            if sip != tensor.sip {
+                return Err(DistError::ValueError(format!(
+                    "rank {r} runs on SIP {sip} but its tensor lives on SIP {}: call torch.ahbm.set_device({sip}) \
+                     before creating the tensor",
+                    tensor.sip
+                )));
+            }
+        }
+        Ok(ranks)
+    }
+}

@@ -1,0 +1,196 @@
+//! The default process group of a run (seed ADR-0047): the ranks and the
+//! PEs that run them, the IPCQ wiring installed for them, and one
+//! [`Backend`] per collective — the algorithm component serving it, with
+//! its ccl.yaml parameters and the kernel arguments it gave for each call
+//! shape — plus the epoch barrier every collective call joins (seed 004
+//! D7). How a backend is chosen and how a call runs is
+//! [`super::collective`]'s.
+
+use super::kernel::AlgorithmComponent;
+use crate::ccl::collective::{Call, Collective};
+use crate::ccl::ranks::RankMap;
+use crate::ccl::tables::NeighbourTables;
+use crate::config::ccl::{InstallKeys, ParamValue, Validator};
+use crate::engine::Event;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// One algorithm serving collectives of the process group.
+pub struct Backend {
+    /// Its ccl.yaml entry name.
+    pub algorithm: String,
+    pub component: AlgorithmComponent,
+    /// The collectives its component implements.
+    pub collectives: Vec<Collective>,
+    /// `topo-name-to-kind` of the SIP topology.
+    pub sip_topo_kind: i32,
+    /// The shard-layout check of ccl.yaml's `validator`.
+    pub validator: Option<Validator>,
+    /// ccl.yaml's algorithm parameters, passed to `kernel-args-for`.
+    pub params: Vec<(String, ParamValue)>,
+    /// Its install keys (the IPCQ it needs).
+    pub keys: InstallKeys,
+    /// The neighbour tables it needs, after its `neighbors` rewrite.
+    pub tables: NeighbourTables,
+    /// The world size its entry gives.
+    pub world_size: u32,
+    kernel_args: Mutex<HashMap<Call, Vec<i64>>>,
+}
+
+impl Backend {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        algorithm: String,
+        component: AlgorithmComponent,
+        collectives: Vec<Collective>,
+        sip_topo_kind: i32,
+        keys: InstallKeys,
+        tables: NeighbourTables,
+        world_size: u32,
+        params: Vec<(String, ParamValue)>,
+    ) -> Backend {
+        Backend {
+            algorithm,
+            component,
+            collectives,
+            sip_topo_kind,
+            validator: keys.validator,
+            params,
+            keys,
+            tables,
+            world_size,
+            kernel_args: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The kernel arguments it gave for `call` before, if any.
+    pub fn cached_args(&self, call: &Call) -> Option<Vec<i64>> {
+        self.kernel_args.lock().unwrap().get(call).cloned()
+    }
+
+    pub fn cache_args(&self, call: Call, args: Vec<i64>) {
+        self.kernel_args.lock().unwrap().insert(call, args);
+    }
+
+    /// Why `self` cannot share the process group's IPCQ installed for
+    /// `installed` (the IPCQ is installed once, at `init_process_group`),
+    /// or None when it can.
+    pub fn mismatch(&self, installed: &Backend) -> Option<String> {
+        let (a, b) = (&self.keys, &installed.keys);
+        let key = |what: &str, mine: String, theirs: String| {
+            Some(format!(
+                "its {what} is {mine}, the installed '{}' has {theirs}",
+                installed.algorithm
+            ))
+        };
+        if self.world_size != installed.world_size {
+            return key(
+                "world size",
+                self.world_size.to_string(),
+                installed.world_size.to_string(),
+            );
+        }
+        if a.mapper != b.mapper {
+            return key(
+                "mapper",
+                format!("{:?}", a.mapper),
+                format!("{:?}", b.mapper),
+            );
+        }
+        if a.topology != b.topology {
+            return key(
+                "IPCQ topology",
+                a.topology.name().into(),
+                b.topology.name().into(),
+            );
+        }
+        if (a.buffer_kind, a.n_slots, a.slot_size) != (b.buffer_kind, b.n_slots, b.slot_size) {
+            return key(
+                "IPCQ buffer (kind, slots, slot bytes)",
+                format!("({:?}, {}, {})", a.buffer_kind, a.n_slots, a.slot_size),
+                format!("({:?}, {}, {})", b.buffer_kind, b.n_slots, b.slot_size),
+            );
+        }
+        if (a.strict_validation, a.poll_interval_ns) != (b.strict_validation, b.poll_interval_ns) {
+            return key(
+                "backpressure / strict_validation",
+                format!("({:?}, {})", a.poll_interval_ns, a.strict_validation),
+                format!("({:?}, {})", b.poll_interval_ns, b.strict_validation),
+            );
+        }
+        if self.tables != installed.tables {
+            return Some(format!(
+                "its neighbour tables (after its `neighbors` export) differ from the installed '{}''s",
+                installed.algorithm
+            ));
+        }
+        None
+    }
+}
+
+/// One collective call, joined by every rank.
+#[derive(Default)]
+pub(super) struct Epoch {
+    pub joined: BTreeSet<u32>,
+    pub all_joined: Event,
+    pub kernels_done: Vec<Event>,
+    pub errors: Arc<Mutex<Vec<String>>>,
+    pub returned: u32,
+}
+
+/// The default process group, installed by `init_process_group`.
+pub struct ProcessGroup {
+    /// The algorithm installed at `init_process_group` (the all-reduce
+    /// algorithm of ccl.yaml or the command line): its IPCQ is the group's.
+    pub algorithm: String,
+    pub world_size: u32,
+    pub sip_topo_wh: (u32, u32),
+    /// Which PEs run each rank's kernels.
+    pub ranks: RankMap,
+    /// The backend installed at init.
+    pub installed: Arc<Backend>,
+    /// The backend of each collective, chosen at its first call.
+    pub(super) backends: Mutex<BTreeMap<Collective, Arc<Backend>>>,
+    pub(super) epochs: Mutex<BTreeMap<u64, Epoch>>,
+    pub(super) next_epoch: Mutex<HashMap<u32, u64>>,
+}
+
+impl ProcessGroup {
+    pub fn new(
+        world_size: u32,
+        sip_topo_wh: (u32, u32),
+        ranks: RankMap,
+        installed: Arc<Backend>,
+    ) -> ProcessGroup {
+        ProcessGroup {
+            algorithm: installed.algorithm.clone(),
+            world_size,
+            sip_topo_wh,
+            ranks,
+            installed,
+            backends: Mutex::new(BTreeMap::new()),
+            epochs: Mutex::new(BTreeMap::new()),
+            next_epoch: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What the ranks are waiting for in unfinished collectives.
+    pub fn waiting_report(&self) -> Vec<String> {
+        let epochs = self.epochs.lock().unwrap();
+        epochs
+            .iter()
+            .filter(|(_, e)| (e.joined.len() as u32) < self.world_size)
+            .map(|(id, e)| {
+                let missing: Vec<String> = (0..self.world_size)
+                    .filter(|r| !e.joined.contains(r))
+                    .map(|r| r.to_string())
+                    .collect();
+                format!(
+                    "collective #{id}: ranks {:?} joined; waiting for rank(s) {} to call it",
+                    e.joined,
+                    missing.join(", ")
+                )
+            })
+            .collect()
+    }
+}
