@@ -10,18 +10,6 @@ mod common;
 use common::*;
 use kernbench::config::TopologySpec;
 
-/// `topo` with `n` SIPs of a `kind` network (`w` wide for the 2-D ones)
-/// and a `cube_w × cube_h` cube mesh.
-fn machine(n: u32, kind: &str, w: Option<u32>, cubes: (u32, u32)) -> TopologySpec {
-    let mut t = topo(n);
-    t.system.sips.topology = serde_yaml::from_str(kind).unwrap();
-    t.system.sips.w = w;
-    t.system.sips.h = w.map(|w| n / w);
-    t.sip.cube_mesh.w = cubes.0;
-    t.sip.cube_mesh.h = cubes.1;
-    t
-}
-
 /// Run `algorithm` through ccl_allreduce at two sizes; every element right,
 /// and a second run identical to the first.
 fn check(algorithm: &str, t: TopologySpec) {

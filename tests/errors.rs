@@ -456,3 +456,58 @@ fn a_gemm_larger_than_the_unit_takes_names_the_call_and_the_limits() {
         );
     }
 }
+
+#[test]
+fn collective_arguments_are_checked_as_pytorch_does() {
+    let e = probe("arg-checks", 4);
+    assert_contains_all(
+        &e,
+        &[
+            "ValueError: broadcast: src=4 is not a rank of the process group (world_size 4: ranks 0..3)",
+            "ValueError: reduce: unknown op 'band' (known: sum, prod, max, min, avg)",
+            "ValueError: all_gather_into_tensor: the output tensor must have world_size (4) x the input's elements (4 x 4 = 16), it has 17",
+            "ValueError: all_gather_into_tensor: the output tensor is f32 but the input is f16: they must have the same dtype",
+            "ValueError: reduce_scatter_tensor: the input tensor must have world_size (4) x the output's elements (4 x 4 = 16), it has 17",
+            "ValueError: all_to_all_single: 6 elements do not split equally over world_size 4",
+            "ValueError: all_to_all_single: the output has 16 elements, the input 4",
+            "ValueError: all_gather: the tensor list has 3 entries, it needs world_size (4)",
+            "ValueError: send: Invalid destination rank: dst=0 is the rank of the current process",
+            "ValueError: recv: src=7 is not a rank of the process group (world_size 4: ranks 0..3)",
+        ],
+    );
+}
+
+#[test]
+fn ranks_that_disagree_on_a_collective_are_told_so() {
+    let e = probe("mismatch", 3);
+    assert!(
+        e.contains("rank 1 calls all_reduce (sum, f16) (4 elements per block) but rank 0 called broadcast (f16, root 0)")
+            && e.contains("every rank must make the same collective calls"),
+        "{e}"
+    );
+}
+
+#[test]
+fn send_and_recv_must_agree_and_be_matched() {
+    let e = probe("p2p-sizes", 2);
+    assert!(
+        e.contains("ValueError: send from rank 0 to rank 1: it sends 16 B but the recv's tensor holds 8 B: the sizes must match"),
+        "{e}"
+    );
+    let e = probe("p2p-unmatched", 2);
+    assert!(
+        e.contains("rank 0: send of 16 B to rank 1 waits for rank 1 to recv from 0"),
+        "{e}"
+    );
+    let e = probe("p2p-driver", 2);
+    assert!(
+        e.contains("point-to-point calls need one worker per rank"),
+        "{e}"
+    );
+}
+
+#[test]
+fn list_forms_of_all_gather_and_reduce_scatter_fill_every_entry() {
+    let e = probe("lists", 4);
+    assert!(e.contains("lists ok all_gather="), "{e}");
+}

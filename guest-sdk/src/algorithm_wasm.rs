@@ -183,7 +183,6 @@ fn collective_of(c: ccl::Collective) -> Collective {
         ccl::Collective::AllGather => Collective::AllGather,
         ccl::Collective::ReduceScatter => Collective::ReduceScatter,
         ccl::Collective::AllToAll => Collective::AllToAll,
-        ccl::Collective::SendRecv => Collective::SendRecv,
     }
 }
 
@@ -197,7 +196,6 @@ pub fn collectives_out(list: Vec<Collective>) -> Vec<ccl::Collective> {
             Collective::AllGather => ccl::Collective::AllGather,
             Collective::ReduceScatter => ccl::Collective::ReduceScatter,
             Collective::AllToAll => ccl::Collective::AllToAll,
-            Collective::SendRecv => ccl::Collective::SendRecv,
         })
         .collect()
 }

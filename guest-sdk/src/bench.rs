@@ -217,6 +217,53 @@ pub mod dist {
     pub fn all_reduce(t: &Tensor, op: &str) -> Result<(), DistError> {
         d::all_reduce(&t.0, op).map_err(conv)
     }
+    /// `broadcast(tensor, src)`, in place: every rank ends with `src`'s.
+    pub fn broadcast(t: &Tensor, src: u32) -> Result<(), DistError> {
+        d::broadcast(&t.0, src).map_err(conv)
+    }
+    /// `reduce(tensor, dst, op)`, in place: `dst` ends with the reduction
+    /// (the other ranks' tensors are unspecified, as in PyTorch).
+    pub fn reduce(t: &Tensor, dst: u32, op: &str) -> Result<(), DistError> {
+        d::reduce(&t.0, dst, op).map_err(conv)
+    }
+    /// `all_gather_into_tensor(output, input)`: `output` holds world size
+    /// × `input`'s elements, every rank's input in rank order.
+    pub fn all_gather_into_tensor(output: &Tensor, input: &Tensor) -> Result<(), DistError> {
+        d::all_gather_into_tensor(&output.0, &input.0).map_err(conv)
+    }
+    /// `all_gather(tensor_list, tensor)`: entry i ends with rank i's input
+    /// (through a staging buffer and timed copies, as PyTorch's NCCL
+    /// backend does).
+    pub fn all_gather(outputs: &[Tensor], input: &Tensor) -> Result<(), DistError> {
+        let outs: Vec<&super::raw::torch::Tensor> = outputs.iter().map(|t| &t.0).collect();
+        d::all_gather(&outs, &input.0).map_err(conv)
+    }
+    /// `reduce_scatter_tensor(output, input, op)`: `output` ends with
+    /// block `rank` of the reduction of every rank's `input`.
+    pub fn reduce_scatter_tensor(
+        output: &Tensor,
+        input: &Tensor,
+        op: &str,
+    ) -> Result<(), DistError> {
+        d::reduce_scatter_tensor(&output.0, &input.0, op).map_err(conv)
+    }
+    /// `reduce_scatter(output, input_list, op)`.
+    pub fn reduce_scatter(output: &Tensor, inputs: &[Tensor], op: &str) -> Result<(), DistError> {
+        let ins: Vec<&super::raw::torch::Tensor> = inputs.iter().map(|t| &t.0).collect();
+        d::reduce_scatter(&output.0, &ins, op).map_err(conv)
+    }
+    /// `all_to_all_single(output, input)` with equal splits.
+    pub fn all_to_all_single(output: &Tensor, input: &Tensor) -> Result<(), DistError> {
+        d::all_to_all_single(&output.0, &input.0).map_err(conv)
+    }
+    /// `send(tensor, dst)`: returns when `dst`'s matching `recv` has it.
+    pub fn send(t: &Tensor, dst: u32) -> Result<(), DistError> {
+        d::send(&t.0, dst).map_err(conv)
+    }
+    /// `recv(tensor, src)`: blocks until `src`'s matching `send` landed.
+    pub fn recv(t: &Tensor, src: u32) -> Result<(), DistError> {
+        d::recv(&t.0, src).map_err(conv)
+    }
     pub fn barrier() -> Result<(), DistError> {
         d::barrier().map_err(conv)
     }

@@ -15,18 +15,16 @@ pub enum Collective {
     AllGather,
     ReduceScatter,
     AllToAll,
-    SendRecv,
 }
 
 impl Collective {
-    pub const ALL: [Collective; 7] = [
+    pub const ALL: [Collective; 6] = [
         Collective::AllReduce,
         Collective::Broadcast,
         Collective::Reduce,
         Collective::AllGather,
         Collective::ReduceScatter,
         Collective::AllToAll,
-        Collective::SendRecv,
     ];
 
     /// PyTorch's name.
@@ -38,8 +36,16 @@ impl Collective {
             Collective::AllGather => "all_gather",
             Collective::ReduceScatter => "reduce_scatter",
             Collective::AllToAll => "all_to_all",
-            Collective::SendRecv => "send_recv",
         }
+    }
+
+    /// Whether the output is the input buffer (all-reduce, broadcast,
+    /// reduce); the others get the host's `out-ptr`.
+    pub const fn in_place(self) -> bool {
+        !matches!(
+            self,
+            Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll
+        )
     }
 
     /// Elements of one rank's (input, output) for blocks of `block`.
@@ -78,6 +84,18 @@ impl RedOp {
         }
     }
 
+    /// The op named `name` (PyTorch's `ReduceOp` names, any case;
+    /// `product` for prod).
+    pub fn from_name(name: &str) -> Option<RedOp> {
+        let n = name.to_ascii_lowercase();
+        let n = if n == "product" {
+            "prod".to_string()
+        } else {
+            n
+        };
+        RedOp::ALL.into_iter().find(|o| o.name() == n)
+    }
+
     /// The MATH unit's operation that combines two partial results (`Avg`
     /// adds; divide once at the end with [`RedOp::finish_factor`]).
     pub const fn combine(self) -> BinOp {
@@ -102,7 +120,7 @@ pub struct Call {
     pub collective: Collective,
     pub dtype: Dtype,
     pub op: RedOp,
-    /// `src` of broadcast and send/recv, `dst` of reduce, else 0.
+    /// `src` of broadcast, `dst` of reduce, else 0.
     pub root: u32,
     /// Elements of one block (see the WIT's `call.block`).
     pub block: u64,
@@ -128,6 +146,14 @@ impl Call {
             world_size,
             cube_w: 1,
             cube_h: 1,
+        }
+    }
+
+    /// An f16 sum `collective` of blocks of `block` elements, root 0.
+    pub fn of(collective: Collective, block: u64, world_size: u32) -> Call {
+        Call {
+            collective,
+            ..Call::all_reduce(block, world_size)
         }
     }
 

@@ -3,7 +3,7 @@
 //! and the building blocks the built-in algorithms share: the seed's ring
 //! all-reduce and a reduce / broadcast along a line of ranks.
 
-use crate::{Dtype, Params, Tl};
+use crate::{Call, Collective, Dtype, Params, RedOp, Tl};
 
 /// Directions along a line of ranks: towards position 0, and away from it.
 pub type Line<'a> = (&'a str, &'a str);
@@ -125,7 +125,13 @@ pub fn chunked(base_addr: u64, n_chunks: u64, n_elem: u64, dtype: Dtype) -> Vec<
 /// (elements, >= 1, capped at the tile), one round when absent. Refuses
 /// any other parameter.
 pub fn round_param(n_elem: u64, params: &Params) -> Result<i64, String> {
-    let mut round = n_elem as i64;
+    round_param_or(n_elem, params, n_elem)
+}
+
+/// [`round_param`] with rounds of `default` elements when the entry
+/// gives no `chunk_size` (capped at the tile).
+pub fn round_param_or(n_elem: u64, params: &Params, default: u64) -> Result<i64, String> {
+    let mut round = default.clamp(1, n_elem.max(1)) as i64;
     if let Some(chunk) = params.int("chunk_size")? {
         if chunk < 1 {
             return Err(format!("chunk_size must be >= 1 element, got {chunk}"));
@@ -176,6 +182,74 @@ pub fn tree_step(rank: u32, world_size: u32) -> TreeNode {
         .filter(|&c| c < world_size)
         .collect();
     TreeNode { parent, children }
+}
+
+/// Kernel args of an algorithm that implements `collective` and works in
+/// rounds: the call ([`Call::to_args`]), then the round size
+/// ([`round_param_or`] over `round_of` elements, `default` when the entry
+/// gives no `chunk_size`). Refuses other collectives, and `avg` of i32
+/// (integer division rounds differently between libraries).
+pub fn call_round_args(
+    call: &Call,
+    params: &Params,
+    collective: Collective,
+    round_of: u64,
+    default: u64,
+) -> Result<Vec<i64>, String> {
+    if call.collective != collective {
+        return Err(format!(
+            "implements {} only, not {}",
+            collective.name(),
+            call.collective.name()
+        ));
+    }
+    if call.op == RedOp::Avg && call.dtype == Dtype::I32 {
+        return Err(
+            "avg of i32 is not offered (integer division rounds differently between \
+             libraries): reduce with sum and divide"
+                .into(),
+        );
+    }
+    let mut args = call.to_args();
+    args.push(round_param_or(round_of, params, default)?);
+    Ok(args)
+}
+
+/// What the kernel of an algorithm made with [`call_round_args`] gets:
+/// the call, the round size and the host's values.
+pub fn call_round_kernel_args(args: &[i64], t_ptr: u64) -> (Call, u64, crate::HostArgs) {
+    let call = Call::from_args(args);
+    let round = args[crate::CALL_ARGS] as u64;
+    let host = crate::HostArgs::after(args, crate::CALL_ARGS + 1, t_ptr);
+    (call, round, host)
+}
+
+/// The seed ABI's `kernel_args` of an algorithm made with
+/// [`call_round_args`]: an f16 sum `collective` of `n_elem`-element
+/// blocks, in rounds of `round` elements (at least 1).
+pub fn seed_call_args(
+    collective: Collective,
+    world_size: u32,
+    n_elem: u64,
+    round: u64,
+) -> Vec<i64> {
+    let mut args = Call::of(collective, n_elem, world_size).to_args();
+    args.push(round.clamp(1, n_elem.max(1)) as i64);
+    args
+}
+
+/// The part of every rank's block that round `r` of a block covers: `p`
+/// views of `r.n_elem` elements, rank `j`'s at `base + (j·block + off)`
+/// elements, `off` being `r`'s offset in its own block at `r_base`.
+pub fn rank_blocks(base: u64, p: u64, block: u64, r: Chunk, r_base: u64, dt: Dtype) -> Vec<Chunk> {
+    let item = dt.itemsize() as u64;
+    let off = (r.addr - r_base) / item;
+    (0..p)
+        .map(|j| Chunk {
+            addr: base + (j * block + off) * item,
+            ..r
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ mod dtype;
 pub mod helpers;
 mod kernel;
 pub mod kernels;
+pub mod reference;
+pub mod ring;
 mod setup;
 pub mod topo;
 
@@ -28,6 +30,8 @@ pub use algorithm_wasm::WasmTl;
 
 #[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "bench")]
+pub mod perf;
 
 pub use collective::{Call, Collective, HostArgs, RedOp, CALL_ARGS, HOST_ARGS};
 pub use dtype::Dtype;
@@ -40,7 +44,8 @@ pub use bench::Bench;
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::helpers::{
-        chunked, pe_tile_addr, ring_step, round_args, round_param, rounds, tree_step, Chunk,
+        call_round_args, call_round_kernel_args, chunked, pe_tile_addr, rank_blocks, ring_step,
+        round_args, round_param, round_param_or, rounds, seed_call_args, tree_step, Chunk,
     };
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{

@@ -584,6 +584,18 @@ impl Tl for MockTl {
 /// [`MOCK_T_PTR`]; return every rank's shard afterwards. A panic in any rank
 /// (bad direction, deadlock, ...) is re-raised with the rank's message.
 pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    run_in_mock::<A>(cfg, inputs, None)
+}
+
+/// Run `A`'s kernel on every rank as the host does for a collective with
+/// an output buffer of its own of `out_elems` elements (Some): the host
+/// appends its address (`out-ptr`) to the arguments; here it lies right
+/// after the input. Returns every rank's memory (input, then output).
+pub fn run_in_mock<A: Algorithm>(
+    cfg: &MockConfig,
+    inputs: &[Vec<f64>],
+    out_elems: Option<u64>,
+) -> Vec<Vec<f64>> {
     let n = cfg.world_size;
     assert_eq!(inputs.len(), n as usize, "mock: need one input per rank");
     let kind = crate::topo::standard_kind(&cfg.topology).unwrap_or(0) as i64;
@@ -607,9 +619,13 @@ pub fn run_kernel_in_mock<A: Algorithm>(cfg: &MockConfig, inputs: &[Vec<f64>]) -
         let handles: Vec<_> = ranks
             .into_iter()
             .map(|(r, (tx, rx))| {
-                let memory = cfg.dtype.encode(&inputs[r]);
+                let mut memory = cfg.dtype.encode(&inputs[r]);
                 let mut args = cfg.kernel_args.clone();
                 args.extend([r as i64, kind, grid_w as i64, grid_h as i64]);
+                if let Some(out) = out_elems {
+                    args.push((MOCK_T_PTR + memory.len() as u64) as i64);
+                    memory.extend(cfg.dtype.encode(&vec![0.0; out as usize]));
+                }
                 s.spawn(move || {
                     let tl = MockTl {
                         rank: r as u32,
@@ -663,42 +679,53 @@ pub fn assert_allreduce_sums<A: Algorithm>(cfg: &MockConfig, n_elem: u64) {
     }
 }
 
-/// Check that `A` all-reduces like `call` (any op, any dtype) on a ring of
-/// `call.world_size` ranks: rank `r` starts with small integers chosen so
-/// every partial result is exact in the dtype (products of 1s and 2s,
-/// sums below 256 for up to 16 ranks); every rank must end holding the
-/// element-wise reduction (`avg`: the exact sum divided by the world
-/// size, rounded once to the dtype).
+/// Parameters with `chunk_size: chunk` (an algorithm that works in
+/// rounds or chunks).
+pub fn chunk_size(chunk: i64) -> crate::Params {
+    crate::Params::new(vec![("chunk_size".into(), crate::ParamValue::Int(chunk))])
+}
+
+/// Check that `A` all-reduces like `call` (any op, any dtype) on a ring.
 pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Params) {
-    use crate::RedOp;
+    assert_collective::<A>(call, params)
+}
+
+/// Check that `A` performs `call` (any collective, op, dtype, root) on a
+/// ring of `call.world_size` ranks with the inputs and expected outputs of
+/// [`crate::reference`]: every element of every rank's output must be
+/// exact (a non-root rank of `reduce` is not checked, as PyTorch leaves
+/// it unspecified). Collectives with an output buffer of their own get it
+/// after the input, as `out-ptr`.
+pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Params) {
+    use crate::reference::{expected, Values};
     let ws = call.world_size;
-    let n = call.block;
-    let value = |r: u32, i: u64| -> f64 {
-        match call.op {
-            RedOp::Prod => 1.0 + (r as u64 + i).is_multiple_of(3) as u8 as f64,
-            _ => ((i * 7 + r as u64 * 13) % 16) as f64,
-        }
-    };
+    let values = Values::of_call(call);
+    let (n_in, n_out) = call.buffers();
     let inputs: Vec<Vec<f64>> = (0..ws)
-        .map(|r| (0..n).map(|i| value(r, i)).collect())
-        .collect();
-    let expect: Vec<f64> = (0..n)
-        .map(|i| {
-            let vals = (0..ws).map(|r| value(r, i));
-            let x = match call.op {
-                RedOp::Sum => vals.sum(),
-                RedOp::Avg => vals.sum::<f64>() * (1.0 / ws as f64),
-                RedOp::Prod => vals.product(),
-                RedOp::Max => vals.fold(f64::MIN, f64::max),
-                RedOp::Min => vals.fold(f64::MAX, f64::min),
-            };
-            call.dtype.decode(&call.dtype.encode(&[x]))[0]
-        })
+        .map(|r| (0..n_in).map(|i| values.value(r, i)).collect())
         .collect();
     let args = A::kernel_args_for(call, params).unwrap_or_else(|e| panic!("kernel_args_for: {e}"));
     let cfg = MockConfig::ring(ws, call.dtype, args);
-    for (r, got) in run_kernel_in_mock::<A>(&cfg, &inputs).iter().enumerate() {
-        assert_eq!(got, &expect, "{} on {ws} ranks: rank {r}", call.describe());
+    let in_place = call.collective.in_place();
+    let out = (!in_place).then_some(n_out);
+    for (r, mem) in run_in_mock::<A>(&cfg, &inputs, out).iter().enumerate() {
+        let got = if in_place {
+            &mem[..]
+        } else {
+            &mem[n_in as usize..]
+        };
+        for (j, &g) in got.iter().enumerate() {
+            if let Some(want) = expected(call, &values, r as u32, j as u64) {
+                assert_eq!(
+                    g,
+                    want,
+                    "{} root {} block {} on {ws} ranks: rank {r} element {j}",
+                    call.describe(),
+                    call.root,
+                    call.block
+                );
+            }
+        }
     }
 }
 

@@ -39,6 +39,12 @@ pub enum HwError {
     NoIpcq { pe: String },
     #[error("{what}")]
     Mismatch { what: String },
+    #[error("IPCQ direction {dir} of {pe}: {why}")]
+    IpcqConflict {
+        pe: String,
+        dir: String,
+        why: String,
+    },
     #[error("the kernel ended without waiting for {count} recv_async future(s): call tl.wait on each (a message it claimed would be left in its slot)")]
     FutureNotWaited { count: usize },
     #[error("message of {nbytes} bytes does not fit an IPCQ slot of {slot_size} bytes (raise the algorithm's `slot_kib` or `slot_size` in ccl.yaml)")]

@@ -4,6 +4,7 @@
 //! collective on the modelled machine ([`crate::bounds`]) and the
 //! efficiency bound/time. Also JSON and CSV.
 
+use crate::ccl::collective::Collective;
 use crate::hw::dtype::Dtype;
 use crate::runtime::session::{AlphaBeta, ReportRecord};
 use crate::runtime::RunResult;
@@ -34,14 +35,10 @@ pub struct Row {
     pub wrong: u64,
 }
 
-/// nccl-tests bus-bandwidth factor of a collective with `n` ranks.
+/// nccl-tests bus-bandwidth factor of a collective with `n` ranks
+/// ([`Collective::busbw_factor`]; 1 for `sendrecv` and unknown names).
 pub fn busbw_factor(collective: &str, n: u32) -> f64 {
-    let n = n.max(1) as f64;
-    match collective {
-        "all_reduce" => 2.0 * (n - 1.0) / n,
-        "all_gather" | "reduce_scatter" | "alltoall" => (n - 1.0) / n,
-        _ => 1.0,
-    }
+    Collective::from_name(collective).map_or(1.0, |c| c.busbw_factor(n))
 }
 
 /// Lower bound (ps) of `collective` moving `bytes` per rank, when known

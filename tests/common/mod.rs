@@ -17,6 +17,18 @@ pub fn topo(n: u32) -> TopologySpec {
     t
 }
 
+/// `topo` with `n` SIPs of a `kind` network (`w` wide for the 2-D ones)
+/// and a `cube_w × cube_h` cube mesh.
+pub fn machine(n: u32, kind: &str, w: Option<u32>, cubes: (u32, u32)) -> TopologySpec {
+    let mut t = topo(n);
+    t.system.sips.topology = serde_yaml::from_str(kind).unwrap();
+    t.system.sips.w = w;
+    t.system.sips.h = w.map(|w| n / w);
+    t.sip.cube_mesh.w = cubes.0;
+    t.sip.cube_mesh.h = cubes.1;
+    t
+}
+
 /// A topology of our own: different SIP count, link figures and PE timing.
 pub fn custom_topo(n: u32) -> TopologySpec {
     let text = DEFAULT_TOPOLOGY_YAML

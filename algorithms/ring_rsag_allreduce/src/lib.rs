@@ -33,13 +33,10 @@
 //! rounds of at most that many elements (a block must fit an IPCQ slot).
 //! Absent: one round.
 
-use kernbench_guest::helpers::{chunked, ring_step, Chunk};
 use kernbench_guest::prelude::*;
+use kernbench_guest::ring;
 
 pub struct RingRsagAllreduce;
-
-/// Kernel args: the call ([`Call::to_args`]), then the round size.
-const OWN_ARGS: usize = kernbench_guest::CALL_ARGS + 1;
 
 /// One round: the reduce-scatter and the all-gather of `round`'s blocks.
 fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, call: &Call, rank: u32) {
@@ -48,48 +45,21 @@ fn all_reduce_round<T: Tl>(tl: &T, round: Chunk, call: &Call, rank: u32) {
         return; // one rank: the tile is the result (avg of one = itself)
     }
     let blocks = chunked(round.addr, p as u64, round.n_elem, dt);
-    let len = |b: u32| blocks[b as usize].n_elem as u32;
-    let mut acc: Vec<Option<T::Tensor>> = blocks
-        .iter()
-        .map(|b| (b.n_elem > 0).then(|| tl.load(b.addr, &[b.n_elem as u32], dt)))
-        .collect();
-    for s in 0..p - 1 {
-        let (send, recv) = ring_step(rank, s, p);
-        if let Some(t) = &acc[send as usize] {
-            tl.send("E", t);
-        }
-        if len(recv) > 0 {
-            let got = tl.recv(Some("W"), &[len(recv)], dt);
-            let mine = acc[recv as usize].take().expect("a loaded block");
-            acc[recv as usize] = Some(tl.binary(call.op.combine(), &mine, &got));
-        }
+    let own = ((rank + 1) % p) as usize;
+    let mut mine = ring::reduce_scatter(tl, &blocks, call.op.combine(), dt, rank, 1);
+    if let (Some(t), Some(f)) = (&mine, call.op.finish_factor(p)) {
+        mine = Some(tl.scale(t, f));
     }
-    let own = (rank + 1) % p;
-    let mut current = acc[own as usize].take();
-    if let (Some(t), Some(f)) = (&current, call.op.finish_factor(p)) {
-        current = Some(tl.scale(t, f));
+    if let Some(t) = &mine {
+        tl.store(blocks[own].addr, t);
     }
-    if let Some(t) = &current {
-        tl.store(blocks[own as usize].addr, t);
-    }
-    for s in 0..p - 1 {
-        let (_, recv) = ring_step(rank + 1, s, p);
-        if let Some(t) = current.take() {
-            tl.send("E", &t);
-        }
-        if len(recv) > 0 {
-            let got = tl.recv(Some("W"), &[len(recv)], dt);
-            tl.store(blocks[recv as usize].addr, &got);
-            current = Some(got);
-        }
-    }
+    ring::all_gather(tl, &blocks, mine, dt, rank, 1);
 }
 
 impl Algorithm for RingRsagAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let call = Call::from_args(args);
-        let round = args[kernbench_guest::CALL_ARGS] as u64;
-        let rank = HostArgs::after(args, OWN_ARGS, t_ptr).sip_rank;
+        let (call, round, host) = call_round_kernel_args(args, t_ptr);
+        let rank = host.sip_rank;
         let pe_addr = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
         for r in rounds(pe_addr, call.block, round, call.dtype) {
             all_reduce_round(tl, r, &call, rank);
@@ -97,28 +67,11 @@ impl Algorithm for RingRsagAllreduce {
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        let mut args = Call::all_reduce(n_elem, world_size).to_args();
-        args.push(n_elem as i64);
-        args
+        seed_call_args(Collective::AllReduce, world_size, n_elem, n_elem)
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        if call.collective != Collective::AllReduce {
-            return Err(format!(
-                "implements all_reduce only, not {}",
-                call.collective.name()
-            ));
-        }
-        if call.op == RedOp::Avg && call.dtype == Dtype::I32 {
-            return Err(
-                "avg of i32 is not offered (integer division rounds differently between \
-                 libraries): all-reduce with sum and divide"
-                    .into(),
-            );
-        }
-        let mut args = call.to_args();
-        args.push(round_param(call.block, params)?);
-        Ok(args)
+        call_round_args(call, params, Collective::AllReduce, call.block, call.block)
     }
 }
 
@@ -169,10 +122,7 @@ mod tests {
     #[test]
     fn rounds_of_any_size_sum_every_element() {
         for (n, chunk) in [(16u64, 5i64), (17, 4), (7, 1)] {
-            let p = Params::new(vec![(
-                "chunk_size".into(),
-                kernbench_guest::ParamValue::Int(chunk),
-            )]);
+            let p = kernbench_guest::mock::chunk_size(chunk);
             let call = Call::all_reduce(n, 3);
             let args = RingRsagAllreduce::kernel_args_for(&call, &p).unwrap();
             let cfg = MockConfig::ring(3, Dtype::F16, args);

@@ -111,7 +111,7 @@ def _param(p):
 
 
 _COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
-                "all_to_all", "send_recv")
+                "all_to_all")
 
 
 def _collective_out(name):

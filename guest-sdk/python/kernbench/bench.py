@@ -123,6 +123,11 @@ class Tensor:
         return flat
 
 
+def _op(op):
+    """A ``ReduceOp`` (its name) or a name, as the host spells it."""
+    return str(op).lower()
+
+
 class _Distributed:
     """``torch.distributed`` (seed ADR-0047)."""
 
@@ -142,8 +147,42 @@ class _Distributed:
     def get_backend(self):
         return _call(_dist.get_backend)
 
+    class ReduceOp:
+        """``torch.distributed.ReduceOp``: the ops are their names."""
+
+        SUM, PRODUCT, MAX, MIN, AVG = "sum", "prod", "max", "min", "avg"
+
     def all_reduce(self, tensor, op="sum"):
-        _call(_dist.all_reduce, tensor._t, op)
+        _call(_dist.all_reduce, tensor._t, _op(op))
+
+    def broadcast(self, tensor, src):
+        _call(_dist.broadcast, tensor._t, src)
+
+    def reduce(self, tensor, dst, op="sum"):
+        _call(_dist.reduce, tensor._t, dst, _op(op))
+
+    def all_gather_into_tensor(self, output_tensor, input_tensor):
+        _call(_dist.all_gather_into_tensor, output_tensor._t, input_tensor._t)
+
+    def all_gather(self, tensor_list, tensor):
+        _call(_dist.all_gather, [t._t for t in tensor_list], tensor._t)
+
+    def reduce_scatter_tensor(self, output, input, op="sum"):
+        _call(_dist.reduce_scatter_tensor, output._t, input._t, _op(op))
+
+    def reduce_scatter(self, output, input_list, op="sum"):
+        _call(_dist.reduce_scatter, output._t, [t._t for t in input_list], _op(op))
+
+    def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None):
+        if output_split_sizes is not None or input_split_sizes is not None:
+            raise NotImplementedError("all_to_all_single: only equal splits are supported")
+        _call(_dist.all_to_all_single, output._t, input._t)
+
+    def send(self, tensor, dst):
+        _call(_dist.send, tensor._t, dst)
+
+    def recv(self, tensor, src):
+        _call(_dist.recv, tensor._t, src)
 
     def barrier(self):
         _call(_dist.barrier)

@@ -19,19 +19,16 @@ pub enum Collective {
     AllGather,
     ReduceScatter,
     AllToAll,
-    /// A point-to-point `send` / `recv` pair.
-    SendRecv,
 }
 
 impl Collective {
-    pub const ALL: [Collective; 7] = [
+    pub const ALL: [Collective; 6] = [
         Collective::AllReduce,
         Collective::Broadcast,
         Collective::Reduce,
         Collective::AllGather,
         Collective::ReduceScatter,
         Collective::AllToAll,
-        Collective::SendRecv,
     ];
 
     /// PyTorch's name (ccl.yaml keys and report rows use it).
@@ -43,7 +40,6 @@ impl Collective {
             Collective::AllGather => "all_gather",
             Collective::ReduceScatter => "reduce_scatter",
             Collective::AllToAll => "all_to_all",
-            Collective::SendRecv => "send_recv",
         }
     }
 
@@ -69,14 +65,11 @@ impl Collective {
 
     /// Whether one rank is its root (`src` / `dst`).
     pub const fn has_root(self) -> bool {
-        matches!(
-            self,
-            Collective::Broadcast | Collective::Reduce | Collective::SendRecv
-        )
+        matches!(self, Collective::Broadcast | Collective::Reduce)
     }
 
     /// Whether the output is the input buffer (all-reduce, broadcast,
-    /// reduce, send/recv) rather than a buffer of its own.
+    /// reduce) rather than a buffer of its own.
     pub const fn in_place(self) -> bool {
         !matches!(
             self,
@@ -89,10 +82,7 @@ impl Collective {
     pub const fn buffers(self, block: u64, world_size: u32) -> (u64, u64) {
         let all = block * world_size as u64;
         match self {
-            Collective::AllReduce
-            | Collective::Broadcast
-            | Collective::Reduce
-            | Collective::SendRecv => (block, block),
+            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => (block, block),
             Collective::AllGather => (block, all),
             Collective::ReduceScatter => (all, block),
             Collective::AllToAll => (all, all),
@@ -102,8 +92,7 @@ impl Collective {
     /// nccl-tests' bus-bandwidth factor (its PERFORMANCE.md): busbw =
     /// algbw × factor, with algbw = size / time and size as
     /// [`Collective::reported_elements`]. all-reduce 2(n−1)/n; all-gather,
-    /// reduce-scatter and all-to-all (n−1)/n; broadcast, reduce and
-    /// send/recv 1.
+    /// reduce-scatter and all-to-all (n−1)/n; broadcast and reduce 1.
     pub fn busbw_factor(self, world_size: u32) -> f64 {
         let n = world_size.max(1) as f64;
         match self {
@@ -111,7 +100,7 @@ impl Collective {
             Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
                 (n - 1.0) / n
             }
-            Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+            Collective::Broadcast | Collective::Reduce => 1.0,
         }
     }
 

@@ -50,15 +50,7 @@ impl BenchTensor {
 
     /// What a collective needs to know of the tensor.
     fn collective_view(&self) -> CollectiveTensor {
-        let first = &self.placed.specs[0];
-        CollectiveTensor {
-            sip: self.sip(),
-            t_ptr: self.placed.addr(),
-            dtype: self.dtype,
-            nbytes: self.nbytes(),
-            shards: self.placed.specs.len() as u32,
-            shard_numel: first.numel(),
-        }
+        CollectiveTensor::of_placed(&self.placed, self.dtype, self.numel())
     }
 
     /// Host-side write of element bytes from element `first`, to every
@@ -134,6 +126,11 @@ impl WasiView for BenchHost {
 impl BenchHost {
     fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<&BenchTensor> {
         Ok(self.table.get(r)?)
+    }
+
+    /// The tensor `r` as a collective's argument.
+    fn view(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<CollectiveTensor> {
+        Ok(self.tensor(r)?.collective_view())
     }
 
     /// `tensor.copy_(...)`: write `bytes` if the guest gave `got` of the
@@ -423,9 +420,101 @@ impl distributed::Host for BenchHost {
         t: Resource<BenchTensor>,
         op: String,
     ) -> wasmtime::Result<Result<(), DistError>> {
-        let tensor = self.tensor(&t)?.collective_view();
+        let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.all_reduce(self.rank, tensor, &op).await
+    }
+    async fn broadcast(
+        &mut self,
+        t: Resource<BenchTensor>,
+        src: u32,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.broadcast(self.rank, tensor, src).await
+    }
+    async fn reduce(
+        &mut self,
+        t: Resource<BenchTensor>,
+        dst: u32,
+        op: String,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.reduce(self.rank, tensor, dst, &op).await
+    }
+    async fn all_gather_into_tensor(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.all_gather_into_tensor(self.rank, o, i).await
+    }
+    async fn all_gather(
+        &mut self,
+        outputs: Vec<Resource<BenchTensor>>,
+        input: Resource<BenchTensor>,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let outs = outputs
+            .iter()
+            .map(|o| self.view(o))
+            .collect::<wasmtime::Result<Vec<_>>>()?;
+        let i = self.view(&input)?;
+        let s = self.session.clone();
+        s.all_gather_list(self.rank, outs, i).await
+    }
+    async fn reduce_scatter_tensor(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+        op: String,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.reduce_scatter_tensor(self.rank, o, i, &op).await
+    }
+    async fn reduce_scatter(
+        &mut self,
+        output: Resource<BenchTensor>,
+        inputs: Vec<Resource<BenchTensor>>,
+        op: String,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let o = self.view(&output)?;
+        let ins = inputs
+            .iter()
+            .map(|i| self.view(i))
+            .collect::<wasmtime::Result<Vec<_>>>()?;
+        let s = self.session.clone();
+        s.reduce_scatter_list(self.rank, o, ins, &op).await
+    }
+    async fn all_to_all_single(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.all_to_all_single(self.rank, o, i).await
+    }
+    async fn send(
+        &mut self,
+        t: Resource<BenchTensor>,
+        dst: u32,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.send(self.rank, tensor, dst).await
+    }
+    async fn recv(
+        &mut self,
+        t: Resource<BenchTensor>,
+        src: u32,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.recv(self.rank, tensor, src).await
     }
     async fn barrier(&mut self) -> wasmtime::Result<Result<(), DistError>> {
         // D6: a no-op once initialised (all ranks share one simulator).

@@ -146,12 +146,23 @@ impl Session {
                 tried.join(", ")
             )));
         };
-        if let Some(why) = backend.mismatch(&pg.installed) {
+        if let Some(why) = backend.rank_mismatch(&pg.installed) {
             return Err(DistError::NotImplemented(format!(
-                "{c}: algorithm '{}' (chosen by {}) cannot share the process group's IPCQ: {why}; \
-                 switching IPCQ tables between collectives is not supported yet",
+                "{c}: algorithm '{}' (chosen by {}) cannot share the process group: {why}",
                 backend.algorithm, cand.source
             )));
+        }
+        // Its IPCQ directions join the installed ones (shared where equal).
+        if !Arc::ptr_eq(&backend, &pg.installed) {
+            self.machine
+                .extend_ipcq(&backend.tables, backend.ipcq_settings())
+                .map_err(|e| {
+                    DistError::NotImplemented(format!(
+                        "{c}: algorithm '{}' (chosen by {}) cannot share the process group's IPCQ: {e}; \
+                         give its ccl.yaml entry the installed '{}''s slots, or other direction names",
+                        backend.algorithm, cand.source, pg.installed.algorithm
+                    ))
+                })?;
         }
         pg.backends.lock().unwrap().insert(c, backend.clone());
         Ok(backend)
@@ -244,7 +255,31 @@ impl Session {
         };
         let errors = {
             let mut epochs = pg.epochs.lock().unwrap();
-            epochs.entry(epoch_id).or_default().errors.clone()
+            let ep = epochs.entry(epoch_id).or_default();
+            match ep.call {
+                None => {
+                    ep.call = Some(call);
+                    ep.first = ranks[0];
+                }
+                Some(first) if first != call => {
+                    let e = format!(
+                        "collective #{epoch_id}: rank {} calls {} ({} elements per block) but rank {} \
+                         called {} ({} elements per block): every rank must make the same collective \
+                         calls, in the same order, with the same sizes, dtype, op and root",
+                        ranks[0],
+                        call.describe(),
+                        call.block,
+                        ep.first,
+                        first.describe(),
+                        first.block
+                    );
+                    self.failures
+                        .record(format!("rank {}", ranks[0]), e.clone());
+                    return Ok(Err(runtime_error(e)));
+                }
+                Some(_) => {}
+            }
+            ep.errors.clone()
         };
         // Launch now; each kernel starts at this caller's current time.
         let mut launched = Vec::new();

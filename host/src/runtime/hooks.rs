@@ -37,7 +37,6 @@ fn collective_in(c: ccl::Collective) -> Collective {
         ccl::Collective::AllGather => Collective::AllGather,
         ccl::Collective::ReduceScatter => Collective::ReduceScatter,
         ccl::Collective::AllToAll => Collective::AllToAll,
-        ccl::Collective::SendRecv => Collective::SendRecv,
     }
 }
 
@@ -49,7 +48,6 @@ fn collective_out(c: Collective) -> ccl::Collective {
         Collective::AllGather => ccl::Collective::AllGather,
         Collective::ReduceScatter => ccl::Collective::ReduceScatter,
         Collective::AllToAll => ccl::Collective::AllToAll,
-        Collective::SendRecv => ccl::Collective::SendRecv,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::ccl::ranks::RankMap;
 use crate::ccl::tables::NeighbourTables;
 use crate::config::ccl::{InstallKeys, ParamValue, Validator};
 use crate::engine::Event;
+use crate::hw::machine::IpcqSettings;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -72,11 +73,23 @@ impl Backend {
         self.kernel_args.lock().unwrap().insert(call, args);
     }
 
-    /// Why `self` cannot share the process group's IPCQ installed for
-    /// `installed` (the IPCQ is installed once, at `init_process_group`),
-    /// or None when it can.
-    pub fn mismatch(&self, installed: &Backend) -> Option<String> {
-        let (a, b) = (&self.keys, &installed.keys);
+    /// The IPCQ slots its install keys ask for.
+    pub fn ipcq_settings(&self) -> IpcqSettings {
+        let k = &self.keys;
+        IpcqSettings {
+            buffer_kind: k.buffer_kind,
+            n_slots: k.n_slots,
+            slot_size: k.slot_size,
+            strict: k.strict_validation,
+            poll_interval: k.poll_interval_ns.map(crate::units::ns_to_ps),
+        }
+    }
+
+    /// Why `self` cannot serve the process group installed for
+    /// `installed`: its ranks differ (world size or mapper), or None. Its
+    /// IPCQ tables are added to the installed ones, if they fit
+    /// ([`crate::hw::Machine::extend_ipcq`]).
+    pub fn rank_mismatch(&self, installed: &Backend) -> Option<String> {
         let key = |what: &str, mine: String, theirs: String| {
             Some(format!(
                 "its {what} is {mine}, the installed '{}' has {theirs}",
@@ -90,39 +103,12 @@ impl Backend {
                 installed.world_size.to_string(),
             );
         }
-        if a.mapper != b.mapper {
+        if self.keys.mapper != installed.keys.mapper {
             return key(
                 "mapper",
-                format!("{:?}", a.mapper),
-                format!("{:?}", b.mapper),
+                format!("{:?}", self.keys.mapper),
+                format!("{:?}", installed.keys.mapper),
             );
-        }
-        if a.topology != b.topology {
-            return key(
-                "IPCQ topology",
-                a.topology.name().into(),
-                b.topology.name().into(),
-            );
-        }
-        if (a.buffer_kind, a.n_slots, a.slot_size) != (b.buffer_kind, b.n_slots, b.slot_size) {
-            return key(
-                "IPCQ buffer (kind, slots, slot bytes)",
-                format!("({:?}, {}, {})", a.buffer_kind, a.n_slots, a.slot_size),
-                format!("({:?}, {}, {})", b.buffer_kind, b.n_slots, b.slot_size),
-            );
-        }
-        if (a.strict_validation, a.poll_interval_ns) != (b.strict_validation, b.poll_interval_ns) {
-            return key(
-                "backpressure / strict_validation",
-                format!("({:?}, {})", a.poll_interval_ns, a.strict_validation),
-                format!("({:?}, {})", b.poll_interval_ns, b.strict_validation),
-            );
-        }
-        if self.tables != installed.tables {
-            return Some(format!(
-                "its neighbour tables (after its `neighbors` export) differ from the installed '{}''s",
-                installed.algorithm
-            ));
         }
         None
     }
@@ -131,6 +117,10 @@ impl Backend {
 /// One collective call, joined by every rank.
 #[derive(Default)]
 pub(super) struct Epoch {
+    /// The call of the first rank to join: every rank must make the same.
+    pub call: Option<Call>,
+    /// The rank that made it.
+    pub first: u32,
     pub joined: BTreeSet<u32>,
     pub all_joined: Event,
     pub kernels_done: Vec<Event>,
@@ -153,6 +143,8 @@ pub struct ProcessGroup {
     pub(super) backends: Mutex<BTreeMap<Collective, Arc<Backend>>>,
     pub(super) epochs: Mutex<BTreeMap<u64, Epoch>>,
     pub(super) next_epoch: Mutex<HashMap<u32, u64>>,
+    /// Unmatched `send` / `recv` calls.
+    pub(super) p2p: super::p2p::P2pQueues,
 }
 
 impl ProcessGroup {
@@ -171,13 +163,15 @@ impl ProcessGroup {
             backends: Mutex::new(BTreeMap::new()),
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
+            p2p: Default::default(),
         }
     }
 
-    /// What the ranks are waiting for in unfinished collectives.
+    /// What the ranks are waiting for in unfinished collectives and
+    /// point-to-point calls.
     pub fn waiting_report(&self) -> Vec<String> {
         let epochs = self.epochs.lock().unwrap();
-        epochs
+        let mut lines: Vec<String> = epochs
             .iter()
             .filter(|(_, e)| (e.joined.len() as u32) < self.world_size)
             .map(|(id, e)| {
@@ -186,11 +180,14 @@ impl ProcessGroup {
                     .map(|r| r.to_string())
                     .collect();
                 format!(
-                    "collective #{id}: ranks {:?} joined; waiting for rank(s) {} to call it",
+                    "collective #{id} ({}): ranks {:?} joined; waiting for rank(s) {} to call it",
+                    e.call.map_or("?".into(), |c| c.describe()),
                     e.joined,
                     missing.join(", ")
                 )
             })
-            .collect()
+            .collect();
+        lines.extend(self.p2p.waiting_report());
+        lines
     }
 }

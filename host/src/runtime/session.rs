@@ -10,14 +10,13 @@ use super::loader::Loader;
 use super::process_group::ProcessGroup;
 use super::wasi::{sandbox, FlushOnDrop};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::ccl::collective::{Call, Collective, RedOp};
+use crate::ccl::collective::Collective;
 use crate::config::ccl::AlgorithmChoice;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine;
 use crate::error::SimError;
 use crate::hw::dtype::Dtype;
-use crate::hw::machine::IpcqSettings;
 use crate::hw::Machine;
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::ResourceTable;
@@ -39,7 +38,7 @@ pub struct ReportRecord {
 }
 
 /// The tensor argument of a collective, as the backend sees it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CollectiveTensor {
     pub sip: u32,
     /// Virtual base of the tensor on its SIP (the kernel's `t_ptr`).
@@ -51,6 +50,31 @@ pub struct CollectiveTensor {
     pub shards: u32,
     /// Elements of the first shard: the kernel's `n_elem` (ADR-0047 D5).
     pub shard_numel: u64,
+    /// The memory of each shard (space, offset, bytes), for host copies.
+    pub blocks: Vec<super::dist_calls::Block>,
+}
+
+impl CollectiveTensor {
+    /// The view of `placed`, `numel` elements of `dtype`.
+    pub fn of_placed(placed: &crate::hw::vmap::PlacedTensor, dtype: Dtype, numel: u64) -> Self {
+        CollectiveTensor {
+            sip: placed.sip,
+            t_ptr: placed.addr(),
+            dtype,
+            nbytes: numel * dtype.itemsize(),
+            shards: placed.specs.len() as u32,
+            shard_numel: placed.specs[0].numel(),
+            blocks: placed
+                .blocks
+                .iter()
+                .map(|b| (b.space, b.offset, b.nbytes()))
+                .collect(),
+        }
+    }
+
+    pub fn numel(&self) -> u64 {
+        self.nbytes / self.dtype.itemsize()
+    }
 }
 
 /// The α-β figures of one ring step on the modelled machine.
@@ -285,18 +309,8 @@ impl Session {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
-        let keys = plan.backend.keys;
         self.machine
-            .install_ipcq(
-                &plan.backend.tables,
-                IpcqSettings {
-                    buffer_kind: keys.buffer_kind,
-                    n_slots: keys.n_slots,
-                    slot_size: keys.slot_size,
-                    strict: keys.strict_validation,
-                    poll_interval: keys.poll_interval_ns.map(crate::units::ns_to_ps),
-                },
-            )
+            .install_ipcq(&plan.backend.tables, plan.backend.ipcq_settings())
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
         *self.wanted.lock().unwrap() = wanted.map(str::to_string);
         *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(
@@ -311,34 +325,6 @@ impl Session {
     /// The algorithm the bench asked for at `init_process_group`.
     pub(super) fn wanted_algorithm(&self) -> Option<String> {
         self.wanted.lock().unwrap().clone()
-    }
-
-    /// `all_reduce(tensor, op)` (ADR-0047 D5): in place, with `op` one of
-    /// PyTorch's `ReduceOp`s ([`RedOp::from_name`]).
-    pub async fn all_reduce(
-        &self,
-        rank: Option<u32>,
-        tensor: CollectiveTensor,
-        op: &str,
-    ) -> wasmtime::Result<Result<(), DistError>> {
-        let pg = match self.process_group() {
-            Ok(pg) => pg,
-            Err(e) => return Ok(Err(e)),
-        };
-        let Some(op) = RedOp::from_name(op) else {
-            return Ok(Err(DistError::ValueError(format!(
-                "all_reduce: unknown op '{op}' (known: sum, prod, max, min, avg)"
-            ))));
-        };
-        let call = Call {
-            collective: Collective::AllReduce,
-            dtype: tensor.dtype,
-            op,
-            root: 0,
-            block: tensor.shard_numel,
-            world_size: pg.world_size,
-        };
-        self.run_collective(rank, call, tensor, tensor).await
     }
 
     /// What the ranks are waiting for in unfinished collectives.

@@ -23,80 +23,155 @@ impl Machine {
     /// Install IPCQ neighbour tables. Receive queues are allocated in each
     /// receiver's buffer space.
     pub fn install_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<(), HwError> {
-        let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
+        self.extend_ipcq(tables, s).map(|_| ())
+    }
+
+    /// Add the directions of `tables` to the installed IPCQ (the tables of
+    /// another algorithm of the same process group). A direction already
+    /// installed is shared if it leads to the same peer, arrives under the
+    /// same name and has the same slots (`s`); any other overlap is an
+    /// [`HwError::IpcqConflict`], checked for every direction before
+    /// anything is added. Returns the number of directions added.
+    pub fn extend_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<usize, HwError> {
+        let space_of = |peer: &PeCoord| match s.buffer_kind {
+            BufferKind::Tcm => Space::Tcm(*peer),
+            BufferKind::Sram => Space::Sram {
+                sip: peer.sip,
+                cube: peer.cube,
+            },
+            BufferKind::Hbm => Space::Hbm {
+                sip: peer.sip,
+                cube: peer.cube,
+            },
+        };
+        // Which directions are new; conflicts first, before any change.
+        let mut new = Vec::new();
         for (&pe, dirs) in tables {
-            for Neighbour {
+            for n in dirs {
+                let conflict = |why: String| HwError::IpcqConflict {
+                    pe: pe.to_string(),
+                    dir: n.dir.clone(),
+                    why,
+                };
+                let existing = self.pe(pe).ipcq.lock().unwrap().as_ref().and_then(|p| {
+                    p.tx.get(&n.dir)
+                        .map(|t| (t.peer, t.peer_dir.clone(), t.queue.clone()))
+                });
+                match existing {
+                    Some((peer, peer_dir, queue)) => {
+                        if (peer, peer_dir.as_str()) != (n.peer, n.peer_dir.as_str()) {
+                            return Err(conflict(format!(
+                                "installed to {peer} (received as {peer_dir}), asked to lead to {} (received as {})",
+                                n.peer, n.peer_dir
+                            )));
+                        }
+                        let q = queue.lock().unwrap();
+                        let have = (q.space, q.n_slots, q.slot_size, q.strict, q.poll_interval);
+                        let want = (
+                            space_of(&n.peer),
+                            s.n_slots,
+                            s.slot_size,
+                            s.strict,
+                            s.poll_interval,
+                        );
+                        if have != want {
+                            return Err(conflict(format!(
+                                "installed with {} slots of {} bytes in {} (strict {}, poll {:?} ps), asked for {} slots of {} bytes in {} (strict {}, poll {:?} ps)",
+                                have.1, have.2, have.0, have.3, have.4, want.1, want.2, want.0, want.3, want.4
+                            )));
+                        }
+                    }
+                    None => {
+                        let taken = self
+                            .pe(n.peer)
+                            .ipcq
+                            .lock()
+                            .unwrap()
+                            .as_ref()
+                            .is_some_and(|p| p.rx.iter().any(|(name, _)| name == &n.peer_dir));
+                        if taken {
+                            return Err(conflict(format!(
+                                "{} already receives another sender's messages as {}",
+                                n.peer, n.peer_dir
+                            )));
+                        }
+                        new.push((pe, n));
+                    }
+                }
+            }
+        }
+        let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
+        for &(
+            pe,
+            Neighbour {
                 dir,
                 peer,
                 peer_dir: rdir,
-            } in dirs
+            },
+        ) in &new
+        {
+            let space = space_of(peer);
+            let len = s.slot_size * s.n_slots as u64;
+            let alloc = self.allocator(space);
+            let base = {
+                let mut a = alloc.lock().unwrap();
+                a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
+                    space: format!(
+                        "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
+                        s.n_slots, s.slot_size
+                    ),
+                    len,
+                    free: a.free_bytes(),
+                })?
+            };
             {
-                let space = match s.buffer_kind {
-                    BufferKind::Tcm => Space::Tcm(*peer),
-                    BufferKind::Sram => Space::Sram {
-                        sip: peer.sip,
-                        cube: peer.cube,
-                    },
-                    BufferKind::Hbm => Space::Hbm {
-                        sip: peer.sip,
-                        cube: peer.cube,
-                    },
-                };
-                let len = s.slot_size * s.n_slots as u64;
-                let alloc = self.allocator(space);
-                let base = {
-                    let mut a = alloc.lock().unwrap();
-                    a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
-                        space: format!(
-                            "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
-                            s.n_slots, s.slot_size
-                        ),
-                        len,
-                        free: a.free_bytes(),
-                    })?
-                };
-                {
-                    let mut held = self.ipcq_held.lock().unwrap();
-                    let h = held.entry(space).or_default();
-                    *h = (h.0 + 1, h.1 + len);
-                }
-                let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
-                let credit_latency = self.router.distance(&back).latency_ps;
-                let queue = Arc::new(Mutex::new(RxQueue {
-                    space,
-                    base,
-                    slot_size: s.slot_size,
-                    free: (0..s.n_slots).map(|i| (i, 0)).collect(),
-                    freed: Signal::new(),
-                    arrivals: VecDeque::new(),
-                    credit_latency,
-                    strict: s.strict,
-                    poll_interval: s.poll_interval,
-                    sent: 0,
-                    taken: 0,
-                    n_slots: s.n_slots,
-                    sender: pe,
-                    sender_dir: dir.as_str().into(),
-                }));
-                ports.entry(pe).or_default().tx.insert(
-                    dir.clone(),
-                    TxEntry {
-                        peer: *peer,
-                        peer_dir: rdir.clone(),
-                        queue: queue.clone(),
-                    },
-                );
-                ports
-                    .entry(*peer)
-                    .or_default()
-                    .rx
-                    .push((rdir.clone(), queue));
+                let mut held = self.ipcq_held.lock().unwrap();
+                let h = held.entry(space).or_default();
+                *h = (h.0 + 1, h.1 + len);
             }
+            let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
+            let credit_latency = self.router.distance(&back).latency_ps;
+            let queue = Arc::new(Mutex::new(RxQueue {
+                space,
+                base,
+                slot_size: s.slot_size,
+                free: (0..s.n_slots).map(|i| (i, 0)).collect(),
+                freed: Signal::new(),
+                arrivals: VecDeque::new(),
+                credit_latency,
+                strict: s.strict,
+                poll_interval: s.poll_interval,
+                sent: 0,
+                taken: 0,
+                n_slots: s.n_slots,
+                sender: pe,
+                sender_dir: dir.as_str().into(),
+            }));
+            ports.entry(pe).or_default().tx.insert(
+                dir.clone(),
+                TxEntry {
+                    peer: *peer,
+                    peer_dir: rdir.clone(),
+                    queue: queue.clone(),
+                },
+            );
+            ports
+                .entry(*peer)
+                .or_default()
+                .rx
+                .push((rdir.clone(), queue));
         }
         for (pe, port) in ports {
-            *self.pe(pe).ipcq.lock().unwrap() = Some(port);
+            let mut slot = self.pe(pe).ipcq.lock().unwrap();
+            match slot.as_mut() {
+                None => *slot = Some(port),
+                Some(have) => {
+                    have.tx.extend(port.tx);
+                    have.rx.extend(port.rx);
+                }
+            }
         }
-        Ok(())
+        Ok(new.len())
     }
 
     pub(super) fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {

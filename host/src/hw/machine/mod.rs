@@ -38,6 +38,7 @@ use crate::routing::{PathRouter, RouteError};
 use crate::topology::{PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Commands a PE may have in flight (issued, not completed).
@@ -99,6 +100,15 @@ impl IpcqSettings {
             poll_interval: None,
         }
     }
+}
+
+/// One copy of [`Machine::host_copies`]: `nbytes` from `src` to `dst`
+/// (space, offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostCopy {
+    pub src: (Space, u64),
+    pub dst: (Space, u64),
+    pub nbytes: u64,
 }
 
 /// Counters for reports and benchmarks.
@@ -618,6 +628,34 @@ impl Machine {
             done.set();
         });
         Ok(())
+    }
+
+    /// Copies (`src`, `dst`, bytes) that the host asks `pe`'s DMA engine
+    /// for outside any kernel (the point-to-point transport of `send` /
+    /// `recv`, the staging copies of the list forms of `all_gather` /
+    /// `reduce_scatter`). Timed as any DMA (setup, then the routed path;
+    /// they queue on the engine in order); the op log sees them as one
+    /// kernel on `pe`. Resolves when every byte has landed.
+    pub fn host_copies(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        copies: Vec<HostCopy>,
+    ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
+        let m = self.clone();
+        async move {
+            m.note_kernel_start(pe);
+            let mut done = Vec::with_capacity(copies.len());
+            for c in copies {
+                let d = Event::new();
+                m.dma("copy", pe, c.src, c.dst, c.nbytes, vec![], d.clone())?;
+                done.push(d);
+            }
+            for d in done {
+                d.wait().await;
+            }
+            m.note_kernel_end(pe);
+            Ok(())
+        }
     }
 
     /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.

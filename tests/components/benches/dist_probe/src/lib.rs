@@ -206,12 +206,117 @@ impl Bench for Probe {
                 mp::spawn(ws, &args)?;
                 Err(format!("hier ok ws={ws} at {} ps", ahbm::now_ps()))
             }
+            "arg-checks" | "mismatch" | "p2p-sizes" | "p2p-unmatched" | "lists" => {
+                dist::init_process_group("ahbm")?;
+                let ws = dist::get_world_size()?;
+                mp::spawn(ws, &args)?;
+                Err(format!("{scenario} returned"))
+            }
+            "p2p-driver" => {
+                dist::init_process_group("ahbm")?;
+                let t = tensor()?;
+                dist::send(&t, 1).map_err(String::from)
+            }
             other => Err(format!("unknown scenario {other:?}")),
         }
     }
 
     fn worker(rank: u32, _world_size: u32, args: Vec<String>) -> Result<(), String> {
+        let ws = _world_size;
+        let f16 = |n: u32, name: &str| torch::zeros(&[n], Dtype::F16, name);
         match args[0].as_str() {
+            "arg-checks" => {
+                // PyTorch's argument checks, each a clear error, none of
+                // which joins a collective.
+                ahbm::set_device(rank)?;
+                let t = f16(4, "t")?;
+                let big = f16(4 * ws, "big")?;
+                let odd = f16(4 * ws + 1, "odd")?;
+                let f32t = torch::zeros(&[4 * ws], Dtype::F32, "f32")?;
+                let six = f16(6, "six")?;
+                let three: Vec<torch::Tensor> = (0..ws - 1)
+                    .map(|i| f16(4, &format!("l{i}")))
+                    .collect::<Result<_, _>>()?;
+                let errs = [
+                    dist::broadcast(&t, ws).unwrap_err(),
+                    dist::reduce(&t, 0, "band").unwrap_err(),
+                    dist::all_gather_into_tensor(&odd, &t).unwrap_err(),
+                    dist::all_gather_into_tensor(&f32t, &t).unwrap_err(),
+                    dist::reduce_scatter_tensor(&t, &odd, "sum").unwrap_err(),
+                    dist::all_to_all_single(&six, &six).unwrap_err(),
+                    dist::all_to_all_single(&big, &t).unwrap_err(),
+                    dist::all_gather(&three, &t).unwrap_err(),
+                    dist::send(&t, rank).unwrap_err(),
+                    dist::recv(&t, ws + 3).unwrap_err(),
+                ];
+                if rank == 0 {
+                    let msgs: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                    return Err(msgs.join(" | "));
+                }
+                Ok(())
+            }
+            "mismatch" => {
+                ahbm::set_device(rank)?;
+                let t = tensor()?;
+                if rank == 0 {
+                    dist::broadcast(&t, 0).map_err(String::from)
+                } else {
+                    dist::all_reduce(&t, "sum").map_err(String::from)
+                }
+            }
+            "p2p-sizes" => {
+                ahbm::set_device(rank)?;
+                match rank {
+                    0 => dist::send(&f16(8, "eight")?, 1).map_err(String::from),
+                    1 => dist::recv(&f16(4, "four")?, 0).map_err(String::from),
+                    _ => Ok(()),
+                }
+            }
+            "p2p-unmatched" => {
+                ahbm::set_device(rank)?;
+                match rank {
+                    0 => dist::send(&f16(8, "eight")?, 1).map_err(String::from),
+                    _ => Ok(()),
+                }
+            }
+            "lists" => {
+                // all_gather and reduce_scatter with tensor lists: every
+                // entry checked, and the staging copies take time.
+                ahbm::set_device(rank)?;
+                let n = 16u32;
+                let input = f16(n, "in")?;
+                let mine: Vec<f64> = (0..n).map(|i| f64::from(rank * 100 + i)).collect();
+                input.copy_from_f64(&mine)?;
+                let outs: Vec<torch::Tensor> = (0..ws)
+                    .map(|i| f16(n, &format!("out{i}")))
+                    .collect::<Result<_, _>>()?;
+                let t0 = ahbm::now_ps();
+                dist::all_gather(&outs, &input).map_err(String::from)?;
+                let gather = ahbm::now_ps() - t0;
+                for (r, o) in outs.iter().enumerate() {
+                    let want: Vec<f64> = (0..n).map(|i| f64::from(r as u32 * 100 + i)).collect();
+                    if o.to_f64() != want {
+                        return Err(format!("all_gather list entry {r}: {:?}", o.to_f64()));
+                    }
+                }
+                let ins: Vec<torch::Tensor> = (0..ws)
+                    .map(|j| {
+                        let t = f16(n, &format!("in{j}"))?;
+                        t.copy_from_f64(&vec![f64::from(rank + j); n as usize])?;
+                        Ok::<_, String>(t)
+                    })
+                    .collect::<Result<_, _>>()?;
+                let out = f16(n, "rs")?;
+                dist::reduce_scatter(&out, &ins, "sum").map_err(String::from)?;
+                let want = f64::from((0..ws).map(|r| r + rank).sum::<u32>());
+                if out.to_f64() != vec![want; n as usize] {
+                    return Err(format!("reduce_scatter list: {:?}", out.to_f64()));
+                }
+                if rank == 0 {
+                    return Err(format!("lists ok all_gather={gather}"));
+                }
+                Ok(())
+            }
             "bad-op" => {
                 ahbm::set_device(rank)?;
                 let t = tensor()?;

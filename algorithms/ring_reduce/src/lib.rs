@@ -1,0 +1,102 @@
+//! Pipelined (chunked) ring reduce to `dst`: the chain root + 1 → … →
+//! root on the ring; the first rank sends each chunk east, every further
+//! rank combines the chunk from the west into its own and sends it on,
+//! the root combines the last and stores the result
+//! ([`kernbench_guest::ring::reduce`]). Every op (`avg` scales once at
+//! the root; refused for i32) and dtype. The other ranks' tensors are
+//! left unchanged (PyTorch leaves them unspecified).
+//!
+//! Uncontended, on a ring where a message of `m` bytes takes `α + m/B`
+//! and combining `m` bytes takes `γ(m)`, with `k` chunks of `S/k` bytes:
+//!
+//! `T ≈ L(S/k) + (p − 1 + k − 1)·(α + (S/k)/B + γ(S/k)) + St(S/k)`,
+//!
+//! the first chunk crossing `p − 1` hops and each further chunk one more
+//! step (the step of a chunk is its message and the combine that must
+//! finish before it moves on). For large `S` it tends to `S/B + S·γ`.
+//!
+//! Parameter `chunk_size` (elements per chunk, ccl.yaml). Absent: chunks
+//! of 64 Ki elements.
+
+use kernbench_guest::prelude::*;
+use kernbench_guest::ring;
+
+pub struct RingReduce;
+
+/// Elements per chunk when ccl.yaml gives no `chunk_size`.
+pub const DEFAULT_CHUNK: u64 = 64 * 1024;
+
+impl Algorithm for RingReduce {
+    fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+        let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
+        let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
+        let chunks = rounds(tile, call.block, chunk, call.dtype);
+        let p = call.world_size;
+        ring::reduce(
+            tl,
+            &chunks,
+            call.op.combine(),
+            call.op.finish_factor(p),
+            call.dtype,
+            host.sip_rank,
+            call.root,
+            p,
+        );
+    }
+
+    fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
+        seed_call_args(Collective::Reduce, world_size, n_elem, DEFAULT_CHUNK)
+    }
+
+    fn collectives() -> Vec<Collective> {
+        vec![Collective::Reduce]
+    }
+
+    fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
+        call_round_args(call, params, Collective::Reduce, call.block, DEFAULT_CHUNK)
+    }
+}
+
+kernbench_guest::export_algorithm!(RingReduce);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench_guest::mock::{assert_collective, chunk_size};
+
+    #[test]
+    fn the_root_gets_the_reduction_for_every_root_op_and_dtype() {
+        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+            for op in RedOp::ALL {
+                if op == RedOp::Avg && dtype == Dtype::I32 {
+                    continue;
+                }
+                for ws in [1u32, 2, 3, 5] {
+                    for root in 0..ws {
+                        let call = Call {
+                            collective: Collective::Reduce,
+                            dtype,
+                            op,
+                            root,
+                            ..Call::all_reduce(7, ws)
+                        };
+                        assert_collective::<RingReduce>(&call, &Params::new(vec![]));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_of_any_size_reduce_every_element() {
+        for (block, chunk) in [(16u64, 5i64), (17, 4), (7, 1)] {
+            let p = chunk_size(chunk);
+            let call = Call {
+                collective: Collective::Reduce,
+                root: 3,
+                ..Call::all_reduce(block, 4)
+            };
+            assert_collective::<RingReduce>(&call, &p);
+        }
+    }
+}

@@ -1,0 +1,509 @@
+//! The nccl-tests driver of KernBench's collective benches
+//! (`ccl_allreduce`, `ccl_allgather`, `ccl_reducescatter`,
+//! `ccl_broadcast`, `ccl_reduce`, `ccl_alltoall`, `ccl_sendrecv`): the
+//! driver initialises the `ahbm` process group and spawns one rank per
+//! SIP; each rank sweeps the sizes, fills its input with the exact values
+//! of [`crate::reference`], runs the collective, checks every element of
+//! its output against the reference and reports the simulated time.
+//! Fill and check go in pieces of 64 Ki elements, so the guest's memory
+//! does not grow with the size.
+//!
+//! Flags (as nccl-tests): `-b/--minbytes`, `-e/--maxbytes` (K/M/G
+//! suffixes), `-f/--stepfactor`, `-n/--iters` (timed iterations; the time
+//! reported is their mean — the simulation is deterministic, so one is
+//! enough and the default), `-w/--warmup_iters` (untimed, default 0),
+//! `-c/--check 0|1` (default 1), `-d/--datatype` (half, bfloat16, float,
+//! int32 or f16, bf16, f32, i32), `-o/--op` (sum, prod, max, min, avg),
+//! `-r/--root` (broadcast and reduce). `--cubes N` (all-reduce only):
+//! every cube is a contributor (see `ccl_allreduce`).
+//!
+//! Sizes are nccl-tests': the larger of a rank's buffers (all-gather's
+//! output, reduce-scatter's input, all-to-all's whole buffer), rounded
+//! down to whole elements, and for those three to a multiple of the world
+//! size. `ccl_sendrecv` pairs ranks 2i → 2i + 1 (blocking `send` /
+//! `recv`; an odd last rank idles): its time is one transfer.
+
+use crate::bench::{ahbm, dist, mp, report, torch};
+use crate::reference::{expected, Values};
+use crate::{Call, Collective, Dtype, RedOp};
+
+/// What a bench measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Collective(Collective),
+    /// Blocking `send` / `recv` between ranks 2i and 2i + 1.
+    SendRecv,
+}
+
+impl Measure {
+    /// The report's collective column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Collective(c) => c.name(),
+            Measure::SendRecv => "sendrecv",
+        }
+    }
+
+    fn reduces(self) -> bool {
+        matches!(
+            self,
+            Measure::Collective(
+                Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
+            )
+        )
+    }
+
+    /// Whether the reported size is split into one block per rank.
+    fn per_rank_blocks(self) -> bool {
+        matches!(
+            self,
+            Measure::Collective(
+                Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll
+            )
+        )
+    }
+}
+
+/// The sweep and options of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sweep {
+    pub min: u64,
+    pub max: u64,
+    pub factor: u64,
+    pub iters: u32,
+    pub warmup: u32,
+    pub check: bool,
+    pub dtype: Dtype,
+    pub op: RedOp,
+    pub root: u32,
+    /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
+    pub cubes: u32,
+}
+
+/// `-d`'s dtype, in nccl-tests' spelling or ours.
+pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    match s {
+        "half" | "float16" => Ok(Dtype::F16),
+        "bfloat16" => Ok(Dtype::Bf16),
+        "float" | "float32" => Ok(Dtype::F32),
+        "int32" | "int" => Ok(Dtype::I32),
+        _ => Dtype::parse(s).map_err(|e| format!("-d: {e}")),
+    }
+}
+
+/// A byte count with an optional K/M/G suffix.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("not a size: {s:?}"))
+}
+
+fn parse_count(flag: &str, v: &str, min: u32) -> Result<u32, String> {
+    v.parse::<u32>()
+        .ok()
+        .filter(|&n| n >= min)
+        .ok_or_else(|| format!("{flag} must be an integer >= {min}, got {v:?}"))
+}
+
+/// Parse the flags of bench `bench` measuring `m`.
+pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, String> {
+    let mut sw = Sweep {
+        min: 8,
+        max: 1 << 20,
+        factor: 2,
+        iters: 1,
+        warmup: 0,
+        check: true,
+        dtype: Dtype::F16,
+        op: RedOp::Sum,
+        root: 0,
+        cubes: 1,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{bench}: {name} needs a value"))
+        };
+        match a.as_str() {
+            "-b" | "--minbytes" => sw.min = parse_size(&val(a)?)?,
+            "-e" | "--maxbytes" => sw.max = parse_size(&val(a)?)?,
+            "-f" | "--stepfactor" => sw.factor = parse_count(a, &val(a)?, 2)? as u64,
+            "-n" | "--iters" => sw.iters = parse_count(a, &val(a)?, 1)?,
+            "-w" | "--warmup_iters" => sw.warmup = parse_count(a, &val(a)?, 0)?,
+            "-c" | "--check" => sw.check = parse_count(a, &val(a)?, 0)? != 0,
+            "-d" | "--datatype" => sw.dtype = parse_dtype(&val(a)?)?,
+            "-o" | "--op" => {
+                let v = val(a)?;
+                sw.op = RedOp::from_name(&v).ok_or_else(|| {
+                    format!("{bench}: -o: unknown op {v:?} (sum, prod, max, min, avg)")
+                })?;
+                if !m.reduces() {
+                    return Err(format!("{bench}: -o: {} does not reduce", m.name()));
+                }
+            }
+            "-r" | "--root" => sw.root = parse_count(a, &val(a)?, 0)?,
+            "--cubes" if m == Measure::Collective(Collective::AllReduce) => {
+                sw.cubes = parse_count(a, &val(a)?, 1)?
+            }
+            other => {
+                return Err(format!(
+                "{bench}: unknown argument {other:?} (known: -b, -e, -f, -n, -w, -c, -d, -o, -r{})",
+                if m == Measure::Collective(Collective::AllReduce) {
+                    ", --cubes"
+                } else {
+                    ""
+                }
+            ))
+            }
+        }
+    }
+    if sw.min < 1 || sw.max < sw.min {
+        return Err(format!(
+            "{bench}: bad sweep: minbytes {} maxbytes {}",
+            sw.min, sw.max
+        ));
+    }
+    Ok(sw)
+}
+
+/// The sizes of the sweep.
+pub fn sizes(sw: &Sweep) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut s = sw.min;
+    while s <= sw.max {
+        v.push(s);
+        match s.checked_mul(sw.factor) {
+            Some(n) => s = n,
+            None => break,
+        }
+    }
+    v
+}
+
+/// Elements filled or checked per host call: the guest never holds a
+/// whole large tensor.
+pub const PIECE: u64 = 1 << 16;
+
+/// `(first, count)` pieces of `0..count`.
+pub fn pieces(count: u64) -> impl Iterator<Item = (u64, u64)> {
+    (0..count)
+        .step_by(PIECE as usize)
+        .map(move |first| (first, PIECE.min(count - first)))
+}
+
+/// The driver of a collective bench: check the flags, initialise the
+/// process group, spawn a worker per rank.
+pub fn driver(bench: &str, m: Measure, args: Vec<String>) -> Result<(), String> {
+    parse_args(bench, m, &args)?;
+    dist::init_process_group("ahbm")?;
+    let world_size = dist::get_world_size()?;
+    mp::spawn(world_size, &args)
+}
+
+/// One rank of a collective bench.
+pub fn worker(
+    bench: &str,
+    m: Measure,
+    rank: u32,
+    world_size: u32,
+    args: Vec<String>,
+) -> Result<(), String> {
+    let sw = parse_args(bench, m, &args)?;
+    ahbm::set_device(rank)?;
+    if sw.root >= world_size
+        && matches!(
+            m,
+            Measure::Collective(Collective::Broadcast | Collective::Reduce)
+        )
+    {
+        return Err(format!(
+            "{bench}: -r {} is not a rank (world size {world_size})",
+            sw.root
+        ));
+    }
+    for size in sizes(&sw) {
+        let item = sw.dtype.itemsize() as u64;
+        let mut count = size / item;
+        if m.per_rank_blocks() {
+            count -= count % world_size as u64;
+        }
+        if count == 0 {
+            continue;
+        }
+        let row = match m {
+            Measure::Collective(Collective::AllReduce) if sw.cubes > 1 => {
+                all_reduce_cubes(&sw, rank, world_size, count)?
+            }
+            Measure::Collective(c) => collective(c, &sw, rank, world_size, count)?,
+            Measure::SendRecv => match send_recv(&sw, rank, world_size, count)? {
+                Some(row) => row,
+                None => continue,
+            },
+        };
+        report::record(m.name(), &row);
+    }
+    Ok(())
+}
+
+fn redop(sw: &Sweep, m: Measure) -> String {
+    if m.reduces() {
+        sw.op.name().into()
+    } else {
+        "none".into()
+    }
+}
+
+fn zeros(n: u64, dtype: Dtype, name: &str) -> Result<torch::Tensor, String> {
+    let n = u32::try_from(n).map_err(|_| format!("{n} elements are too many for one tensor"))?;
+    torch::zeros(&[n], dtype, name)
+}
+
+/// Fill `t` with rank `rank`'s inputs.
+fn fill(t: &torch::Tensor, values: &Values, rank: u32, n: u64) -> Result<(), String> {
+    for (first, k) in pieces(n) {
+        let data: Vec<f64> = (first..first + k).map(|i| values.value(rank, i)).collect();
+        t.copy_from_f64_at(first, &data)?;
+    }
+    Ok(())
+}
+
+/// Elements of `t` (`n` of them) that differ from `want(j)` (None: not
+/// checked).
+fn wrong_in(t: &torch::Tensor, n: u64, want: impl Fn(u64) -> Option<f64>) -> Result<u64, String> {
+    let mut wrong = 0;
+    for (first, k) in pieces(n) {
+        let got = t.to_f64_range(first, k)?;
+        wrong += (first..first + k)
+            .zip(got)
+            .filter(|&(j, v)| want(j).is_some_and(|w| w != v))
+            .count() as u64;
+    }
+    Ok(wrong)
+}
+
+/// Run `once` `warmup + iters` times (refilling the input before each
+/// with `refill`), return the mean time of the timed ones.
+fn timed(
+    sw: &Sweep,
+    mut refill: impl FnMut() -> Result<(), String>,
+    mut once: impl FnMut() -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut total = 0u64;
+    for i in 0..sw.warmup + sw.iters {
+        refill()?;
+        dist::barrier()?;
+        let t0 = ahbm::now_ps();
+        once()?;
+        if i >= sw.warmup {
+            total += ahbm::now_ps() - t0;
+        }
+    }
+    Ok(total / sw.iters as u64)
+}
+
+/// One size of a collective: `count` reported elements.
+fn collective(
+    c: Collective,
+    sw: &Sweep,
+    rank: u32,
+    ws: u32,
+    count: u64,
+) -> Result<report::Row, String> {
+    let m = Measure::Collective(c);
+    let block = if m.per_rank_blocks() {
+        count / ws as u64
+    } else {
+        count
+    };
+    let call = Call {
+        collective: c,
+        dtype: sw.dtype,
+        op: sw.op,
+        root: sw.root,
+        block,
+        world_size: ws,
+        cube_w: 1,
+        cube_h: 1,
+    };
+    let values = Values::of_call(&call);
+    let (n_in, n_out) = call.buffers();
+    let input = zeros(n_in, sw.dtype, "input")?;
+    let output = if c.in_place() {
+        None
+    } else {
+        Some(zeros(n_out, sw.dtype, "output")?)
+    };
+    let out = output.as_ref().unwrap_or(&input);
+    let op = sw.op.name();
+    let time_ps = timed(
+        sw,
+        || fill(&input, &values, rank, n_in),
+        || {
+            match c {
+                Collective::AllReduce => dist::all_reduce(&input, op),
+                Collective::Broadcast => dist::broadcast(&input, sw.root),
+                Collective::Reduce => dist::reduce(&input, sw.root, op),
+                Collective::AllGather => dist::all_gather_into_tensor(out, &input),
+                Collective::ReduceScatter => dist::reduce_scatter_tensor(out, &input, op),
+                Collective::AllToAll => dist::all_to_all_single(out, &input),
+            }
+            .map_err(String::from)
+        },
+    )?;
+    let wrong = if sw.check {
+        wrong_in(out, n_out, |j| expected(&call, &values, rank, j))?
+    } else {
+        0
+    };
+    Ok(report::Row {
+        size_bytes: count * sw.dtype.itemsize() as u64,
+        count,
+        dtype: sw.dtype,
+        redop: redop(sw, m),
+        time_ps,
+        wrong,
+    })
+}
+
+/// All-reduce with every cube a contributor (`--cubes N`): each rank's
+/// tensor is N tiles of `count` elements placed row-wise over N cubes.
+fn all_reduce_cubes(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<report::Row, String> {
+    use torch::DpMode::{Replicate, RowWise};
+    let cubes = sw.cubes;
+    let values = Values::new(ws * cubes, sw.dtype, sw.op, true);
+    let total = count * cubes as u64;
+    let dp = torch::DpPolicy::new(RowWise, Replicate, cubes, 1);
+    let rows = u32::try_from(count).map_err(|_| format!("{count} elements are too many"))?;
+    let t = torch::zeros_dp(&[cubes, rows], sw.dtype, dp, "allreduce_buf")?;
+    let refill = || {
+        for (first, n) in pieces(total) {
+            let data: Vec<f64> = (first..first + n)
+                .map(|j| values.value(rank * cubes + (j / count) as u32, j % count))
+                .collect();
+            t.copy_from_f64_at(first, &data)?;
+        }
+        Ok(())
+    };
+    let time_ps = timed(sw, refill, || {
+        dist::all_reduce(&t, sw.op.name()).map_err(String::from)
+    })?;
+    let wrong = if sw.check {
+        wrong_in(&t, total, |j| Some(values.reduced(j % count)))?
+    } else {
+        0
+    };
+    Ok(report::Row {
+        size_bytes: count * sw.dtype.itemsize() as u64,
+        count,
+        dtype: sw.dtype,
+        redop: sw.op.name().into(),
+        time_ps,
+        wrong,
+    })
+}
+
+/// One size of `ccl_sendrecv`: rank 2i sends to 2i + 1. None for an idle
+/// last rank.
+fn send_recv(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<Option<report::Row>, String> {
+    let peer = rank ^ 1;
+    if peer >= ws {
+        return Ok(None);
+    }
+    let values = Values::new(ws, sw.dtype, RedOp::Sum, false);
+    let t = zeros(count, sw.dtype, "buffer")?;
+    let sender = rank.is_multiple_of(2);
+    let time_ps = timed(
+        sw,
+        || {
+            if sender {
+                fill(&t, &values, rank, count)
+            } else {
+                Ok(())
+            }
+        },
+        || {
+            if sender {
+                dist::send(&t, peer)
+            } else {
+                dist::recv(&t, peer)
+            }
+            .map_err(String::from)
+        },
+    )?;
+    let wrong = if sw.check && !sender {
+        wrong_in(&t, count, |j| Some(values.value(peer, j)))?
+    } else {
+        0
+    };
+    Ok(Some(report::Row {
+        size_bytes: count * sw.dtype.itemsize() as u64,
+        count,
+        dtype: sw.dtype,
+        redop: "none".into(),
+        time_ps,
+        wrong,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    const AR: Measure = Measure::Collective(Collective::AllReduce);
+
+    #[test]
+    fn flags_parse_like_nccl_tests() {
+        let s = parse_args("t", AR, &args(&["-b", "1K", "-e", "1M", "-f", "4"])).unwrap();
+        assert_eq!((s.min, s.max, s.factor, s.cubes), (1024, 1 << 20, 4, 1));
+        assert_eq!(sizes(&s), vec![1024, 4096, 16384, 65536, 262144, 1 << 20]);
+        let s = parse_args("t", AR, &args(&["-n", "5", "-w", "2", "-c", "0"])).unwrap();
+        assert_eq!((s.iters, s.warmup, s.check), (5, 2, false));
+        assert_eq!(
+            parse_args("t", AR, &args(&["--cubes", "16"]))
+                .unwrap()
+                .cubes,
+            16
+        );
+        for bad in [
+            &["--cubes", "0"][..],
+            &["-x"],
+            &["-n", "0"],
+            &["-f", "1"],
+            &["-b", "4", "-e", "2"],
+            &["-d", "f64"],
+            &["-o", "band"],
+        ] {
+            assert!(parse_args("t", AR, &args(bad)).is_err(), "{bad:?}");
+        }
+        let gather = Measure::Collective(Collective::AllGather);
+        let e = parse_args("t", gather, &args(&["-o", "max"])).unwrap_err();
+        assert!(e.contains("does not reduce"), "{e}");
+        assert!(parse_args("t", gather, &args(&["--cubes", "2"])).is_err());
+        let s = parse_args("t", AR, &args(&["-d", "bfloat16", "-o", "PRODUCT"])).unwrap();
+        assert_eq!((s.dtype, s.op), (Dtype::Bf16, RedOp::Prod));
+    }
+
+    #[test]
+    fn pieces_cover_every_element_once() {
+        for count in [0, 1, PIECE - 1, PIECE, PIECE + 1, 5 * PIECE + 7] {
+            let p: Vec<_> = pieces(count).collect();
+            assert_eq!(p.iter().map(|&(_, n)| n).sum::<u64>(), count);
+            assert!(p.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+            assert!(p.iter().all(|&(_, n)| n > 0 && n <= PIECE));
+        }
+    }
+}

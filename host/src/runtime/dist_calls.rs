@@ -1,0 +1,385 @@
+//! The collective calls of `torch.distributed`: PyTorch's argument checks
+//! (sizes, dtypes, `src` / `dst` in range, a known `op`) as clear errors
+//! naming the call, each call turned into one [`Call`] on its input and
+//! output buffers for [`Session::run_collective`], and the list forms of
+//! `all_gather` / `reduce_scatter`, which go through a staging buffer
+//! with timed local copies, as PyTorch's NCCL backend flattens them.
+//! Point-to-point `send` / `recv` are [`super::p2p`]'s.
+
+use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::session::{runtime_error, CollectiveTensor, Session};
+use crate::address::Space;
+use crate::ccl::collective::{Call, Collective, RedOp};
+use crate::hw::machine::HostCopy;
+use crate::placement::{self, DpPolicy};
+
+type DistResult = wasmtime::Result<Result<(), DistError>>;
+
+/// `op` as a [`RedOp`], or the error PyTorch's users expect.
+fn red_op(what: &str, op: &str) -> Result<RedOp, DistError> {
+    RedOp::from_name(op).ok_or_else(|| {
+        DistError::ValueError(format!(
+            "{what}: unknown op '{op}' (known: sum, prod, max, min, avg)"
+        ))
+    })
+}
+
+/// `src` / `dst` of a rooted collective must name a rank.
+fn check_root(what: &str, arg: &str, root: u32, world_size: u32) -> Result<(), DistError> {
+    if root >= world_size {
+        return Err(DistError::ValueError(format!(
+            "{what}: {arg}={root} is not a rank of the process group (world_size {world_size}: ranks 0..{})",
+            world_size - 1
+        )));
+    }
+    Ok(())
+}
+
+/// Output and input of one call: same dtype, same device.
+fn check_pair(what: &str, out: &CollectiveTensor, inp: &CollectiveTensor) -> Result<(), DistError> {
+    if out.dtype != inp.dtype {
+        return Err(DistError::ValueError(format!(
+            "{what}: the output tensor is {} but the input is {}: they must have the same dtype",
+            out.dtype.name(),
+            inp.dtype.name()
+        )));
+    }
+    if out.sip != inp.sip {
+        return Err(DistError::ValueError(format!(
+            "{what}: the output tensor is on device {} but the input on device {}",
+            out.sip, inp.sip
+        )));
+    }
+    if out.shards != inp.shards {
+        return Err(DistError::ValueError(format!(
+            "{what}: the output tensor has {} shard(s), the input {}: place them alike",
+            out.shards, inp.shards
+        )));
+    }
+    Ok(())
+}
+
+/// `big` must hold exactly `world_size` times `small`'s elements.
+fn check_times(
+    what: &str,
+    (big_name, big): (&str, &CollectiveTensor),
+    (small_name, small): (&str, &CollectiveTensor),
+    world_size: u32,
+) -> Result<(), DistError> {
+    if big.numel() != small.numel() * world_size as u64 {
+        return Err(DistError::ValueError(format!(
+            "{what}: the {big_name} tensor must have world_size ({world_size}) x the {small_name}'s \
+             elements ({} x {world_size} = {}), it has {}",
+            small.numel(),
+            small.numel() * world_size as u64,
+            big.numel()
+        )));
+    }
+    Ok(())
+}
+
+impl Session {
+    fn world_size(&self) -> Result<u32, DistError> {
+        Ok(self.process_group()?.world_size)
+    }
+
+    fn call(&self, c: Collective, t: &CollectiveTensor, op: RedOp, root: u32, block: u64) -> Call {
+        Call {
+            collective: c,
+            dtype: t.dtype,
+            op,
+            root,
+            block,
+            world_size: self.world_size().unwrap_or(1),
+        }
+    }
+
+    /// `all_reduce(tensor, op)` (ADR-0047 D5): in place.
+    pub async fn all_reduce(&self, rank: Option<u32>, t: CollectiveTensor, op: &str) -> DistResult {
+        let checked = || -> Result<Call, DistError> {
+            self.world_size()?;
+            let op = red_op("all_reduce", op)?;
+            Ok(self.call(Collective::AllReduce, &t, op, 0, t.shard_numel))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `broadcast(tensor, src)`: in place.
+    pub async fn broadcast(&self, rank: Option<u32>, t: CollectiveTensor, src: u32) -> DistResult {
+        let checked = || -> Result<Call, DistError> {
+            check_root("broadcast", "src", src, self.world_size()?)?;
+            Ok(self.call(Collective::Broadcast, &t, RedOp::Sum, src, t.shard_numel))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `reduce(tensor, dst, op)`: in place, the result on `dst`.
+    pub async fn reduce(
+        &self,
+        rank: Option<u32>,
+        t: CollectiveTensor,
+        dst: u32,
+        op: &str,
+    ) -> DistResult {
+        let checked = || -> Result<Call, DistError> {
+            check_root("reduce", "dst", dst, self.world_size()?)?;
+            let op = red_op("reduce", op)?;
+            Ok(self.call(Collective::Reduce, &t, op, dst, t.shard_numel))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `all_gather_into_tensor(output, input)`.
+    pub async fn all_gather_into_tensor(
+        &self,
+        rank: Option<u32>,
+        out: CollectiveTensor,
+        inp: CollectiveTensor,
+    ) -> DistResult {
+        let what = "all_gather_into_tensor";
+        let checked = || -> Result<Call, DistError> {
+            let ws = self.world_size()?;
+            check_pair(what, &out, &inp)?;
+            check_times(what, ("output", &out), ("input", &inp), ws)?;
+            Ok(self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.shard_numel))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `reduce_scatter_tensor(output, input, op)`.
+    pub async fn reduce_scatter_tensor(
+        &self,
+        rank: Option<u32>,
+        out: CollectiveTensor,
+        inp: CollectiveTensor,
+        op: &str,
+    ) -> DistResult {
+        let what = "reduce_scatter_tensor";
+        let checked = || -> Result<Call, DistError> {
+            let ws = self.world_size()?;
+            let op = red_op(what, op)?;
+            check_pair(what, &out, &inp)?;
+            check_times(what, ("input", &inp), ("output", &out), ws)?;
+            Ok(self.call(Collective::ReduceScatter, &out, op, 0, out.shard_numel))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `all_to_all_single(output, input)` with equal splits.
+    pub async fn all_to_all_single(
+        &self,
+        rank: Option<u32>,
+        out: CollectiveTensor,
+        inp: CollectiveTensor,
+    ) -> DistResult {
+        let what = "all_to_all_single";
+        let checked = || -> Result<Call, DistError> {
+            let ws = self.world_size()?;
+            check_pair(what, &out, &inp)?;
+            if out.numel() != inp.numel() {
+                return Err(DistError::ValueError(format!(
+                    "{what}: the output has {} elements, the input {}: with equal splits they must be equal",
+                    out.numel(),
+                    inp.numel()
+                )));
+            }
+            if !inp.shard_numel.is_multiple_of(ws as u64) {
+                return Err(DistError::ValueError(format!(
+                    "{what}: {} elements do not split equally over world_size {ws} \
+                     (only equal splits are supported)",
+                    inp.shard_numel
+                )));
+            }
+            Ok(self.call(
+                Collective::AllToAll,
+                &inp,
+                RedOp::Sum,
+                0,
+                inp.shard_numel / ws as u64,
+            ))
+        };
+        match checked() {
+            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `all_gather(tensor_list, tensor)`: into a staging buffer, then one
+    /// timed copy per list entry.
+    pub async fn all_gather_list(
+        &self,
+        rank: Option<u32>,
+        outs: Vec<CollectiveTensor>,
+        inp: CollectiveTensor,
+    ) -> DistResult {
+        let what = "all_gather";
+        let staging = match self.list_staging(what, &outs, &inp) {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let call = self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.numel());
+        match self
+            .run_collective(rank, call, inp.clone(), staging.view.clone())
+            .await?
+        {
+            Ok(()) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+        let copies = outs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (staging.block(i, inp.nbytes), o.blocks[0]))
+            .collect();
+        self.staging_copies(what, rank, copies).await
+    }
+
+    /// `reduce_scatter(output, input_list, op)`: one timed copy per list
+    /// entry into a staging buffer, then `reduce_scatter_tensor`.
+    pub async fn reduce_scatter_list(
+        &self,
+        rank: Option<u32>,
+        out: CollectiveTensor,
+        inps: Vec<CollectiveTensor>,
+        op: &str,
+    ) -> DistResult {
+        let what = "reduce_scatter";
+        let checked = || -> Result<(RedOp, Staging), DistError> {
+            let op = red_op(what, op)?;
+            Ok((op, self.list_staging(what, &inps, &out)?))
+        };
+        let (op, staging) = match checked() {
+            Ok(x) => x,
+            Err(e) => return Ok(Err(e)),
+        };
+        let copies = inps
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.blocks[0], staging.block(i, out.nbytes)))
+            .collect();
+        match self.staging_copies(what, rank, copies).await? {
+            Ok(()) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+        let call = self.call(Collective::ReduceScatter, &out, op, 0, out.numel());
+        self.run_collective(rank, call, staging.view.clone(), out)
+            .await
+    }
+
+    /// Check a list form's `list` (world size entries, each like `one`,
+    /// single-shard) and allocate its staging buffer on `one`'s device.
+    fn list_staging(
+        &self,
+        what: &str,
+        list: &[CollectiveTensor],
+        one: &CollectiveTensor,
+    ) -> Result<Staging, DistError> {
+        let ws = self.world_size()?;
+        if list.len() != ws as usize {
+            return Err(DistError::ValueError(format!(
+                "{what}: the tensor list has {} entries, it needs world_size ({ws})",
+                list.len()
+            )));
+        }
+        for (i, t) in list.iter().enumerate() {
+            check_pair(&format!("{what} (list entry {i})"), t, one)?;
+            if t.numel() != one.numel() {
+                return Err(DistError::ValueError(format!(
+                    "{what}: list entry {i} has {} elements, the tensor {}: they must be equal",
+                    t.numel(),
+                    one.numel()
+                )));
+            }
+            if t.shards != 1 {
+                return Err(DistError::ValueError(format!(
+                    "{what}: list entry {i} has {} shards; the list forms take single-shard tensors \
+                     (use the tensor forms for sharded ones)",
+                    t.shards
+                )));
+            }
+        }
+        let n = one.numel() * ws as u64;
+        let spec = &self.machine.topo.spec;
+        let shape = [u32::try_from(n).map_err(|_| {
+            DistError::ValueError(format!("{what}: {n} elements are too many for one tensor"))
+        })?];
+        let specs = placement::resolve(
+            &DpPolicy::SINGLE,
+            &shape,
+            one.dtype.itemsize(),
+            one.sip,
+            spec,
+        )
+        .map_err(|e| runtime_error(format!("{what}: staging buffer: {e}")))?;
+        let placed = self
+            .machine
+            .place_tensor(specs, one.dtype, &format!("{what} staging"))
+            .map_err(|e| runtime_error(format!("{what}: staging buffer: {e}")))?;
+        let view = CollectiveTensor::of_placed(&placed, one.dtype, n);
+        Ok(Staging {
+            _placed: placed,
+            view,
+        })
+    }
+
+    /// The staging copies of a list form, issued by the calling rank's
+    /// first PE.
+    async fn staging_copies(
+        &self,
+        what: &str,
+        rank: Option<u32>,
+        copies: Vec<(Block, Block)>,
+    ) -> DistResult {
+        let pg = match self.process_group() {
+            Ok(pg) => pg,
+            Err(e) => return Ok(Err(e)),
+        };
+        let pe = pg.ranks.first_pe(rank.unwrap_or(0));
+        let copies = copies
+            .into_iter()
+            .map(|((ss, so, n), (ds, doff, _))| HostCopy {
+                src: (ss, so),
+                dst: (ds, doff),
+                nbytes: n,
+            })
+            .collect();
+        if let Err(e) = self.machine.host_copies(pe, copies).await {
+            return Err(wasmtime::Error::msg(format!("{what}: staging copy: {e}")));
+        }
+        if self.machine.oplog().is_some() {
+            self.machine.note_host_sync(&[pe]);
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// One shard's memory: space, offset, bytes.
+pub type Block = (Space, u64, u64);
+
+/// The staging buffer of a list form, freed when dropped.
+struct Staging {
+    _placed: crate::hw::vmap::PlacedTensor,
+    view: CollectiveTensor,
+}
+
+impl Staging {
+    /// Bytes `i * len .. (i + 1) * len` of the buffer.
+    fn block(&self, i: usize, len: u64) -> Block {
+        let (space, offset, _) = self.view.blocks[0];
+        (space, offset + i as u64 * len, len)
+    }
+}

@@ -1,0 +1,180 @@
+//! Every collective of `torch.distributed` through the real host with the
+//! ring algorithms of the default ccl.yaml: the nccl-tests benches
+//! (`ccl_allgather`, `ccl_reducescatter`, `ccl_broadcast`, `ccl_reduce`,
+//! `ccl_alltoall`, `ccl_sendrecv`, and `ccl_allreduce` with
+//! `ring_rsag_allreduce`) on rings, tori and meshes of several world sizes
+//! (non-powers of two included), every dtype and the reductions' ops:
+//! every element equals the independent reference of
+//! `kernbench_guest::reference`, the run is deterministic, and its
+//! second pass (`--verify-data`) finds no mismatch and no race.
+
+mod common;
+use common::*;
+use kernbench::config::TopologySpec;
+
+/// Run `bench` with `args` on `t`; every element right on every rank,
+/// `sizes` rows per reporting rank, identical again with the second pass
+/// clean.
+fn check(bench: &str, algorithm: Option<&str>, t: &TopologySpec, args: &[&str], sizes: usize) {
+    let n = t.system.sips.count;
+    let what = format!(
+        "{bench} {args:?} on {n} SIPs ({:?})",
+        t.system.sips.topology
+    );
+    let res =
+        run(bench, t.clone(), ccl(), algorithm, args).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let reporting = if bench == "ccl_sendrecv" {
+        n - n % 2
+    } else {
+        n
+    };
+    assert_eq!(
+        res.rows.len(),
+        sizes * reporting as usize,
+        "{what}: {:?}",
+        res.rows
+    );
+    for r in &res.rows {
+        assert_eq!(r.wrong, 0, "{what}: {r:?}");
+        assert!(r.time_ps > 0, "{what}: {r:?}");
+    }
+    let again = run_verified(bench, t.clone(), ccl(), algorithm, args)
+        .unwrap_or_else(|e| panic!("{what} verified: {e}"));
+    assert_eq!(res.rows, again.rows, "{what}: deterministic");
+    assert_eq!(res.end_time_ps, again.end_time_ps, "{what}");
+    let v = again.verification.as_ref().expect("verified");
+    assert!(
+        v.mismatches.is_empty() && v.races.is_empty() && v.bytes > 0,
+        "{what}:\n{}",
+        v.report()
+    );
+}
+
+fn machines() -> Vec<TopologySpec> {
+    vec![
+        machine(2, "ring_1d", None, (1, 1)),
+        machine(3, "ring_1d", None, (1, 1)),
+        machine(5, "ring_1d", None, (1, 1)),
+        machine(4, "ring_1d", None, (4, 4)),
+        machine(6, "torus_2d", Some(3), (1, 1)),
+        machine(6, "mesh_2d_no_wrap", Some(2), (1, 1)),
+    ]
+}
+
+/// 24 B .. 6 KiB: elements that do not divide by most world sizes, and
+/// blocks below one element per rank at the smallest size.
+const SWEEP: [&str; 6] = ["-b", "24", "-e", "6K", "-f", "16"];
+const SIZES: usize = 3;
+
+fn sweep(extra: &[&'static str]) -> Vec<&'static str> {
+    SWEEP.iter().chain(extra).copied().collect()
+}
+
+#[test]
+fn data_moving_collectives_deliver_every_element() {
+    for t in machines() {
+        for bench in [
+            "ccl_allgather",
+            "ccl_broadcast",
+            "ccl_alltoall",
+            "ccl_sendrecv",
+        ] {
+            for dtype in ["f16", "i32"] {
+                check(bench, None, &t, &sweep(&["-d", dtype]), SIZES);
+            }
+        }
+        let last = (t.system.sips.count - 1).to_string();
+        let root: &'static str = Box::leak(last.into_boxed_str());
+        check(
+            "ccl_broadcast",
+            None,
+            &t,
+            &sweep(&["-r", root, "-d", "bf16"]),
+            SIZES,
+        );
+    }
+}
+
+#[test]
+fn reducing_collectives_reduce_every_element_with_every_op() {
+    for t in machines() {
+        for bench in ["ccl_reducescatter", "ccl_reduce"] {
+            for (dtype, op) in [
+                ("f16", "sum"),
+                ("bf16", "max"),
+                ("f32", "avg"),
+                ("i32", "prod"),
+            ] {
+                check(bench, None, &t, &sweep(&["-d", dtype, "-o", op]), SIZES);
+            }
+        }
+        check(
+            "ccl_reduce",
+            None,
+            &t,
+            &sweep(&["-r", "1", "-o", "min"]),
+            SIZES,
+        );
+        check(
+            "ccl_allreduce",
+            Some("ring_rsag_allreduce"),
+            &t,
+            &sweep(&["-d", "f32", "-o", "min"]),
+            SIZES,
+        );
+    }
+}
+
+#[test]
+fn iterations_report_the_mean_and_warmups_are_untimed() {
+    let t = topo(4);
+    let args = ["-b", "4K", "-e", "4K"];
+    let one = run("ccl_allgather", t.clone(), ccl(), None, &args).unwrap();
+    let many = run(
+        "ccl_allgather",
+        t,
+        ccl(),
+        None,
+        &["-b", "4K", "-e", "4K", "-n", "3", "-w", "2"],
+    )
+    .unwrap();
+    // The simulation is deterministic: every iteration takes as long.
+    assert_eq!(one.rows.len(), many.rows.len());
+    for (a, b) in one.rows.iter().zip(&many.rows) {
+        assert_eq!(a.time_ps, b.time_ps, "{a:?} vs {b:?}");
+        assert_eq!(b.wrong, 0);
+    }
+    assert!(
+        many.end_time_ps > 4 * one.end_time_ps,
+        "five runs took longer than four"
+    );
+}
+
+#[test]
+fn a_collective_without_an_algorithm_is_refused_clearly() {
+    let mut c = ccl();
+    c.defaults.algorithms.clear();
+    let e = run("ccl_alltoall", topo(2), c, None, &["-b", "64", "-e", "64"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("all_to_all: no algorithm for it; tried 'ring_allreduce' (all_reduce)")
+            && e.contains("--algorithm all_to_all=<name>"),
+        "{e}"
+    );
+    // Asked for by the command line: an algorithm that does not implement
+    // it is refused, naming what it does implement.
+    let e = run(
+        "ccl_alltoall",
+        topo(2),
+        ccl(),
+        Some("all_to_all=ring_allgather"),
+        &["-b", "64", "-e", "64"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("algorithm 'ring_allgather' (chosen by --algorithm all_to_all=ring_allgather) does not implement it; it implements all_gather"),
+        "{e}"
+    );
+}
