@@ -178,3 +178,64 @@ fn a_collective_without_an_algorithm_is_refused_clearly() {
         "{e}"
     );
 }
+
+/// The algorithms on the `full_mesh` table (one queue per pair of ranks),
+/// their directions added to the ring installed for the all-reduce.
+#[test]
+fn direct_and_tree_algorithms_deliver_every_element() {
+    for t in machines() {
+        let n = t.system.sips.count;
+        let last: &'static str = Box::leak((n - 1).to_string().into_boxed_str());
+        check(
+            "ccl_allreduce",
+            Some("rabenseifner_allreduce"),
+            &t,
+            &sweep(&["-d", "bf16", "-o", "max"]),
+            SIZES,
+        );
+        check(
+            "ccl_allreduce",
+            Some("all_reduce=rabenseifner_allreduce"),
+            &t,
+            &sweep(&["-d", "f32", "-o", "avg"]),
+            SIZES,
+        );
+        check(
+            "ccl_broadcast",
+            Some("broadcast=binomial_broadcast"),
+            &t,
+            &sweep(&["-r", last, "-d", "i32"]),
+            SIZES,
+        );
+        check(
+            "ccl_reduce",
+            Some("reduce=binomial_reduce"),
+            &t,
+            &sweep(&["-r", last, "-o", "sum"]),
+            SIZES,
+        );
+        check(
+            "ccl_alltoall",
+            Some("all_to_all=direct_alltoall"),
+            &t,
+            &sweep(&["-d", "f16"]),
+            SIZES,
+        );
+    }
+}
+
+#[test]
+fn an_algorithm_whose_queues_clash_with_the_installed_ones_is_refused() {
+    // ring_allgather with other slots on the installed ring's directions.
+    let mut c = ccl();
+    let e = c.algorithms.get_mut("ring_allgather").unwrap();
+    (e.slot_kib, e.slot_size) = (None, Some(16 * 1024));
+    let e = run("ccl_allgather", topo(2), c, None, &["-b", "64", "-e", "64"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("all_gather: algorithm 'ring_allgather' (chosen by ccl.yaml defaults.algorithms.all_gather) cannot share the process group's IPCQ: IPCQ direction E of sip0.cube0.pe0: installed with 4 slots of 1048576 bytes")
+            && e.contains("asked for 4 slots of 16384 bytes"),
+        "{e}"
+    );
+}

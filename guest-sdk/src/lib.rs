@@ -10,6 +10,7 @@
 //! crate: a component implements exactly one world).
 
 mod collective;
+pub mod direct;
 mod dtype;
 pub mod helpers;
 mod kernel;

@@ -82,6 +82,10 @@ pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
         "ring_1d" => vec![e("E", (rank + 1) % n, "W"), e("W", (rank + n - 1) % n, "E")],
         "ring_1d_unidir" => vec![e("E", (rank + 1) % n, "W")],
         "none" => Vec::new(),
+        "full_mesh" => (0..n)
+            .filter(|&j| j != rank)
+            .map(|j| e(&format!("R{j}"), j, &format!("R{rank}")))
+            .collect(),
         // The SIP ring of `intercube_multisip` on single-cube SIPs.
         "global_ring" => vec![
             e("global_E", (rank + 1) % n, "global_W"),
@@ -690,8 +694,9 @@ pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Param
     assert_collective::<A>(call, params)
 }
 
-/// Check that `A` performs `call` (any collective, op, dtype, root) on a
-/// ring of `call.world_size` ranks with the inputs and expected outputs of
+/// Check that `A` performs `call` (any collective, op, dtype, root) on
+/// `call.world_size` ranks laid out by its default IPCQ table (a ring
+/// when it names none) with the inputs and expected outputs of
 /// [`crate::reference`]: every element of every rank's output must be
 /// exact (a non-root rank of `reduce` is not checked, as PyTorch leaves
 /// it unspecified). Collectives with an output buffer of their own get it
@@ -705,7 +710,8 @@ pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Param
         .map(|r| (0..n_in).map(|i| values.value(r, i)).collect())
         .collect();
     let args = A::kernel_args_for(call, params).unwrap_or_else(|e| panic!("kernel_args_for: {e}"));
-    let cfg = MockConfig::ring(ws, call.dtype, args);
+    let topology = A::entry_defaults().topology.unwrap_or("ring_1d");
+    let cfg = MockConfig::new(topology, ws, call.dtype, args);
     let in_place = call.collective.in_place();
     let out = (!in_place).then_some(n_out);
     for (r, mem) in run_in_mock::<A>(&cfg, &inputs, out).iter().enumerate() {

@@ -14,6 +14,7 @@
 //! | `mesh_2d` / `torus_2d` | `N S E W` on the SIP grid, without / with wrap |
 //! | `tree_binary` | `P` → parent (received as `C0` / `C1`, which child), `C0`, `C1` → children (received as `P`); parent of i is (i−1)/2 |
 //! | `intercube_multisip` | `N S E W` between the cubes of one SIP (its cube mesh, no wrap) and `global_E`, `global_W` (+ `global_N`, `global_S` on a 2-D SIP network) to the same cube of the neighbouring SIPs: ring and torus wrap, `mesh_2d_no_wrap` does not |
+//! | `full_mesh` | `R{j}` → participant `j`, for every other `j` (received as `R{i}`); `p(p − 1)` queues |
 //! | `none` | nothing |
 
 use crate::config::ccl::NeighbourTopology;
@@ -161,6 +162,13 @@ pub fn builtin(
                 link(r, "E", (r + 1) % n, "W");
                 if topo == NeighbourTopology::Ring1d {
                     link(r, "W", (r + n - 1) % n, "E");
+                }
+            }
+        }
+        NeighbourTopology::FullMesh => {
+            for i in 0..n {
+                for j in (0..n).filter(|&j| j != i) {
+                    link(i, &format!("R{j}"), j, &format!("R{i}"));
                 }
             }
         }
@@ -552,6 +560,7 @@ mod tests {
             ("tree_binary", NeighbourTopology::TreeBinary),
             ("mesh_2d", NeighbourTopology::Mesh2d),
             ("torus_2d", NeighbourTopology::Torus2d),
+            ("full_mesh", NeighbourTopology::FullMesh),
         ];
         for (name, topo) in cases {
             for (n, w) in [

@@ -51,6 +51,12 @@ pub enum NeighbourTopology {
     /// cube of neighbouring SIPs on the SIP network.
     #[serde(rename = "intercube_multisip")]
     IntercubeMultisip,
+    /// `R{j}` → participant `j`, for every other participant (received
+    /// as `R{i}`): every rank reaches every other directly, over the
+    /// routed machine (the tables of direct, tree and recursive
+    /// halving–doubling algorithms).
+    #[serde(rename = "full_mesh")]
+    FullMesh,
     /// No neighbours: the algorithm does not use IPCQ.
     #[serde(rename = "none")]
     None,
@@ -123,6 +129,7 @@ impl NeighbourTopology {
             NeighbourTopology::Torus2d => "torus_2d",
             NeighbourTopology::TreeBinary => "tree_binary",
             NeighbourTopology::IntercubeMultisip => "intercube_multisip",
+            NeighbourTopology::FullMesh => "full_mesh",
             NeighbourTopology::None => "none",
         }
     }
