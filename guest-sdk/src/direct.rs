@@ -12,7 +12,7 @@
 //! (`recv_into`) and sent by the handle it returns, so a rank never holds
 //! IPCQ slots while it sends, and every send waits for its copy to land.
 
-use crate::helpers::Chunk;
+use crate::helpers::{Chunk, Rooted};
 use crate::{BinOp, Dtype, Tl};
 
 /// The install keys of the `full_mesh` algorithms: `p(p − 1)` queues, so
@@ -41,14 +41,9 @@ fn ceil_pow2(p: u32) -> u32 {
 /// further (relative to the root), so `⌈log2 p⌉` rounds reach every rank;
 /// a rank sends to its children largest subtree first. Each chunk is
 /// forwarded as soon as it arrives.
-pub fn binomial_broadcast<T: Tl>(
-    tl: &T,
-    chunks: &[Chunk],
-    dt: Dtype,
-    rank: u32,
-    root: u32,
-    p: u32,
-) {
+pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
+    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (root, p) = (job.call.root, job.call.world_size);
     if p < 2 {
         return;
     }
@@ -82,19 +77,12 @@ pub fn binomial_broadcast<T: Tl>(
 /// Binomial-tree reduce of `chunks` to `root`: in round `k` a rank whose
 /// bit `k` (relative to the root) is set sends its partial result to the
 /// rank `2^k` below and drops out; the others combine what they receive.
-/// `⌈log2 p⌉` rounds; the root scales by `finish` (an `avg`) and stores.
+/// `⌈log2 p⌉` rounds; the root scales (an `avg`) and stores.
 /// The other ranks' tensors are left as they were.
-#[allow(clippy::too_many_arguments)]
-pub fn binomial_reduce<T: Tl>(
-    tl: &T,
-    chunks: &[Chunk],
-    combine: BinOp,
-    finish: Option<f64>,
-    dt: Dtype,
-    rank: u32,
-    root: u32,
-    p: u32,
-) {
+pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
+    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (root, p) = (job.call.root, job.call.world_size);
+    let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
     if p < 2 {
         return;
     }

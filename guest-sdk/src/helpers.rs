@@ -252,6 +252,45 @@ pub fn rank_blocks(base: u64, p: u64, block: u64, r: Chunk, r_base: u64, dt: Dty
         .collect()
 }
 
+/// What the kernel of a rooted collective (broadcast, reduce) made with
+/// [`call_round_args`] works on: its call, its tile in chunks of the
+/// round size, and its rank.
+pub struct Rooted {
+    pub call: Call,
+    pub chunks: Vec<Chunk>,
+    pub rank: u32,
+}
+
+/// The [`Rooted`] view of a kernel's arguments.
+pub fn rooted<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) -> Rooted {
+    let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
+    let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
+    Rooted {
+        chunks: rounds(tile, call.block, chunk, call.dtype),
+        call,
+        rank: host.sip_rank,
+    }
+}
+
+/// The kernel of an all-to-all made with [`call_round_args`]: for each
+/// round, the rank blocks of its input and output handed to `phase`
+/// (with the dtype and the rank).
+pub fn all_to_all_rounds<T: Tl>(
+    tl: &T,
+    t_ptr: u64,
+    args: &[i64],
+    phase: impl Fn(&T, &[Chunk], &[Chunk], Dtype, u32),
+) {
+    let (call, round, host) = call_round_kernel_args(args, t_ptr);
+    let (p, dt, b) = (call.world_size as u64, call.dtype, call.block);
+    let inp = pe_tile_addr(tl, t_ptr, b * p, dt);
+    let out = pe_tile_addr(tl, host.out_ptr, b * p, dt);
+    for r in rounds(inp, b, round, dt) {
+        let at = |base: u64| rank_blocks(base, p, b, r, inp, dt);
+        phase(tl, &at(inp), &at(out), dt, host.sip_rank);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

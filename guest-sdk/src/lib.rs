@@ -45,8 +45,9 @@ pub use bench::Bench;
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::helpers::{
-        call_round_args, call_round_kernel_args, chunked, pe_tile_addr, rank_blocks, ring_step,
-        round_args, round_param, round_param_or, rounds, seed_call_args, tree_step, Chunk,
+        all_to_all_rounds, call_round_args, call_round_kernel_args, chunked, pe_tile_addr,
+        rank_blocks, ring_step, rooted, round_args, round_param, round_param_or, rounds,
+        seed_call_args, tree_step, Chunk, Rooted,
     };
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{

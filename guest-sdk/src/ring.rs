@@ -10,7 +10,7 @@
 //! with block `r`), the all-gather `k = 0` (rank `r` starts with block
 //! `r`).
 
-use crate::helpers::{ring_step, Chunk};
+use crate::helpers::{ring_step, Chunk, Rooted};
 use crate::{BinOp, Dtype, Tl};
 
 /// Reduce-scatter phase over the `p` blocks `src` (this rank's input, one
@@ -84,7 +84,9 @@ pub fn all_gather<T: Tl>(
 /// east; every other rank receives it from the west, stores it and (but
 /// the last) forwards it east at once, so chunk `c` crosses hop `h` while
 /// chunk `c + 1` crosses hop `h − 1`.
-pub fn broadcast<T: Tl>(tl: &T, chunks: &[Chunk], dt: Dtype, rank: u32, root: u32, p: u32) {
+pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
+    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (root, p) = (job.call.root, job.call.world_size);
     if p < 2 {
         return;
     }
@@ -110,17 +112,10 @@ pub fn broadcast<T: Tl>(tl: &T, chunks: &[Chunk], dt: Dtype, rank: u32, root: u3
 /// sends the result on; the root combines the last one, scales it by
 /// `finish` (an `avg`) and stores it. The other ranks' tensors are left
 /// as they were.
-#[allow(clippy::too_many_arguments)]
-pub fn reduce<T: Tl>(
-    tl: &T,
-    chunks: &[Chunk],
-    combine: BinOp,
-    finish: Option<f64>,
-    dt: Dtype,
-    rank: u32,
-    root: u32,
-    p: u32,
-) {
+pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
+    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (root, p) = (job.call.root, job.call.world_size);
+    let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
     if p < 2 {
         return;
     }

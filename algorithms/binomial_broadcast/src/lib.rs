@@ -22,17 +22,7 @@ pub struct BinomialBroadcast;
 
 impl Algorithm for BinomialBroadcast {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
-        let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
-        let chunks = rounds(tile, call.block, chunk, call.dtype);
-        direct::binomial_broadcast(
-            tl,
-            &chunks,
-            call.dtype,
-            host.sip_rank,
-            call.root,
-            call.world_size,
-        );
+        direct::binomial_broadcast(tl, &rooted(tl, t_ptr, args));
     }
 
     fn entry_defaults() -> EntryDefaults {

@@ -19,20 +19,7 @@ pub struct BinomialReduce;
 
 impl Algorithm for BinomialReduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
-        let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
-        let chunks = rounds(tile, call.block, chunk, call.dtype);
-        let p = call.world_size;
-        direct::binomial_reduce(
-            tl,
-            &chunks,
-            call.op.combine(),
-            call.op.finish_factor(p),
-            call.dtype,
-            host.sip_rank,
-            call.root,
-            p,
-        );
+        direct::binomial_reduce(tl, &rooted(tl, t_ptr, args));
     }
 
     fn entry_defaults() -> EntryDefaults {

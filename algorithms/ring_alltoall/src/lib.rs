@@ -26,14 +26,7 @@ pub struct RingAlltoall;
 
 impl Algorithm for RingAlltoall {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (call, round, host) = call_round_kernel_args(args, t_ptr);
-        let (p, dt, b) = (call.world_size as u64, call.dtype, call.block);
-        let inp = pe_tile_addr(tl, t_ptr, b * p, dt);
-        let out = pe_tile_addr(tl, host.out_ptr, b * p, dt);
-        for r in rounds(inp, b, round, dt) {
-            let at = |base: u64| rank_blocks(base, p, b, r, inp, dt);
-            ring::all_to_all(tl, &at(inp), &at(out), dt, host.sip_rank);
-        }
+        all_to_all_rounds(tl, t_ptr, args, ring::all_to_all);
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {

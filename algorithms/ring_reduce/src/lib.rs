@@ -28,20 +28,7 @@ pub const DEFAULT_CHUNK: u64 = 64 * 1024;
 
 impl Algorithm for RingReduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
-        let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
-        let chunks = rounds(tile, call.block, chunk, call.dtype);
-        let p = call.world_size;
-        ring::reduce(
-            tl,
-            &chunks,
-            call.op.combine(),
-            call.op.finish_factor(p),
-            call.dtype,
-            host.sip_rank,
-            call.root,
-            p,
-        );
+        ring::reduce(tl, &rooted(tl, t_ptr, args));
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
