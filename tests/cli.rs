@@ -381,3 +381,101 @@ fn the_gemm_bench_reports_achieved_and_peak_flops() {
     let e = common::fails(kb().args(["run", "gemm_single_pe", "--", "--dtype", "f64"]));
     assert!(e.contains("unknown dtype \"f64\""), "{e}");
 }
+
+#[test]
+fn run_plot_draws_busbw_and_time_one_line_per_algorithm() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("busbw.svg");
+    let svg_arg = svg.to_str().unwrap();
+    ok(kb().args([
+        "run",
+        "ccl_allreduce",
+        "--plot",
+        svg_arg,
+        "--",
+        "-b",
+        "8",
+        "-e",
+        "1K",
+    ]));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg"), "{}", &text[..100.min(text.len())]);
+    for s in [
+        "busbw (GB/s)",
+        "time (us)",
+        "all_reduce ring_allreduce (f16 sum)",
+    ] {
+        assert!(text.contains(s), "missing {s:?} in the SVG");
+    }
+    // one line in each of the two charts, one legend sample
+    assert_eq!(coloured_lines(&text), 3);
+}
+
+#[test]
+fn plot_overlays_json_reports_named_by_file_and_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    for alg in ["ring_allreduce", "ring_rsag_allreduce"] {
+        let out = ok(kb().args([
+            "run",
+            "ccl_allreduce",
+            "--algorithm",
+            alg,
+            "--format",
+            "json",
+            "--",
+            "-b",
+            "64",
+            "-e",
+            "4K",
+        ]));
+        let path = dir.path().join(format!("{alg}.json"));
+        std::fs::write(&path, out).unwrap();
+        reports.push(path.to_str().unwrap().to_string());
+    }
+    let svg = dir.path().join("cmp.svg");
+    let mut cmd = kb();
+    cmd.arg("plot")
+        .args(&reports)
+        .args(["-o", svg.to_str().unwrap()]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2 line(s) from 2 report(s)"));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for s in [
+        "ring_allreduce: all_reduce ring_allreduce (f16 sum)",
+        "ring_rsag_allreduce: all_reduce ring_rsag_allreduce (f16 sum)",
+    ] {
+        assert!(text.contains(s), "missing {s:?} in the SVG");
+    }
+    assert_eq!(coloured_lines(&text), 6);
+
+    // a file that is not a report names itself
+    let bad = dir.path().join("not_a_report.json");
+    std::fs::write(&bad, "{\"rows\": 3}").unwrap();
+    let out = kb()
+        .args(["plot", bad.to_str().unwrap(), "-o"])
+        .arg(dir.path().join("x.svg"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not_a_report.json"), "{err}");
+}
+
+/// Polylines drawn in a series colour (axes and ticks are black).
+fn coloured_lines(svg: &str) -> usize {
+    svg.split("<polyline")
+        .skip(1)
+        .filter(|l| {
+            !l.split('>')
+                .next()
+                .unwrap_or("")
+                .contains("stroke=\"#000000\"")
+        })
+        .count()
+}

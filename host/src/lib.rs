@@ -19,6 +19,8 @@ pub mod hw;
 pub mod kernel_report;
 pub mod placement;
 #[cfg(feature = "wasm")]
+pub mod plot;
+#[cfg(feature = "wasm")]
 pub mod report;
 pub mod routing;
 #[cfg(feature = "wasm")]

@@ -32,6 +32,8 @@ enum Format {
     Csv,
 }
 
+// One value per process, parsed once: boxing `Run` would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a bench (built-in name or path to a .wasm component).
@@ -75,11 +77,29 @@ enum Cmd {
         #[arg(long, value_name = "MODE", num_args = 0..=1, require_equals = true,
               default_missing_value = "warn", value_parser = ["warn", "strict"])]
         verify_data: Option<String>,
+        /// Draw busbw and time against size (one line per collective and
+        /// algorithm) into this SVG file.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
         #[command(flatten)]
         limits: LimitArgs,
         /// Arguments for the bench (after `--`), e.g. `-- -b 8 -e 1M -f 2`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Draw busbw and time against size from runs' JSON reports
+    /// (`run ... --format json > a.json`), one line per run, collective
+    /// and algorithm: how collectives and algorithms are compared.
+    Plot {
+        /// JSON reports of `kernbench-host run --format json`.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// The SVG file to write.
+        #[arg(short, long, default_value = "busbw.svg")]
+        output: PathBuf,
+        /// The figure's title.
+        #[arg(long, default_value = "KernBench collectives")]
+        title: String,
     },
     /// List the built-in benches and algorithms.
     List {
@@ -192,6 +212,7 @@ fn real_main() -> Result<()> {
             ccl_trace,
             oplog,
             verify_data,
+            plot,
             limits,
             args,
         } => {
@@ -280,6 +301,16 @@ fn real_main() -> Result<()> {
                 );
             }
             let rows = report::aggregate(&res.rows, res.alpha_beta.as_ref());
+            if let Some(path) = &plot {
+                let series = kernbench::plot::series_of(
+                    &rows,
+                    res.algorithm.as_deref(),
+                    &res.algorithms,
+                    None,
+                );
+                kernbench::plot::draw(path, &format!("{} ({line})", res.bench), &series)?;
+                eprintln!("# plot written to {}", path.display());
+            }
             match format {
                 Format::Table => print!("{}", report::to_table(&res, &rows, &line)),
                 Format::Json => println!("{}", report::to_json(&res, &rows)),
@@ -321,6 +352,20 @@ fn real_main() -> Result<()> {
             if res.verification.as_ref().is_some_and(|v| v.failed()) {
                 bail!("--verify-data: the second pass failed (see above)");
             }
+        }
+        Cmd::Plot {
+            reports,
+            output,
+            title,
+        } => {
+            let series = kernbench::plot::series_of_reports(&reports)?;
+            kernbench::plot::draw(&output, &title, &series)?;
+            eprintln!(
+                "# {} line(s) from {} report(s) written to {}",
+                series.len(),
+                reports.len(),
+                output.display()
+            );
         }
         Cmd::List { ccl } => {
             let ccl = load_ccl(ccl.as_deref())?;

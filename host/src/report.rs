@@ -117,6 +117,8 @@ fn dtype_name(d: Dtype) -> &'static str {
 pub struct JsonReport<'a> {
     pub bench: &'a str,
     pub algorithm: Option<&'a str>,
+    /// The algorithm that served each collective.
+    pub algorithms: &'a std::collections::BTreeMap<String, String>,
     pub world_size: Option<u32>,
     pub alpha_us: Option<f64>,
     pub bandwidth_gbps: Option<f64>,
@@ -147,6 +149,7 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
     let j = JsonReport {
         bench: &res.bench,
         algorithm: res.algorithm.as_deref(),
+        algorithms: &res.algorithms,
         world_size: ab.map(|a| a.world_size),
         alpha_us: ab.map(|a| ps_to_us(a.alpha_ps)),
         bandwidth_gbps: ab.map(|a| a.bandwidth.giga_per_s()),
@@ -216,6 +219,19 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         res.bench,
         res.algorithm.as_deref().unwrap_or("-")
     );
+    // The algorithm of each collective, when one is not the installed one.
+    if res
+        .algorithms
+        .values()
+        .any(|a| Some(a.as_str()) != res.algorithm.as_deref())
+    {
+        let each: Vec<String> = res
+            .algorithms
+            .iter()
+            .map(|(c, a)| format!("{c}: {a}"))
+            .collect();
+        let _ = writeln!(s, "# algorithms: {}", each.join(", "));
+    }
     if let Some(ab) = &res.alpha_beta {
         let _ = writeln!(
             s,
@@ -224,7 +240,8 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             ps_to_us(ab.alpha_ps),
             ab.bandwidth.giga_per_s()
         );
-        if let Some(b) = &ab.bound {
+        let all_reduce = rows.iter().any(|r| r.collective == "all_reduce");
+        if let Some(b) = ab.bound.as_ref().filter(|_| all_reduce) {
             let _ = writeln!(
                 s,
                 "# bound: all-reduce lower bound max(setup + D*lambda, setup + lambda + n/B_in) \

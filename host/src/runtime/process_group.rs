@@ -167,6 +167,16 @@ impl ProcessGroup {
         }
     }
 
+    /// The algorithm that served each collective called so far.
+    pub fn backend_names(&self) -> BTreeMap<String, String> {
+        self.backends
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(c, b)| (c.name().to_string(), b.algorithm.clone()))
+            .collect()
+    }
+
     /// What the ranks are waiting for in unfinished collectives and
     /// point-to-point calls.
     pub fn waiting_report(&self) -> Vec<String> {

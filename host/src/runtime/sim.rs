@@ -58,6 +58,9 @@ pub struct RunResult {
     /// Simulated time at the end of the run.
     pub end_time_ps: Ps,
     pub algorithm: Option<String>,
+    /// The algorithm that served each collective the run called
+    /// (PyTorch's collective name → ccl.yaml entry).
+    pub algorithms: std::collections::BTreeMap<String, String>,
     pub alpha_beta: Option<AlphaBeta>,
     /// Executor polls + timer events.
     pub events: u64,
@@ -183,6 +186,7 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         kernel_rows: session.kernel_rows(),
         end_time_ps: ex.now(),
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
+        algorithms: pg.as_ref().map(|p| p.backend_names()).unwrap_or_default(),
         alpha_beta: session.alpha_beta(),
         events: ex.events_processed(),
         stats: machine.stats(),
