@@ -13,69 +13,170 @@
 use crate::helpers::{ring_step, Chunk, Rooted};
 use crate::{BinOp, Dtype, Tl};
 
-/// Reduce-scatter phase over the `p` blocks `src` (this rank's input, one
-/// block per rank): `p − 1` steps; at step `s` the rank sends its partial
-/// result of block `(r + k − 1 − s) mod p` east and combines the block
-/// `(r + k − 2 − s) mod p` received from the west into its own with
-/// `combine`. Returns the full reduction of block `(r + k) mod p` (not yet
-/// finished: an `avg` still has to be scaled), None if that block is
-/// empty.
+/// Elements of one block piece when an entry gives no `chunk_size`: 1 MiB
+/// of a 4-byte dtype (512 KiB of f16), so the default entries' 1 MiB
+/// slots carry any size and dtype, and a piece crosses a 100 GB/s link
+/// in ≥ 5 µs, ten times its latency, which keeps the pipeline full.
+pub const DEFAULT_PIECE: u64 = 256 * 1024;
+
+/// Pieces a rank lets the west owe it before it waits for the oldest
+/// (see [`reduce_scatter`]): 2 keeps the ring free of deadlock with any
+/// number of IPCQ slots (a send blocks only when the east holds more
+/// unreceived pieces than it has slots, and no rank owes more than one
+/// before it sends) and fills the link once a piece takes longer to
+/// cross it than the link's latency.
+pub const PIPELINE_WINDOW: usize = 2;
+
+/// Reduce-scatter phase over `rounds`, each the `p` blocks of one round
+/// of this rank's input (one block per rank): `p − 1` steps; at step `s`
+/// the rank sends its partial result of block `(r + k − 1 − s) mod p`
+/// east and combines the block `(r + k − 2 − s) mod p` received from the
+/// west into its own with `combine`. Returns, per round, the full
+/// reduction of block `(r + k) mod p` (not yet finished: an `avg` still
+/// has to be scaled), None if that block is empty.
+///
+/// The rounds pipeline across the steps (NCCL's chunking): within a step
+/// the rounds' pieces are sent one after another, and a piece owed by
+/// the west is received (in order) only when its round must send it on
+/// or more than [`PIPELINE_WINDOW`] − 1 are owed, so a step's pieces
+/// follow each other on the link and a piece leaves for the next step as
+/// soon as it has arrived and been combined, instead of every piece
+/// paying the latency. A block is loaded when its piece becomes owed
+/// (the load overlaps the wait) and dropped once sent.
 pub fn reduce_scatter<T: Tl>(
     tl: &T,
-    src: &[Chunk],
+    rounds: &[Vec<Chunk>],
     combine: BinOp,
     dt: Dtype,
     rank: u32,
     k: u32,
-) -> Option<T::Tensor> {
-    let p = src.len() as u32;
-    let len = |b: u32| src[b as usize].n_elem as u32;
-    let mut acc: Vec<Option<T::Tensor>> = src
-        .iter()
-        .map(|b| (b.n_elem > 0).then(|| tl.load(b.addr, &[b.n_elem as u32], dt)))
-        .collect();
+) -> Vec<Option<T::Tensor>> {
+    let p = rounds.first().map_or(0, |b| b.len()) as u32;
+    let load = |b: &Chunk| tl.load(b.addr, &[b.n_elem as u32], dt);
+    let none = || std::iter::repeat_with(|| None).take(p as usize).collect();
+    let mut acc: Vec<Vec<Option<T::Tensor>>> = rounds.iter().map(|_| none()).collect();
+    let mut owed = Owed::default();
+    // Receive the oldest piece owed and combine it into its block.
+    let land = |acc: &mut Vec<Vec<Option<T::Tensor>>>, (j, b, n): (usize, u32, u32)| {
+        let got = tl.recv(Some("W"), &[n], dt);
+        let mine = acc[j][b as usize]
+            .take()
+            .expect("loaded when the piece became owed");
+        acc[j][b as usize] = Some(tl.binary(combine, &mine, &got));
+    };
     // ring_step(q, s) = (q − s, q − s − 1): here q = r + k − 1.
-    let q = rank + k + p - 1;
+    let q = rank + k + p.max(1) - 1;
     for s in 0..p.saturating_sub(1) {
+        // What step s sends is what step s − 1 received.
         let (send, recv) = ring_step(q, s, p);
-        if let Some(t) = &acc[send as usize] {
-            tl.send("E", t);
-        }
-        if len(recv) > 0 {
-            let got = tl.recv(Some("W"), &[len(recv)], dt);
-            let mine = acc[recv as usize].take().expect("a loaded block");
-            acc[recv as usize] = Some(tl.binary(combine, &mine, &got));
+        for (j, blocks) in rounds.iter().enumerate() {
+            while let Some(piece) = owed.next_before_send(j) {
+                land(&mut acc, piece);
+            }
+            let (out, into) = (&blocks[send as usize], &blocks[recv as usize]);
+            if out.n_elem > 0 {
+                let t = acc[j][send as usize].take().unwrap_or_else(|| load(out));
+                tl.send("E", &t);
+            }
+            if into.n_elem > 0 {
+                if acc[j][recv as usize].is_none() {
+                    acc[j][recv as usize] = Some(load(into));
+                }
+                owed.push(j, recv, into.n_elem as u32);
+            }
         }
     }
-    acc[((rank + k) % p) as usize].take()
+    while let Some(piece) = owed.oldest() {
+        land(&mut acc, piece);
+    }
+    let own = ((rank + k) % p.max(1)) as usize;
+    rounds
+        .iter()
+        .zip(&mut acc)
+        .map(|(blocks, acc)| match acc[own].take() {
+            Some(t) => Some(t),
+            // p = 1: nothing was exchanged, the block is the result
+            None => (blocks[own].n_elem > 0).then(|| load(&blocks[own])),
+        })
+        .collect()
 }
 
-/// All-gather phase over the `p` blocks `dst` (this rank's output): the
-/// rank holds `mine`, block `(r + k) mod p` (already stored where it
-/// belongs); at step `s` it sends block `(r + k − s) mod p` east (first
-/// its own, then the one it just received) and stores the block
-/// `(r + k − s − 1) mod p` received from the west, forwarding it next.
+/// The pieces the west owes a rank, oldest first: (round, block, elements).
+#[derive(Default)]
+struct Owed(std::collections::VecDeque<(usize, u32, u32)>);
+
+impl Owed {
+    fn push(&mut self, round: usize, block: u32, n: u32) {
+        self.0.push_back((round, block, n));
+    }
+
+    fn oldest(&mut self) -> Option<(usize, u32, u32)> {
+        self.0.pop_front()
+    }
+
+    /// The next piece to receive before round `j` sends: while `j`'s own
+    /// piece is still owed (it must arrive before it moves on), or the
+    /// window is full.
+    fn next_before_send(&mut self, j: usize) -> Option<(usize, u32, u32)> {
+        let must = self.0.iter().any(|o| o.0 == j) || self.0.len() >= PIPELINE_WINDOW;
+        if must {
+            self.oldest()
+        } else {
+            None
+        }
+    }
+}
+
+/// All-gather phase over `rounds`, each the `p` blocks of one round of
+/// this rank's output: the rank holds `mine[j]`, block `(r + k) mod p`
+/// of round `j` (already stored where it belongs); at step `s` it sends
+/// block `(r + k − s) mod p` east (first its own, then the one it just
+/// received) and stores the block `(r + k − s − 1) mod p` received from
+/// the west, forwarding it next. The rounds pipeline across the steps as
+/// in [`reduce_scatter`].
 pub fn all_gather<T: Tl>(
     tl: &T,
-    dst: &[Chunk],
-    mine: Option<T::Tensor>,
+    rounds: &[Vec<Chunk>],
+    mine: Vec<Option<T::Tensor>>,
     dt: Dtype,
     rank: u32,
     k: u32,
 ) {
-    let p = dst.len() as u32;
-    let mut current = mine;
+    let p = rounds.first().map_or(0, |b| b.len()) as u32;
+    let mut held = mine;
+    let mut owed = Owed::default();
+    // Receive a piece owed into its place. The piece about to be sent
+    // (round `now`) is stored and forwarded from its slot at once, in
+    // parallel; one received ahead of its turn is copied out of its slot
+    // first, so that no rank holds a slot per round in flight (a ring of
+    // full slots deadlocks).
+    let land = |held: &mut Vec<Option<T::Tensor>>, (j, b, n): (usize, u32, u32), now: usize| {
+        let place = rounds[j][b as usize].addr;
+        held[j] = Some(if j == now {
+            let got = tl.recv(Some("W"), &[n], dt);
+            tl.store(place, &got);
+            got
+        } else {
+            tl.recv_into(Some("W"), &[n], dt, place)
+        });
+    };
     for s in 0..p.saturating_sub(1) {
         let (_, recv) = ring_step(rank + k, s, p);
-        if let Some(t) = current.take() {
-            tl.send("E", &t);
+        for (j, blocks) in rounds.iter().enumerate() {
+            while let Some(piece) = owed.next_before_send(j) {
+                land(&mut held, piece, j);
+            }
+            if let Some(t) = held[j].take() {
+                tl.send("E", &t);
+            }
+            let into = &blocks[recv as usize];
+            if into.n_elem > 0 {
+                owed.push(j, recv, into.n_elem as u32);
+            }
         }
-        let n = dst[recv as usize].n_elem as u32;
-        if n > 0 {
-            let got = tl.recv(Some("W"), &[n], dt);
-            tl.store(dst[recv as usize].addr, &got);
-            current = Some(got);
-        }
+    }
+    while let Some(piece) = owed.oldest() {
+        land(&mut held, piece, piece.0);
     }
 }
 

@@ -9,9 +9,16 @@
 //!
 //! `T ≈ L + ⌈log2 p⌉·(α + S/B) + St`,
 //!
-//! `L` the root's load and `St` the last store. With `chunk_size` the
-//! tensor goes in chunks, each forwarded as it arrives (a rank sends each
-//! chunk to all its children before the next).
+//! `L` the root's load and `St` the last store.
+//!
+//! The rounds are not barriers: a rank acts as soon as its data is there,
+//! so the time is the tree's depth `d = max popcount(v), v < p` (relative
+//! ranks; `⌈log2 p⌉` for a power of two, less otherwise: 1 for p = 3)
+//! times a message, where no two messages share a link:
+//! `T = d·(α + S/B)` on the idealised machine (`tests/fidelity.rs`).
+//!
+//! With `chunk_size` the tensor goes in chunks, each forwarded as it
+//! arrives (a rank sends each chunk to all its children before the next).
 //!
 //! Parameter `chunk_size` (elements per chunk). Absent: one piece.
 

@@ -10,6 +10,12 @@
 //!
 //! `T ≈ L + ⌈log2 p⌉·(α + S/B + γ(S)) + St`.
 //!
+//! The rounds are not barriers: a rank acts as soon as its data is there,
+//! so the time is the tree's depth `d = max popcount(v), v < p` (relative
+//! ranks; `⌈log2 p⌉` for a power of two, less otherwise: 1 for p = 3)
+//! times a message, where no two messages share a link:
+//! `T = d·(α + S/B)` on the idealised machine (`tests/fidelity.rs`).
+//!
 //! Parameter `chunk_size` (elements per chunk). Absent: one piece.
 
 use kernbench_guest::direct;

@@ -16,7 +16,10 @@
 //!
 //! Parameter `chunk_size` (elements of one rank's input, ccl.yaml): run
 //! the gather in rounds of at most that many elements per block (a block
-//! must fit an IPCQ slot). Absent: one round.
+//! must fit an IPCQ slot); the rounds pipeline across the steps
+//! ([`kernbench_guest::ring`]). Absent: pieces of
+//! [`kernbench_guest::ring::DEFAULT_PIECE`] elements (256 Ki: any size
+//! and dtype fits the default 1 MiB slots).
 
 use kernbench_guest::prelude::*;
 use kernbench_guest::ring;
@@ -30,14 +33,23 @@ impl Algorithm for RingAllgather {
         let inp = pe_tile_addr(tl, t_ptr, b, dt);
         let out = pe_tile_addr(tl, host.out_ptr, b * p as u64, dt);
         let rank = host.sip_rank;
-        for r in rounds(inp, b, round, dt) {
-            let dst = rank_blocks(out, p as u64, b, r, inp, dt);
-            let mine = (r.n_elem > 0).then(|| tl.load(r.addr, &[r.n_elem as u32], dt));
-            if let Some(t) = &mine {
-                tl.store(dst[rank as usize].addr, t);
-            }
-            ring::all_gather(tl, &dst, mine, dt, rank, 0);
-        }
+        let own = rounds(inp, b, round, dt);
+        let dst: Vec<Vec<Chunk>> = own
+            .iter()
+            .map(|&r| rank_blocks(out, p as u64, b, r, inp, dt))
+            .collect();
+        let mine = own
+            .iter()
+            .zip(&dst)
+            .map(|(r, d)| {
+                let t = (r.n_elem > 0).then(|| tl.load(r.addr, &[r.n_elem as u32], dt));
+                if let Some(t) = &t {
+                    tl.store(d[rank as usize].addr, t);
+                }
+                t
+            })
+            .collect();
+        ring::all_gather(tl, &dst, mine, dt, rank, 0);
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
@@ -49,7 +61,13 @@ impl Algorithm for RingAllgather {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::AllGather, call.block, call.block)
+        call_round_args(
+            call,
+            params,
+            Collective::AllGather,
+            call.block,
+            ring::DEFAULT_PIECE,
+        )
     }
 }
 

@@ -15,6 +15,13 @@
 //! broadcast, whatever `p`), where a one-shot ring takes `(p − 1)·S/B`.
 //! The best `k` balances the terms: `k* = sqrt((p − 2)·S / (α·B))`.
 //!
+//! Exactly, where `α` = the path latency `λ` (no DMA set-up, free SIP
+//! internals: `tests/fidelity.rs`), with chunks of `c` bytes, the last
+//! `c_l`: `T = (p − 1)·λ + (p − 2 + k − 1)·c/B + c_l/B`. A link carries
+//! one chunk after another at its bandwidth and the latencies of
+//! back-to-back chunks overlap (cut-through), so the `≈` form above,
+//! which charges a whole `α` per step, is an upper estimate.
+//!
 //! Parameter `chunk_size` (elements per chunk, ccl.yaml). Absent: chunks
 //! of 64 Ki elements (128 KiB of f16, NCCL's order of chunk size); a
 //! tensor no larger goes in one piece.

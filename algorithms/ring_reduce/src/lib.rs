@@ -15,6 +15,13 @@
 //! step (the step of a chunk is its message and the combine that must
 //! finish before it moves on). For large `S` it tends to `S/B + S·γ`.
 //!
+//! Exactly, where `α` = the path latency `λ` (no DMA set-up, free SIP
+//! internals and combines: `tests/fidelity.rs`), with chunks of `c` bytes, the last
+//! `c_l`: `T = (p − 1)·λ + (p − 2 + k − 1)·c/B + c_l/B`. A link carries
+//! one chunk after another at its bandwidth and the latencies of
+//! back-to-back chunks overlap (cut-through), so the `≈` form above,
+//! which charges a whole `α` per step, is an upper estimate.
+//!
 //! Parameter `chunk_size` (elements per chunk, ccl.yaml). Absent: chunks
 //! of 64 Ki elements.
 

@@ -19,7 +19,10 @@
 //! with loads, combines and stores free.
 //!
 //! Parameter `chunk_size` (elements of one block, ccl.yaml): rounds of at
-//! most that many elements per block. Absent: one round.
+//! most that many elements per block (a block must fit an IPCQ slot);
+//! the rounds pipeline across the steps ([`kernbench_guest::ring`]).
+//! Absent: pieces of [`kernbench_guest::ring::DEFAULT_PIECE`] elements
+//! (256 Ki: any size and dtype fits the default 1 MiB slots).
 
 use kernbench_guest::prelude::*;
 use kernbench_guest::ring;
@@ -32,12 +35,17 @@ impl Algorithm for RingReducescatter {
         let (p, dt, b) = (call.world_size, call.dtype, call.block);
         let inp = pe_tile_addr(tl, t_ptr, b * p as u64, dt);
         let out = pe_tile_addr(tl, host.out_ptr, b, dt);
-        for r in rounds(out, b, round, dt) {
-            let src = rank_blocks(inp, p as u64, b, r, out, dt);
-            let mut mine = ring::reduce_scatter(tl, &src, call.op.combine(), dt, host.sip_rank, 0);
-            if let (Some(t), Some(f)) = (&mine, call.op.finish_factor(p)) {
-                mine = Some(tl.scale(t, f));
-            }
+        let mine_rounds = rounds(out, b, round, dt);
+        let src: Vec<Vec<Chunk>> = mine_rounds
+            .iter()
+            .map(|&r| rank_blocks(inp, p as u64, b, r, out, dt))
+            .collect();
+        let reduced = ring::reduce_scatter(tl, &src, call.op.combine(), dt, host.sip_rank, 0);
+        for (r, mine) in mine_rounds.iter().zip(reduced) {
+            let mine = match (mine, call.op.finish_factor(p)) {
+                (Some(t), Some(f)) => Some(tl.scale(&t, f)),
+                (m, _) => m,
+            };
             if let Some(t) = &mine {
                 tl.store(r.addr, t);
             }
@@ -58,7 +66,7 @@ impl Algorithm for RingReducescatter {
             params,
             Collective::ReduceScatter,
             call.block,
-            call.block,
+            ring::DEFAULT_PIECE,
         )
     }
 }
