@@ -221,6 +221,21 @@ fn direct_and_tree_algorithms_deliver_every_element() {
             &sweep(&["-d", "f16"]),
             SIZES,
         );
+        check(
+            "ccl_allreduce",
+            Some("double_tree_allreduce"),
+            &t,
+            &sweep(&["-d", "i32", "-o", "min"]),
+            SIZES,
+        );
+        check(
+            "ccl_allreduce",
+            Some("double_tree_allreduce"),
+            &t,
+            // several waves of pieces (the roots hold one wave at a time)
+            &["-b", "6M", "-e", "6M", "-d", "f16"],
+            1,
+        );
     }
 }
 

@@ -24,6 +24,8 @@ const TOLERANCE: f64 = 1e-3;
 /// One inter-SIP link: latency (µs) and bandwidth (bytes per µs).
 const L: f64 = 0.5;
 const B: f64 = 100e3;
+/// Rounds a ring phase keeps in flight (`kernbench_guest::ring::WAVE`).
+const WAVE: f64 = 4.0;
 
 fn ideal(n: u32, torus_w: Option<u32>) -> TopologySpec {
     let mut t = TopologySpec::from_yaml(
@@ -41,13 +43,19 @@ fn ideal(n: u32, torus_w: Option<u32>) -> TopologySpec {
 }
 
 /// The default ccl.yaml with slots big enough for one 16 MiB ring step,
-/// in HBM (the textbook algorithms send each step as one message).
+/// in HBM, and every algorithm in one piece (the textbook algorithms send
+/// each step as one message).
 fn one_message_per_step() -> CclConfig {
     let mut text = big_slots();
     for ring in [
         "ring_rsag_allreduce",
         "ring_allgather",
         "ring_reducescatter",
+        "ring_alltoall",
+        "rabenseifner_allreduce",
+        "binomial_broadcast",
+        "binomial_reduce",
+        "direct_alltoall",
     ] {
         let module = format!("    module: {ring}\n");
         assert!(text.contains(&module), "{ring} in the default ccl.yaml");
@@ -141,16 +149,18 @@ fn ring_reduce_scatter_all_gather_matches_2_n_minus_1_alpha_plus_s_over_nb() {
     }
 }
 
-/// The same rings in their default pieces (256 Ki elements, at least two
-/// per block here): the pieces pipeline across the steps, every link is
-/// busy from the first byte to the last, and each phase adds one latency
-/// (its last piece crossing the last hop):
-/// `T = 2(N−1)·(S/N)/B + 2L` for the all-reduce, `(N−1)·(S/N)/B + L` for
-/// all-gather and reduce-scatter — below the one-message forms by
-/// `2(N−2)·L` and `(N−2)·L`.
+/// The same rings in their default pieces (256 Ki elements, 512 KiB of
+/// f16, at least two per block here): the pieces pipeline across the
+/// steps, every link is busy from the first byte to the last, and each
+/// phase adds one latency (its last piece crossing the last hop) per wave
+/// of [`WAVE`] rounds (a wave's pieces drain before the next wave starts):
+/// `T = 2(N−1)·(S/N)/B + 2L·w` for the all-reduce, `(N−1)·(S/N)/B + L·w`
+/// for all-gather and reduce-scatter, `w = ⌈k/4⌉` waves of the `k` pieces
+/// of a block — below the one-message forms by about `2(N−2)·L`.
 #[test]
 fn pipelined_ring_phases_keep_every_link_busy() {
     let pipelined = pipelined();
+    let waves = |n: f64, s: f64| ((s / n / 524288.0).ceil() / WAVE).ceil();
     for (n, sizes) in [(4, ("4M", "16M")), (8, ("8M", "8M")), (16, ("16M", "16M"))] {
         check(
             &pipelined,
@@ -159,14 +169,14 @@ fn pipelined_ring_phases_keep_every_link_busy() {
             n,
             None,
             sizes,
-            |n, s| 2.0 * (n - 1.0) * s / n / B + 2.0 * L,
+            |n, s| 2.0 * (n - 1.0) * s / n / B + 2.0 * L * waves(n, s),
         );
         for (bench, algorithm) in [
             ("ccl_allgather", "ring_allgather"),
             ("ccl_reducescatter", "ring_reducescatter"),
         ] {
             check(&pipelined, bench, algorithm, n, None, sizes, |n, s| {
-                (n - 1.0) * s / n / B + L
+                (n - 1.0) * s / n / B + L * waves(n, s)
             });
         }
     }
@@ -250,7 +260,9 @@ fn relay_ring_all_to_all_matches_its_form() {
 ///   popcount of a relative rank below N) times `(L + S/B)`: a node's
 ///   sends to its children go out at once, each on its own link;
 /// * direct all-to-all on 3 ranks: `(N−1)·(L + (S/N)/B)` (each receive
-///   waits for its message before the next send is issued).
+///   waits for its message before the next send is issued);
+/// * double binary tree on 2 ranks (on more, its edges span several ring
+///   hops and share links).
 #[test]
 fn direct_algorithms_match_their_forms_where_partners_share_no_link() {
     let one = one_message_per_step();
@@ -283,6 +295,20 @@ fn direct_algorithms_match_their_forms_where_partners_share_no_link() {
             });
         }
     }
+    // Double binary tree on 2 ranks: each half goes up one edge and back
+    // in pieces of 128 KiB that pipeline, in waves of 16 pieces per half
+    // (a root holds a wave's results until it has sent them down), both
+    // directions of the link busy: `2L·w + S/B`, w = ⌈⌈(S/2)/c⌉/16⌉.
+    let waves = |s: f64| ((s / 2.0 / 131072.0).ceil() / 16.0).ceil().max(1.0);
+    check(
+        &one,
+        "ccl_allreduce",
+        "double_tree_allreduce",
+        2,
+        None,
+        ALL,
+        |_, s| 2.0 * L * waves(s) + s / B,
+    );
     check(
         &one,
         "ccl_alltoall",

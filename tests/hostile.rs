@@ -369,6 +369,7 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
             ccl_trace: None,
             record_ops: false,
             verify_data: None,
+            timing_only: false,
         },
     );
     match r {

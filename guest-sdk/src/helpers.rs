@@ -215,6 +215,23 @@ pub fn call_round_args(
     Ok(args)
 }
 
+/// [`call_round_args`] with rounds of `call.block` elements by default
+/// pieces ([`crate::ring::DEFAULT_PIECE`]): what an algorithm that
+/// moves its blocks in slot-sized pieces gives `kernel_args_for`.
+pub fn piece_args(
+    call: &Call,
+    params: &Params,
+    collective: Collective,
+) -> Result<Vec<i64>, String> {
+    call_round_args(
+        call,
+        params,
+        collective,
+        call.block,
+        crate::ring::DEFAULT_PIECE,
+    )
+}
+
 /// What the kernel of an algorithm made with [`call_round_args`] gets:
 /// the call, the round size and the host's values.
 pub fn call_round_kernel_args(args: &[i64], t_ptr: u64) -> (Call, u64, crate::HostArgs) {

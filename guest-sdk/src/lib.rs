@@ -19,6 +19,7 @@ pub mod reference;
 pub mod ring;
 mod setup;
 pub mod topo;
+pub mod tree;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod mock;
@@ -46,9 +47,10 @@ pub use bench::Bench;
 pub mod prelude {
     pub use crate::helpers::{
         all_to_all_rounds, call_round_args, call_round_kernel_args, chunked, pe_tile_addr,
-        rank_blocks, ring_step, rooted, round_args, round_param, round_param_or, rounds,
-        seed_call_args, tree_step, Chunk, Rooted,
+        piece_args, rank_blocks, ring_step, rooted, round_args, round_param, round_param_or,
+        rounds, seed_call_args, tree_step, Chunk, Rooted,
     };
+    pub use crate::ring::DEFAULT_PIECE;
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::{
         Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, HostArgs, Link,

@@ -694,6 +694,30 @@ pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Param
     assert_collective::<A>(call, params)
 }
 
+/// [`assert_collective`] of an all-reduce of `A` with every dtype and op
+/// (but avg of i32, which algorithms refuse) at world sizes 1 to 8 and 12
+/// and 1, 5 and 16 elements per rank.
+pub fn assert_all_reduce_everywhere<A: crate::Algorithm>() {
+    use crate::{Call, Collective, Dtype, Params, RedOp};
+    for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for op in RedOp::ALL {
+            if op == RedOp::Avg && dtype == Dtype::I32 {
+                continue;
+            }
+            for ws in [1u32, 2, 3, 4, 5, 6, 7, 8, 12] {
+                for n in [1u64, 5, 16] {
+                    let call = Call {
+                        dtype,
+                        op,
+                        ..Call::of(Collective::AllReduce, n, ws)
+                    };
+                    assert_collective::<A>(&call, &Params::new(vec![]));
+                }
+            }
+        }
+    }
+}
+
 /// Check that `A` performs `call` (any collective, op, dtype, root) on
 /// `call.world_size` ranks laid out by its default IPCQ table (a ring
 /// when it names none) with the inputs and expected outputs of

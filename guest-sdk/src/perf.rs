@@ -73,6 +73,9 @@ pub struct Sweep {
     pub iters: u32,
     pub warmup: u32,
     pub check: bool,
+    /// Fill the inputs with the reference values (false in a
+    /// `--timing-only` run: the host keeps no bytes).
+    pub fill: bool,
     pub dtype: Dtype,
     pub op: RedOp,
     pub root: u32,
@@ -122,6 +125,7 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         iters: 1,
         warmup: 0,
         check: true,
+        fill: true,
         dtype: Dtype::F16,
         op: RedOp::Sum,
         root: 0,
@@ -218,7 +222,11 @@ pub fn worker(
     world_size: u32,
     args: Vec<String>,
 ) -> Result<(), String> {
-    let sw = parse_args(bench, m, &args)?;
+    let mut sw = parse_args(bench, m, &args)?;
+    if !report::data_kept() {
+        // --timing-only: nothing to fill or check, the times are the same.
+        (sw.fill, sw.check) = (false, false);
+    }
     ahbm::set_device(rank)?;
     if sw.root >= world_size
         && matches!(
@@ -300,7 +308,9 @@ fn timed(
 ) -> Result<u64, String> {
     let mut total = 0u64;
     for i in 0..sw.warmup + sw.iters {
-        refill()?;
+        if sw.fill {
+            refill()?;
+        }
         dist::barrier()?;
         let t0 = ahbm::now_ps();
         once()?;

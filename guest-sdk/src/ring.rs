@@ -19,6 +19,15 @@ use crate::{BinOp, Dtype, Tl};
 /// in ≥ 5 µs, ten times its latency, which keeps the pipeline full.
 pub const DEFAULT_PIECE: u64 = 256 * 1024;
 
+/// Rounds a ring phase keeps in flight at once: a tile of more rounds goes
+/// in waves of this many, one after another, so that the partial results
+/// a rank holds in TCM between two steps (one piece per round in flight)
+/// stay bounded whatever the size (4 pieces of 1 MiB beside the default
+/// IPCQ slots fit the default 16 MiB TCM). Four pieces keep a link busy
+/// across a step once a piece takes longer than a third of the link's
+/// latency to cross it.
+pub const WAVE: usize = 4;
+
 /// Pieces a rank lets the west owe it before it waits for the oldest
 /// (see [`reduce_scatter`]): 2 keeps the ring free of deadlock with any
 /// number of IPCQ slots (a send blocks only when the east holds more

@@ -17,6 +17,25 @@
 //! UCIe and HBM add to every real path), so it is a true bound but not a
 //! tight one; the ring's α-β model is not a bound (the seed's naive ring
 //! beats it at small sizes) and is not reported as one.
+//!
+//! The other collectives by the same two arguments, with the bytes that
+//! must *enter* some rank's SIP (over `B_in`) and those that must *leave*
+//! one (over `B_out`, the inter-SIP links out of the least connected
+//! SIP), `S` being nccl-tests' size (the larger buffer of a rank):
+//!
+//! | collective | must enter | must leave | distance |
+//! |---|---|---|---|
+//! | all-reduce | S | S | D |
+//! | all-gather | (p−1)/p·S (the others' blocks) | S/p (its block, once) | D |
+//! | reduce-scatter | S/p (its block, combined) | (p−1)/p·S (every other block, in some form) | D |
+//! | broadcast | S (a non-root) | S (the root) | ⌈D/2⌉ |
+//! | reduce | S (the root) | S (a non-root) | ⌈D/2⌉ |
+//! | all-to-all | (p−1)/p·S | (p−1)/p·S | D |
+//! | sendrecv | S | S | 1 |
+//!
+//! A rooted collective's distance is the root's eccentricity, at least
+//! the radius of the ranks' graph, which is at least half its diameter.
+//! Sizes are what a rank's buffer holds; a block of `S/p` is rounded down.
 
 use crate::config::topology::SipTopology;
 use crate::topology::{LinkKind, Topology};
@@ -24,7 +43,7 @@ use crate::units::{Ps, Rate};
 
 /// The machine figures the all-reduce bound needs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AllReduceBound {
+pub struct CollectiveBound {
     /// DMA set-up of one command (ps).
     pub setup: Ps,
     /// Latency of one inter-SIP link (ps).
@@ -34,30 +53,40 @@ pub struct AllReduceBound {
     /// Total rate of the inter-SIP links into the least connected rank's
     /// SIP.
     pub ingress: Rate,
+    /// Total rate of the inter-SIP links out of the least connected
+    /// rank's SIP.
+    pub egress: Rate,
 }
 
-impl AllReduceBound {
+impl CollectiveBound {
     /// The figures for ranks `0..world_size` on SIPs `0..world_size` of
     /// `topo` (None: fewer than two ranks, or no inter-SIP link).
-    pub fn of(topo: &Topology, world_size: u32, setup: Ps) -> Option<AllReduceBound> {
+    pub fn of(topo: &Topology, world_size: u32, setup: Ps) -> Option<CollectiveBound> {
         if world_size < 2 {
             return None;
         }
         let spec = &topo.spec;
         let mut ingress = vec![0.0f64; world_size as usize];
+        let mut egress = vec![0.0f64; world_size as usize];
         let mut link_latency = Ps::MAX;
         for l in &topo.links {
             let (from, to) = (l.from.sip(), l.to.sip());
-            if l.kind == LinkKind::InterSip && from != to && to < world_size {
-                ingress[to as usize] += l.rate.giga_per_s();
-                link_latency = link_latency.min(l.latency);
+            if l.kind == LinkKind::InterSip && from != to {
+                if to < world_size {
+                    ingress[to as usize] += l.rate.giga_per_s();
+                    link_latency = link_latency.min(l.latency);
+                }
+                if from < world_size {
+                    egress[from as usize] += l.rate.giga_per_s();
+                }
             }
         }
-        let least = ingress.iter().copied().fold(f64::INFINITY, f64::min);
-        if least <= 0.0 {
+        let least = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let (least_in, least_out) = (least(&ingress), least(&egress));
+        if least_in <= 0.0 || least_out <= 0.0 {
             return None;
         }
-        Some(AllReduceBound {
+        Some(CollectiveBound {
             setup,
             link_latency,
             diameter: sip_diameter(
@@ -66,19 +95,35 @@ impl AllReduceBound {
                 spec.sip_grid(),
                 world_size,
             ),
-            ingress: Rate::from_giga_per_s(least),
+            ingress: Rate::from_giga_per_s(least_in),
+            egress: Rate::from_giga_per_s(least_out),
         })
     }
 
-    /// The bound (ps) for `bytes` per rank; None past the clock's horizon.
-    pub fn all_reduce_ps(&self, bytes: u64) -> Option<Ps> {
-        let data = self
-            .setup
-            .checked_add(self.link_latency)?
-            .checked_add(self.ingress.duration_ps(bytes).ok()?)?;
+    /// The bound (ps) of `collective` (PyTorch's name, or `sendrecv`) on
+    /// `p` ranks moving `bytes` per rank (nccl-tests' size), by the table
+    /// above; None for an unknown collective or past the clock's horizon.
+    pub fn collective_ps(&self, collective: &str, bytes: u64, p: u32) -> Option<Ps> {
+        let p64 = u64::from(p.max(1));
+        let block = bytes / p64;
+        let others = bytes - block;
+        let half = self.diameter.div_ceil(2);
+        let (enter, leave, hops) = match collective {
+            "all_reduce" => (bytes, bytes, self.diameter),
+            "all_gather" => (others, block, self.diameter),
+            "reduce_scatter" => (block, others, self.diameter),
+            "broadcast" | "reduce" => (bytes, bytes, half),
+            "all_to_all" => (others, others, self.diameter),
+            "sendrecv" => (bytes, bytes, 1),
+            _ => return None,
+        };
+        let first = self.setup.checked_add(self.link_latency)?;
+        let data = first
+            .checked_add(self.ingress.duration_ps(enter).ok()?)?
+            .max(first.checked_add(self.egress.duration_ps(leave).ok()?)?);
         let distance = self
             .setup
-            .checked_add(self.link_latency.checked_mul(self.diameter as u64)?)?;
+            .checked_add(self.link_latency.checked_mul(hops as u64)?)?;
         Some(data.max(distance))
     }
 }
@@ -140,15 +185,28 @@ mod tests {
     fn the_default_ring_bound() {
         // 4 SIPs on a ring, 2 links of 100 GB/s into each, 500 ns each.
         let topo = crate::topology::build(&TopologySpec::default_embedded()).unwrap();
-        let b = AllReduceBound::of(&topo, 4, 20_000).unwrap();
+        let b = CollectiveBound::of(&topo, 4, 20_000).unwrap();
         assert_eq!((b.diameter, b.link_latency), (2, 500_000));
         assert_eq!(b.ingress.giga_per_s(), 200.0);
         // Small: two hops. Large: 1 MB through 200 GB/s = 5 us.
-        assert_eq!(b.all_reduce_ps(16), Some(20_000 + 2 * 500_000));
+        let ar = |n| b.collective_ps("all_reduce", n, 4);
+        assert_eq!(ar(16), Some(20_000 + 2 * 500_000));
+        assert_eq!(ar(1_000_000), Some(20_000 + 500_000 + 5_000_000));
+        // All-gather of 4 MB: 3 MB of the others' blocks enter a SIP.
+        let ag = b.collective_ps("all_gather", 4_000_000, 4);
+        assert_eq!(ag, Some(20_000 + 500_000 + 15_000_000));
+        // Reduce-scatter of 4 MB: 3 MB of other blocks leave a SIP.
+        assert_eq!(b.collective_ps("reduce_scatter", 4_000_000, 4), ag);
+        // A broadcast's root is at least half the diameter from some rank.
         assert_eq!(
-            b.all_reduce_ps(1_000_000),
-            Some(20_000 + 500_000 + 5_000_000)
+            b.collective_ps("broadcast", 16, 4),
+            Some(20_000 + 500_000 + 80)
         );
-        assert_eq!(AllReduceBound::of(&topo, 1, 20_000), None);
+        assert_eq!(
+            b.collective_ps("sendrecv", 16, 4),
+            Some(20_000 + 500_000 + 80)
+        );
+        assert_eq!(b.collective_ps("gossip", 16, 4), None);
+        assert_eq!(CollectiveBound::of(&topo, 1, 20_000), None);
     }
 }

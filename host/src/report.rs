@@ -44,10 +44,7 @@ pub fn busbw_factor(collective: &str, n: u32) -> f64 {
 /// Lower bound (ps) of `collective` moving `bytes` per rank, when known
 /// (see [`crate::bounds`]).
 pub fn bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
-    match collective {
-        "all_reduce" => ab.bound?.all_reduce_ps(bytes),
-        _ => None,
-    }
+    ab.bound?.collective_ps(collective, bytes, ab.world_size)
 }
 
 /// Merge the per-rank records of each (collective, size): slowest time,
@@ -123,7 +120,11 @@ pub struct JsonReport<'a> {
     pub alpha_us: Option<f64>,
     pub bandwidth_gbps: Option<f64>,
     pub sim_end_us: f64,
-    pub wrong_total: u64,
+    /// `--timing-only`: no bytes were kept, the rows have no `wrong` and
+    /// `wrong_total` is null.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timing_only: bool,
+    pub wrong_total: Option<u64>,
     pub rows: &'a [Row],
     /// The compute table (benches that launch kernels).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -154,8 +155,11 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
         alpha_us: ab.map(|a| ps_to_us(a.alpha_ps)),
         bandwidth_gbps: ab.map(|a| a.bandwidth.giga_per_s()),
         sim_end_us: ps_to_us(res.end_time_ps),
-        wrong_total: rows.iter().map(|r| r.wrong).sum::<u64>()
-            + res.kernel_rows.iter().map(|r| r.wrong).sum::<u64>(),
+        timing_only: res.timing_only,
+        wrong_total: (!res.timing_only).then(|| {
+            rows.iter().map(|r| r.wrong).sum::<u64>()
+                + res.kernel_rows.iter().map(|r| r.wrong).sum::<u64>()
+        }),
         rows,
         kernels: &res.kernel_rows,
         verify: res.verification.as_ref().map(|v| JsonVerify {
@@ -166,10 +170,21 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
             races: v.races.len(),
         }),
     };
-    serde_json::to_string_pretty(&j).expect("report serialises")
+    let mut v = serde_json::to_value(&j).expect("report serialises");
+    if res.timing_only {
+        // Nothing was checked: no row claims a count of wrong elements.
+        for row in v["rows"].as_array_mut().into_iter().flatten() {
+            if let Some(o) = row.as_object_mut() {
+                o.remove("wrong");
+            }
+        }
+    }
+    serde_json::to_string_pretty(&v).expect("report serialises")
 }
 
-pub fn to_csv(rows: &[Row]) -> String {
+/// The rows as CSV; without the `wrong` column when nothing was checked
+/// (`checked` false: `--timing-only`).
+pub fn to_csv(rows: &[Row], checked: bool) -> String {
     // The csv crate quotes fields holding commas, quotes or newlines (a
     // collective or redop name comes from the guest).
     let mut w = csv::Writer::from_writer(Vec::new());
@@ -186,9 +201,10 @@ pub fn to_csv(rows: &[Row]) -> String {
         "efficiency",
         "wrong",
     ];
-    let mut records = vec![header.map(String::from).to_vec()];
+    let columns = header.len() - usize::from(!checked);
+    let mut records = vec![header[..columns].iter().map(|h| h.to_string()).collect()];
     for r in rows {
-        records.push(vec![
+        let mut rec = vec![
             r.collective.clone(),
             r.size_bytes.to_string(),
             r.count.to_string(),
@@ -200,7 +216,9 @@ pub fn to_csv(rows: &[Row]) -> String {
             r.bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
             r.efficiency.map(|v| format!("{v:.4}")).unwrap_or_default(),
             r.wrong.to_string(),
-        ]);
+        ];
+        rec.truncate(columns);
+        records.push(rec);
     }
     for rec in records {
         // Writing to a Vec cannot fail.
@@ -240,38 +258,73 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             ps_to_us(ab.alpha_ps),
             ab.bandwidth.giga_per_s()
         );
-        let all_reduce = rows.iter().any(|r| r.collective == "all_reduce");
-        if let Some(b) = ab.bound.as_ref().filter(|_| all_reduce) {
+        let bounded = rows.iter().any(|r| r.bound_us.is_some());
+        if let Some(b) = ab.bound.as_ref().filter(|_| bounded) {
             let _ = writeln!(
                 s,
-                "# bound: all-reduce lower bound max(setup + D*lambda, setup + lambda + n/B_in) \
-                 (D = {} SIP hops, lambda = {:.3} us per inter-SIP link, B_in = {:.1} GB/s into a SIP); \
+                "# bound: lower bound max(setup + hops*lambda, setup + lambda + in/B_in, setup + lambda + out/B_out) \
+                 with the bytes that must enter and leave a SIP (all-reduce: n and n; README \"The bound\"); \
+                 D = {} SIP hops, lambda = {:.3} us per inter-SIP link, B_in = {:.1} GB/s, B_out = {:.1} GB/s; \
                  eff = bound / time",
                 b.diameter,
                 ps_to_us(b.link_latency),
-                b.ingress.giga_per_s()
+                b.ingress.giga_per_s(),
+                b.egress.giga_per_s()
             );
         }
+    }
+    if res.timing_only {
+        let _ = writeln!(
+            s,
+            "# timing only: no bytes were stored or moved, so the results were not checked \
+             (same simulated times as a run with data)"
+        );
     }
     let _ = writeln!(s, "#");
     if rows.is_empty() && !res.kernel_rows.is_empty() {
         s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
         return s;
     }
+    // Without data there is nothing to count as wrong: no column.
+    let wrong_col = |w: &str| {
+        if res.timing_only {
+            String::new()
+        } else {
+            format!(" {w:>7}")
+        }
+    };
     let _ = writeln!(
         s,
-        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
-        "size", "count", "type", "redop", "time", "algbw", "busbw", "bound", "eff", "#wrong"
+        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "time",
+        "algbw",
+        "busbw",
+        "bound",
+        "eff",
+        wrong_col("#wrong")
     );
     let _ = writeln!(
         s,
-        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7} {:>7}",
-        "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "(%)", ""
+        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "(B)",
+        "(elements)",
+        "",
+        "",
+        "(us)",
+        "(GB/s)",
+        "(GB/s)",
+        "(us)",
+        "(%)",
+        wrong_col("")
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "  {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7} {:>7}",
+            "  {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7}{}",
             r.size_bytes,
             r.count,
             r.dtype,
@@ -285,7 +338,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             r.efficiency
                 .map(|v| format!("{:.1}", v * 100.0))
                 .unwrap_or_else(|| "-".into()),
-            r.wrong
+            wrong_col(&r.wrong.to_string())
         );
     }
     let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
@@ -294,11 +347,15 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     } else {
         rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / rows.len() as f64
     };
-    let _ = writeln!(
-        s,
-        "# Out of bounds values : {wrong} {}",
-        if wrong == 0 { "OK" } else { "FAILED" }
-    );
+    if res.timing_only {
+        let _ = writeln!(s, "# Out of bounds values : not checked (timing only)");
+    } else {
+        let _ = writeln!(
+            s,
+            "# Out of bounds values : {wrong} {}",
+            if wrong == 0 { "OK" } else { "FAILED" }
+        );
+    }
     let _ = writeln!(s, "# Avg bus bandwidth    : {avg_bus:.3} GB/s");
     if !res.kernel_rows.is_empty() {
         let _ = writeln!(s, "#");
@@ -318,11 +375,12 @@ mod tests {
             world_size: 4,
             alpha_ps: 1_000,
             bandwidth: Rate::from_giga_per_s(100.0),
-            bound: Some(crate::bounds::AllReduceBound {
+            bound: Some(crate::bounds::CollectiveBound {
                 setup: 20,
                 link_latency: 500,
                 diameter: 2,
                 ingress: Rate::from_giga_per_s(200.0),
+                egress: Rate::from_giga_per_s(200.0),
             }),
         };
         // 1e6 bytes through 200 GB/s = 5_000_000 ps.
@@ -332,7 +390,8 @@ mod tests {
         );
         assert_eq!(bound_ps("all_reduce", 2, &ab), Some(20 + 2 * 500));
         assert_eq!(busbw_factor("all_reduce", 4), 1.5);
-        assert_eq!(bound_ps("sendrecv", 8, &ab), None);
+        assert_eq!(bound_ps("sendrecv", 8, &ab), Some(20 + 500 + 40));
+        assert_eq!(bound_ps("gossip", 8, &ab), None);
     }
 
     #[test]
@@ -367,7 +426,7 @@ mod tests {
             time_ps: 1000,
             wrong: 0,
         };
-        let csv = to_csv(&aggregate(&[rec], None));
+        let csv = to_csv(&aggregate(&[rec], None), true);
         let mut r = csv::Reader::from_reader(csv.as_bytes());
         let row = r.records().next().unwrap().unwrap();
         assert_eq!(&row[0], "all,reduce \"x\"\nnext");

@@ -196,6 +196,7 @@ pub fn request(
             ccl_trace: None,
             record_ops: false,
             verify_data: None,
+            timing_only: false,
         }
     }
 }

@@ -20,7 +20,9 @@
 //! With `chunk_size` the tensor goes in chunks, each forwarded as it
 //! arrives (a rank sends each chunk to all its children before the next).
 //!
-//! Parameter `chunk_size` (elements per chunk). Absent: one piece.
+//! Parameter `chunk_size` (elements per chunk). Absent: chunks of
+//! [`kernbench_guest::ring::DEFAULT_PIECE`] elements (256 Ki: any size
+//! and dtype fits the default 1 MiB slots).
 
 use kernbench_guest::direct;
 use kernbench_guest::prelude::*;
@@ -45,7 +47,7 @@ impl Algorithm for BinomialBroadcast {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::Broadcast, call.block, call.block)
+        piece_args(call, params, Collective::Broadcast)
     }
 }
 

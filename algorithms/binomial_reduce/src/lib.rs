@@ -16,7 +16,9 @@
 //! times a message, where no two messages share a link:
 //! `T = d·(α + S/B)` on the idealised machine (`tests/fidelity.rs`).
 //!
-//! Parameter `chunk_size` (elements per chunk). Absent: one piece.
+//! Parameter `chunk_size` (elements per chunk). Absent: chunks of
+//! [`kernbench_guest::ring::DEFAULT_PIECE`] elements (256 Ki: any size
+//! and dtype fits the default 1 MiB slots).
 
 use kernbench_guest::direct;
 use kernbench_guest::prelude::*;
@@ -41,7 +43,7 @@ impl Algorithm for BinomialReduce {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::Reduce, call.block, call.block)
+        piece_args(call, params, Collective::Reduce)
     }
 }
 

@@ -17,8 +17,8 @@
 //! (see `ring_alltoall` for the ring's bound); the link model shares
 //! them (every link carries at most its bandwidth).
 //!
-//! Parameter `chunk_size` (elements per block and round). Absent: one
-//! round.
+//! Parameter `chunk_size` (elements per block and round). Absent: rounds
+//! of [`kernbench_guest::ring::DEFAULT_PIECE`] elements per block.
 
 use kernbench_guest::direct;
 use kernbench_guest::prelude::*;
@@ -43,7 +43,7 @@ impl Algorithm for DirectAlltoall {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::AllToAll, call.block, call.block)
+        piece_args(call, params, Collective::AllToAll)
     }
 }
 

@@ -22,7 +22,9 @@
 //! the fix-up. Against the ring's `2(p − 1)` latencies it pays
 //! `2 log2 p'`: the choice for small and medium messages.
 //!
-//! Parameter `chunk_size` (elements per round). Absent: one round.
+//! Parameter `chunk_size` (elements per round). Absent: rounds whose
+//! blocks have [`kernbench_guest::ring::DEFAULT_PIECE`] elements (256 Ki:
+//! any size and dtype fits the default 1 MiB slots).
 
 use kernbench_guest::direct;
 use kernbench_guest::prelude::*;
@@ -62,7 +64,9 @@ impl Algorithm for RabenseifnerAllreduce {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::AllReduce, call.block, call.block)
+        // Default rounds: blocks (one message each) of DEFAULT_PIECE.
+        let round = DEFAULT_PIECE * floor_pow2(call.world_size) as u64;
+        call_round_args(call, params, Collective::AllReduce, call.block, round)
     }
 }
 
@@ -71,27 +75,11 @@ kernbench_guest::export_algorithm!(RabenseifnerAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{assert_collective, chunk_size};
+    use kernbench_guest::mock::{assert_all_reduce_everywhere, assert_collective, chunk_size};
 
     #[test]
     fn every_rank_gets_the_reduction_at_every_world_size_op_and_dtype() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
-            for op in RedOp::ALL {
-                if op == RedOp::Avg && dtype == Dtype::I32 {
-                    continue;
-                }
-                for ws in [1u32, 2, 3, 4, 5, 6, 7, 8, 12] {
-                    for n in [1u64, 5, 16] {
-                        let call = Call {
-                            dtype,
-                            op,
-                            ..Call::of(Collective::AllReduce, n, ws)
-                        };
-                        assert_collective::<RabenseifnerAllreduce>(&call, &Params::new(vec![]));
-                    }
-                }
-            }
-        }
+        assert_all_reduce_everywhere::<RabenseifnerAllreduce>();
         assert_collective::<RabenseifnerAllreduce>(
             &Call::of(Collective::AllReduce, 17, 6),
             &chunk_size(4),

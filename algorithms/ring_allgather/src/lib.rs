@@ -33,23 +33,24 @@ impl Algorithm for RingAllgather {
         let inp = pe_tile_addr(tl, t_ptr, b, dt);
         let out = pe_tile_addr(tl, host.out_ptr, b * p as u64, dt);
         let rank = host.sip_rank;
-        let own = rounds(inp, b, round, dt);
-        let dst: Vec<Vec<Chunk>> = own
-            .iter()
-            .map(|&r| rank_blocks(out, p as u64, b, r, inp, dt))
-            .collect();
-        let mine = own
-            .iter()
-            .zip(&dst)
-            .map(|(r, d)| {
-                let t = (r.n_elem > 0).then(|| tl.load(r.addr, &[r.n_elem as u32], dt));
-                if let Some(t) = &t {
-                    tl.store(d[rank as usize].addr, t);
-                }
-                t
-            })
-            .collect();
-        ring::all_gather(tl, &dst, mine, dt, rank, 0);
+        for wave in rounds(inp, b, round, dt).chunks(ring::WAVE) {
+            let dst: Vec<Vec<Chunk>> = wave
+                .iter()
+                .map(|&r| rank_blocks(out, p as u64, b, r, inp, dt))
+                .collect();
+            let mine = wave
+                .iter()
+                .zip(&dst)
+                .map(|(r, d)| {
+                    let t = (r.n_elem > 0).then(|| tl.load(r.addr, &[r.n_elem as u32], dt));
+                    if let Some(t) = &t {
+                        tl.store(d[rank as usize].addr, t);
+                    }
+                    t
+                })
+                .collect();
+            ring::all_gather(tl, &dst, mine, dt, rank, 0);
+        }
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
@@ -61,13 +62,7 @@ impl Algorithm for RingAllgather {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(
-            call,
-            params,
-            Collective::AllGather,
-            call.block,
-            ring::DEFAULT_PIECE,
-        )
+        piece_args(call, params, Collective::AllGather)
     }
 }
 

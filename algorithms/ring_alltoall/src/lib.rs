@@ -17,7 +17,8 @@
 //! `L` the load and store of the own block and the first load.
 //!
 //! Parameter `chunk_size` (elements per block and round, ccl.yaml): the
-//! exchange in rounds, so a block fits an IPCQ slot. Absent: one round.
+//! exchange in rounds, so a block fits an IPCQ slot. Absent: rounds of
+//! [`kernbench_guest::ring::DEFAULT_PIECE`] elements per block.
 
 use kernbench_guest::prelude::*;
 use kernbench_guest::ring;
@@ -38,7 +39,7 @@ impl Algorithm for RingAlltoall {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(call, params, Collective::AllToAll, call.block, call.block)
+        piece_args(call, params, Collective::AllToAll)
     }
 }
 

@@ -35,19 +35,20 @@ impl Algorithm for RingReducescatter {
         let (p, dt, b) = (call.world_size, call.dtype, call.block);
         let inp = pe_tile_addr(tl, t_ptr, b * p as u64, dt);
         let out = pe_tile_addr(tl, host.out_ptr, b, dt);
-        let mine_rounds = rounds(out, b, round, dt);
-        let src: Vec<Vec<Chunk>> = mine_rounds
-            .iter()
-            .map(|&r| rank_blocks(inp, p as u64, b, r, out, dt))
-            .collect();
-        let reduced = ring::reduce_scatter(tl, &src, call.op.combine(), dt, host.sip_rank, 0);
-        for (r, mine) in mine_rounds.iter().zip(reduced) {
-            let mine = match (mine, call.op.finish_factor(p)) {
-                (Some(t), Some(f)) => Some(tl.scale(&t, f)),
-                (m, _) => m,
-            };
-            if let Some(t) = &mine {
-                tl.store(r.addr, t);
+        for wave in rounds(out, b, round, dt).chunks(ring::WAVE) {
+            let src: Vec<Vec<Chunk>> = wave
+                .iter()
+                .map(|&r| rank_blocks(inp, p as u64, b, r, out, dt))
+                .collect();
+            let reduced = ring::reduce_scatter(tl, &src, call.op.combine(), dt, host.sip_rank, 0);
+            for (r, mine) in wave.iter().zip(reduced) {
+                let mine = match (mine, call.op.finish_factor(p)) {
+                    (Some(t), Some(f)) => Some(tl.scale(&t, f)),
+                    (m, _) => m,
+                };
+                if let Some(t) = &mine {
+                    tl.store(r.addr, t);
+                }
             }
         }
     }
@@ -61,13 +62,7 @@ impl Algorithm for RingReducescatter {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        call_round_args(
-            call,
-            params,
-            Collective::ReduceScatter,
-            call.block,
-            ring::DEFAULT_PIECE,
-        )
+        piece_args(call, params, Collective::ReduceScatter)
     }
 }
 

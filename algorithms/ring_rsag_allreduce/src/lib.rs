@@ -47,34 +47,37 @@ use kernbench_guest::ring;
 
 pub struct RingRsagAllreduce;
 
-/// The reduce-scatter, then the all-gather, of every round's blocks,
-/// the rounds interleaved within each step (they pipeline).
+/// The reduce-scatter, then the all-gather, of every round's blocks, in
+/// waves of [`ring::WAVE`] rounds, the rounds of a wave interleaved within
+/// each step (they pipeline).
 fn all_reduce<T: Tl>(tl: &T, rounds: &[Chunk], call: &Call, rank: u32) {
     let (p, dt) = (call.world_size, call.dtype);
     if p < 2 {
         return; // one rank: the tile is the result (avg of one = itself)
     }
-    let blocks: Vec<Vec<Chunk>> = rounds
-        .iter()
-        .map(|r| chunked(r.addr, p as u64, r.n_elem, dt))
-        .collect();
     let own = ((rank + 1) % p) as usize;
-    let reduced = ring::reduce_scatter(tl, &blocks, call.op.combine(), dt, rank, 1);
-    let mine = reduced
-        .into_iter()
-        .zip(&blocks)
-        .map(|(t, b)| {
-            let t = match (t, call.op.finish_factor(p)) {
-                (Some(t), Some(f)) => Some(tl.scale(&t, f)),
-                (t, _) => t,
-            };
-            if let Some(t) = &t {
-                tl.store(b[own].addr, t);
-            }
-            t
-        })
-        .collect();
-    ring::all_gather(tl, &blocks, mine, dt, rank, 1);
+    for wave in rounds.chunks(ring::WAVE) {
+        let blocks: Vec<Vec<Chunk>> = wave
+            .iter()
+            .map(|r| chunked(r.addr, p as u64, r.n_elem, dt))
+            .collect();
+        let reduced = ring::reduce_scatter(tl, &blocks, call.op.combine(), dt, rank, 1);
+        let mine = reduced
+            .into_iter()
+            .zip(&blocks)
+            .map(|(t, b)| {
+                let t = match (t, call.op.finish_factor(p)) {
+                    (Some(t), Some(f)) => Some(tl.scale(&t, f)),
+                    (t, _) => t,
+                };
+                if let Some(t) = &t {
+                    tl.store(b[own].addr, t);
+                }
+                t
+            })
+            .collect();
+        ring::all_gather(tl, &blocks, mine, dt, rank, 1);
+    }
 }
 
 impl Algorithm for RingRsagAllreduce {
@@ -98,13 +101,7 @@ impl Algorithm for RingRsagAllreduce {
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
         let piece_of = call.block.div_ceil(call.world_size.max(1) as u64);
-        call_round_args(
-            call,
-            params,
-            Collective::AllReduce,
-            piece_of,
-            ring::DEFAULT_PIECE,
-        )
+        call_round_args(call, params, Collective::AllReduce, piece_of, DEFAULT_PIECE)
     }
 }
 

@@ -36,5 +36,6 @@ pub fn request(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) 
         ccl_trace: None,
         record_ops: false,
         verify_data: None,
+        timing_only: false,
     }
 }

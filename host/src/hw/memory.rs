@@ -17,6 +17,12 @@
 //! tensor-sized buffer. Dropped buffers are kept in a bounded pool and
 //! reused, so scratch memory freed and allocated again on every ring step
 //! does not go back to the allocator (and the kernel) each time.
+//!
+//! A store made by [`MemoryStore::timing_only`] keeps no bytes at all:
+//! every write, copy and computed result is dropped and every read gives
+//! zeros, so a run's host memory does not grow with the sizes it moves
+//! (`--timing-only`). Timing never depends on the bytes, so the simulated
+//! times are those of the same run with data.
 
 use super::page_table::PageTable;
 use crate::address::Space;
@@ -53,6 +59,8 @@ pub struct MemoryStore {
     /// Distinct page buffers held (what the budget is charged for).
     buffers: u64,
     budget: Arc<MemoryBudget>,
+    /// False for a timing-only store: nothing is ever written.
+    keeps_bytes: bool,
 }
 
 impl Default for MemoryStore {
@@ -108,7 +116,20 @@ impl MemoryStore {
             spare: Vec::new(),
             buffers: 0,
             budget,
+            keeps_bytes: true,
         }
+    }
+
+    /// A store that keeps no bytes: writes are dropped, reads give zeros.
+    pub fn timing_only(budget: Arc<MemoryBudget>) -> Self {
+        let mut m = Self::new(budget);
+        m.keeps_bytes = false;
+        m
+    }
+
+    /// False for a [`MemoryStore::timing_only`] store.
+    pub fn keeps_bytes(&self) -> bool {
+        self.keeps_bytes
     }
 
     /// Pages currently materialised (a shared buffer counts once per page
@@ -237,6 +258,9 @@ impl MemoryStore {
 
     /// Write `data`; all-zero pieces of unwritten pages stay unwritten.
     pub fn write(&mut self, space: Space, offset: u64, data: &[u8]) -> Result<(), BudgetExceeded> {
+        if !self.keeps_bytes {
+            return Ok(());
+        }
         for (page, within, at, n) in chunks(offset, data.len() as u64) {
             let src = &data[at..at + n];
             if !self.pages.contains(space, page) && src.iter().all(|&b| b == 0) {
@@ -272,6 +296,9 @@ impl MemoryStore {
         dst: (Space, u64),
         len: u64,
     ) -> Result<(), BudgetExceeded> {
+        if !self.keeps_bytes {
+            return Ok(());
+        }
         let mut todo: Vec<(u64, u64)> = pieces([src.1, dst.1], len).collect();
         // Copying forward onto a later part of the same range would read
         // bytes already overwritten: go backwards then.
@@ -312,6 +339,13 @@ impl MemoryStore {
     /// pages are held (copy-on-write), not copied, until [`Self::land`]
     /// writes them.
     pub fn stage(&self, space: Space, offset: u64, len: u64) -> Staged {
+        if !self.keeps_bytes {
+            return Staged {
+                first: 0,
+                len: 0,
+                pages: Vec::new(),
+            };
+        }
         let (first_page, first) = page_of(offset);
         let last_page = if len == 0 {
             first_page
@@ -329,6 +363,9 @@ impl MemoryStore {
 
     /// Write what [`Self::stage`] read to `dst`; whole pages are shared.
     pub fn land(&mut self, staged: Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
+        if !self.keeps_bytes {
+            return Ok(());
+        }
         let result = self.land_pieces(&staged, dst);
         // The staged buffers are forgotten as any holder's are: the last
         // one out releases the budget.
@@ -375,6 +412,9 @@ impl MemoryStore {
         unit: u64,
         mut f: impl FnMut([&[u8]; N], &mut [u8]),
     ) -> Result<(), BudgetExceeded> {
+        if !self.keeps_bytes {
+            return Ok(());
+        }
         let aligned = inputs.iter().all(|i| i.1.is_multiple_of(unit)) && dst.1.is_multiple_of(unit);
         let overlaps = inputs
             .iter()
@@ -458,6 +498,28 @@ mod tests {
             cube: 0,
             pe: 0,
         })
+    }
+
+    /// A timing-only store holds nothing whatever is written, copied or
+    /// computed into it, and reads zeros.
+    #[test]
+    fn a_timing_only_store_keeps_no_bytes() {
+        let budget = Arc::new(MemoryBudget::new(4 * PAGE));
+        let mut m = MemoryStore::timing_only(budget.clone());
+        let (s, hbm) = (tcm(), Space::Hbm { sip: 0, cube: 0 });
+        let big = vec![7u8; 64 * PAGE as usize]; // more than the budget
+        m.write(s, 0, &big).unwrap();
+        m.copy((s, 0), (hbm, 0), 64 * PAGE).unwrap();
+        let staged = m.stage(s, 0, 64 * PAGE);
+        m.land(staged, (hbm, 3)).unwrap();
+        m.apply([(s, 0), (hbm, 0)], (hbm, 0), 64 * PAGE, 2, |[a, _], o| {
+            o.copy_from_slice(a)
+        })
+        .unwrap();
+        assert!(!m.keeps_bytes());
+        assert_eq!((m.pages(), m.buffers()), (0, 0));
+        assert!(m.read(hbm, 0, 3 * PAGE).iter().all(|&b| b == 0));
+        assert_eq!(budget.peak(), 0);
     }
 
     /// A staged read keeps the bytes as they were when it was taken (a

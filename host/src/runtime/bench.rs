@@ -604,6 +604,10 @@ impl report::Host for BenchHost {
             .map_err(wasmtime::Error::msg)
     }
 
+    async fn data_kept(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.session.machine.keeps_bytes())
+    }
+
     async fn record_kernel(&mut self, row: report::KernelRow) -> wasmtime::Result<()> {
         let dtype = dtype_in(row.dtype);
         let make = |unit_peak| {

@@ -86,7 +86,7 @@ pub struct AlphaBeta {
     /// Bottleneck bandwidth of a neighbour path (bytes/s).
     pub bandwidth: crate::units::Rate,
     /// The figures of the all-reduce lower bound ([`crate::bounds`]).
-    pub bound: Option<crate::bounds::AllReduceBound>,
+    pub bound: Option<crate::bounds::CollectiveBound>,
 }
 
 /// State of one run.
@@ -261,7 +261,7 @@ impl Session {
             world_size: pg.world_size,
             alpha_ps: alpha,
             bandwidth: bw?,
-            bound: crate::bounds::AllReduceBound::of(
+            bound: crate::bounds::CollectiveBound::of(
                 &self.machine.topo,
                 pg.world_size,
                 self.machine.timing.dma_setup,

@@ -46,6 +46,9 @@ pub struct RunRequest {
     pub record_ops: bool,
     /// Run the second pass on the op log ([`RunResult::verification`]).
     pub verify_data: Option<crate::verify::Strictness>,
+    /// Keep no bytes (`--timing-only`): same simulated times, no data,
+    /// results not checked.
+    pub timing_only: bool,
 }
 
 /// What a run produced.
@@ -78,6 +81,8 @@ pub struct RunResult {
     pub memory_peak: u64,
     /// Trace spans dropped for want of memory budget (when tracing).
     pub trace_dropped: Option<u64>,
+    /// No bytes were kept: times only, `wrong` counts mean nothing.
+    pub timing_only: bool,
 }
 
 /// Run a bench to completion.
@@ -92,6 +97,14 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
     if let Some(log) = req.ccl_trace.clone() {
         machine.set_ccl_log(log);
+    }
+    if req.timing_only {
+        if req.verify_data.is_some() {
+            return Err(SimError::Usage(
+                "--verify-data replays the data a run moved: a --timing-only run moves none".into(),
+            ));
+        }
+        machine.keep_no_bytes();
     }
     if req.record_ops || req.verify_data.is_some() {
         machine.record_ops();
@@ -190,7 +203,8 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         alpha_beta: session.alpha_beta(),
         events: ex.events_processed(),
         stats: machine.stats(),
-        memory_digest: req.memory_digest.then(|| machine.memory_digest()),
+        memory_digest: (req.memory_digest && !req.timing_only).then(|| machine.memory_digest()),
+        timing_only: req.timing_only,
         oplog: oplog.filter(|_| req.record_ops).map(Arc::new),
         verification,
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),

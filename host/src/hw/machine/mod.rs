@@ -279,6 +279,18 @@ impl Machine {
         })
     }
 
+    /// Keep no bytes from now on (`--timing-only`): the memory store drops
+    /// every write and reads zeros; commands take the same simulated time.
+    /// Call before anything is written.
+    pub fn keep_no_bytes(&self) {
+        *self.memory.lock().unwrap() = MemoryStore::timing_only(self.budget.clone());
+    }
+
+    /// False once [`Machine::keep_no_bytes`] was called.
+    pub fn keeps_bytes(&self) -> bool {
+        self.memory.lock().unwrap().keeps_bytes()
+    }
+
     pub fn stats(&self) -> MachineStats {
         *self.stats.lock().unwrap()
     }
