@@ -132,6 +132,23 @@ fn the_python_ccl_hello_bench_runs_python_and_rust_hello_send_alike() {
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
 }
 
+/// Every `torch.distributed` collective from a Python bench, on 4 and 3
+/// SIPs, each result checked by the bench against PyTorch's definition.
+#[test]
+fn a_python_bench_calls_every_collective_and_gets_pytorch_s_results() {
+    let bench = guests::python("bench", "benches/python/ccl_collectives/ccl_collectives.py");
+    for n in [4u32, 3] {
+        let every_op = Some("all_reduce=ring_rsag_allreduce");
+        let res = run(&bench, topo(n), ccl(), every_op, &[]).unwrap();
+        let names: std::collections::BTreeSet<&str> =
+            res.rows.iter().map(|r| r.collective.as_str()).collect();
+        assert_eq!(names.len(), 13, "{names:?}");
+        // 12 collective calls on every rank, sendrecv on the pairs
+        assert_eq!(res.rows.len() as u32, 12 * n + n - n % 2, "{:?}", res.rows);
+        assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+    }
+}
+
 #[test]
 fn c_ring_allreduce_and_hello_send_equal_rust_in_bytes_and_picoseconds() {
     let c = ccl_yaml(&format!(

@@ -241,6 +241,11 @@ class _Report:
         row = _report.ResultRow(size_bytes, count, _DT[dtype], redop, time_ps, wrong)
         _report.record_result(collective, row)
 
+    def data_kept(self):
+        """False in a ``--timing-only`` run: the host keeps no bytes, so
+        filling inputs and checking outputs would be wasted work."""
+        return _report.data_kept()
+
     def record_kernel(self, name, shape, dtype, pes, flops, time_ps, checked=0, wrong=0,
                       max_rel_err=0.0, tolerance=0.0):
         """A row of the compute table: the host adds the achieved FLOP/s,
