@@ -144,6 +144,17 @@ pub fn series_of_reports(paths: &[impl AsRef<Path>]) -> Result<Vec<Series>, Plot
     Ok(all)
 }
 
+/// The 1-2-5 values of every decade within `[lo, hi]`: the labels of a
+/// log axis (plotters labels only whole decades of a short range).
+fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
+    let first = lo.log10().floor() as i32;
+    let last = hi.log10().ceil() as i32;
+    (first..=last)
+        .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
+        .filter(|v| (lo..=hi).contains(v))
+        .collect()
+}
+
 /// `bytes` as 8 B, 16 KiB, 4 MiB, ...
 fn human(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -210,7 +221,12 @@ pub fn draw(path: &Path, title: &str, series: &[Series]) -> Result<(), PlotError
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(x_range(), (t_min * 0.8..t_max * 1.25).log_scale())
+        .build_cartesian_2d(
+            x_range(),
+            (t_min * 0.8..t_max * 1.25)
+                .log_scale()
+                .with_key_points(one_two_five(t_min * 0.8, t_max * 1.25)),
+        )
         .map_err(|e| draw_err(&e))?;
     lines(&mut time, series, "size per rank", "time (us)", |p| p.2).map_err(|e| draw_err(&e))?;
     root.present().map_err(|e| draw_err(&e))?;
@@ -234,10 +250,12 @@ where
         .configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
+        .y_labels(12)
         .x_label_formatter(&|v| human(*v))
         .draw()?;
     for (i, s) in series.iter().enumerate() {
-        let c = Palette99::pick(i).to_rgba();
+        // Palette99 without its pale yellow (index 2), unreadable on white.
+        let c = Palette99::pick(if i >= 2 { i + 1 } else { i }).to_rgba();
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().map(|p| (p.0, y(p))),
@@ -289,6 +307,12 @@ mod tests {
         assert_eq!(s[0].label, "run1: all_reduce ring_allreduce (f16 sum)");
         assert_eq!(s[0].points, vec![(8.0, 0.01, 1.5), (1024.0, 1.0, 2.0)]);
         assert_eq!(s[1].label, "run1: all_gather ring_allgather (f16 sum)");
+    }
+
+    #[test]
+    fn a_log_axis_is_labelled_one_two_five() {
+        assert_eq!(one_two_five(1.6, 45.0), vec![2.0, 5.0, 10.0, 20.0]);
+        assert_eq!(one_two_five(0.05, 0.3), vec![0.05, 0.1, 0.2]);
     }
 
     #[test]
