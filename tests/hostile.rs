@@ -356,20 +356,14 @@ fn budget_err(sips: u32, args: &[&str], budget: u64) -> String {
     let r = kernbench::runtime::run_bench(
         &loader(),
         kernbench::runtime::RunRequest {
-            bench: test_component("hostile_bench").into(),
-            topology: Arc::new(kernbench::topology::build(&topo(sips)).unwrap()),
-            ccl: hostile_ccl(),
-            algorithm: None,
             args: args.iter().map(|a| a.to_string()).collect(),
-            trace: false,
             memory_budget: budget,
-            memory_baseline: 0,
             memory_digest: true,
-            on_row: None,
-            ccl_trace: None,
-            record_ops: false,
-            verify_data: None,
-            timing_only: false,
+            ..kernbench::runtime::RunRequest::new(
+                test_component("hostile_bench"),
+                Arc::new(kernbench::topology::build(&topo(sips)).unwrap()),
+                hostile_ccl(),
+            )
         },
     );
     match r {

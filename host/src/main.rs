@@ -258,9 +258,6 @@ fn real_main() -> Result<()> {
             let res = run_bench(
                 &loader,
                 RunRequest {
-                    bench,
-                    topology: topo,
-                    ccl,
                     algorithm,
                     args,
                     trace: trace.is_some(),
@@ -268,7 +265,6 @@ fn real_main() -> Result<()> {
                         .memory_budget
                         .unwrap_or_else(kernbench::budget::MemoryBudget::default_limit),
                     memory_baseline: kernbench::budget::MemoryBudget::process_resident(),
-                    memory_digest: false,
                     on_row: Some(progress.observer()),
                     ccl_trace: ccl_trace.then(|| {
                         let log: kernbench::hw::machine::CclLog =
@@ -281,6 +277,7 @@ fn real_main() -> Result<()> {
                         _ => kernbench::verify::Strictness::Warn,
                     }),
                     timing_only,
+                    ..RunRequest::new(bench, topo, ccl)
                 },
             );
             progress.finish();

@@ -183,20 +183,15 @@ pub fn request(
 ) -> RunRequest {
     {
         RunRequest {
-            bench: bench.to_string(),
-            topology: Arc::new(kernbench::topology::build(&t).expect("a valid topology")),
-            ccl: c,
             algorithm: algorithm.map(str::to_string),
             args: args.iter().map(|s| s.to_string()).collect(),
-            trace: false,
             memory_budget: 8 << 30,
-            memory_baseline: 0,
             memory_digest: true,
-            on_row: None,
-            ccl_trace: None,
-            record_ops: false,
-            verify_data: None,
-            timing_only: false,
+            ..RunRequest::new(
+                bench,
+                Arc::new(kernbench::topology::build(&t).expect("a valid topology")),
+                c,
+            )
         }
     }
 }

@@ -23,19 +23,13 @@ pub fn request(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) 
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;
     RunRequest {
-        bench: bench.into(),
-        topology: Arc::new(kernbench::topology::build(&spec).expect("a valid topology")),
-        ccl: CclConfig::from_yaml(DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).unwrap(),
         algorithm: algorithm.map(str::to_string),
         args: args.iter().map(|s| s.to_string()).collect(),
-        trace: false,
         memory_budget: 16 << 30,
-        memory_baseline: 0,
-        memory_digest: false,
-        on_row: None,
-        ccl_trace: None,
-        record_ops: false,
-        verify_data: None,
-        timing_only: false,
+        ..RunRequest::new(
+            bench,
+            Arc::new(kernbench::topology::build(&spec).expect("a valid topology")),
+            CclConfig::from_yaml(DEFAULT_CCL_YAML, Origin::Embedded("ccl.yaml")).unwrap(),
+        )
     }
 }

@@ -51,6 +51,32 @@ pub struct RunRequest {
     pub timing_only: bool,
 }
 
+impl RunRequest {
+    /// `bench` on `topology` with `ccl`, everything else off: the installed
+    /// algorithm, no arguments, no trace, op log, second pass or digest,
+    /// data kept, the default memory budget (half this machine's memory).
+    /// Callers set what they need with struct update syntax
+    /// (`RunRequest { trace: true, ..RunRequest::new(..) }`).
+    pub fn new(bench: impl Into<String>, topology: Arc<Topology>, ccl: CclConfig) -> RunRequest {
+        RunRequest {
+            bench: bench.into(),
+            topology,
+            ccl,
+            algorithm: None,
+            args: Vec::new(),
+            trace: false,
+            memory_budget: MemoryBudget::default_limit(),
+            memory_baseline: 0,
+            memory_digest: false,
+            on_row: None,
+            ccl_trace: None,
+            record_ops: false,
+            verify_data: None,
+            timing_only: false,
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Debug, Clone)]
 pub struct RunResult {
