@@ -9,9 +9,13 @@
 #   C       clang for wasm32-wasi with wasi-libc: Debian's clang, lld,
 #           wasi-libc, libclang-rt-dev-wasm32 (installed with apt-get when
 #           missing and we are root; otherwise the command to run is printed)
+#   Registry  an OCI registry server for tests/components.rs: Debian's
+#           docker-registry (the CNCF distribution server), started by the
+#           tests on a loopback port (installed with apt-get when missing
+#           and we are root)
 #
-# The integration tests (tests/languages.rs) build the examples with them
-# and fail, naming this script, when one is missing.
+# The integration tests (tests/languages.rs, tests/components.rs) use
+# them and fail, naming this script, when one is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR="${KERNBENCH_TOOLCHAINS:-$PWD/.toolchains}"
@@ -49,6 +53,18 @@ if ! c_works; then
     }
 fi
 
+if ! [ -x /usr/bin/docker-registry ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null 2>&1 || true
+    fi
+    [ -x /usr/bin/docker-registry ] || {
+        echo "the registry tests need an OCI registry server: apt-get install docker-registry" >&2
+        exit 1
+    }
+fi
+
 echo "guest toolchains: componentize-py $("$DIR/venv/bin/componentize-py" --version | cut -d' ' -f2)" \
      "($DIR/venv), componentize-js $COMPONENTIZE_JS ($DIR/node, node $(node --version))," \
-     "$(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi"
+     "$(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi;" \
+     "registry server: $(/usr/bin/docker-registry --version | cut -d' ' -f2-)"

@@ -306,6 +306,20 @@ fn a_new_project_in_every_language_builds_and_runs_as_it_is() {
             "{lang}: {:?}",
             res.rows
         );
+        // Every language's component carries its project's metadata
+        // (Cargo.toml, pyproject.toml, package.json; C: its name).
+        let info = kernbench::components::metadata::read(&std::fs::read(&wasm).unwrap()).unwrap();
+        assert_eq!(info.name(), Some(name.as_str()), "{lang}");
+        if lang != "c" {
+            assert_eq!(info.version(), Some("0.1.0"), "{lang}");
+        }
+        assert!(
+            info.kernbench
+                .as_ref()
+                .and_then(|k| k.sdk.as_deref())
+                .is_some(),
+            "{lang}"
+        );
     }
     let e = fails(
         kb().args(["new", "algorithm", "9lives", "--lang", "c", "--dir"])

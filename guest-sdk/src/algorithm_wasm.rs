@@ -266,6 +266,7 @@ pub fn links_out(map: Vec<Link>) -> Vec<ccl::Link> {
 #[macro_export]
 macro_rules! export_algorithm {
     ($ty:ty) => {
+        $crate::__component_metadata!(algorithm);
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct __KernbenchAlgorithm;

@@ -63,6 +63,12 @@ pub mod torch {
         }
     }
 
+    /// `torch.__version__`: the host's release and the `kernbench:sim`
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.1.1)`.
+    pub fn version() -> String {
+        t::version()
+    }
+
     /// `torch.zeros(shape, dtype=..., name=...)`: one shard on cube 0, PE 0.
     pub fn zeros(shape: &[u32], dtype: Dtype, name: &str) -> Result<Tensor, String> {
         t::zeros(shape, dtype.into(), None, name).map(Tensor)
@@ -389,6 +395,7 @@ pub mod report {
 #[macro_export]
 macro_rules! export_bench {
     ($ty:ty) => {
+        $crate::__component_metadata!(bench);
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             struct __KernbenchBench;

@@ -43,6 +43,11 @@ pub use setup::{EntryDefaults, Link, ParamValue, Params};
 #[cfg(feature = "bench")]
 pub use bench::Bench;
 
+/// Writes the component's metadata from the crate's manifest (the export
+/// macros call it; see the kernbench-guest-macros crate).
+#[doc(hidden)]
+pub use kernbench_guest_macros::component_metadata as __component_metadata;
+
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::helpers::{

@@ -3,16 +3,20 @@
 //!
 //! Layers (DESIGN §2), lower never imports upper:
 //! `config` → `topology` / `placement` / `ccl` (rank mapping, IPCQ tables)
-//! → `routing` / `bounds` → `engine` / `hw` → `runtime` → `report`.
+//! → `routing` / `bounds` → `engine` / `hw` → `runtime` → `report`;
+//! `components` (what a component is and where it comes from) beside
+//! `runtime`, which applies it.
 
 pub mod address;
 pub mod bounds;
 pub mod budget;
 pub mod ccl;
+#[cfg(feature = "wasm")]
+pub mod components;
 pub mod config;
 pub mod engine;
 pub mod error;
-#[cfg(feature = "guest-build")]
+#[cfg(all(feature = "guest-build", feature = "wasm"))]
 pub mod guest_build;
 pub mod hw;
 #[cfg(feature = "wasm")]

@@ -2,6 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+mod components_cmd;
 mod progress;
 mod topology_cmd;
 
@@ -56,7 +57,8 @@ enum Cmd {
         components_dir: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "table")]
         format: Format,
-        /// Do not use the on-disk compilation cache.
+        /// Do not use the compiled-component cache (`kernbench-host cache
+        /// show`): compile every component afresh.
         #[arg(long)]
         no_cache: bool,
         /// Write a Chrome/Perfetto trace (every PE engine, link, kernel and
@@ -106,11 +108,53 @@ enum Cmd {
         #[arg(long, default_value = "KernBench collectives")]
         title: String,
     },
-    /// List the built-in benches and algorithms.
+    /// What a component is (world, WIT version and whether this host runs
+    /// it, metadata, producers, imports and exports, size, digest, what an
+    /// algorithm implements) and whether its compiled code is cached.
+    Inspect(components_cmd::InspectArgs),
+    /// The compiled-component cache: `show` where it is and what it
+    /// holds, `clear` it.
+    Cache {
+        #[command(subcommand)]
+        cmd: components_cmd::CacheCmd,
+    },
+    /// List the built-in benches and algorithms, or (`--installed`) the
+    /// installed components.
     List {
         #[arg(long)]
         ccl: Option<PathBuf>,
+        /// The components installed with `install` instead.
+        #[arg(long)]
+        installed: bool,
     },
+    /// Push a component to an OCI registry (the wasm artifact format `wkg`
+    /// uses), with its metadata as annotations.
+    Publish {
+        /// The component (.wasm).
+        file: PathBuf,
+        /// Where: registry/repository:tag (e.g. ghcr.io/me/ring:1.0).
+        reference: String,
+    },
+    /// Pull a component from an OCI registry (by tag or @sha256 digest),
+    /// check its digests and write it to a file.
+    Pull {
+        reference: String,
+        /// The file to write [default: <its name>.wasm].
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Install a component (a .wasm file or an OCI reference) into the
+    /// per-user components directory, so that benches and ccl.yaml
+    /// `module:` entries can name it.
+    Install {
+        /// A .wasm file or registry/repository:tag|@digest.
+        source: String,
+        /// Install under this name [default: the name it carries].
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Remove an installed component.
+    Remove { name: String },
     /// Inspect or check a topology.
     Topology {
         #[command(subcommand)]
@@ -200,7 +244,13 @@ fn main() -> std::process::ExitCode {
 
 fn real_main() -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("KERNBENCH_LOG"))
+        // KERNBENCH_LOG picks what is shown; by default our warnings, and
+        // nothing of the TLS verifier (its errors come back as ours).
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KERNBENCH_LOG").unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,rustls_platform_verifier=off")
+            }),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().cmd {
@@ -371,7 +421,14 @@ fn real_main() -> Result<()> {
                 output.display()
             );
         }
-        Cmd::List { ccl } => {
+        Cmd::List {
+            installed: true, ..
+        } => components_cmd::list_installed()?,
+        Cmd::Publish { file, reference } => components_cmd::publish(&file, &reference)?,
+        Cmd::Pull { reference, output } => components_cmd::pull(&reference, output)?,
+        Cmd::Install { source, name } => components_cmd::install(&source, name.as_deref())?,
+        Cmd::Remove { name } => components_cmd::remove(&name)?,
+        Cmd::List { ccl, .. } => {
             let ccl = load_ccl(ccl.as_deref())?;
             println!("Benches (built in):");
             for b in Loader::builtins(ComponentKind::Bench) {
@@ -404,6 +461,8 @@ fn real_main() -> Result<()> {
             }
         }
         Cmd::Topology { cmd } => topology_cmd::run(cmd)?,
+        Cmd::Cache { cmd } => components_cmd::run_cache(cmd)?,
+        Cmd::Inspect(args) => components_cmd::inspect(args)?,
         Cmd::Build {
             source,
             output,

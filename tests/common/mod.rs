@@ -91,8 +91,18 @@ fn shared(
     cell: &'static OnceLock<Arc<Loader>>,
     opts: impl FnOnce() -> LoaderOptions,
 ) -> Arc<Loader> {
-    cell.get_or_init(|| Arc::new(Loader::new(opts()).unwrap()))
-        .clone()
+    // Components installed on this machine must not shadow the built-in
+    // ones the tests mean.
+    cell.get_or_init(|| {
+        Arc::new(
+            Loader::new(LoaderOptions {
+                installed: None,
+                ..opts()
+            })
+            .unwrap(),
+        )
+    })
+    .clone()
 }
 
 pub fn loader() -> Arc<Loader> {
@@ -216,7 +226,17 @@ pub fn assert_contains_all(text: &str, needles: &[&str]) {
 
 /// The `kernbench-host` binary, as a user runs it.
 pub fn kb() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_kernbench-host"))
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_kernbench-host"));
+    // Nothing installed (components on this machine must not shadow the
+    // built-in ones the tests mean).
+    c.env(
+        "KERNBENCH_DATA_DIR",
+        std::env::temp_dir().join(format!(
+            "kernbench-tests-nothing-installed-{}",
+            std::process::id()
+        )),
+    );
+    c
 }
 
 /// Run; assert success; stdout.

@@ -267,6 +267,13 @@ class Torch:
         self.accelerator = _Accelerator()
         self.report = _Report()
 
+    @property
+    def __version__(self):
+        """``torch.__version__``: the host's release and the
+        ``kernbench:sim`` version it implements, e.g.
+        ``kernbench 0.1.0 (kernbench:sim@0.1.1)``."""
+        return _torch.version()
+
     def launch(self, kernel, tensor, *args):
         """Run the kernel component ``kernel`` (an algorithm name or .wasm
         path) on every PE holding a shard of ``tensor``; the simulated

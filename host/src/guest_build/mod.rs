@@ -8,26 +8,14 @@
 
 pub mod c;
 pub mod js;
+pub mod metadata;
 pub mod python;
 pub mod scaffold;
 
 use std::path::{Path, PathBuf};
 
 /// The world a component implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
-    Algorithm,
-    Bench,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Algorithm => "algorithm",
-            Kind::Bench => "bench",
-        }
-    }
-}
+pub use crate::components::Kind;
 
 /// A source language, from the file's extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,9 +106,26 @@ pub fn lang_of(source: &Path) -> Result<Lang, BuildError> {
 /// Build `source` (its language from its extension) as a `kind` component
 /// into `out`.
 pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
-    match lang_of(source)? {
-        Lang::C => c::build(source, kind, out),
-        Lang::Python => python::build(source, kind, out),
-        Lang::JavaScript => js::build(source, kind, out),
-    }
+    let lang = lang_of(source)?;
+    let sdk = match lang {
+        Lang::C => {
+            c::build(source, kind, out)?;
+            "kernbench C SDK (wit-bindgen-c, clang)".to_string()
+        }
+        Lang::Python => {
+            python::build(source, kind, out)?;
+            format!(
+                "kernbench Python SDK (componentize-py {})",
+                python::COMPONENTIZE_PY
+            )
+        }
+        Lang::JavaScript => {
+            js::build(source, kind, out)?;
+            format!(
+                "kernbench JavaScript SDK (componentize-js {})",
+                js::COMPONENTIZE_JS
+            )
+        }
+    };
+    metadata::stamp(out, source, kind, lang, &sdk)
 }

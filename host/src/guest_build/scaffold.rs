@@ -57,9 +57,20 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         )
     };
     let wasm = format!("{name}.wasm");
+    // What `build` writes into the component's metadata (name, version,
+    // description, licence): edit them here.
+    let pyproject = format!(
+        "[project]\nname = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"A KernBench {}\"\nlicense = \"Apache-2.0\"\n",
+        kind.name()
+    );
+    let package_json = format!(
+        "{{\n  \"name\": \"{name}\",\n  \"version\": \"0.1.0\",\n  \"description\": \"A KernBench {}\",\n  \"license\": \"Apache-2.0\",\n  \"private\": true\n}}\n",
+        kind.name()
+    );
     Ok(match (kind, lang) {
         (Kind::Algorithm, NewLang::Python) => vec![
             (format!("{name}.py"), PY_RING.to_string()),
+            ("pyproject.toml".into(), pyproject),
             ("ccl.yaml".into(), ccl(&wasm)),
             (
                 "README.md".into(),
@@ -72,6 +83,7 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         ],
         (Kind::Bench, NewLang::Python) => vec![
             (format!("{name}.py"), PY_BENCH.to_string()),
+            ("pyproject.toml".into(), pyproject),
             (
                 "README.md".into(),
                 readme(
@@ -95,6 +107,7 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         ],
         (Kind::Algorithm, NewLang::Js) => vec![
             (format!("{name}.js"), JS_RING.to_string()),
+            ("package.json".into(), package_json),
             ("ccl.yaml".into(), ccl(&wasm)),
             (
                 "README.md".into(),

@@ -388,6 +388,10 @@ impl torch::Host for BenchHost {
             name,
         })?))
     }
+
+    async fn version(&mut self) -> wasmtime::Result<String> {
+        Ok(crate::components::compat::host_description())
+    }
 }
 
 impl distributed::Host for BenchHost {

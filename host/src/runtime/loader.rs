@@ -3,16 +3,19 @@
 //! and engine compatibility) and pre-instantiation.
 //!
 //! Resolution order: explicit path → `--components-dir` /
-//! `KERNBENCH_COMPONENTS_DIR` → components built into the binary.
+//! `KERNBENCH_COMPONENTS_DIR` → installed components (`kernbench-host
+//! install`, `components::store`) → components built into the binary.
 
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::bench::BenchPre;
+use super::compile_cache::CompileCache;
 use super::describe_wasm_error;
 use super::eager::EagerHost;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::{InstanceLimits, RunLimits, Ticker};
 use crate::budget::MemoryBudget;
+use crate::components::store::Store;
 use crate::error::SimError;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,19 +24,13 @@ use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-/// The WIT package version this host implements.
-pub const WIT_PACKAGE: &str = "kernbench:sim";
-pub const WIT_VERSION: &str = "0.1.0";
+pub use crate::components::compat::{WIT_PACKAGE, WIT_VERSION};
 
 /// Component files larger than this are refused before they are read.
 const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
 /// What world a component implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ComponentKind {
-    Algorithm,
-    Bench,
-}
+pub use crate::components::Kind as ComponentKind;
 
 /// A component embedded in the binary by build.rs.
 #[derive(Debug)]
@@ -51,6 +48,8 @@ include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 #[derive(Debug, Clone)]
 pub struct LoaderOptions {
     pub components_dir: Option<PathBuf>,
+    /// The installed components (None: do not look for any).
+    pub installed: Option<Store>,
     /// Fuel per instance (≈ wasm instructions); exceeding it is a clean
     /// error instead of a hang.
     pub fuel: u64,
@@ -63,7 +62,8 @@ pub struct LoaderOptions {
     pub max_memory_mib: u64,
     /// Wall-clock deadline of a run (None: none).
     pub deadline: Option<Duration>,
-    /// Use wasmtime's on-disk compilation cache.
+    /// Keep compiled code in the precompiled-component cache
+    /// (`runtime::compile_cache`).
     pub cache: bool,
     /// Instance slots of the pooling allocator.
     pub pool_instances: u32,
@@ -77,6 +77,7 @@ impl Default for LoaderOptions {
     fn default() -> Self {
         LoaderOptions {
             components_dir: std::env::var_os("KERNBENCH_COMPONENTS_DIR").map(PathBuf::from),
+            installed: Store::from_env(),
             fuel: 20_000_000_000,
             host_call_fuel: 1_000,
             max_host_calls: 100_000_000,
@@ -89,10 +90,29 @@ impl Default for LoaderOptions {
     }
 }
 
+/// A component found by name or path, not compiled.
+pub struct Located {
+    pub name: String,
+    /// Where it was found, in words (a path, or "built into ...").
+    pub origin: String,
+    pub wasm: std::borrow::Cow<'static, [u8]>,
+    /// How to name it to `load_algorithm` / `load_bench` again.
+    spec: String,
+}
+
+impl Located {
+    /// The name or path that finds this component again.
+    pub fn origin_spec(&self) -> String {
+        self.spec.clone()
+    }
+}
+
 /// Where a component's bytes come from.
 enum Source {
     Builtin(&'static BuiltinComponent),
     File(PathBuf),
+    /// An installed component, read and checked against its record.
+    Installed(PathBuf, Vec<u8>),
 }
 
 /// Loads and pre-instantiates components.
@@ -107,6 +127,9 @@ pub struct Loader {
     ticker: Ticker,
     /// Instances come from a fixed pool (else: allocated on demand).
     pooled: bool,
+    /// Compiled code kept across runs (None: `--no-cache`, or no cache
+    /// directory).
+    cache: Option<CompileCache>,
 }
 
 fn wasmtime_err(e: wasmtime::Error) -> SimError {
@@ -119,11 +142,6 @@ fn engine_config(opts: &LoaderOptions, pooling: bool) -> Result<Config, SimError
     config.consume_fuel(true);
     config.epoch_interruption(true);
     config.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
-    if opts.cache {
-        if let Ok(cache) = wasmtime::Cache::from_file(None) {
-            config.cache(Some(cache));
-        }
-    }
     let max_mem = opts.max_memory_mib << 20;
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
@@ -181,7 +199,13 @@ impl Loader {
         )
         .map_err(wasmtime_err)?;
         let ticker = Ticker::start(&engine);
+        let cache = if opts.cache {
+            CompileCache::from_env()
+        } else {
+            None
+        };
         Ok(Loader {
+            cache,
             pooled,
             ticker,
             engine,
@@ -246,6 +270,10 @@ impl Loader {
                             "{} is not a regular file (a device or socket?); give the path of a .wasm component",
                             c.display()
                         ),
+                        None if crate::components::registry::looks_like_reference(spec) => format!(
+                            "no such file, and an OCI reference is not run directly: \
+                             `kernbench-host install {spec}`, then name it by its installed name"
+                        ),
                         None => format!(
                             "no such file (looked at {})",
                             candidates
@@ -270,6 +298,18 @@ impl Loader {
                 return Ok((name, Source::File(f)));
             }
         }
+        if let Some(store) = &self.opts.installed {
+            match store.find(kind, &name) {
+                Ok(Some((path, wasm))) => return Ok((name, Source::Installed(path, wasm))),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(SimError::Component {
+                        name,
+                        message: e.to_string(),
+                    })
+                }
+            }
+        }
         if let Some(b) = BUILTIN.iter().find(|b| b.name == name && b.kind == kind) {
             return Ok((name, Source::Builtin(b)));
         }
@@ -286,11 +326,68 @@ impl Loader {
                 known.join(", "),
                 self.opts
                     .components_dir
-                    .as_ref()
+                    .iter()
+                    .cloned()
+                    .chain(self.opts.installed.as_ref().map(|s| s.root().to_path_buf()))
                     .map(|d| format!("; searched {}", d.display()))
-                    .unwrap_or_default()
+                    .collect::<String>()
             ),
         })
+    }
+
+    /// Find a component by name or path (`kind` None: either kind) and
+    /// read its bytes, without compiling it (`inspect`).
+    pub fn locate(&self, spec: &str, kind: Option<ComponentKind>) -> Result<Located, SimError> {
+        let (name, src) = match kind {
+            Some(k) => self.resolve(spec, None, k)?,
+            None => self
+                .resolve(spec, None, ComponentKind::Algorithm)
+                .or_else(|_| self.resolve(spec, None, ComponentKind::Bench))?,
+        };
+        Ok(match src {
+            Source::Builtin(b) => Located {
+                spec: b.name.to_string(),
+                name,
+                origin: format!("built into kernbench-host ({} {})", b.kind.name(), b.name),
+                wasm: std::borrow::Cow::Borrowed(b.wasm),
+            },
+            Source::Installed(p, wasm) => Located {
+                spec: name.clone(),
+                name,
+                origin: format!("installed ({})", p.display()),
+                wasm: std::borrow::Cow::Owned(wasm),
+            },
+            Source::File(p) => {
+                let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                if len > MAX_COMPONENT_BYTES {
+                    return Err(SimError::Component {
+                        name,
+                        message: format!(
+                            "{} is {len} bytes, over the {} MiB a component may have",
+                            p.display(),
+                            MAX_COMPONENT_BYTES >> 20
+                        ),
+                    });
+                }
+                let wasm = std::fs::read(&p).map_err(|e| SimError::Component {
+                    name: name.clone(),
+                    message: format!("cannot read {}: {e}", p.display()),
+                })?;
+                Located {
+                    spec: p.display().to_string(),
+                    name,
+                    origin: p.display().to_string(),
+                    wasm: std::borrow::Cow::Owned(wasm),
+                }
+            }
+        })
+    }
+
+    /// The compiled-code cache entry of `wasm` for this engine, if one
+    /// exists (it is checked only when used).
+    pub fn cached_code(&self, wasm: &[u8]) -> Option<PathBuf> {
+        let path = self.cache.as_ref()?.path_for(&self.engine, wasm);
+        path.is_file().then_some(path)
     }
 
     fn compile(
@@ -303,8 +400,10 @@ impl Loader {
             name: name.to_string(),
             message,
         };
-        let component = match src {
-            Source::Builtin(b) => Component::new(&self.engine, b.wasm),
+        let file_bytes;
+        let wasm: &[u8] = match src {
+            Source::Builtin(b) => b.wasm,
+            Source::Installed(_, wasm) => wasm,
             Source::File(p) => {
                 let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
                 if len > MAX_COMPONENT_BYTES {
@@ -314,10 +413,20 @@ impl Loader {
                         MAX_COMPONENT_BYTES >> 20
                     )));
                 }
-                let bytes = std::fs::read(p)
+                file_bytes = std::fs::read(p)
                     .map_err(|e| comp_err(format!("cannot read {}: {e}", p.display())))?;
-                Component::new(&self.engine, &bytes)
+                &file_bytes
             }
+        };
+        let compile = || Component::new(&self.engine, wasm);
+        let component = match &self.cache {
+            Some(cache) => cache
+                .get_or_compile(&self.engine, wasm, compile)
+                .map(|(c, lookup)| {
+                    tracing::debug!("{name}: compiled-code cache {lookup:?}");
+                    c
+                }),
+            None => compile(),
         }
         .map_err(|e| {
             comp_err(format!(
@@ -339,6 +448,7 @@ impl Loader {
         let key = match &src {
             Source::Builtin(b) => format!("builtin:{}", b.name),
             Source::File(p) => format!("file:{}", p.display()),
+            Source::Installed(p, _) => format!("installed:{}", p.display()),
         };
         if let Some(a) = self.algorithms.lock().unwrap().get(&key) {
             return Ok(a.clone());
@@ -394,22 +504,14 @@ fn check_contract(
     let ty = component.component_type();
     let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    for n in imports.iter().chain(&exports) {
-        if let Some(rest) = n
-            .strip_prefix(WIT_PACKAGE)
-            .and_then(|r| r.strip_prefix('/'))
-        {
-            let version = rest
-                .split_once('@')
-                .map(|(_, v)| v)
-                .unwrap_or("(unversioned)");
-            if version != WIT_VERSION {
-                return Err(format!(
-                    "built against {WIT_PACKAGE}@{version}, but this host implements {WIT_PACKAGE}@{WIT_VERSION} \
-                     (rebuild it against the guest SDK of this KernBench)"
-                ));
-            }
-        }
+    let accepted = crate::components::compat::check_component(
+        imports.iter().chain(&exports).map(String::as_str),
+    )
+    .map_err(|e| e.to_string())?;
+    if let Some(crate::components::compat::Accepted::Older(v)) = accepted {
+        tracing::debug!(
+            "built against {WIT_PACKAGE}@{v}, an earlier version of this host's {WIT_PACKAGE}@{WIT_VERSION}: accepted"
+        );
     }
     let (want, world): (&[&str], &str) = match kind {
         ComponentKind::Algorithm => (&["kernel", "kernel-args"], "algorithm"),
@@ -432,17 +534,4 @@ fn check_contract(
         ));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn wit_file_declares_the_version_the_host_checks() {
-        let wit = include_str!("../../../wit/kernbench.wit");
-        assert!(wit.contains(&format!(
-            "package {}@{};",
-            super::WIT_PACKAGE,
-            super::WIT_VERSION
-        )));
-    }
 }

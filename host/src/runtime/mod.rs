@@ -18,6 +18,8 @@ pub mod bench;
 pub mod bindings;
 pub mod collective;
 pub mod commands;
+pub mod compile_cache;
+pub mod describe;
 pub mod dist_calls;
 pub mod eager;
 pub mod futures;

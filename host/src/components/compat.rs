@@ -1,0 +1,272 @@
+//! The compatibility contract of the guest interface (`wit/`): which
+//! `kernbench:sim` versions this host runs, and the message when it does
+//! not (README "Compatibility").
+//!
+//! The package follows semantic versioning as the component model applies
+//! it (and wasmtime's linker resolves it): within one compatible line —
+//! the same MAJOR from 1.0 on, the same 0.MINOR before — a later version
+//! only adds (new functions, interfaces, enum cases a guest never receives
+//! unasked, each marked `@since`), so a guest built against an earlier
+//! version of the line imports a subset of what this host provides and
+//! runs unchanged. Anything else — another line, a newer version than the
+//! host's, a pre-release that is not exactly the host's, no version — is
+//! refused before instantiation with both versions and what to do. Every
+//! earlier release is frozen under `wit/history/<version>/` (the live file
+//! is the current one), and test guests built against the oldest one of
+//! the line prove it still runs.
+
+use semver::Version;
+
+/// The WIT package this host implements.
+pub const WIT_PACKAGE: &str = "kernbench:sim";
+/// Its version (the `package` line of `wit/kernbench.wit`).
+pub const WIT_VERSION: &str = "0.1.1";
+/// Released versions, oldest first: all but the last frozen under
+/// `wit/history/`, the last is `wit/kernbench.wit`.
+pub const RELEASED: &[&str] = &["0.1.0", "0.1.1"];
+
+/// Why a component's WIT version is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Incompatible {
+    #[error(
+        "imports {WIT_PACKAGE} without a version ({name}); this host implements \
+         {WIT_PACKAGE}@{WIT_VERSION}: rebuild the component against the guest SDK of this KernBench"
+    )]
+    Unversioned { name: String },
+    #[error(
+        "built against {WIT_PACKAGE}@{guest}, which is not a version ({name}); this host implements \
+         {WIT_PACKAGE}@{WIT_VERSION}"
+    )]
+    Malformed { name: String, guest: String },
+    #[error(
+        "built against {WIT_PACKAGE}@{guest}, newer than this host's {WIT_PACKAGE}@{WIT_VERSION} \
+         (kernbench-host {host_release}): it may call what this host lacks. Upgrade kernbench-host \
+         to a release that implements {WIT_PACKAGE}@{guest} or later, or rebuild the component \
+         against this release's guest SDK",
+        host_release = env!("CARGO_PKG_VERSION")
+    )]
+    Newer { guest: String },
+    #[error(
+        "built against {WIT_PACKAGE}@{guest}, but this host implements {WIT_PACKAGE}@{WIT_VERSION} \
+         and runs guests of {accepted} only ({why}). Rebuild the component against this release's \
+         guest SDK, or run it with a KernBench release that implements {WIT_PACKAGE}@{guest}",
+        accepted = accepted_range()
+    )]
+    OtherLine { guest: String, why: &'static str },
+}
+
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.1.1)`.
+pub fn host_description() -> String {
+    format!(
+        "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.1.1`).
+pub fn accepted_range() -> String {
+    let host = host_version();
+    let oldest = RELEASED
+        .iter()
+        .map(|v| Version::parse(v).expect("RELEASED holds versions"))
+        .find(|v| same_line(v, &host))
+        .unwrap_or_else(|| host.clone());
+    if oldest == host {
+        format!("{WIT_PACKAGE}@{host}")
+    } else {
+        format!("{WIT_PACKAGE}@{oldest} ..= {host}")
+    }
+}
+
+fn host_version() -> Version {
+    Version::parse(WIT_VERSION).expect("WIT_VERSION is a version")
+}
+
+/// The semver-compatible line of the component model: same major from
+/// 1.0 on, same 0.minor before, the exact version for 0.0.x.
+fn same_line(a: &Version, b: &Version) -> bool {
+    match (a.major, b.major) {
+        (0, 0) if a.minor == 0 || b.minor == 0 => a.minor == b.minor && a.patch == b.patch,
+        (0, 0) => a.minor == b.minor,
+        (x, y) => x == y,
+    }
+}
+
+/// How a guest's version relates to this host's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accepted {
+    /// Built against this host's version.
+    Current,
+    /// Built against an earlier version of the same line.
+    Older(String),
+}
+
+/// The verdict on one import or export name of a component. Names outside
+/// `kernbench:sim` (WASI, plain function exports) are not this contract's
+/// business: None.
+pub fn check_name(name: &str) -> Option<Result<Accepted, Incompatible>> {
+    let rest = name.strip_prefix(WIT_PACKAGE)?.strip_prefix('/')?;
+    let Some((_, ver)) = rest.split_once('@') else {
+        return Some(Err(Incompatible::Unversioned {
+            name: name.to_string(),
+        }));
+    };
+    let Ok(guest) = Version::parse(ver) else {
+        return Some(Err(Incompatible::Malformed {
+            name: name.to_string(),
+            guest: ver.to_string(),
+        }));
+    };
+    Some(check_version(&guest))
+}
+
+/// The verdict on a guest built against `guest`.
+pub fn check_version(guest: &Version) -> Result<Accepted, Incompatible> {
+    let host = host_version();
+    if *guest == host {
+        return Ok(Accepted::Current);
+    }
+    let shown = guest.to_string();
+    if !guest.pre.is_empty() || !host.pre.is_empty() {
+        return Err(Incompatible::OtherLine {
+            guest: shown,
+            why: "a pre-release matches only itself",
+        });
+    }
+    if !same_line(guest, &host) {
+        return Err(Incompatible::OtherLine {
+            guest: shown,
+            why: if host.major == 0 {
+                "before 1.0 each 0.MINOR line is incompatible with the others"
+            } else {
+                "each MAJOR line is incompatible with the others"
+            },
+        });
+    }
+    if *guest > host {
+        return Err(Incompatible::Newer { guest: shown });
+    }
+    Ok(Accepted::Older(shown))
+}
+
+/// The verdict on a whole component from its import and export names:
+/// the first refusal, else the oldest version it was built against (None:
+/// it names no `kernbench:sim` interface at all).
+pub fn check_component<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<Accepted>, Incompatible> {
+    let mut verdict: Option<Accepted> = None;
+    for n in names {
+        match check_name(n) {
+            None => {}
+            Some(Err(e)) => return Err(e),
+            Some(Ok(a)) => {
+                verdict = Some(match (verdict, a) {
+                    (Some(Accepted::Older(v)), _) | (_, Accepted::Older(v)) => Accepted::Older(v),
+                    _ => Accepted::Current,
+                })
+            }
+        }
+    }
+    Ok(verdict)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_wit_file_declares_the_host_version_and_every_release_is_frozen() {
+        let wit = include_str!("../../../wit/kernbench.wit");
+        assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
+        assert_eq!(RELEASED.last(), Some(&WIT_VERSION));
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/history");
+        for r in &RELEASED[..RELEASED.len() - 1] {
+            let frozen = std::fs::read_to_string(format!("{root}/{r}/kernbench.wit"))
+                .unwrap_or_else(|e| panic!("wit/history/{r}/kernbench.wit: {e}"));
+            assert!(
+                frozen.contains(&format!("package {WIT_PACKAGE}@{r};")),
+                "{r}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_javascript_sdk_imports_the_current_version() {
+        // JavaScript names the interface it imports in an import statement.
+        let js = include_str!("../../../guest-sdk/js/kernbench.js");
+        assert!(
+            js.contains(&format!("\"{WIT_PACKAGE}/tl@{WIT_VERSION}\"")),
+            "guest-sdk/js/kernbench.js must import {WIT_PACKAGE}/tl@{WIT_VERSION}"
+        );
+    }
+
+    #[test]
+    fn the_same_line_older_or_equal_is_accepted() {
+        assert_eq!(check_version(&v(WIT_VERSION)), Ok(Accepted::Current));
+        assert_eq!(
+            check_version(&v("0.1.0")),
+            Ok(Accepted::Older("0.1.0".into()))
+        );
+        assert_eq!(
+            accepted_range(),
+            format!("{WIT_PACKAGE}@0.1.0 ..= {WIT_VERSION}")
+        );
+    }
+
+    #[test]
+    fn newer_other_lines_and_pre_releases_are_refused_with_both_versions() {
+        let newer = check_version(&v("0.1.9")).unwrap_err().to_string();
+        assert!(
+            newer.contains("@0.1.9, newer than this host's kernbench:sim@0.1.1"),
+            "{newer}"
+        );
+        assert!(newer.contains("Upgrade kernbench-host"), "{newer}");
+        for g in ["0.2.0", "0.0.9", "1.0.0", "0.1.1-rc.1"] {
+            let e = check_version(&v(g)).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("built against kernbench:sim@{g}"))
+                    && e.contains("implements kernbench:sim@0.1.1")
+                    && e.contains("0.1.0 ..= 0.1.1")
+                    && e.contains("Rebuild"),
+                "{g}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn lines_follow_the_component_model() {
+        assert!(same_line(&v("1.2.0"), &v("1.0.3")));
+        assert!(!same_line(&v("1.0.0"), &v("2.0.0")));
+        assert!(same_line(&v("0.3.0"), &v("0.3.7")));
+        assert!(!same_line(&v("0.3.0"), &v("0.4.0")));
+        assert!(!same_line(&v("0.0.1"), &v("0.0.2")), "0.0.x: exact only");
+    }
+
+    #[test]
+    fn a_component_is_judged_by_its_kernbench_names_only() {
+        let names = [
+            "wasi:cli/stdout@0.2.6",
+            "kernbench:sim/tl@0.1.1",
+            "kernbench:sim/ccl@0.1.0",
+            "kernel",
+        ];
+        assert_eq!(
+            check_component(names),
+            Ok(Some(Accepted::Older("0.1.0".into())))
+        );
+        assert_eq!(check_component(["kernel"]), Ok(None));
+        assert!(matches!(
+            check_component(["kernbench:sim/tl"]),
+            Err(Incompatible::Unversioned { .. })
+        ));
+        assert!(matches!(
+            check_component(["kernbench:sim/tl@x.y"]),
+            Err(Incompatible::Malformed { .. })
+        ));
+    }
+}

@@ -1,0 +1,622 @@
+//! Components as things people keep and share: the precompiled cache,
+//! `inspect`, the WIT compatibility contract, install and the OCI registry.
+
+mod common;
+use common::{kb, ok};
+use std::path::Path;
+
+/// `kernbench-host` with its compiled-component cache in `dir`.
+fn kb_cached(dir: &Path) -> std::process::Command {
+    let mut c = kb();
+    c.env("KERNBENCH_CACHE_DIR", dir)
+        .env_remove("KERNBENCH_NO_CACHE");
+    c
+}
+
+/// Run `ccl_hello`; its stderr at debug level (the cache's verdicts).
+fn hello_log(dir: &Path) -> String {
+    let out = kb_cached(dir)
+        .env("KERNBENCH_LOG", "kernbench::runtime=debug")
+        .args(["run", "ccl_hello"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+#[test]
+fn compiled_code_is_cached_checked_and_cleared() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("compiled");
+    let first = hello_log(&cache);
+    assert!(first.contains("compiled-code cache Miss"), "{first}");
+    let show = ok(kb_cached(&cache).args(["cache", "show"]));
+    assert!(show.contains(&cache.display().to_string()), "{show}");
+    assert!(
+        show.contains("2 entries"),
+        "the bench and its algorithm: {show}"
+    );
+    let second = hello_log(&cache);
+    assert!(!second.contains("cache Miss"), "{second}");
+    assert_eq!(
+        second.matches("compiled-code cache Hit").count(),
+        2,
+        "{second}"
+    );
+
+    // A corrupt entry is noticed, removed and rebuilt; the run succeeds.
+    let entry = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .unwrap();
+    let len = std::fs::metadata(&entry).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&entry)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let third = hello_log(&cache);
+    assert!(
+        third.contains("is corrupt or truncated") && third.contains("compiling again"),
+        "{third}"
+    );
+    assert_eq!(
+        third.matches("compiled-code cache Hit").count(),
+        1,
+        "{third}"
+    );
+    assert_eq!(
+        std::fs::metadata(&entry).unwrap().len(),
+        len,
+        "rewritten whole"
+    );
+
+    let clear = ok(kb_cached(&cache).args(["cache", "clear"]));
+    assert!(clear.contains("removed 2 compiled component(s)"), "{clear}");
+    assert!(ok(kb_cached(&cache).args(["cache", "show"])).contains("0 entries"));
+    // --no-cache writes nothing.
+    ok(kb_cached(&cache).args(["run", "ccl_hello", "--no-cache"]));
+    assert!(ok(kb_cached(&cache).args(["cache", "show"])).contains("0 entries"));
+}
+
+/// A ccl.yaml whose default algorithm is the component at `path`.
+fn ccl_with(path: &str) -> kernbench::config::CclConfig {
+    let text = format!(
+        "defaults: {{algorithm: probe}}\nalgorithms:\n  probe: {{module: {path}, topology: ring_1d}}\n"
+    );
+    kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
+        .unwrap()
+}
+
+#[test]
+fn guests_built_against_the_oldest_release_of_the_line_run_unchanged() {
+    use common::{ccl, run, test_component, topo};
+    // A bench built against the frozen kernbench:sim@0.1.0, on the
+    // current host, with the current algorithms: data checked by it.
+    for n in [2, 3, 4] {
+        let res = run(
+            test_component("compat_bench_0_1_0"),
+            topo(n),
+            ccl(),
+            None,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(res.rows.len(), 1, "{n} SIPs");
+        assert_eq!(res.rows[0].wrong, 0, "{n} SIPs: {:?}", res.rows);
+        assert!(res.rows[0].time_ps > 0);
+    }
+    // An algorithm built against 0.1.0, driven by the current bench.
+    let res = run(
+        "ccl_allreduce",
+        topo(2),
+        ccl_with(test_component("compat_algo_0_1_0")),
+        None,
+        &["-b", "8", "-e", "4K", "-f", "8"],
+    )
+    .unwrap();
+    assert_eq!(res.rows.len(), 2 * 4);
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+}
+
+#[test]
+fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
+    let e = common::run(
+        "ccl_allreduce",
+        common::topo(2),
+        ccl_with(common::test_component("newer_wit")),
+        None,
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("built against kernbench:sim@0.1.9, newer than this host's kernbench:sim@0.1.1")
+            && e.contains("Upgrade kernbench-host"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bench_reads_torch_version() {
+    let e = common::run(
+        common::test_component("dist_probe"),
+        common::topo(1),
+        common::ccl(),
+        None,
+        &["version"],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains(&format!(
+            "version: kernbench {} (kernbench:sim@0.1.1)",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{e}"
+    );
+}
+
+/// A real OCI registry (Debian's `docker-registry`, the CNCF distribution
+/// server) on a loopback port, with its storage in a temporary directory;
+/// stopped when dropped.
+struct RegistryServer {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl RegistryServer {
+    /// Start one; `htpasswd`: require these credentials.
+    fn start(htpasswd: Option<(&str, &str)>) -> RegistryServer {
+        let bin = ["/usr/bin/docker-registry", "/usr/local/bin/registry"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .expect(
+                "no OCI registry server: install Debian's docker-registry package \
+                 (.ci/run does) to run the registry tests",
+            );
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let auth = match htpasswd {
+            Some((user, password)) => {
+                let hash = bcrypt::hash(password, 4).unwrap();
+                let file = dir.path().join("htpasswd");
+                std::fs::write(&file, format!("{user}:{hash}\n")).unwrap();
+                format!(
+                    "auth:\n  htpasswd:\n    realm: kernbench-test\n    path: {}\n",
+                    file.display()
+                )
+            }
+            None => String::new(),
+        };
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n\
+                 storage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
+                 http:\n  addr: 127.0.0.1:{port}\n  secret: kernbench-test\n{auth}",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = std::process::Command::new(bin)
+            .args(["serve", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the registry");
+        let server = RegistryServer { child, port, dir };
+        // Ready when it answers /v2/ (200, or 401 with auth).
+        for _ in 0..200 {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"GET /v2/ HTTP/1.0\r\n\r\n");
+                let mut head = [0u8; 12];
+                if s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") {
+                    return server;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        panic!("the registry on port {port} did not come up within 10 s");
+    }
+
+    fn at(&self, repo: &str) -> String {
+        format!("localhost:{}/{repo}", self.port)
+    }
+
+    /// The file holding blob `digest` in the registry's storage.
+    fn blob_file(&self, digest: &str) -> std::path::PathBuf {
+        let hex = digest.strip_prefix("sha256:").unwrap();
+        self.dir
+            .path()
+            .join("data/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for RegistryServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `kernbench-host` with its own components directory and cache, and no
+/// Docker credentials but those given.
+fn kb_home(home: &Path) -> std::process::Command {
+    let mut c = kb();
+    c.env("KERNBENCH_DATA_DIR", home.join("data"))
+        .env("KERNBENCH_CACHE_DIR", home.join("cache"))
+        .env("DOCKER_CONFIG", home.join("docker"))
+        .env("KERNBENCH_REGISTRY_TIMEOUT", "20");
+    c
+}
+
+fn builtin_path(name: &str) -> &'static str {
+    use kernbench::runtime::loader::ComponentKind;
+    kernbench::runtime::Loader::builtins(ComponentKind::Algorithm)
+        .chain(kernbench::runtime::Loader::builtins(ComponentKind::Bench))
+        .find(|b| b.name == name)
+        .unwrap()
+        .path
+}
+
+/// The `manifest sha256:...` digest a publish printed.
+fn manifest_digest(publish_out: &str) -> String {
+    publish_out
+        .split_whitespace()
+        .skip_while(|w| *w != "manifest")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no manifest digest in: {publish_out}"))
+        .to_string()
+}
+
+#[test]
+fn publish_pull_install_and_run_by_name_through_a_real_registry() {
+    let reg = RegistryServer::start(None);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let ring = builtin_path("ring_allreduce");
+    let hello = builtin_path("ccl_hello");
+
+    let out = ok(kb_home(h).args(["publish", ring, &reg.at("kb/ring_allreduce:1.0")]));
+    assert!(out.contains("published ring_allreduce"), "{out}");
+    let digest = manifest_digest(&out);
+    ok(kb_home(h).args(["publish", hello, &reg.at("kb/hello:1.0")]));
+
+    // By tag and by digest: the same bytes as published.
+    let by_tag = h.join("by_tag.wasm");
+    ok(kb_home(h).args([
+        "pull",
+        &reg.at("kb/ring_allreduce:1.0"),
+        "-o",
+        by_tag.to_str().unwrap(),
+    ]));
+    assert_eq!(
+        std::fs::read(&by_tag).unwrap(),
+        std::fs::read(ring).unwrap()
+    );
+    let by_digest = h.join("by_digest.wasm");
+    let pinned = format!("{}@{digest}", reg.at("kb/ring_allreduce"));
+    let out = ok(kb_home(h).args(["pull", &pinned, "-o", by_digest.to_str().unwrap()]));
+    assert!(out.contains(&digest), "{out}");
+    assert_eq!(
+        std::fs::read(&by_digest).unwrap(),
+        std::fs::read(ring).unwrap()
+    );
+
+    // The artifact is the ecosystem's: an OCI manifest, a wasm config, one
+    // application/wasm layer, the metadata as annotations.
+    let manifest = http_get(
+        reg.port,
+        &format!("/v2/kb/ring_allreduce/manifests/{digest}"),
+    );
+    let m: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(m["mediaType"], "application/vnd.oci.image.manifest.v1+json");
+    assert_eq!(
+        m["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
+    assert_eq!(m["layers"][0]["mediaType"], "application/wasm");
+    assert_eq!(m["layers"].as_array().unwrap().len(), 1);
+    let a = &m["annotations"];
+    assert_eq!(a["org.opencontainers.image.title"], "ring_allreduce");
+    assert_eq!(a["org.opencontainers.image.licenses"], "Apache-2.0");
+    assert_eq!(a["dev.kernbench.kind"], "algorithm");
+    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.1.1");
+    assert_eq!(a["dev.kernbench.collectives"], "all_reduce");
+
+    // inspect reads a reference without installing it.
+    let out = ok(kb_home(h).args(["inspect", &reg.at("kb/ring_allreduce:1.0")]));
+    assert!(
+        out.contains("collectives   all_reduce") && out.contains("runs here"),
+        "{out}"
+    );
+
+    // Install under new names, then run by those names: the bench from
+    // the command line, the algorithm from a ccl.yaml `module:`.
+    let out = ok(kb_home(h).args(["install", &reg.at("kb/hello:1.0"), "--name", "my_hello"]));
+    assert!(out.contains("installed bench my_hello"), "{out}");
+    ok(kb_home(h).args(["install", &pinned, "--name", "my_ring"]));
+    let again = ok(kb_home(h).args(["install", &pinned, "--name", "my_ring"]));
+    assert!(again.contains("already installed (same digest)"), "{again}");
+    let list = ok(kb_home(h).args(["list", "--installed"]));
+    assert!(
+        list.contains("my_hello") && list.contains("my_ring") && list.contains(&digest),
+        "{list}"
+    );
+    let hello_out = ok(kb_home(h).args(["run", "my_hello"]));
+    assert!(
+        hello_out.contains("Out of bounds values : 0 OK"),
+        "{hello_out}"
+    );
+    let ccl = h.join("ccl.yaml");
+    std::fs::write(
+        &ccl,
+        "defaults: {algorithm: mine}\nalgorithms:\n  mine: {module: my_ring, topology: ring_1d}\n",
+    )
+    .unwrap();
+    let out = ok(kb_home(h).args([
+        "run",
+        "ccl_allreduce",
+        "--ccl",
+        ccl.to_str().unwrap(),
+        "--format",
+        "json",
+        "--",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["wrong_total"], 0, "{out}");
+
+    // A damaged install is refused by name, not run.
+    let installed = h.join("data/components/algorithms/my_ring.wasm");
+    let mut bytes = std::fs::read(&installed).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&installed, &bytes).unwrap();
+    let e =
+        common::fails(kb_home(h).args(["run", "ccl_allreduce", "--ccl", ccl.to_str().unwrap()]));
+    assert!(
+        e.contains("does not match the digest recorded when it was installed"),
+        "{e}"
+    );
+
+    let out = ok(kb_home(h).args(["remove", "my_ring"]));
+    assert!(out.contains("removed algorithm my_ring"), "{out}");
+    let e = common::fails(kb_home(h).args(["remove", "my_ring"]));
+    assert!(e.contains("no installed component named 'my_ring'"), "{e}");
+}
+
+#[test]
+fn wrong_digests_tampered_and_truncated_artifacts_are_refused() {
+    let reg = RegistryServer::start(None);
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let ring = builtin_path("ring_allreduce");
+    ok(kb_home(h).args(["publish", ring, &reg.at("kb/ring:1")]));
+    let out_file = h.join("x.wasm");
+    let pull =
+        |r: &str| common::fails(kb_home(h).args(["pull", r, "-o", out_file.to_str().unwrap()]));
+
+    // A digest the registry does not have.
+    let zero = format!("{}@sha256:{}", reg.at("kb/ring"), "0".repeat(64));
+    let e = pull(&zero);
+    assert!(e.contains("pulling the manifest failed"), "{e}");
+
+    // The layer's bytes changed in the registry's storage.
+    let layer = {
+        let m = http_get(reg.port, "/v2/kb/ring/manifests/1");
+        let m: serde_json::Value = serde_json::from_str(&m).unwrap();
+        m["layers"][0]["digest"].as_str().unwrap().to_string()
+    };
+    let blob = reg.blob_file(&layer);
+    let good = std::fs::read(&blob).unwrap();
+    let mut bad = good.clone();
+    bad[100] ^= 0xff;
+    std::fs::write(&blob, &bad).unwrap();
+    let e = pull(&reg.at("kb/ring:1"));
+    assert!(
+        e.contains("refused, the artifact does not check out"),
+        "{e}"
+    );
+    // Truncated.
+    std::fs::write(&blob, &good[..good.len() / 3]).unwrap();
+    let e = pull(&reg.at("kb/ring:1"));
+    assert!(
+        e.contains("refused, the artifact does not check out"),
+        "{e}"
+    );
+    assert!(!out_file.exists(), "nothing written from a refused pull");
+    // Nor installed.
+    let e = common::fails(kb_home(h).args(["install", &reg.at("kb/ring:1")]));
+    assert!(e.contains("does not check out"), "{e}");
+    assert!(ok(kb_home(h).args(["list", "--installed"])).contains("(none"));
+}
+
+#[test]
+fn an_unreachable_or_silent_registry_is_a_clear_bounded_error() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    // Nothing listens there.
+    let closed = free_port();
+    let e = common::fails(kb_home(h).args(["pull", &format!("localhost:{closed}/kb/x:1")]));
+    assert!(
+        e.contains(&format!("localhost:{closed}")) && e.contains("failed"),
+        "{e}"
+    );
+    // Something accepts the connection and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let e = common::fails(
+        kb_home(h)
+            .env("KERNBENCH_REGISTRY_TIMEOUT", "2")
+            .args(["pull", &format!("127.0.0.1:{port}/kb/x:1")]),
+    );
+    assert!(
+        e.contains(&format!("127.0.0.1:{port}"))
+            && (e.contains("no answer within 2 s") || e.contains("timed out")),
+        "{e}"
+    );
+}
+
+#[test]
+fn credentials_come_from_the_docker_config_and_are_never_printed() {
+    let reg = RegistryServer::start(Some(("kb-user", "s3cret-Pa55")));
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let ring = builtin_path("ring_allreduce");
+    // Without credentials: refused by the registry, said so.
+    let out = kb_home(h)
+        .args(["publish", ring, &reg.at("kb/ring:1")])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("pushing failed"), "{e}");
+    // With them in $DOCKER_CONFIG/config.json, as `docker login` writes.
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("kb-user:s3cret-Pa55");
+    std::fs::create_dir_all(h.join("docker")).unwrap();
+    std::fs::write(
+        h.join("docker/config.json"),
+        format!(
+            "{{\"auths\": {{\"localhost:{}\": {{\"auth\": \"{auth}\"}}}}}}",
+            reg.port
+        ),
+    )
+    .unwrap();
+    for args in [
+        vec!["publish", ring, &reg.at("kb/ring:1")],
+        vec![
+            "pull",
+            &reg.at("kb/ring:1"),
+            "-o",
+            h.join("r.wasm").to_str().unwrap(),
+        ],
+    ] {
+        let out = kb_home(h)
+            .env("KERNBENCH_LOG", "debug")
+            .args(&args)
+            .output()
+            .unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{args:?}: {all}");
+        assert!(
+            !all.contains("s3cret-Pa55") && !all.contains(&auth),
+            "a secret was printed: {all}"
+        );
+    }
+}
+
+/// GET a path of the registry; the body.
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: localhost\r\nAccept: application/vnd.oci.image.manifest.v1+json\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
+    // A JavaScript-style manifest is read for .js, pyproject for .py; C
+    // has none: the name is the file's stem. Here C, the quickest to
+    // build, with the metadata `inspect --json` must show.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("my_hello.c");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../algorithms/c/hello_send/hello_send.c"
+        ),
+        &src,
+    )
+    .unwrap();
+    let out = dir.path().join("my_hello.wasm");
+    ok(kb().args(["build", src.to_str().unwrap(), "-o", out.to_str().unwrap()]));
+    let json = ok(kb_home(dir.path()).args(["inspect", out.to_str().unwrap(), "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["name"], "my_hello", "{json}");
+    assert_eq!(v["kind"], "algorithm");
+    assert_eq!(
+        v["kernbench"]["sdk"],
+        "kernbench C SDK (wit-bindgen-c, clang)"
+    );
+    assert_eq!(v["wit"][0], "kernbench:sim@0.1.1");
+    assert_eq!(v["accepted"], true);
+    assert_eq!(v["capabilities"]["collectives"][0], "all_reduce");
+    assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
+    // The Rust SDK's come from Cargo.toml.
+    let json = ok(kb_home(dir.path()).args(["inspect", "ring_allreduce", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["metadata"]["licenses"], "Apache-2.0");
+    assert_eq!(v["metadata"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(v["metadata"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("Ring all-reduce"));
+    assert_eq!(
+        v["kernbench"]["sdk"],
+        format!("kernbench-guest {} (Rust)", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(
+        v["producers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "Rust"),
+        "{json}"
+    );
+    // A refused component says why.
+    let json =
+        ok(kb_home(dir.path()).args(["inspect", common::test_component("old_abi"), "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["accepted"], false);
+    assert!(
+        v["verdict"]
+            .as_str()
+            .unwrap()
+            .contains("kernbench:sim@0.0.9"),
+        "{json}"
+    );
+}
