@@ -479,3 +479,19 @@ fn coloured_lines(svg: &str) -> usize {
         })
         .count()
 }
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    // `kernbench-host inspect ring_allreduce | head -0`: the reader is
+    // gone before the first line (the command first builds an engine).
+    let mut child = kb()
+        .args(["inspect", "ring_allreduce"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -233,6 +233,13 @@ fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
 }
 
 fn main() -> std::process::ExitCode {
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`| head`)
+    // panics; restore the default of command-line tools: end quietly.
+    #[cfg(unix)]
+    // SAFETY: at the start of main, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match real_main() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
