@@ -620,3 +620,67 @@ fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
         "{json}"
     );
 }
+
+#[test]
+fn names_resolve_path_then_components_dir_then_installed_then_built_in() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let found = |extra: &[&str], spec: &str| -> serde_json::Value {
+        let mut c = kb_home(h);
+        c.args(["inspect", spec, "--json"]).args(extra);
+        serde_json::from_str(&ok(&mut c)).unwrap()
+    };
+    let digest_of = |p: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(kb_home(h).args(["inspect", p, "--json"]))).unwrap();
+        v["digest"].as_str().unwrap().to_string()
+    };
+    // Built in.
+    let v = found(&[], "ring_allreduce");
+    assert!(
+        v["found"].as_str().unwrap().starts_with("built into"),
+        "{v}"
+    );
+    // An installed component of that name shadows the built-in one.
+    let hello = builtin_path("hello_send");
+    ok(kb_home(h).args(["install", hello, "--name", "ring_allreduce"]));
+    let v = found(&[], "ring_allreduce");
+    assert!(v["found"].as_str().unwrap().starts_with("installed"), "{v}");
+    assert_eq!(v["digest"], digest_of(hello));
+    // --components-dir (or its variable) comes before the installed ones.
+    let dir = h.join("components");
+    std::fs::create_dir_all(&dir).unwrap();
+    let minimal = common::test_component("minimal_algo");
+    std::fs::copy(minimal, dir.join("ring_allreduce.wasm")).unwrap();
+    for v in [
+        found(
+            &["--components-dir", dir.to_str().unwrap()],
+            "ring_allreduce",
+        ),
+        serde_json::from_str(&ok(kb_home(h)
+            .env("KERNBENCH_COMPONENTS_DIR", &dir)
+            .args(["inspect", "ring_allreduce", "--json"])))
+        .unwrap(),
+    ] {
+        assert_eq!(
+            v["found"],
+            dir.join("ring_allreduce.wasm").display().to_string()
+        );
+        assert_eq!(v["digest"], digest_of(minimal));
+    }
+    // An explicit path wins over every name.
+    let v = found(
+        &["--components-dir", dir.to_str().unwrap()],
+        builtin_path("ring_allreduce"),
+    );
+    assert_eq!(v["found"], builtin_path("ring_allreduce"));
+    // Runs resolve the same way: the installed hello_send under the name
+    // ring_allreduce is what ccl_allreduce's default entry now runs.
+    let e = common::fails(kb_home(h).args(["run", "ccl_allreduce", "--", "-b", "64", "-e", "64"]));
+    assert!(
+        e.contains("differ") || e.contains("wrong") || e.contains("ring_allreduce"),
+        "{e}"
+    );
+    ok(kb_home(h).args(["remove", "ring_allreduce"]));
+    ok(kb_home(h).args(["run", "ccl_allreduce", "--", "-b", "64", "-e", "64"]));
+}
