@@ -51,7 +51,7 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
     };
     // What an algorithm implements, asked of the component itself.
     let caps = match (info.kind, &info.verdict) {
-        (Some(Kind::Algorithm), Ok(Some(_))) => Some(capabilities(&loader, &found)),
+        (Some(Kind::Algorithm), Ok(Some(_))) => Some(capabilities(&loader, &found.spec)),
         _ => None,
     };
     let cached = loader.cached_code(&found.wasm);
@@ -60,9 +60,9 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
             "name": info.name().unwrap_or(&found.name),
             "found": found.origin,
             "bytes": info.bytes,
-            "digest": format!("sha256:{}", info.sha256),
+            "digest": info.digest(),
             "kind": info.kind.map(Kind::name),
-            "wit": info.wit_versions.iter().map(|v| format!("{}@{v}", compat::WIT_PACKAGE)).collect::<Vec<_>>(),
+            "wit": info.wit_versions.iter().map(|v| compat::package_at(v)).collect::<Vec<_>>(),
             "host_wit": host_wit(),
             "accepted": matches!(info.verdict, Ok(Some(_))),
             "verdict": verdict,
@@ -93,7 +93,7 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         "size",
         &format!("{} ({} bytes)", human_bytes(info.bytes), info.bytes),
     );
-    row("digest", &format!("sha256:{}", info.sha256));
+    row("digest", &info.digest());
     row(
         "world",
         info.kind.map(Kind::name).unwrap_or(
@@ -107,7 +107,7 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
         } else {
             info.wit_versions
                 .iter()
-                .map(|v| format!("{}@{v}", compat::WIT_PACKAGE))
+                .map(|v| compat::package_at(v))
                 .collect::<Vec<_>>()
                 .join(", ")
         },
@@ -233,9 +233,11 @@ fn ref_name(reference: &str) -> String {
         .unwrap_or_else(|_| "component".into())
 }
 
+/// What the algorithm `spec` (a name or path) implements, on the default
+/// machine.
 fn capabilities(
     loader: &Arc<Loader>,
-    found: &Found,
+    spec: &str,
 ) -> std::result::Result<AlgorithmCapabilities, String> {
     let (topo, _) = crate::topology_cmd::load(
         None,
@@ -245,12 +247,12 @@ fn capabilities(
         },
     )
     .map_err(|e| e.to_string())?;
-    kernbench::runtime::describe::algorithm_capabilities(loader, &found.spec, topo)
+    kernbench::runtime::describe::algorithm_capabilities(loader, spec, topo)
         .map_err(|e| e.to_string())
 }
 
 fn host_wit() -> String {
-    format!("{}@{}", compat::WIT_PACKAGE, compat::WIT_VERSION)
+    compat::package_at(compat::WIT_VERSION)
 }
 
 #[derive(Subcommand)]
@@ -327,10 +329,10 @@ fn store() -> Result<Store> {
 /// algorithm implements.
 fn capability_annotations(
     loader: &Arc<Loader>,
-    found: &Found,
+    spec: &str,
 ) -> std::collections::BTreeMap<String, String> {
     let mut a = std::collections::BTreeMap::new();
-    if let Ok(c) = capabilities(loader, found) {
+    if let Ok(c) = capabilities(loader, spec) {
         a.insert(
             "dev.kernbench.collectives".into(),
             c.collectives
@@ -363,15 +365,8 @@ pub fn publish(file: &std::path::Path, reference: &str) -> Result<()> {
         installed: None,
         ..LoaderOptions::default()
     })?);
-    let found = Found {
-        name: file_stem(file),
-        origin: file.display().to_string(),
-        wasm: Vec::new(),
-        spec: file.display().to_string(),
-        _tmp: None,
-    };
     let extra = if kind == Kind::Algorithm && info.verdict.is_ok() {
-        capability_annotations(&loader, &found)
+        capability_annotations(&loader, &file.display().to_string())
     } else {
         Default::default()
     };
@@ -383,7 +378,9 @@ pub fn publish(file: &std::path::Path, reference: &str) -> Result<()> {
         .map_or(pushed.reference.as_str(), |(r, _)| r);
     println!(
         "published {} {} ({}, sha256:{}) to {}",
-        info.name().unwrap_or(&found.name),
+        info.name()
+            .map(String::from)
+            .unwrap_or_else(|| file_stem(file)),
         info.version().unwrap_or("(no version)"),
         kind.name(),
         info.sha256,

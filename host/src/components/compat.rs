@@ -55,6 +55,11 @@ pub enum Incompatible {
     OtherLine { guest: String, why: &'static str },
 }
 
+/// `kernbench:sim@<version>`.
+pub fn package_at(version: &str) -> String {
+    format!("{WIT_PACKAGE}@{version}")
+}
+
 /// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.1.1)`.
 pub fn host_description() -> String {
     format!(

@@ -16,7 +16,6 @@
 use super::compat::{self, Accepted, Incompatible, WIT_PACKAGE};
 use super::Kind;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use wasmparser::{KnownCustom, Parser, Payload};
 
@@ -84,6 +83,11 @@ pub enum MetadataError {
 }
 
 impl ComponentInfo {
+    /// `sha256:<hex>` of its bytes.
+    pub fn digest(&self) -> String {
+        format!("sha256:{}", self.sha256)
+    }
+
     /// The name it gives itself, if any.
     pub fn name(&self) -> Option<&str> {
         self.kernbench.as_ref().and_then(|k| k.name.as_deref())
@@ -126,7 +130,7 @@ impl ComponentInfo {
             a.insert("dev.kernbench.kind".into(), k.name().into());
         }
         if let Some(v) = self.wit_versions.first() {
-            a.insert("dev.kernbench.wit".into(), format!("{WIT_PACKAGE}@{v}"));
+            a.insert("dev.kernbench.wit".into(), compat::package_at(v));
         }
         if let Some(sdk) = self.kernbench.as_ref().and_then(|k| k.sdk.clone()) {
             a.insert("dev.kernbench.sdk".into(), sdk);
@@ -214,14 +218,11 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
             standard.entry(name).or_insert(text);
         }
     }
-    let has = |n: &str| exports.iter().any(|e| e == n);
-    let kind = if has("kernel") && has("kernel-args") {
-        Some(Kind::Algorithm)
-    } else if has("run") && has("worker") {
-        Some(Kind::Bench)
-    } else {
-        None
-    };
+    let kind = [Kind::Algorithm, Kind::Bench].into_iter().find(|k| {
+        k.required_exports()
+            .iter()
+            .all(|r| exports.iter().any(|e| e == r))
+    });
     let mut wit_versions: Vec<String> = imports
         .iter()
         .chain(&exports)
@@ -233,7 +234,7 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
     let verdict = compat::check_component(imports.iter().chain(&exports).map(String::as_str));
     Ok(ComponentInfo {
         bytes: wasm.len() as u64,
-        sha256: format!("{:x}", Sha256::digest(wasm)),
+        sha256: super::sha256_hex(wasm),
         kind,
         imports,
         exports,

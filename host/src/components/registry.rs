@@ -26,14 +26,12 @@ use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::Reference;
 use oci_wasm::{WasmClient, WasmConfig, WASM_LAYER_MEDIA_TYPE};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// The largest component a registry may hand us.
-pub const MAX_COMPONENT_BYTES: u64 = 512 << 20;
+use super::MAX_COMPONENT_BYTES;
 const DEFAULT_TIMEOUT_SECS: u64 = 60;
 
 /// Why a registry operation failed.
@@ -308,7 +306,7 @@ impl Registry {
             other => other,
         })?;
         let wasm = sink.buf;
-        let got = format!("sha256:{:x}", Sha256::digest(&wasm));
+        let got = super::oci_digest(&wasm);
         if got != layer.digest || wasm.len() as i64 != layer.size {
             return Err(untrusted(format!(
                 "the component has digest {got} and {} bytes, the manifest says {} and {} bytes",

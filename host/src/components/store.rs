@@ -14,7 +14,6 @@
 use super::metadata::{self, ComponentInfo};
 use super::Kind;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// Where an installed component came from.
@@ -107,11 +106,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
         path: path.display().to_string(),
         source,
     }
-}
-
-/// `sha256:<hex>` of bytes, as OCI writes digests.
-pub fn digest_of(wasm: &[u8]) -> String {
-    format!("sha256:{:x}", Sha256::digest(wasm))
 }
 
 /// A name a component may be installed (and resolved) under.
@@ -242,7 +236,7 @@ impl Store {
         };
         let (wasm_path, _) = self.paths(kind, name);
         let wasm = std::fs::read(&wasm_path).map_err(io(&wasm_path))?;
-        let got = digest_of(&wasm);
+        let got = super::oci_digest(&wasm);
         if got != record.digest {
             return Err(StoreError::Tampered {
                 kind: kind.name(),
@@ -327,12 +321,12 @@ fn record_of(info: &ComponentInfo, name: &str, kind: Kind, origin: Origin) -> Re
         name: name.to_string(),
         kind: kind.name().to_string(),
         version: info.version().map(String::from),
-        digest: format!("sha256:{}", info.sha256),
+        digest: info.digest(),
         bytes: info.bytes,
         wit: info
             .wit_versions
             .first()
-            .map(|v| format!("{}@{v}", super::compat::WIT_PACKAGE)),
+            .map(|v| super::compat::package_at(v)),
         origin,
     }
 }

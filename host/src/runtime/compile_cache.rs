@@ -51,16 +51,6 @@ pub struct Entry {
     pub last_used: SystemTime,
 }
 
-/// The SHA-256 of a component's bytes as lowercase hex (the cache key's
-/// first half, and the content hash `inspect` prints).
-pub fn content_hash(wasm: &[u8]) -> String {
-    hex(&Sha256::digest(wasm))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A 64-bit digest of everything about the engine that decides whether
 /// compiled code can be reused (wasmtime version, target, settings).
 fn engine_hash(engine: &Engine) -> String {
@@ -105,7 +95,7 @@ impl CompileCache {
     pub fn path_for(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
         self.dir.join(format!(
             "{}-{}.{EXT}",
-            content_hash(wasm),
+            crate::components::sha256_hex(wasm),
             engine_hash(engine)
         ))
     }

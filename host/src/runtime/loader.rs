@@ -27,7 +27,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 pub use crate::components::compat::{WIT_PACKAGE, WIT_VERSION};
 
 /// Component files larger than this are refused before they are read.
-const MAX_COMPONENT_BYTES: u64 = 512 << 20;
+use crate::components::MAX_COMPONENT_BYTES;
 
 /// What world a component implements.
 pub use crate::components::Kind as ComponentKind;
@@ -358,21 +358,7 @@ impl Loader {
                 wasm: std::borrow::Cow::Owned(wasm),
             },
             Source::File(p) => {
-                let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                if len > MAX_COMPONENT_BYTES {
-                    return Err(SimError::Component {
-                        name,
-                        message: format!(
-                            "{} is {len} bytes, over the {} MiB a component may have",
-                            p.display(),
-                            MAX_COMPONENT_BYTES >> 20
-                        ),
-                    });
-                }
-                let wasm = std::fs::read(&p).map_err(|e| SimError::Component {
-                    name: name.clone(),
-                    message: format!("cannot read {}: {e}", p.display()),
-                })?;
+                let wasm = read_component_file(&name, &p)?;
                 Located {
                     spec: p.display().to_string(),
                     name,
@@ -405,16 +391,7 @@ impl Loader {
             Source::Builtin(b) => b.wasm,
             Source::Installed(_, wasm) => wasm,
             Source::File(p) => {
-                let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-                if len > MAX_COMPONENT_BYTES {
-                    return Err(comp_err(format!(
-                        "{} is {len} bytes, over the {} MiB a component may have",
-                        p.display(),
-                        MAX_COMPONENT_BYTES >> 20
-                    )));
-                }
-                file_bytes = std::fs::read(p)
-                    .map_err(|e| comp_err(format!("cannot read {}: {e}", p.display())))?;
+                file_bytes = read_component_file(name, p)?;
                 &file_bytes
             }
         };
@@ -495,6 +472,23 @@ impl Loader {
     }
 }
 
+/// A component file's bytes, refused unread when it is too large.
+fn read_component_file(name: &str, p: &Path) -> Result<Vec<u8>, SimError> {
+    let err = |message: String| SimError::Component {
+        name: name.to_string(),
+        message,
+    };
+    let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    if len > MAX_COMPONENT_BYTES {
+        return Err(err(format!(
+            "{} is {len} bytes, over the {} MiB a component may have",
+            p.display(),
+            MAX_COMPONENT_BYTES >> 20
+        )));
+    }
+    std::fs::read(p).map_err(|e| err(format!("cannot read {}: {e}", p.display())))
+}
+
 /// Check the WIT package version and the world of a component.
 fn check_contract(
     engine: &Engine,
@@ -513,11 +507,9 @@ fn check_contract(
             "built against {WIT_PACKAGE}@{v}, an earlier version of this host's {WIT_PACKAGE}@{WIT_VERSION}: accepted"
         );
     }
-    let (want, world): (&[&str], &str) = match kind {
-        ComponentKind::Algorithm => (&["kernel", "kernel-args"], "algorithm"),
-        ComponentKind::Bench => (&["run", "worker"], "bench"),
-    };
-    let missing: Vec<&str> = want
+    let world = kind.name();
+    let missing: Vec<&str> = kind
+        .required_exports()
         .iter()
         .copied()
         .filter(|w| !exports.iter().any(|e| e == w))
