@@ -13,6 +13,10 @@
 #           docker-registry (the CNCF distribution server), started by the
 #           tests on a loopback port (installed with apt-get when missing
 #           and we are root)
+#   Slurm     a single-node cluster for tests/slurm.rs: Debian's slurm-wlm
+#           and munge (slurmctld, slurmd, munged, sbatch ...), started by
+#           the test in a temporary directory on loopback ports (installed
+#           with apt-get when missing and we are root)
 #
 # The integration tests (tests/languages.rs, tests/components.rs) use
 # them and fail, naming this script, when one is missing.
@@ -64,7 +68,19 @@ if ! [ -x /usr/bin/docker-registry ]; then
     }
 fi
 
+if ! { [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/munged ] && [ -x /usr/bin/sbatch ]; }; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1 || true
+    fi
+    [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ] || {
+        echo "the Slurm test needs a Slurm and munge install: apt-get install slurm-wlm munge" >&2
+        exit 1
+    }
+fi
+
 echo "guest toolchains: componentize-py $("$DIR/venv/bin/componentize-py" --version | cut -d' ' -f2)" \
      "($DIR/venv), componentize-js $COMPONENTIZE_JS ($DIR/node, node $(node --version))," \
      "$(${KERNBENCH_CC:-clang} --version | head -1) for wasm32-wasi;" \
-     "registry server: $(/usr/bin/docker-registry --version | cut -d' ' -f2-)"
+     "registry server: $(/usr/bin/docker-registry --version | cut -d' ' -f2-);" \
+     "$(/usr/sbin/slurmctld -V)"

@@ -183,7 +183,7 @@ impl RegistryServer {
                  (.ci/run does) to run the registry tests",
             );
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let auth = match htpasswd {
             Some((user, password)) => {
                 let hash = bcrypt::hash(password, 4).unwrap();
@@ -252,14 +252,6 @@ impl Drop for RegistryServer {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `kernbench-host` with its own components directory and cache, and no
 /// Docker credentials but those given.
 fn kb_home(home: &Path) -> std::process::Command {
@@ -282,12 +274,7 @@ fn builtin_path(name: &str) -> &'static str {
 
 /// The `manifest sha256:...` digest a publish printed.
 fn manifest_digest(publish_out: &str) -> String {
-    publish_out
-        .split_whitespace()
-        .skip_while(|w| *w != "manifest")
-        .nth(1)
-        .unwrap_or_else(|| panic!("no manifest digest in: {publish_out}"))
-        .to_string()
+    common::word_after(publish_out, "manifest")
 }
 
 #[test]
@@ -461,7 +448,7 @@ fn an_unreachable_or_silent_registry_is_a_clear_bounded_error() {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     // Nothing listens there.
-    let closed = free_port();
+    let closed = common::free_port();
     let e = common::fails(kb_home(h).args(["pull", &format!("localhost:{closed}/kb/x:1")]));
     assert!(
         e.contains(&format!("localhost:{closed}")) && e.contains("failed"),

@@ -5,7 +5,8 @@
 //! `config` → `topology` / `placement` / `ccl` (rank mapping, IPCQ tables)
 //! → `routing` / `bounds` → `engine` / `hw` → `runtime` → `report`;
 //! `components` (what a component is and where it comes from) beside
-//! `runtime`, which applies it.
+//! `runtime`, which applies it; `sweep` (many runs, their table and
+//! their Slurm array) above `runtime` and `report`.
 
 pub mod address;
 pub mod bounds;
@@ -29,6 +30,8 @@ pub mod report;
 pub mod routing;
 #[cfg(feature = "wasm")]
 pub mod runtime;
+#[cfg(feature = "wasm")]
+pub mod sweep;
 pub mod topology;
 pub mod units;
 pub mod verify;

@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 mod components_cmd;
 mod progress;
+mod sweep_cmd;
 mod topology_cmd;
 
 use kernbench::config::{CclConfig, Origin};
@@ -155,6 +156,11 @@ enum Cmd {
     },
     /// Remove an installed component.
     Remove { name: String },
+    /// Run a bench over the product (or zip) of axes of topology.yaml and
+    /// ccl.yaml keys, algorithms and bench arguments, on every core here or
+    /// as a Slurm job array; one tidy table (CSV, JSON lines) of every
+    /// point and size, and a plot (see the README's "Sweeps").
+    Sweep(sweep_cmd::SweepArgs),
     /// Inspect or check a topology.
     Topology {
         #[command(subcommand)]
@@ -468,6 +474,7 @@ fn real_main() -> Result<()> {
             }
         }
         Cmd::Topology { cmd } => topology_cmd::run(cmd)?,
+        Cmd::Sweep(args) => sweep_cmd::run(args)?,
         Cmd::Cache { cmd } => components_cmd::run_cache(cmd)?,
         Cmd::Inspect(args) => components_cmd::inspect(args)?,
         Cmd::Build {

@@ -64,7 +64,7 @@ pub fn series_of(
 ) -> Vec<Series> {
     let points = rows.iter().map(|r| {
         (
-            (r.collective.as_str(), r.dtype, r.redop.as_str()),
+            (r.collective.as_str(), r.dtype.as_str(), r.redop.as_str()),
             (r.size_bytes as f64, r.busbw_gbps, r.time_us),
         )
     });
@@ -156,7 +156,7 @@ fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
 }
 
 /// `bytes` as 8 B, 16 KiB, 4 MiB, ...
-fn human(bytes: f64) -> String {
+pub(crate) fn human(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes;
     let mut u = 0;
@@ -281,7 +281,7 @@ mod tests {
             collective: c.into(),
             size_bytes: size,
             count: size / 2,
-            dtype: "f16",
+            dtype: "f16".into(),
             redop: "sum".into(),
             ranks: 4,
             time_ps: (time * 1e6) as u64,

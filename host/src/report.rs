@@ -14,13 +14,13 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 /// One line of the report (all ranks merged).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Row {
     pub collective: String,
     pub size_bytes: u64,
     pub count: u64,
     #[serde(rename = "type")]
-    pub dtype: &'static str,
+    pub dtype: String,
     pub redop: String,
     pub ranks: u32,
     pub time_ps: Ps,
@@ -74,7 +74,7 @@ pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
                     collective: r.collective.clone(),
                     size_bytes: r.size_bytes,
                     count: r.count,
-                    dtype: dtype_name(r.dtype),
+                    dtype: dtype_name(r.dtype).to_string(),
                     redop: r.redop.clone(),
                     ranks: 1,
                     time_ps: r.time_ps,
@@ -208,7 +208,7 @@ pub fn to_csv(rows: &[Row], checked: bool) -> String {
             r.collective.clone(),
             r.size_bytes.to_string(),
             r.count.to_string(),
-            r.dtype.to_string(),
+            r.dtype.clone(),
             r.redop.clone(),
             format!("{:.4}", r.time_us),
             format!("{:.4}", r.algbw_gbps),

@@ -264,3 +264,25 @@ pub fn fails(cmd: &mut std::process::Command) -> String {
     assert!(!err.contains("panicked"), "{err}");
     err
 }
+
+/// The word after `marker` in `text` (e.g. the id a command printed after
+/// "array" or "manifest"); panics naming the text when there is none.
+#[allow(dead_code)]
+pub fn word_after(text: &str, marker: &str) -> String {
+    text.split_whitespace()
+        .skip_while(|w| *w != marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no word after {marker:?} in: {text}"))
+        .to_string()
+}
+
+/// A loopback TCP port free at the time of asking (for a server a test
+/// starts).
+#[allow(dead_code)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,244 @@
+//! The merged results of a sweep: one tidy table, a row per point and
+//! collective size (a point that failed: one row with its error), every
+//! axis a column, then every column of the run's report. Written as CSV
+//! and as JSON lines (axis values keep their YAML type there). Rows are in
+//! point order and each point's rows in report order, so the table does
+//! not depend on how many workers ran it or in which order they finished.
+
+use super::outdir::{Outcome, PointRecord};
+use super::spec::Sweep;
+use serde_json::{Map, Value as Json};
+
+/// The report's columns, after the axes and the point's own.
+const REPORT_COLUMNS: [&str; 14] = [
+    "collective",
+    "size_bytes",
+    "count",
+    "type",
+    "redop",
+    "ranks",
+    "time_ps",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "bound_us",
+    "efficiency",
+    "wrong",
+    "sim_end_us",
+];
+
+/// The columns of the table of `sweep`, in order.
+pub fn columns(sweep: &Sweep) -> Vec<String> {
+    let mut c = vec!["point".to_string()];
+    c.extend(sweep.axes.iter().map(|a| a.name.clone()));
+    c.extend(
+        ["status", "error", "bench", "algorithm", "world_size"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    c.extend(REPORT_COLUMNS.iter().map(|s| s.to_string()));
+    c
+}
+
+/// The table's rows as JSON objects (keys: [`columns`]; a missing value
+/// is null). `records[i]` is point i's record, None when it has none.
+pub fn rows(sweep: &Sweep, records: &[Option<PointRecord>]) -> Vec<Map<String, Json>> {
+    let mut out = Vec::new();
+    for (index, rec) in records.iter().enumerate() {
+        let point = sweep.point(index);
+        let mut base = Map::new();
+        base.insert("point".into(), Json::from(index));
+        for (axis, v) in &point.values {
+            base.insert(
+                axis.name.clone(),
+                serde_json::to_value(v).unwrap_or(Json::Null),
+            );
+        }
+        let (status, error) = match rec.as_ref().map(|r| &r.outcome) {
+            None => ("missing", Json::Null),
+            Some(Outcome::Ok { .. }) => ("ok", Json::Null),
+            Some(Outcome::Error { error }) => ("error", Json::from(error.as_str())),
+            Some(Outcome::Crashed { error }) => ("crashed", Json::from(error.as_str())),
+        };
+        base.insert("status".into(), Json::from(status));
+        base.insert("error".into(), error);
+        let resolved = point.resolve(sweep).ok();
+        base.insert(
+            "bench".into(),
+            Json::from(
+                resolved
+                    .as_ref()
+                    .map_or(sweep.bench.clone(), |r| r.bench.clone()),
+            ),
+        );
+        match rec.as_ref().map(|r| &r.outcome) {
+            Some(Outcome::Ok { summary, rows }) if !rows.is_empty() => {
+                for row in rows {
+                    let mut m = base.clone();
+                    let algorithm = summary
+                        .algorithms
+                        .get(&row.collective)
+                        .or(summary.algorithm.as_ref());
+                    m.insert(
+                        "algorithm".into(),
+                        algorithm.map_or(Json::Null, |a| Json::from(a.as_str())),
+                    );
+                    m.insert(
+                        "world_size".into(),
+                        summary.world_size.map_or(Json::Null, Json::from),
+                    );
+                    let mut r = serde_json::to_value(row).expect("a row serialises");
+                    if summary.timing_only {
+                        // Nothing was checked.
+                        r["wrong"] = Json::Null;
+                    }
+                    if let Json::Object(o) = r {
+                        m.extend(o);
+                    }
+                    m.insert("sim_end_us".into(), Json::from(summary.sim_end_us));
+                    out.push(m);
+                }
+            }
+            Some(Outcome::Ok { summary, .. }) => {
+                base.insert(
+                    "algorithm".into(),
+                    summary.algorithm.as_deref().map_or(Json::Null, Json::from),
+                );
+                base.insert(
+                    "world_size".into(),
+                    summary.world_size.map_or(Json::Null, Json::from),
+                );
+                base.insert("sim_end_us".into(), Json::from(summary.sim_end_us));
+                out.push(base);
+            }
+            _ => out.push(base),
+        }
+    }
+    let cols = columns(sweep);
+    // Every row has every column, in the table's order.
+    out.into_iter()
+        .map(|m| {
+            cols.iter()
+                .map(|c| (c.clone(), m.get(c).cloned().unwrap_or(Json::Null)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The table as CSV (a null is an empty cell).
+pub fn to_csv(sweep: &Sweep, rows: &[Map<String, Json>]) -> String {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let cols = columns(sweep);
+    let _ = w.write_record(&cols);
+    for r in rows {
+        let cells: Vec<String> = cols
+            .iter()
+            .map(|c| match r.get(c) {
+                None | Some(Json::Null) => String::new(),
+                Some(Json::String(s)) => s.clone(),
+                // Numbers as serde_json writes them (shortest exact form),
+                // lists and maps as JSON.
+                Some(v) => v.to_string(),
+            })
+            .collect();
+        let _ = w.write_record(&cells);
+    }
+    String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
+}
+
+/// The table as JSON lines.
+pub fn to_jsonl(rows: &[Map<String, Json>]) -> String {
+    let mut s = String::new();
+    for r in rows {
+        s.push_str(&serde_json::to_string(r).expect("a row serialises"));
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::outdir::RunSummary;
+    use super::*;
+    use crate::report::Row;
+    use std::path::Path;
+
+    fn row(size: u64, wrong: u64) -> Row {
+        Row {
+            collective: "all_reduce".into(),
+            size_bytes: size,
+            count: size / 2,
+            dtype: "f16".into(),
+            redop: "sum".into(),
+            ranks: 4,
+            time_ps: 1_500_000,
+            time_us: 1.5,
+            algbw_gbps: 0.25,
+            busbw_gbps: 0.375,
+            bound_us: None,
+            efficiency: None,
+            wrong,
+        }
+    }
+
+    #[test]
+    fn one_row_per_point_and_size_with_every_axis() {
+        let s = Sweep::parse(
+            "bench: ccl_allreduce\naxes:\n  system.sips.count: [4, 8]\n  defaults.algorithm: [ring_allreduce]\n",
+            Path::new("/tmp/s.yaml"),
+        )
+        .unwrap();
+        let ok = PointRecord {
+            index: 0,
+            digest: "d".into(),
+            outcome: Outcome::Ok {
+                summary: RunSummary {
+                    algorithm: Some("ring_allreduce".into()),
+                    algorithms: Default::default(),
+                    world_size: Some(4),
+                    sim_end_us: 9.0,
+                    timing_only: false,
+                },
+                rows: vec![row(1024, 0), row(2048, 1)],
+            },
+            wall_s: 3.0,
+            slurm: None,
+        };
+        let failed = PointRecord {
+            index: 1,
+            outcome: Outcome::Error {
+                error: "a, \"quoted\" error".into(),
+            },
+            ..ok.clone()
+        };
+        let rows = rows(&s, &[Some(ok), Some(failed)]);
+        assert_eq!(rows.len(), 3);
+        let csv = to_csv(&s, &rows);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "point,system.sips.count,defaults.algorithm,status,error,bench,algorithm,world_size,\
+             collective,size_bytes,count,type,redop,ranks,time_ps,time_us,algbw_gbps,busbw_gbps,\
+             bound_us,efficiency,wrong,sim_end_us"
+        );
+        assert_eq!(
+            lines[2],
+            "0,4,ring_allreduce,ok,,ccl_allreduce,ring_allreduce,4,all_reduce,2048,1024,f16,sum,4,1500000,1.5,0.25,0.375,,,1,9.0"
+        );
+        assert_eq!(
+            lines[3],
+            "1,8,ring_allreduce,error,\"a, \"\"quoted\"\" error\",ccl_allreduce,,,,,,,,,,,,,,,,"
+        );
+        // The wall time is not in the table; axis values keep their type
+        // in JSON lines.
+        assert!(!csv.contains("wall"));
+        let jl = to_jsonl(&rows);
+        assert!(
+            jl.lines()
+                .next()
+                .unwrap()
+                .contains("\"system.sips.count\":4,"),
+            "{jl}"
+        );
+    }
+}

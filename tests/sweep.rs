@@ -1,0 +1,200 @@
+//! `kernbench-host sweep` on this machine: the tidy table of a product of
+//! topology and ccl.yaml keys, identical whatever the number of workers,
+//! an invalid point reported with its coordinates without stopping the
+//! others, resume after an interruption, and the plot.
+
+mod common;
+use common::{fails, kb, ok};
+use std::path::{Path, PathBuf};
+
+/// 2 x 2 points and two invalid (no SIP), small sizes.
+const SWEEP: &str = "\
+bench: ccl_allreduce
+args: -b 1K -e 4K -f 4
+axes:
+  system.inter_sip_link.bandwidth_gbps: [50, 200]
+  system.sips.count: [2, 4, 0]
+";
+
+/// `text` as the sweep file `name` in `dir`.
+fn sweep_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn csv(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("results.csv")).unwrap()
+}
+
+#[test]
+fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(tmp.path(), "bw.yaml", SWEEP);
+    let one = tmp.path().join("one");
+    let two = tmp.path().join("two");
+    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&one).arg("-j1"));
+    // The two points without a SIP fail, with their coordinates; the others ran.
+    assert!(
+        err.contains("(system.inter_sip_link.bandwidth_gbps=50, system.sips.count=0)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("6 points, 4 ok, 2 failed, 0 without a record"),
+        "{err}"
+    );
+    assert!(err.contains("must be in 1..=4096, got 0"), "{err}");
+    fails(kb().arg("sweep").arg(&file).arg("-o").arg(&two).arg("-j2"));
+    assert_eq!(csv(&one), csv(&two), "the table depends on the workers");
+    let table = csv(&one);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with(
+        "point,system.inter_sip_link.bandwidth_gbps,system.sips.count,status,error,bench,algorithm,world_size,collective,size_bytes"
+    ), "{}", lines[0]);
+    // 4 good points x 2 sizes (1K, 4K) + 2 error rows.
+    assert_eq!(lines.len(), 1 + 4 * 2 + 2, "{table}");
+    assert!(
+        lines[1].starts_with("0,50,2,ok,,ccl_allreduce,ring_allreduce,2,all_reduce,1024,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("2,50,0,error,")),
+        "{table}"
+    );
+    // More bandwidth, less time: 4 SIPs at 4 KiB, 50 vs 200 GB/s.
+    // (points 1 and 4: 50 and 200 GB/s, 4 SIPs; column 15: time_us.)
+    let time = |point: &str| -> f64 {
+        let l = lines
+            .iter()
+            .find(|l| l.starts_with(point) && l.contains(",4096,"))
+            .unwrap();
+        l.split(',').nth(15).unwrap().parse().unwrap()
+    };
+    assert!(time("1,50,4,") > time("4,200,4,"), "{table}");
+    let jsonl = std::fs::read_to_string(one.join("results.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 10);
+    assert!(jsonl.contains("\"system.sips.count\":4,"), "{jsonl}");
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(
+        tmp.path(),
+        "s.yaml",
+        "bench: ccl_allreduce\nargs: -b 1K -e 1K\naxes:\n  defaults.algorithm: [ring_allreduce, tree_allreduce, ring_rsag_allreduce]\n",
+    );
+    let out = tmp.path().join("out");
+    ok(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    let full = csv(&out);
+    // Lose one point's record (as a killed run would) and resume.
+    std::fs::remove_file(out.join("points/0000001.json")).unwrap();
+    let stamp = |i: usize| {
+        std::fs::metadata(out.join(format!("points/{i:07}.json")))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before = stamp(0);
+    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    assert!(err.contains("pass --resume to run the rest"), "{err}");
+    ok(kb()
+        .arg("sweep")
+        .arg(&file)
+        .arg("-o")
+        .arg(&out)
+        .arg("--resume"));
+    assert_eq!(stamp(0), before, "a done point ran again");
+    assert_eq!(csv(&out), full);
+    // Another sweep in the same directory is refused.
+    std::fs::write(&file, "bench: ccl_allreduce\nargs: -b 2K -e 2K\n").unwrap();
+    let err = fails(
+        kb().arg("sweep")
+            .arg(&file)
+            .arg("-o")
+            .arg(&out)
+            .arg("--resume"),
+    );
+    assert!(err.contains("holds the results of another sweep"), "{err}");
+}
+
+#[test]
+fn a_sweep_draws_a_metric_against_an_axis() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(
+        tmp.path(),
+        "p.yaml",
+        "bench: ccl_allreduce\nargs: -b 1K -e 64K -f 8\naxes:\n  system.inter_sip_link.bandwidth_gbps: [50, 100, 200]\n  defaults.algorithm: [ring_allreduce, tree_allreduce]\n",
+    );
+    let out = tmp.path().join("out");
+    let svg = tmp.path().join("bw.svg");
+    // Size varies too: unpinned, the plot is refused naming it.
+    let err = fails(
+        kb().arg("sweep")
+            .arg(&file)
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "--x",
+                "system.inter_sip_link.bandwidth_gbps",
+                "--by",
+                "defaults.algorithm",
+                "--plot",
+            ])
+            .arg(&svg),
+    );
+    assert!(
+        err.contains("size_bytes (1024, 65536, 8192)")
+            || err.contains("size_bytes (1024, 8192, 65536)"),
+        "{err}"
+    );
+    ok(kb()
+        .args(["sweep", "plot"])
+        .arg(&out)
+        .args([
+            "--x",
+            "system.inter_sip_link.bandwidth_gbps",
+            "--by",
+            "defaults.algorithm",
+            "--where",
+            "size_bytes=65536",
+            "--plot",
+        ])
+        .arg(&svg));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("defaults.algorithm=tree_allreduce"),
+        "no legend"
+    );
+    assert!(
+        text.contains("system.inter_sip_link.bandwidth_gbps"),
+        "no axis label"
+    );
+}
+
+#[test]
+fn a_bad_sweep_file_is_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        "bench: ccl_allreduce\naxes:\n  system.inter_sip_lnk.bandwidth_gbps: [50]\n",
+    )
+    .unwrap();
+    let err = fails(
+        kb().arg("sweep")
+            .arg(&file)
+            .arg("-o")
+            .arg(tmp.path().join("o")),
+    );
+    assert!(
+        err.contains("axis `system.inter_sip_link.bandwidth_gbps`")
+            || err.contains("no `system.inter_sip_lnk`"),
+        "{err}"
+    );
+    assert!(
+        !tmp.path().join("o").exists(),
+        "a refused sweep left a directory"
+    );
+}
