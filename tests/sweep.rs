@@ -23,6 +23,14 @@ fn sweep_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// When point `i`'s record in `out` was last written.
+fn modified(out: &Path, i: usize) -> std::time::SystemTime {
+    std::fs::metadata(out.join(format!("points/{i:07}.json")))
+        .unwrap()
+        .modified()
+        .unwrap()
+}
+
 fn csv(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("results.csv")).unwrap()
 }
@@ -78,7 +86,7 @@ fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
 }
 
 #[test]
-fn an_interrupted_sweep_resumes_where_it_stopped() {
+fn a_lost_record_is_run_again_and_another_sweep_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let file = sweep_file(
         tmp.path(),
@@ -90,12 +98,7 @@ fn an_interrupted_sweep_resumes_where_it_stopped() {
     let full = csv(&out);
     // Lose one point's record (as a killed run would) and resume.
     std::fs::remove_file(out.join("points/0000001.json")).unwrap();
-    let stamp = |i: usize| {
-        std::fs::metadata(out.join(format!("points/{i:07}.json")))
-            .unwrap()
-            .modified()
-            .unwrap()
-    };
+    let stamp = |i: usize| modified(&out, i);
     let before = stamp(0);
     let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
     assert!(err.contains("pass --resume to run the rest"), "{err}");
@@ -197,4 +200,104 @@ fn a_bad_sweep_file_is_refused_before_anything_runs() {
         !tmp.path().join("o").exists(),
         "a refused sweep left a directory"
     );
+}
+
+#[test]
+fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let tmp = tempfile::tempdir().unwrap();
+    // Four points of about a second each, one at a time.
+    let file = sweep_file(
+        tmp.path(),
+        "slow.yaml",
+        "bench: ccl_allreduce\nargs: -b 1M -e 1M\naxes:\n  system.sips.count: [32, 33, 34, 35]\n",
+    );
+    let out = tmp.path().join("out");
+    let mut sweep = kb()
+        .arg("sweep")
+        .arg(&file)
+        .arg("-o")
+        .arg(&out)
+        .arg("-j1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !out.join("points/0000000.json").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no point done in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Ctrl-C: SIGINT to the sweep's process group, its workers included.
+    // SAFETY: a signal to the group of a child this test started.
+    unsafe {
+        libc::kill(-(sweep.id() as i32), libc::SIGINT);
+    }
+    assert!(!sweep.wait().unwrap().success());
+    let records = || -> Vec<usize> {
+        (0..4)
+            .filter(|i| out.join(format!("points/{i:07}.json")).exists())
+            .collect()
+    };
+    let done = records();
+    assert!(
+        !done.is_empty() && done.len() < 4,
+        "done before the interrupt: {done:?}"
+    );
+    let stamp = |i: usize| modified(&out, i);
+    let before: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
+    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    assert!(
+        err.contains(&format!("({} of 4 points)", done.len())),
+        "{err}"
+    );
+    ok(kb()
+        .arg("sweep")
+        .arg(&file)
+        .arg("-o")
+        .arg(&out)
+        .arg("--resume"));
+    assert_eq!(records(), [0, 1, 2, 3]);
+    let after: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
+    assert_eq!(before, after, "a point done before the interrupt ran again");
+    let table = csv(&out);
+    assert_eq!(
+        table.lines().filter(|l| l.contains(",ok,")).count(),
+        4,
+        "{table}"
+    );
+}
+
+#[test]
+fn failed_points_run_again_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(
+        tmp.path(),
+        "f.yaml",
+        "bench: ccl_allreduce\nargs: -b 1K -e 1K\naxes:\n  system.sips.count: [2, 0]\n",
+    );
+    let out = tmp.path().join("out");
+    fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    let err = fails(
+        kb().arg("sweep")
+            .arg(&file)
+            .arg("-o")
+            .arg(&out)
+            .arg("--resume"),
+    );
+    assert!(err.contains("1 ok, 1 failed"), "{err}");
+    let err = fails(
+        kb().arg("sweep")
+            .arg(&file)
+            .arg("-o")
+            .arg(&out)
+            .args(["--resume", "--retry-failed"]),
+    );
+    assert!(err.contains("# 1 failed point(s) to run again"), "{err}");
+    assert!(out.join("points/failed/0000001.json").exists());
 }

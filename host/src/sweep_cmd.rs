@@ -35,6 +35,10 @@ enum SweepCmd {
         /// Submit the tasks of the missing points again (sbatch).
         #[arg(long)]
         resubmit: bool,
+        /// With --resubmit: the failed points too (after raising --mem or
+        /// the deadline, say); their records move to points/failed/.
+        #[arg(long, requires = "resubmit")]
+        retry_failed: bool,
         /// A further sbatch option for --resubmit (repeatable).
         #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
         sbatch_args: Vec<String>,
@@ -86,6 +90,10 @@ struct RunArgs {
     /// Run only the points the results directory has no record of.
     #[arg(long)]
     resume: bool,
+    /// With --resume: run the failed points again too (their records move
+    /// to points/failed/).
+    #[arg(long, requires = "resume")]
+    retry_failed: bool,
     /// Write a Slurm job array (results-dir/slurm/sweep.sbatch) instead of
     /// running here.
     #[arg(long)]
@@ -147,9 +155,10 @@ pub fn run(args: SweepArgs) -> Result<()> {
         Some(SweepCmd::Collect {
             dir,
             resubmit,
+            retry_failed,
             sbatch_args,
             plot,
-        }) => collect(&dir, resubmit, &sbatch_args, &plot),
+        }) => collect(&dir, resubmit, retry_failed, &sbatch_args, &plot),
         Some(SweepCmd::Plot { dir, plot }) => {
             let (dir, plan) = OutDir::open(&dir)?;
             if plot.plot.is_none() {
@@ -184,6 +193,10 @@ fn start(file: &Path, a: RunArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.sweep", sweep.name)));
     let (dir, plan) = OutDir::start(&out, &sweep, a.resume || a.slurm)?;
+    if a.retry_failed {
+        let again = dir.retry_failed(&plan)?;
+        eprintln!("# {} failed point(s) to run again", again.len());
+    }
     if a.slurm {
         let exe = std::env::current_exe().context("cannot find this kernbench-host")?;
         let s = &plan.sweep.slurm;
@@ -520,8 +533,18 @@ fn draw(
 }
 
 /// `sweep collect`: merge, name what is missing, optionally submit it again.
-fn collect(dir: &Path, resubmit: bool, sbatch_args: &[String], plot: &PlotArgs) -> Result<()> {
+fn collect(
+    dir: &Path,
+    resubmit: bool,
+    retry_failed: bool,
+    sbatch_args: &[String],
+    plot: &PlotArgs,
+) -> Result<()> {
     let (dir, plan) = OutDir::open(dir)?;
+    if retry_failed {
+        let again = dir.retry_failed(&plan)?;
+        eprintln!("# {} failed point(s) to run again", again.len());
+    }
     let records = dir.records(&plan)?;
     let layout = slurm::layout(&dir).ok();
     if let Some(layout) = &layout {
@@ -579,6 +602,12 @@ fn collect(dir: &Path, resubmit: bool, sbatch_args: &[String], plot: &PlotArgs) 
                 "# run just those again: kernbench-host sweep collect {} --resubmit\n#   (or: sbatch --array={spec} {}; or here: kernbench-host sweep exec {} --task N)",
                 dir.root().display(),
                 slurm::slurm_dir(&dir).join("sweep.sbatch").display(),
+                dir.root().display()
+            );
+        }
+        if problems.iter().any(|p| p.error.is_some()) {
+            eprintln!(
+                "# failed points run again only when asked (after raising --mem, say): kernbench-host sweep collect {} --resubmit --retry-failed",
                 dir.root().display()
             );
         }

@@ -239,6 +239,26 @@ impl OutDir {
     }
 }
 
+impl OutDir {
+    /// Make the failed points of `plan` pending again: their records move
+    /// to `points/failed/` (kept for reference, no longer counted).
+    /// Returns their indices.
+    pub fn retry_failed(&self, plan: &Plan) -> Result<Vec<usize>, OutDirError> {
+        let aside = self.points_dir().join("failed");
+        let mut moved = Vec::new();
+        for (i, rec) in self.records(plan)?.into_iter().enumerate() {
+            if rec.is_some_and(|r| matches!(r.outcome, Outcome::Error { .. })) {
+                std::fs::create_dir_all(&aside).map_err(|e| io_err(&aside, e))?;
+                let from = self.record_path(i);
+                let to = aside.join(from.file_name().expect("a record has a name"));
+                std::fs::rename(&from, &to).map_err(|e| io_err(&from, e))?;
+                moved.push(i);
+            }
+        }
+        Ok(moved)
+    }
+}
+
 /// Write `bytes` to `path` through a temporary file in the same directory
 /// and a rename, so a reader (or a crash) never sees half a file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutDirError> {
@@ -316,5 +336,9 @@ mod tests {
                 error: "bad".into()
             }
         );
+        // A failed point can be made pending again; its record is kept aside.
+        assert_eq!(dir.retry_failed(&plan).unwrap(), [0]);
+        assert_eq!(dir.pending(&plan).unwrap(), [0, 1, 2]);
+        assert!(root.join("points/failed/0000000.json").exists());
     }
 }
