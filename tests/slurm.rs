@@ -54,6 +54,16 @@ fn run_ok(cmd: &mut Command, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// MemTotal of /proc/meminfo, MB.
+fn mem_total_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(1024, |kb| kb / 1024)
+}
+
 impl Cluster {
     fn start() -> Cluster {
         // slurmd runs jobs as their user and needs root for that.
@@ -126,7 +136,7 @@ impl Cluster {
                  ReturnToService=2\n\
                  MpiDefault=none\n\
                  SwitchType=switch/none\n\
-                 NodeName=kbnode NodeAddr=127.0.0.1 NodeHostname={host} CPUs=2 RealMemory=8000 State=UNKNOWN\n\
+                 NodeName=kbnode NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN\n\
                  PartitionName=kb Nodes=kbnode Default=YES MaxTime=INFINITE State=UP\n",
                 ctld = common::free_port(),
                 slurmd = common::free_port(),
@@ -138,6 +148,9 @@ impl Cluster {
                 ctld_log = p("log/slurmctld.log"),
                 slurmd_log = p("log/slurmd.log"),
                 host = host.trim(),
+                // What the machine has (a node claiming more is drained).
+                cpus = std::thread::available_parallelism().map_or(1, |n| n.get()),
+                mem_mb = (mem_total_mb() / 2).clamp(512, 8000),
             ),
         )
         .unwrap();
