@@ -301,3 +301,37 @@ fn failed_points_run_again_only_when_asked() {
     assert!(err.contains("# 1 failed point(s) to run again"), "{err}");
     assert!(out.join("points/failed/0000001.json").exists());
 }
+
+#[test]
+fn a_compute_bench_sweeps_into_the_same_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = sweep_file(
+        tmp.path(),
+        "gemm.yaml",
+        "bench: gemm_single_pe\nargs: --sizes 64,128 --dtype f16\naxes:\n  pe.gemm.overhead_ns: [50, 500]\n",
+    );
+    let out = tmp.path().join("out");
+    ok(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    let table = csv(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0]
+            .ends_with(",kernel,shape,pes,flops,tflops,peak_tflops,checked,max_rel_err,tolerance"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines.len(), 1 + 2 * 2, "{table}");
+    assert!(
+        lines[1].starts_with("0,50,ok,,gemm_single_pe,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[1].contains(",gemm,m=64 n=64 k=64,1,524288,"),
+        "{}",
+        lines[1]
+    );
+    // A slower matrix unit: more time for the same GEMM (column 14: time_us).
+    let time = |l: &str| -> f64 { l.split(',').nth(14).unwrap().parse().unwrap() };
+    assert!(time(lines[3]) > time(lines[1]) + 0.4, "{table}");
+}

@@ -165,7 +165,7 @@ pub fn run(args: SweepArgs) -> Result<()> {
                 bail!("sweep plot: say where with --plot FILE.svg");
             }
             let records = dir.records(&plan)?;
-            draw(&plan, &table::rows(&plan.sweep, &records), &plot)
+            draw(&plan, &table::build(&plan.sweep, &records).rows, &plot)
         }
         Some(SweepCmd::Exec {
             dir,
@@ -429,14 +429,11 @@ fn exec_points(
 /// Write the merged table, say what failed, draw the plot.
 fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs) -> Result<()> {
     let records = dir.records(plan)?;
-    let rows = table::rows(&plan.sweep, &records);
+    let table = table::build(&plan.sweep, &records);
     let csv_path = dir.root().join("results.csv");
     let jsonl_path = dir.root().join("results.jsonl");
-    kernbench::sweep::outdir::write_atomic(
-        &csv_path,
-        table::to_csv(&plan.sweep, &rows).as_bytes(),
-    )?;
-    kernbench::sweep::outdir::write_atomic(&jsonl_path, table::to_jsonl(&rows).as_bytes())?;
+    kernbench::sweep::outdir::write_atomic(&csv_path, table.to_csv().as_bytes())?;
+    kernbench::sweep::outdir::write_atomic(&jsonl_path, table.to_jsonl().as_bytes())?;
     let count = |f: fn(&Outcome) -> bool| {
         records
             .iter()
@@ -448,9 +445,17 @@ fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs) -> Result<()> {
         .iter()
         .flatten()
         .filter_map(|r| match &r.outcome {
-            Outcome::Ok { summary, rows } if !summary.timing_only => {
-                Some(rows.iter().map(|r| r.wrong).sum::<u64>())
-            }
+            Outcome::Ok {
+                summary,
+                rows,
+                kernels,
+            } if !summary.timing_only => Some(
+                rows.iter().map(|r| r.wrong).sum::<u64>()
+                    + kernels
+                        .iter()
+                        .filter_map(|k| k["wrong"].as_u64())
+                        .sum::<u64>(),
+            ),
             _ => None,
         })
         .sum();
@@ -481,12 +486,12 @@ fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs) -> Result<()> {
         plan.sweep.name,
         plan.points,
         failed.len(),
-        rows.len(),
+        table.rows.len(),
         csv_path.display(),
         jsonl_path.display()
     );
     if plot.plot.is_some() {
-        draw(plan, &rows, plot)?;
+        draw(plan, &table.rows, plot)?;
     }
     if !failed.is_empty() || missing > 0 {
         bail!(

@@ -86,5 +86,10 @@ fn try_point(sweep: &Sweep, index: usize, opts: &ExecOptions) -> Result<Outcome,
             timing_only: res.timing_only,
         },
         rows,
+        kernels: res
+            .kernel_rows
+            .iter()
+            .map(|k| serde_json::to_value(k).expect("a kernel row serialises"))
+            .collect(),
     })
 }

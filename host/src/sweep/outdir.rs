@@ -68,6 +68,10 @@ pub enum Outcome {
     Ok {
         summary: RunSummary,
         rows: Vec<crate::report::Row>,
+        /// The compute table's rows (benches that launch kernels), as the
+        /// JSON report writes them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kernels: Vec<serde_json::Value>,
     },
     /// Its configuration was refused or its run failed (deterministic:
     /// a resume does not run it again).

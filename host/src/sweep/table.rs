@@ -27,22 +27,47 @@ const REPORT_COLUMNS: [&str; 14] = [
     "sim_end_us",
 ];
 
-/// The columns of the table of `sweep`, in order.
-pub fn columns(sweep: &Sweep) -> Vec<String> {
-    let mut c = vec!["point".to_string()];
-    c.extend(sweep.axes.iter().map(|a| a.name.clone()));
-    c.extend(
+/// The compute table's own columns (benches that launch kernels), after
+/// the report's, present when some point has compute rows: such a row
+/// fills these and the shared `type`, `time_ps`, `time_us`, `efficiency`,
+/// `wrong`, and leaves the collective columns empty.
+const KERNEL_COLUMNS: [&str; 9] = [
+    "kernel",
+    "shape",
+    "pes",
+    "flops",
+    "tflops",
+    "peak_tflops",
+    "checked",
+    "max_rel_err",
+    "tolerance",
+];
+
+/// The merged table: its columns and its rows (objects keyed by them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Map<String, Json>>,
+}
+
+/// The table of `sweep` from `records` (`records[i]`: point i's record,
+/// None when it has none).
+pub fn build(sweep: &Sweep, records: &[Option<PointRecord>]) -> Table {
+    let mut columns = vec!["point".to_string()];
+    columns.extend(sweep.axes.iter().map(|a| a.name.clone()));
+    columns.extend(
         ["status", "error", "bench", "algorithm", "world_size"]
             .iter()
             .map(|s| s.to_string()),
     );
-    c.extend(REPORT_COLUMNS.iter().map(|s| s.to_string()));
-    c
-}
-
-/// The table's rows as JSON objects (keys: [`columns`]; a missing value
-/// is null). `records[i]` is point i's record, None when it has none.
-pub fn rows(sweep: &Sweep, records: &[Option<PointRecord>]) -> Vec<Map<String, Json>> {
+    columns.extend(REPORT_COLUMNS.iter().map(|s| s.to_string()));
+    let computes = records
+        .iter()
+        .flatten()
+        .any(|r| matches!(&r.outcome, Outcome::Ok { kernels, .. } if !kernels.is_empty()));
+    if computes {
+        columns.extend(KERNEL_COLUMNS.iter().map(|s| s.to_string()));
+    }
     let mut out = Vec::new();
     for (index, rec) in records.iter().enumerate() {
         let point = sweep.point(index);
@@ -71,89 +96,108 @@ pub fn rows(sweep: &Sweep, records: &[Option<PointRecord>]) -> Vec<Map<String, J
                     .map_or(sweep.bench.clone(), |r| r.bench.clone()),
             ),
         );
-        match rec.as_ref().map(|r| &r.outcome) {
-            Some(Outcome::Ok { summary, rows }) if !rows.is_empty() => {
-                for row in rows {
-                    let mut m = base.clone();
-                    let algorithm = summary
-                        .algorithms
-                        .get(&row.collective)
-                        .or(summary.algorithm.as_ref());
-                    m.insert(
-                        "algorithm".into(),
-                        algorithm.map_or(Json::Null, |a| Json::from(a.as_str())),
-                    );
-                    m.insert(
-                        "world_size".into(),
-                        summary.world_size.map_or(Json::Null, Json::from),
-                    );
-                    let mut r = serde_json::to_value(row).expect("a row serialises");
-                    if summary.timing_only {
-                        // Nothing was checked.
-                        r["wrong"] = Json::Null;
-                    }
-                    if let Json::Object(o) = r {
-                        m.extend(o);
-                    }
-                    m.insert("sim_end_us".into(), Json::from(summary.sim_end_us));
-                    out.push(m);
+        let Some(Outcome::Ok {
+            summary,
+            rows,
+            kernels,
+        }) = rec.as_ref().map(|r| &r.outcome)
+        else {
+            out.push(base);
+            continue;
+        };
+        base.insert(
+            "world_size".into(),
+            summary.world_size.map_or(Json::Null, Json::from),
+        );
+        base.insert("sim_end_us".into(), Json::from(summary.sim_end_us));
+        let first = out.len();
+        for row in rows {
+            let mut m = base.clone();
+            let algorithm = summary
+                .algorithms
+                .get(&row.collective)
+                .or(summary.algorithm.as_ref());
+            m.insert(
+                "algorithm".into(),
+                algorithm.map_or(Json::Null, |a| Json::from(a.as_str())),
+            );
+            if let Json::Object(o) = serde_json::to_value(row).expect("a row serialises") {
+                m.extend(o);
+            }
+            out.push(m);
+        }
+        for k in kernels {
+            let mut m = base.clone();
+            if let Json::Object(o) = k {
+                for (key, v) in o {
+                    let key = if key == "name" {
+                        "kernel"
+                    } else {
+                        key.as_str()
+                    };
+                    m.insert(key.to_string(), v.clone());
                 }
             }
-            Some(Outcome::Ok { summary, .. }) => {
-                base.insert(
-                    "algorithm".into(),
-                    summary.algorithm.as_deref().map_or(Json::Null, Json::from),
-                );
-                base.insert(
-                    "world_size".into(),
-                    summary.world_size.map_or(Json::Null, Json::from),
-                );
-                base.insert("sim_end_us".into(), Json::from(summary.sim_end_us));
-                out.push(base);
+            out.push(m);
+        }
+        if rows.is_empty() && kernels.is_empty() {
+            base.insert(
+                "algorithm".into(),
+                summary.algorithm.as_deref().map_or(Json::Null, Json::from),
+            );
+            out.push(base);
+        }
+        if summary.timing_only {
+            // Nothing was checked.
+            for m in &mut out[first..] {
+                m.insert("wrong".into(), Json::Null);
             }
-            _ => out.push(base),
         }
     }
-    let cols = columns(sweep);
     // Every row has every column, in the table's order.
-    out.into_iter()
+    let rows = out
+        .into_iter()
         .map(|m| {
-            cols.iter()
+            columns
+                .iter()
                 .map(|c| (c.clone(), m.get(c).cloned().unwrap_or(Json::Null)))
                 .collect()
         })
-        .collect()
+        .collect();
+    Table { columns, rows }
 }
 
-/// The table as CSV (a null is an empty cell).
-pub fn to_csv(sweep: &Sweep, rows: &[Map<String, Json>]) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let cols = columns(sweep);
-    let _ = w.write_record(&cols);
-    for r in rows {
-        let cells: Vec<String> = cols
-            .iter()
-            .map(|c| match r.get(c) {
-                None | Some(Json::Null) => String::new(),
-                Some(Json::String(s)) => s.clone(),
-                // Numbers as serde_json writes them (shortest exact form),
-                // lists and maps as JSON.
-                Some(v) => v.to_string(),
-            })
-            .collect();
-        let _ = w.write_record(&cells);
+impl Table {
+    /// As CSV (a null is an empty cell).
+    pub fn to_csv(&self) -> String {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let _ = w.write_record(&self.columns);
+        for r in &self.rows {
+            let cells: Vec<String> = self
+                .columns
+                .iter()
+                .map(|c| match r.get(c) {
+                    None | Some(Json::Null) => String::new(),
+                    Some(Json::String(s)) => s.clone(),
+                    // Numbers as serde_json writes them (shortest exact
+                    // form), lists and maps as JSON.
+                    Some(v) => v.to_string(),
+                })
+                .collect();
+            let _ = w.write_record(&cells);
+        }
+        String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
     }
-    String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
-}
 
-/// The table as JSON lines.
-pub fn to_jsonl(rows: &[Map<String, Json>]) -> String {
-    let mut s = String::new();
-    for r in rows {
-        s.push_str(&serde_json::to_string(r).expect("a row serialises"));
-        s.push('\n');
+    /// As JSON lines.
+    pub fn to_jsonl(&self) -> String {
+        let mut s = String::new();
+        for r in &self.rows {
+            s.push_str(&serde_json::to_string(r).expect("a row serialises"));
+            s.push('\n');
+        }
+        s
     }
-    s
 }
 
 #[cfg(test)]
@@ -200,6 +244,7 @@ mod tests {
                     timing_only: false,
                 },
                 rows: vec![row(1024, 0), row(2048, 1)],
+                kernels: vec![],
             },
             wall_s: 3.0,
             slurm: None,
@@ -211,9 +256,13 @@ mod tests {
             },
             ..ok.clone()
         };
-        let rows = rows(&s, &[Some(ok), Some(failed)]);
-        assert_eq!(rows.len(), 3);
-        let csv = to_csv(&s, &rows);
+        let mut timing = ok.clone();
+        if let Outcome::Ok { summary, .. } = &mut timing.outcome {
+            summary.timing_only = true;
+        }
+        let table = build(&s, &[Some(ok), Some(failed)]);
+        assert_eq!(table.rows.len(), 3);
+        let csv = table.to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(
             lines[0],
@@ -232,7 +281,7 @@ mod tests {
         // The wall time is not in the table; axis values keep their type
         // in JSON lines.
         assert!(!csv.contains("wall"));
-        let jl = to_jsonl(&rows);
+        let jl = table.to_jsonl();
         assert!(
             jl.lines()
                 .next()
@@ -240,5 +289,9 @@ mod tests {
                 .contains("\"system.sips.count\":4,"),
             "{jl}"
         );
+        // A timing-only run checked nothing: no count of wrong elements.
+        let t = build(&s, &[Some(timing)]);
+        assert!(t.rows.iter().all(|r| r["wrong"].is_null()));
+        assert!(t.rows.iter().all(|r| !r["time_ps"].is_null()));
     }
 }
