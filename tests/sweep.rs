@@ -54,6 +54,12 @@ fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
     assert!(err.contains("must be in 1..=4096, got 0"), "{err}");
     fails(kb().arg("sweep").arg(&file).arg("-o").arg(&two).arg("-j2"));
     assert_eq!(csv(&one), csv(&two), "the table depends on the workers");
+    let jsonl = |d: &Path| std::fs::read_to_string(d.join("results.jsonl")).unwrap();
+    assert_eq!(
+        jsonl(&one),
+        jsonl(&two),
+        "the JSON lines depend on the workers"
+    );
     let table = csv(&one);
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with(
