@@ -161,7 +161,6 @@ impl LinkTable {
         let mut durations: SmallVec<[(Rate, Ps); 4]> = SmallVec::new();
         for &Hop { calendar, link } in route {
             let cal = &mut self.calendars[calendar as usize];
-            cal.prune(t0);
             let duration = match durations.iter().find(|(r, _)| *r == cal.rate) {
                 Some(&(_, d)) => d,
                 None => {
@@ -170,7 +169,28 @@ impl LinkTable {
                     d
                 }
             };
-            let (start, end) = cal.book(head, duration, prev_tail)?;
+            // The common case, an uncontended hop: nothing on the link
+            // after the head arrives, so the transfer goes at once and
+            // its interval comes last (what `book` would find, without
+            // its search). Intervals over by `t0` are dropped.
+            let (start, end) = match cal.busy.last() {
+                Some(&(_, last_end)) if last_end > head => {
+                    cal.prune(t0);
+                    cal.book(head, duration, prev_tail)?
+                }
+                last => {
+                    if last.is_some_and(|&(_, e)| e <= t0) {
+                        cal.busy.clear();
+                    } else {
+                        cal.prune(t0);
+                    }
+                    let end = units::add(head, duration)?.max(prev_tail);
+                    if end > head {
+                        cal.busy.push((head, end));
+                    }
+                    (head, end)
+                }
+            };
             head = units::add(start, cal.latency)?;
             prev_tail = units::add(end, cal.latency)?;
             if let Some(b) = busy.as_deref_mut() {
