@@ -136,7 +136,7 @@ struct PlotArgs {
     /// value of --by.
     #[arg(long, value_name = "FILE.svg")]
     plot: Option<PathBuf>,
-    /// The x column [default: size_bytes].
+    /// The x column.
     #[arg(long, default_value = "size_bytes")]
     x: String,
     /// The plotted column.
