@@ -16,6 +16,13 @@ axes:
   system.sips.count: [2, 4, 0]
 ";
 
+/// `kernbench-host sweep FILE -o OUT`.
+fn sweep(file: &Path, out: &Path) -> std::process::Command {
+    let mut c = kb();
+    c.arg("sweep").arg(file).arg("-o").arg(out);
+    c
+}
+
 /// `text` as the sweep file `name` in `dir`.
 fn sweep_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -41,7 +48,7 @@ fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
     let file = sweep_file(tmp.path(), "bw.yaml", SWEEP);
     let one = tmp.path().join("one");
     let two = tmp.path().join("two");
-    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&one).arg("-j1"));
+    let err = fails(sweep(&file, &one).arg("-j1"));
     // The two points without a SIP fail, with their coordinates; the others ran.
     assert!(
         err.contains("(system.inter_sip_link.bandwidth_gbps=50, system.sips.count=0)"),
@@ -52,7 +59,7 @@ fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
         "{err}"
     );
     assert!(err.contains("must be in 1..=4096, got 0"), "{err}");
-    fails(kb().arg("sweep").arg(&file).arg("-o").arg(&two).arg("-j2"));
+    fails(sweep(&file, &two).arg("-j2"));
     assert_eq!(csv(&one), csv(&two), "the table depends on the workers");
     let jsonl = |d: &Path| std::fs::read_to_string(d.join("results.jsonl")).unwrap();
     assert_eq!(
@@ -100,31 +107,20 @@ fn a_lost_record_is_run_again_and_another_sweep_is_refused() {
         "bench: ccl_allreduce\nargs: -b 1K -e 1K\naxes:\n  defaults.algorithm: [ring_allreduce, tree_allreduce, ring_rsag_allreduce]\n",
     );
     let out = tmp.path().join("out");
-    ok(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    ok(&mut sweep(&file, &out));
     let full = csv(&out);
     // Lose one point's record (as a killed run would) and resume.
     std::fs::remove_file(out.join("points/0000001.json")).unwrap();
     let stamp = |i: usize| modified(&out, i);
     let before = stamp(0);
-    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    let err = fails(&mut sweep(&file, &out));
     assert!(err.contains("pass --resume to run the rest"), "{err}");
-    ok(kb()
-        .arg("sweep")
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .arg("--resume"));
+    ok(sweep(&file, &out).arg("--resume"));
     assert_eq!(stamp(0), before, "a done point ran again");
     assert_eq!(csv(&out), full);
     // Another sweep in the same directory is refused.
     std::fs::write(&file, "bench: ccl_allreduce\nargs: -b 2K -e 2K\n").unwrap();
-    let err = fails(
-        kb().arg("sweep")
-            .arg(&file)
-            .arg("-o")
-            .arg(&out)
-            .arg("--resume"),
-    );
+    let err = fails(sweep(&file, &out).arg("--resume"));
     assert!(err.contains("holds the results of another sweep"), "{err}");
 }
 
@@ -140,10 +136,7 @@ fn a_sweep_draws_a_metric_against_an_axis() {
     let svg = tmp.path().join("bw.svg");
     // Size varies too: unpinned, the plot is refused naming it.
     let err = fails(
-        kb().arg("sweep")
-            .arg(&file)
-            .arg("-o")
-            .arg(&out)
+        sweep(&file, &out)
             .args([
                 "--x",
                 "system.inter_sip_link.bandwidth_gbps",
@@ -220,11 +213,7 @@ fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
         "bench: ccl_allreduce\nargs: -b 1M -e 1M\naxes:\n  system.sips.count: [32, 33, 34, 35]\n",
     );
     let out = tmp.path().join("out");
-    let mut sweep = kb()
-        .arg("sweep")
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
+    let mut running = sweep(&file, &out)
         .arg("-j1")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -242,9 +231,9 @@ fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
     // Ctrl-C: SIGINT to the sweep's process group, its workers included.
     // SAFETY: a signal to the group of a child this test started.
     unsafe {
-        libc::kill(-(sweep.id() as i32), libc::SIGINT);
+        libc::kill(-(running.id() as i32), libc::SIGINT);
     }
-    assert!(!sweep.wait().unwrap().success());
+    assert!(!running.wait().unwrap().success());
     let records = || -> Vec<usize> {
         (0..4)
             .filter(|i| out.join(format!("points/{i:07}.json")).exists())
@@ -257,17 +246,12 @@ fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
     );
     let stamp = |i: usize| modified(&out, i);
     let before: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
-    let err = fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    let err = fails(&mut sweep(&file, &out));
     assert!(
         err.contains(&format!("({} of 4 points)", done.len())),
         "{err}"
     );
-    ok(kb()
-        .arg("sweep")
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .arg("--resume"));
+    ok(sweep(&file, &out).arg("--resume"));
     assert_eq!(records(), [0, 1, 2, 3]);
     let after: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
     assert_eq!(before, after, "a point done before the interrupt ran again");
@@ -288,22 +272,10 @@ fn failed_points_run_again_only_when_asked() {
         "bench: ccl_allreduce\nargs: -b 1K -e 1K\naxes:\n  system.sips.count: [2, 0]\n",
     );
     let out = tmp.path().join("out");
-    fails(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
-    let err = fails(
-        kb().arg("sweep")
-            .arg(&file)
-            .arg("-o")
-            .arg(&out)
-            .arg("--resume"),
-    );
+    fails(&mut sweep(&file, &out));
+    let err = fails(sweep(&file, &out).arg("--resume"));
     assert!(err.contains("1 ok, 1 failed"), "{err}");
-    let err = fails(
-        kb().arg("sweep")
-            .arg(&file)
-            .arg("-o")
-            .arg(&out)
-            .args(["--resume", "--retry-failed"]),
-    );
+    let err = fails(sweep(&file, &out).args(["--resume", "--retry-failed"]));
     assert!(err.contains("# 1 failed point(s) to run again"), "{err}");
     assert!(out.join("points/failed/0000001.json").exists());
 }
@@ -317,7 +289,7 @@ fn a_compute_bench_sweeps_into_the_same_table() {
         "bench: gemm_single_pe\nargs: --sizes 64,128 --dtype f16\naxes:\n  pe.gemm.overhead_ns: [50, 500]\n",
     );
     let out = tmp.path().join("out");
-    ok(kb().arg("sweep").arg(&file).arg("-o").arg(&out));
+    ok(&mut sweep(&file, &out));
     let table = csv(&out);
     let lines: Vec<&str> = table.lines().collect();
     assert!(

@@ -155,6 +155,12 @@ fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// The colour of line `i`: Palette99 without its pale yellow (index 2),
+/// unreadable on white.
+pub(crate) fn line_color(i: usize) -> RGBAColor {
+    Palette99::pick(if i >= 2 { i + 1 } else { i }).to_rgba()
+}
+
 /// `bytes` as 8 B, 16 KiB, 4 MiB, ...
 pub(crate) fn human(bytes: f64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -254,8 +260,7 @@ where
         .x_label_formatter(&|v| human(*v))
         .draw()?;
     for (i, s) in series.iter().enumerate() {
-        // Palette99 without its pale yellow (index 2), unreadable on white.
-        let c = Palette99::pick(if i >= 2 { i + 1 } else { i }).to_rgba();
+        let c = line_color(i);
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().map(|p| (p.0, y(p))),

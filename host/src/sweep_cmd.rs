@@ -247,7 +247,7 @@ fn start(file: &Path, a: RunArgs) -> Result<()> {
         .memory_budget
         .unwrap_or_else(|| kernbench::budget::MemoryBudget::default_limit() / workers as u64);
     run_local(&dir, &plan, workers, budget, a.limits.deadline)?;
-    finish(&dir, &plan, &a.plot)
+    finish(&dir, &plan, &a.plot, false)
 }
 
 /// Run the pending points of `dir` with `workers` processes at a time.
@@ -297,10 +297,10 @@ fn run_local(dir: &OutDir, plan: &Plan, workers: usize, budget: u64, deadline: u
                     if matches!(rec.outcome, Outcome::Ok { .. }) {
                         let _ = std::fs::remove_file(&log_path);
                     }
-                    bar.set_message(format!("last: point {i} {}", status_word(&rec)));
+                    bar.set_message(format!("last: point {i} {}", rec.outcome.status()));
                 }
                 None => {
-                    let tail = tail_of(&log_path);
+                    let tail = kernbench::sweep::outdir::log_tail(&log_path, 3).join(" | ");
                     dir.write(&PointRecord {
                         index: i,
                         digest: plan.digest.clone(),
@@ -326,21 +326,6 @@ fn run_local(dir: &OutDir, plan: &Plan, workers: usize, budget: u64, deadline: u
     }
     bar.finish_and_clear();
     Ok(())
-}
-
-fn status_word(rec: &PointRecord) -> &'static str {
-    match rec.outcome {
-        Outcome::Ok { .. } => "ok",
-        Outcome::Error { .. } => "failed",
-        Outcome::Crashed { .. } => "crashed",
-    }
-}
-
-/// The last non-empty lines of a log, on one line.
-fn tail_of(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(3)..].join(" | ")
 }
 
 /// A bar of points with the ETA, on stderr when it is a terminal.
@@ -399,6 +384,7 @@ fn exec_points(
         deadline: (limits.deadline > 0).then(|| Duration::from_secs(limits.deadline)),
         slurm,
     };
+    let mut runner = exec::Runner::new(opts);
     for i in points {
         // A task run again does only what is missing.
         if task.is_some()
@@ -409,7 +395,7 @@ fn exec_points(
             println!("point {i}: already done");
             continue;
         }
-        let rec = exec::run_point(&plan.sweep, &plan.digest, i, &opts);
+        let rec = runner.run(&plan.sweep, &plan.digest, i);
         dir.write(&rec)?;
         match &rec.outcome {
             Outcome::Ok { .. } => println!(
@@ -426,56 +412,34 @@ fn exec_points(
     Ok(())
 }
 
-/// Write the merged table, say what failed, draw the plot.
-fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs) -> Result<()> {
+/// Write the merged table, say what failed (unless `listed`), draw the
+/// plot.
+fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs, listed: bool) -> Result<()> {
     let records = dir.records(plan)?;
     let table = table::build(&plan.sweep, &records);
     let csv_path = dir.root().join("results.csv");
     let jsonl_path = dir.root().join("results.jsonl");
     kernbench::sweep::outdir::write_atomic(&csv_path, table.to_csv().as_bytes())?;
     kernbench::sweep::outdir::write_atomic(&jsonl_path, table.to_jsonl().as_bytes())?;
-    let count = |f: fn(&Outcome) -> bool| {
-        records
-            .iter()
-            .filter(|r| r.as_ref().is_some_and(|r| f(&r.outcome)))
-            .count()
-    };
-    let ok = count(|o| matches!(o, Outcome::Ok { .. }));
-    let wrong: u64 = records
+    let ok = records
         .iter()
         .flatten()
-        .filter_map(|r| match &r.outcome {
-            Outcome::Ok {
-                summary,
-                rows,
-                kernels,
-            } if !summary.timing_only => Some(
-                rows.iter().map(|r| r.wrong).sum::<u64>()
-                    + kernels
-                        .iter()
-                        .filter_map(|k| k["wrong"].as_u64())
-                        .sum::<u64>(),
-            ),
-            _ => None,
-        })
-        .sum();
+        .filter(|r| matches!(r.outcome, Outcome::Ok { .. }))
+        .count();
+    let wrong: u64 = records.iter().flatten().map(|r| r.outcome.wrong()).sum();
     let failed: Vec<(usize, &str)> = records
         .iter()
         .flatten()
-        .filter_map(|r| match &r.outcome {
-            Outcome::Error { error } | Outcome::Crashed { error } => {
-                Some((r.index, error.as_str()))
-            }
-            Outcome::Ok { .. } => None,
-        })
+        .filter_map(|r| Some((r.index, r.outcome.error()?)))
         .collect();
     let missing = records.iter().filter(|r| r.is_none()).count();
-    for (i, error) in failed.iter().take(20) {
+    // (`collect` has listed them already, with their Slurm ids.)
+    for (i, error) in failed.iter().take(if listed { 0 } else { 20 }) {
         // The first line (a guest backtrace follows in the table).
         let first = error.lines().next().unwrap_or_default();
         eprintln!("# point {i} ({}): {first}", plan.sweep.point(*i).label());
     }
-    if failed.len() > 20 {
+    if !listed && failed.len() > 20 {
         eprintln!(
             "# ... and {} more (the error column of the table)",
             failed.len() - 20
@@ -558,11 +522,13 @@ fn collect(
         for p in &problems {
             match (&p.error, &p.job) {
                 (Some(e), job) => eprintln!(
-                    "# point {} ({}): failed in job {} task {}: {e}",
+                    "# point {} ({}): failed in job {} task {}: {}",
                     p.point,
                     p.label,
                     job.as_deref().unwrap_or("(not recorded)"),
-                    p.task
+                    p.task,
+                    // The first line (a guest backtrace follows in the table).
+                    e.lines().next().unwrap_or_default()
                 ),
                 (None, None) => {
                     eprintln!(
@@ -622,5 +588,5 @@ fn collect(
             dir.root().display()
         );
     }
-    finish(&dir, &plan, plot)
+    finish(&dir, &plan, plot, layout.is_some())
 }

@@ -39,6 +39,11 @@ struct Calendar {
 impl Calendar {
     /// Forget intervals that ended by `now`.
     fn prune(&mut self, now: Ps) {
+        // Usually all of them (the link's last transfer is over).
+        if self.busy.last().is_some_and(|&(_, e)| e <= now) {
+            self.busy.clear();
+            return;
+        }
         let over = self.busy.iter().take_while(|&&(_, e)| e <= now).count();
         if over > 0 {
             self.busy.drain(..over);
@@ -48,6 +53,16 @@ impl Calendar {
     /// The earliest `start >= earliest` such that `[start, end)` is free,
     /// where `end = max(start + duration, min_end)`; reserves it.
     fn book(&mut self, earliest: Ps, duration: Ps, min_end: Ps) -> Result<(Ps, Ps), TimeOverflow> {
+        // The common case, an uncontended link: nothing on it after
+        // `earliest`, so the interval starts then and comes last (what the
+        // search below finds, without searching).
+        if self.busy.last().is_none_or(|&(_, e)| e <= earliest) {
+            let end = units::add(earliest, duration)?.max(min_end);
+            if end > earliest {
+                self.busy.push((earliest, end));
+            }
+            return Ok((earliest, end));
+        }
         let mut start = earliest;
         // First interval that ends after `start`: the ones before it are
         // over by then (intervals are sorted and disjoint, so ends are too).
@@ -169,28 +184,8 @@ impl LinkTable {
                     d
                 }
             };
-            // The common case, an uncontended hop: nothing on the link
-            // after the head arrives, so the transfer goes at once and
-            // its interval comes last (what `book` would find, without
-            // its search). Intervals over by `t0` are dropped.
-            let (start, end) = match cal.busy.last() {
-                Some(&(_, last_end)) if last_end > head => {
-                    cal.prune(t0);
-                    cal.book(head, duration, prev_tail)?
-                }
-                last => {
-                    if last.is_some_and(|&(_, e)| e <= t0) {
-                        cal.busy.clear();
-                    } else {
-                        cal.prune(t0);
-                    }
-                    let end = units::add(head, duration)?.max(prev_tail);
-                    if end > head {
-                        cal.busy.push((head, end));
-                    }
-                    (head, end)
-                }
-            };
+            cal.prune(t0);
+            let (start, end) = cal.book(head, duration, prev_tail)?;
             head = units::add(start, cal.latency)?;
             prev_tail = units::add(end, cal.latency)?;
             if let Some(b) = busy.as_deref_mut() {

@@ -30,66 +30,92 @@ fn origin(base: &BaseFile, embedded: &'static str) -> Origin {
     }
 }
 
-/// Run point `index` of `sweep` (whose digest is `digest`).
-pub fn run_point(sweep: &Sweep, digest: &str, index: usize, opts: &ExecOptions) -> PointRecord {
-    let start = Instant::now();
-    let outcome = match try_point(sweep, index, opts) {
-        Ok(o) => o,
-        Err(error) => Outcome::Error { error },
-    };
-    PointRecord {
-        index,
-        digest: digest.to_string(),
-        outcome,
-        wall_s: start.elapsed().as_secs_f64(),
-        slurm: opts.slurm.clone(),
-    }
+/// Runs points one after the other in this process, sharing one
+/// [`Loader`] (its engine and pooled instances) while it is large enough.
+pub struct Runner {
+    opts: ExecOptions,
+    /// The loader of the last point and its pool size.
+    loader: Option<(u32, Arc<Loader>)>,
 }
 
-fn try_point(sweep: &Sweep, index: usize, opts: &ExecOptions) -> Result<Outcome, String> {
-    let point = sweep.point(index);
-    let r = point.resolve(sweep)?;
-    let topo = crate::topology::compile(
-        &r.topology,
-        origin(&sweep.topology, "topology.yaml"),
-        &crate::topology::LayoutCache::Off,
-    )
-    .map_err(|e| e.to_string())?;
-    let ccl =
-        CclConfig::from_yaml(&r.ccl, origin(&sweep.ccl, "ccl.yaml")).map_err(|e| e.to_string())?;
-    let loader = Loader::new(LoaderOptions {
-        pool_instances: crate::runtime::limits::instances_needed(topo.spec.n_sips())
-            .max(LoaderOptions::default().pool_instances),
-        deadline: opts.deadline,
-        ..LoaderOptions::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let res = run_bench(
-        &Arc::new(loader),
-        RunRequest {
-            algorithm: r.algorithm,
-            args: r.args,
-            memory_budget: opts.memory_budget,
-            memory_baseline: crate::budget::MemoryBudget::process_resident(),
-            timing_only: sweep.timing_only,
-            ..RunRequest::new(r.bench, Arc::new(topo), ccl)
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let rows = crate::report::aggregate(&res.rows, res.alpha_beta.as_ref());
-    Ok(Outcome::Ok {
-        summary: RunSummary {
-            algorithm: res.algorithm.clone(),
-            algorithms: res.algorithms.clone(),
-            world_size: res.alpha_beta.as_ref().map(|a| a.world_size),
-            sim_end_us: crate::units::ps_to_us(res.end_time_ps),
-            timing_only: res.timing_only,
-        },
-        rows,
-        kernels: res
-            .kernel_rows
-            .iter()
-            .map(|k| serde_json::to_value(k).expect("a kernel row serialises"))
-            .collect(),
-    })
+impl Runner {
+    pub fn new(opts: ExecOptions) -> Runner {
+        Runner { opts, loader: None }
+    }
+
+    /// Run point `index` of `sweep` (whose digest is `digest`).
+    pub fn run(&mut self, sweep: &Sweep, digest: &str, index: usize) -> PointRecord {
+        let start = Instant::now();
+        let outcome = self
+            .try_point(sweep, index)
+            .unwrap_or_else(|error| Outcome::Error { error });
+        PointRecord {
+            index,
+            digest: digest.to_string(),
+            outcome,
+            wall_s: start.elapsed().as_secs_f64(),
+            slurm: self.opts.slurm.clone(),
+        }
+    }
+
+    /// A loader whose pool holds `instances`: the last one if it does.
+    fn loader(&mut self, instances: u32) -> Result<Arc<Loader>, String> {
+        match &self.loader {
+            Some((pool, l)) if *pool >= instances => Ok(l.clone()),
+            _ => {
+                let pool = instances.max(LoaderOptions::default().pool_instances);
+                let l = Arc::new(
+                    Loader::new(LoaderOptions {
+                        pool_instances: pool,
+                        deadline: self.opts.deadline,
+                        ..LoaderOptions::default()
+                    })
+                    .map_err(|e| e.to_string())?,
+                );
+                self.loader = Some((pool, l.clone()));
+                Ok(l)
+            }
+        }
+    }
+
+    fn try_point(&mut self, sweep: &Sweep, index: usize) -> Result<Outcome, String> {
+        let r = sweep.point(index).resolve(sweep)?;
+        let topo = crate::topology::compile(
+            &r.topology,
+            origin(&sweep.topology, "topology.yaml"),
+            &crate::topology::LayoutCache::Off,
+        )
+        .map_err(|e| e.to_string())?;
+        let ccl = CclConfig::from_yaml(&r.ccl, origin(&sweep.ccl, "ccl.yaml"))
+            .map_err(|e| e.to_string())?;
+        let loader = self.loader(crate::runtime::limits::instances_needed(topo.spec.n_sips()))?;
+        let res = run_bench(
+            &loader,
+            RunRequest {
+                algorithm: r.algorithm,
+                args: r.args,
+                memory_budget: self.opts.memory_budget,
+                memory_baseline: crate::budget::MemoryBudget::process_resident(),
+                timing_only: sweep.timing_only,
+                ..RunRequest::new(r.bench, Arc::new(topo), ccl)
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let rows = crate::report::aggregate(&res.rows, res.alpha_beta.as_ref());
+        Ok(Outcome::Ok {
+            summary: RunSummary {
+                algorithm: res.algorithm.clone(),
+                algorithms: res.algorithms.clone(),
+                world_size: res.alpha_beta.as_ref().map(|a| a.world_size),
+                sim_end_us: crate::units::ps_to_us(res.end_time_ps),
+                timing_only: res.timing_only,
+            },
+            rows,
+            kernels: res
+                .kernel_rows
+                .iter()
+                .map(|k| serde_json::to_value(k).expect("a kernel row serialises"))
+                .collect(),
+        })
+    }
 }

@@ -13,7 +13,7 @@
 //!
 //! Who runs the points — worker processes on this machine, or Slurm array
 //! tasks — is the binary's business (`kernbench-host sweep`); both run
-//! `kernbench-host sweep exec`, which calls [`exec::run_point`], so a
+//! `kernbench-host sweep exec`, which runs them with [`exec::Runner`], so a
 //! point gives the same record wherever it runs.
 
 pub mod exec;

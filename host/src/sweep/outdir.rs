@@ -33,7 +33,7 @@ pub enum OutDirError {
     NoPlan { dir: String, message: String },
 }
 
-fn io_err(path: &Path, e: impl std::fmt::Display) -> OutDirError {
+pub(super) fn io_err(path: &Path, e: impl std::fmt::Display) -> OutDirError {
     OutDirError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -79,6 +79,44 @@ pub enum Outcome {
     /// Its process ended without a record (killed, out of memory, a
     /// crash): a resume runs it again.
     Crashed { error: String },
+}
+
+impl Outcome {
+    /// `ok`, `error` or `crashed`: the table's status column.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Outcome::Ok { .. } => "ok",
+            Outcome::Error { .. } => "error",
+            Outcome::Crashed { .. } => "crashed",
+        }
+    }
+
+    /// Elements that differ from the reference, in report and compute
+    /// rows (0 when the run checked nothing: timing only).
+    pub fn wrong(&self) -> u64 {
+        match self {
+            Outcome::Ok {
+                summary,
+                rows,
+                kernels,
+            } if !summary.timing_only => {
+                rows.iter().map(|r| r.wrong).sum::<u64>()
+                    + kernels
+                        .iter()
+                        .filter_map(|k| k["wrong"].as_u64())
+                        .sum::<u64>()
+            }
+            _ => 0,
+        }
+    }
+
+    /// The error of a point that failed or crashed.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Outcome::Ok { .. } => None,
+            Outcome::Error { error } | Outcome::Crashed { error } => Some(error),
+        }
+    }
 }
 
 /// What a run says besides its rows.
@@ -241,9 +279,7 @@ impl OutDir {
             .map(|(i, _)| i)
             .collect())
     }
-}
 
-impl OutDir {
     /// Make the failed points of `plan` pending again: their records move
     /// to `points/failed/` (kept for reference, no longer counted).
     /// Returns their indices.
@@ -261,6 +297,16 @@ impl OutDir {
         }
         Ok(moved)
     }
+}
+
+/// The last `n` non-empty lines of a log (none when it cannot be read).
+pub fn log_tail(path: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| l.to_string())
+        .collect()
 }
 
 /// Write `bytes` to `path` through a temporary file in the same directory

@@ -6,6 +6,7 @@
 //! log-2 when it is numeric, positive and spans a factor of 8 or more,
 //! linear when numeric otherwise, and one slot per value when not numeric.
 
+use super::table::cell_text as text;
 use crate::plot::PlotError;
 use plotters::prelude::*;
 use serde_json::{Map, Value as Json};
@@ -30,15 +31,6 @@ fn is_dimension(col: &str, axes: &[String]) -> bool {
             col,
             "bench" | "algorithm" | "world_size" | "collective" | "size_bytes" | "type" | "redop"
         )
-}
-
-/// A cell as text (for grouping, labels and filters).
-fn text(v: Option<&Json>) -> String {
-    match v {
-        None | Some(Json::Null) => String::new(),
-        Some(Json::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-    }
 }
 
 fn num(v: Option<&Json>) -> Option<f64> {
@@ -183,12 +175,11 @@ pub fn draw(path: &Path, title: &str, spec: &PlotSpec, lines: &[Line]) -> Result
     let root = root
         .titled(title, ("sans-serif", 20))
         .map_err(|e| draw_err(&e))?;
-    let palette = |i: usize| Palette99::pick(if i >= 2 { i + 1 } else { i }).to_rgba();
     macro_rules! finish {
         ($chart:expr, $xof:expr) => {{
             let mut chart = $chart;
             for (i, (label, pts)) in lines.iter().enumerate() {
-                let c = palette(i);
+                let c = crate::plot::line_color(i);
                 let mut pts: Vec<(f64, f64)> = pts.iter().map(|(x, y)| ($xof(x), *y)).collect();
                 pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                 chart

@@ -92,10 +92,7 @@ fn submissions_path(dir: &OutDir) -> PathBuf {
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> SlurmError {
-    SlurmError::Dir(OutDirError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
+    super::outdir::io_err(path, e).into()
 }
 
 /// The array layout written for `dir`.
@@ -361,7 +358,7 @@ pub fn problems(
     for (i, rec) in records.iter().enumerate() {
         let error = match rec.as_ref().map(|r| &r.outcome) {
             Some(Outcome::Ok { .. }) => continue,
-            Some(Outcome::Error { error } | Outcome::Crashed { error }) => Some(error.clone()),
+            Some(o) => o.error().map(str::to_string),
             None => None,
         };
         let task = layout.task_of(i);
@@ -379,15 +376,7 @@ pub fn problems(
             .or_else(|| log.as_ref().map(|(j, _)| j.clone()));
         let log_tail = log
             .as_ref()
-            .and_then(|(_, p)| std::fs::read_to_string(p).ok())
-            .map(|t| {
-                let lines: Vec<String> = t
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(str::to_string)
-                    .collect();
-                lines[lines.len().saturating_sub(3)..].to_vec()
-            })
+            .map(|(_, p)| super::outdir::log_tail(p, 3))
             .unwrap_or_default();
         out.push(Problem {
             point: i,

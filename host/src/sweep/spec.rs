@@ -351,48 +351,52 @@ impl Point<'_> {
             .join(", ")
     }
 
+    /// The bench the point runs (its `bench` axis, else the sweep's).
+    pub fn bench(&self, sweep: &Sweep) -> String {
+        self.values
+            .iter()
+            .rev()
+            .find(|(a, _)| a.target == Target::Bench)
+            .map_or_else(|| sweep.bench.clone(), |(_, v)| value_text(v))
+    }
+
     /// The point's topology.yaml and ccl.yaml texts, bench, arguments and
     /// algorithm.
     pub fn resolve(&self, sweep: &Sweep) -> Result<Resolved, String> {
-        let mut topo: Value =
-            serde_yaml::from_str(&sweep.topology.text).map_err(|e| e.to_string())?;
-        let mut ccl: Value = serde_yaml::from_str(&sweep.ccl.text).map_err(|e| e.to_string())?;
         let mut r = Resolved {
-            bench: sweep.bench.clone(),
+            bench: self.bench(sweep),
             args: sweep.args.clone(),
             algorithm: sweep.algorithm.clone(),
             topology: String::new(),
             ccl: String::new(),
         };
-        let (mut topo_changed, mut ccl_changed) = (false, false);
+        let (mut topo, mut ccl) = (Vec::new(), Vec::new());
         for (axis, v) in &self.values {
             match &axis.target {
-                Target::Bench => r.bench = value_text(v),
+                Target::Bench => {}
                 Target::Args => r.args.extend(split_args(&value_text(v))?),
                 Target::Algorithm => r.algorithm = Some(value_text(v)),
-                Target::Topology(path) => {
-                    set(&mut topo, path, (*v).clone())?;
-                    topo_changed = true;
-                }
-                Target::Ccl(path) => {
-                    set(&mut ccl, path, (*v).clone())?;
-                    ccl_changed = true;
-                }
+                Target::Topology(path) => topo.push((path, *v)),
+                Target::Ccl(path) => ccl.push((path, *v)),
             }
         }
-        // An unchanged file keeps its text (and its comments, for errors).
-        r.topology = if topo_changed {
-            serde_yaml::to_string(&topo).map_err(|e| e.to_string())?
-        } else {
-            sweep.topology.text.clone()
-        };
-        r.ccl = if ccl_changed {
-            serde_yaml::to_string(&ccl).map_err(|e| e.to_string())?
-        } else {
-            sweep.ccl.text.clone()
-        };
+        r.topology = with_keys(&sweep.topology.text, &topo)?;
+        r.ccl = with_keys(&sweep.ccl.text, &ccl)?;
         Ok(r)
     }
+}
+
+/// `text` with the keys at `paths` set; unchanged (with its comments, for
+/// errors), and not parsed, when there are none.
+fn with_keys(text: &str, keys: &[(&Vec<String>, &Value)]) -> Result<String, String> {
+    if keys.is_empty() {
+        return Ok(text.to_string());
+    }
+    let mut doc: Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    for (path, v) in keys {
+        set(&mut doc, path, (*v).clone())?;
+    }
+    serde_yaml::to_string(&doc).map_err(|e| e.to_string())
 }
 
 /// What one point runs.

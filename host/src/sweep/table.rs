@@ -79,23 +79,18 @@ pub fn build(sweep: &Sweep, records: &[Option<PointRecord>]) -> Table {
                 serde_json::to_value(v).unwrap_or(Json::Null),
             );
         }
-        let (status, error) = match rec.as_ref().map(|r| &r.outcome) {
-            None => ("missing", Json::Null),
-            Some(Outcome::Ok { .. }) => ("ok", Json::Null),
-            Some(Outcome::Error { error }) => ("error", Json::from(error.as_str())),
-            Some(Outcome::Crashed { error }) => ("crashed", Json::from(error.as_str())),
-        };
-        base.insert("status".into(), Json::from(status));
-        base.insert("error".into(), error);
-        let resolved = point.resolve(sweep).ok();
+        let outcome = rec.as_ref().map(|r| &r.outcome);
         base.insert(
-            "bench".into(),
-            Json::from(
-                resolved
-                    .as_ref()
-                    .map_or(sweep.bench.clone(), |r| r.bench.clone()),
-            ),
+            "status".into(),
+            Json::from(outcome.map_or("missing", Outcome::status)),
         );
+        base.insert(
+            "error".into(),
+            outcome
+                .and_then(Outcome::error)
+                .map_or(Json::Null, Json::from),
+        );
+        base.insert("bench".into(), Json::from(point.bench(sweep)));
         let Some(Outcome::Ok {
             summary,
             rows,
@@ -167,23 +162,24 @@ pub fn build(sweep: &Sweep, records: &[Option<PointRecord>]) -> Table {
     Table { columns, rows }
 }
 
+/// A cell as text: empty for null, strings bare, numbers as serde_json
+/// writes them (shortest exact form), lists and maps as JSON. The CSV
+/// cells, and what plot labels and `--where` pins compare.
+pub fn cell_text(v: Option<&Json>) -> String {
+    match v {
+        None | Some(Json::Null) => String::new(),
+        Some(Json::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    }
+}
+
 impl Table {
     /// As CSV (a null is an empty cell).
     pub fn to_csv(&self) -> String {
         let mut w = csv::Writer::from_writer(Vec::new());
         let _ = w.write_record(&self.columns);
         for r in &self.rows {
-            let cells: Vec<String> = self
-                .columns
-                .iter()
-                .map(|c| match r.get(c) {
-                    None | Some(Json::Null) => String::new(),
-                    Some(Json::String(s)) => s.clone(),
-                    // Numbers as serde_json writes them (shortest exact
-                    // form), lists and maps as JSON.
-                    Some(v) => v.to_string(),
-                })
-                .collect();
+            let cells: Vec<String> = self.columns.iter().map(|c| cell_text(r.get(c))).collect();
             let _ = w.write_record(&cells);
         }
         String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
