@@ -117,6 +117,117 @@ impl Values {
     }
 }
 
+/// A sequence over element positions that repeats every `period`
+/// elements, tabulated once. The benches fill and check up to 10^9
+/// elements per rank: a piece is copied out of the table, and checked
+/// against it, with no division or call per element (per element, the
+/// f64 formulas cost the guest ~250 wasm instructions, a copy a few).
+#[derive(Debug, Clone)]
+pub struct Periodic {
+    table: Vec<f64>,
+}
+
+impl Periodic {
+    /// `v(0)`, ..., `v(period - 1)`; `v` must repeat every `period`.
+    pub fn new(period: u64, v: impl Fn(u64) -> f64) -> Periodic {
+        Periodic {
+            table: (0..period.max(1)).map(v).collect(),
+        }
+    }
+
+    /// Element `i` of the sequence.
+    pub fn at(&self, i: u64) -> f64 {
+        self.table[(i % self.table.len() as u64) as usize]
+    }
+
+    /// Elements `first .. first + count`, appended to `out`.
+    pub fn extend_piece(&self, first: u64, count: u64, out: &mut Vec<f64>) {
+        let p = self.table.len();
+        let mut phase = (first % p as u64) as usize;
+        let end = out.len() + count as usize;
+        while out.len() < end {
+            let take = (p - phase).min(end - out.len());
+            out.extend_from_slice(&self.table[phase..phase + take]);
+            phase = 0;
+        }
+    }
+
+    /// How many of `got` (elements `first ..`) differ from the sequence.
+    pub fn mismatches(&self, first: u64, got: &[f64]) -> u64 {
+        let p = self.table.len();
+        let mut phase = (first % p as u64) as usize;
+        let mut rest = got;
+        let mut wrong = 0;
+        while !rest.is_empty() {
+            let take = (p - phase).min(rest.len());
+            let want = &self.table[phase..phase + take];
+            wrong += rest[..take]
+                .iter()
+                .zip(want)
+                .filter(|(g, w)| g != w)
+                .count();
+            rest = &rest[take..];
+            phase = 0;
+        }
+        wrong as u64
+    }
+}
+
+impl Values {
+    /// The period of every rank's inputs over element positions, where
+    /// one is small enough to tabulate: 48 × stride for reductions (their
+    /// terms repeat every 16, 3 and `stride` elements), the dtype's exact
+    /// range for data-moving values of f16 and bf16 (2048, 256); none
+    /// for those of f32 and i32 (2^24).
+    fn input_period(&self) -> Option<u64> {
+        if self.reduces {
+            return Some(48 * self.stride);
+        }
+        Some(exact_range(self.dtype)).filter(|&r| r <= 1 << 12)
+    }
+
+    /// Rank `rank`'s inputs as a [`Periodic`] sequence, if they have a
+    /// small period.
+    pub fn inputs(&self, rank: u32) -> Option<Periodic> {
+        self.input_period()
+            .map(|p| Periodic::new(p, |i| self.value(rank, i)))
+    }
+
+    /// The reductions ([`Values::reduced`]) from element `shift` on, as a
+    /// [`Periodic`] sequence (reductions only).
+    fn reduced_from(&self, shift: u64) -> Option<Periodic> {
+        let p = self.table.len() as u64;
+        (p > 0).then(|| Periodic::new(p, |j| self.table[((shift + j) % p) as usize]))
+    }
+}
+
+/// What a rank's output must hold after a call, in the form that checks
+/// it fastest.
+#[derive(Debug, Clone)]
+pub enum Expected {
+    /// Nothing: PyTorch leaves the output unspecified (a non-root rank of
+    /// `reduce`).
+    Unspecified,
+    /// A sequence with a small period.
+    Periodic(Periodic),
+    /// Element by element: [`expected`].
+    PerElement,
+}
+
+/// What rank `rank`'s output must hold after `call` (as [`expected`]),
+/// tabulated where it repeats.
+pub fn expected_output(call: &Call, values: &Values, rank: u32) -> Expected {
+    let b = call.block.max(1);
+    let periodic = match call.collective {
+        Collective::Reduce if rank != call.root => return Expected::Unspecified,
+        Collective::AllReduce | Collective::Reduce => values.reduced_from(0),
+        Collective::ReduceScatter => values.reduced_from(rank as u64 * b),
+        Collective::Broadcast => values.inputs(call.root),
+        Collective::AllGather | Collective::AllToAll => None,
+    };
+    periodic.map_or(Expected::PerElement, Expected::Periodic)
+}
+
 /// What rank `rank`'s output element `j` must hold after `call`, whose
 /// ranks' inputs are `values` (None: PyTorch leaves it unspecified, e.g.
 /// a non-root rank of `reduce`).
@@ -184,6 +295,71 @@ mod tests {
             // Neighbouring ranks differ at the same position.
             assert!((0..7).all(|r| v.value(r, 5) != v.value(r + 1, 5)));
         }
+    }
+
+    #[test]
+    fn periodic_tables_equal_the_formulas_from_any_position() {
+        let calls = |ws| {
+            [
+                Collective::AllReduce,
+                Collective::Reduce,
+                Collective::ReduceScatter,
+                Collective::Broadcast,
+                Collective::AllGather,
+                Collective::AllToAll,
+            ]
+            .map(|c| Call {
+                collective: c,
+                root: 1,
+                ..Call::all_reduce(37, ws)
+            })
+        };
+        let mut tabulated = 0;
+        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+            for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
+                for ws in [2, 3, 129, 300] {
+                    for call in calls(ws) {
+                        let call = Call { dtype, op, ..call };
+                        let v = Values::of_call(&call);
+                        for rank in [0, 1, ws - 1] {
+                            let n = call.buffers().1;
+                            let want: Vec<Option<f64>> =
+                                (0..n).map(|j| expected(&call, &v, rank, j)).collect();
+                            match expected_output(&call, &v, rank) {
+                                Expected::Unspecified => assert!(want.iter().all(Option::is_none)),
+                                Expected::PerElement => {}
+                                Expected::Periodic(p) => {
+                                    tabulated += 1;
+                                    let want: Vec<f64> = want.into_iter().flatten().collect();
+                                    assert_eq!(want.len() as u64, n);
+                                    for first in [0, 1, 5, n / 2] {
+                                        let mut piece = vec![];
+                                        p.extend_piece(first, n - first, &mut piece);
+                                        assert_eq!(piece, want[first as usize..], "{call:?}");
+                                        assert_eq!(p.mismatches(first, &piece), 0);
+                                    }
+                                    let mut bad = want.clone();
+                                    bad[3] += 1.0;
+                                    bad[n as usize - 1] = -1.0;
+                                    assert_eq!(p.mismatches(0, &bad), 2);
+                                    assert_eq!(p.mismatches(2, &bad[2..]), 2);
+                                }
+                            }
+                            if let Some(p) = v.inputs(rank) {
+                                for first in [0, 7, 5000] {
+                                    let mut piece = vec![];
+                                    p.extend_piece(first, 300, &mut piece);
+                                    let direct: Vec<f64> =
+                                        (first..first + 300).map(|i| v.value(rank, i)).collect();
+                                    assert_eq!(piece, direct);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(tabulated > 500, "{tabulated}");
     }
 
     #[test]
