@@ -44,6 +44,10 @@ pub struct TensorInner {
 
 pub type TensorRef = Arc<TensorInner>;
 
+/// The tensors one command reads (at most three: a composite's `a`, `b`
+/// and `c`), held inline: a command allocates nothing for them.
+pub type Operands = SmallVec<[TensorRef; 3]>;
+
 /// A tensor's shape: kernels use one to four dimensions, held inline.
 pub type Shape = SmallVec<[u32; 4]>;
 

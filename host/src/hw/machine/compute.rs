@@ -12,10 +12,11 @@ use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::{self, CompositeOp};
 use crate::hw::math_ops::{self, ReduceOp, UnaryOp};
 use crate::hw::oplog::{Actor, Completed, OpParams};
-use crate::hw::tensor::{check_same_operands, Shape};
+use crate::hw::tensor::{check_same_operands, Operands, Shape};
 use crate::hw::trace::Track;
 use crate::topology::PeCoord;
 use crate::units::Rate;
+use smallvec::{smallvec, SmallVec};
 use std::sync::Arc;
 
 /// The PE engine a compute command runs on, and what its work costs.
@@ -55,7 +56,7 @@ impl Machine {
         self: &Arc<Self>,
         pe: PeCoord,
         op: ComputeOp,
-        inputs: Vec<TensorRef>,
+        inputs: Operands,
         out: &TensorRef,
         work: u64,
     ) -> Result<(), HwError> {
@@ -78,7 +79,7 @@ impl Machine {
     fn compute_stage(
         self: &Arc<Self>,
         pe: PeCoord,
-        inputs: Vec<TensorRef>,
+        inputs: Operands,
         stage: Stage,
     ) -> Result<(), HwError> {
         let Stage {
@@ -139,7 +140,7 @@ impl Machine {
                 );
             }
             if let Some(out) = &out {
-                let regions: Vec<_> = inputs
+                let regions: SmallVec<[_; 3]> = inputs
                     .iter()
                     .map(|t| (t.space, t.offset, t.nbytes()))
                     .collect();
@@ -195,7 +196,7 @@ impl Machine {
         check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))?;
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let op = ComputeOp::Binary { op, dtype: a.dtype };
-        self.math_op(pe, op, vec![a.clone(), b.clone()], &out, out.numel())?;
+        self.math_op(pe, op, smallvec![a.clone(), b.clone()], &out, out.numel())?;
         Ok(out)
     }
 
@@ -208,7 +209,7 @@ impl Machine {
     ) -> Result<TensorRef, HwError> {
         let out = self.scratch(pe, &a.shape, a.dtype)?;
         let op = ComputeOp::Unary { op, dtype: a.dtype };
-        self.math_op(pe, op, vec![a.clone()], &out, out.numel())?;
+        self.math_op(pe, op, smallvec![a.clone()], &out, out.numel())?;
         Ok(out)
     }
 
@@ -224,7 +225,7 @@ impl Machine {
             factor,
             dtype: a.dtype,
         };
-        self.math_op(pe, op, vec![a.clone()], &out, out.numel())?;
+        self.math_op(pe, op, smallvec![a.clone()], &out, out.numel())?;
         Ok(out)
     }
 
@@ -240,7 +241,7 @@ impl Machine {
             from: a.dtype,
             to: dtype,
         };
-        self.math_op(pe, op, vec![a.clone()], &out, a.numel())?;
+        self.math_op(pe, op, smallvec![a.clone()], &out, a.numel())?;
         Ok(out)
     }
 
@@ -262,7 +263,7 @@ impl Machine {
             shape: Shape::from_slice(&a.shape),
             axis,
         };
-        self.math_op(pe, op, vec![a.clone()], &out, a.numel())?;
+        self.math_op(pe, op, smallvec![a.clone()], &out, a.numel())?;
         Ok(out)
     }
 
@@ -322,7 +323,7 @@ impl Machine {
             dtypes: (dt, c.map_or(dt, |c| c.dtype), out_dtype),
             mnk,
         };
-        let mut inputs = vec![a.clone(), b.clone()];
+        let mut inputs = smallvec![a.clone(), b.clone()];
         inputs.extend(c.cloned());
         let gemm = ComputeUnit::Gemm(self.gemm_rate(dt));
         let flops = 2 * m as u64 * n as u64 * k as u64;
@@ -347,7 +348,7 @@ impl Machine {
             out: None,
             done: gemm_done.clone(),
         };
-        self.compute_stage(pe, vec![a.clone(), b.clone()], product)?;
+        self.compute_stage(pe, smallvec![a.clone(), b.clone()], product)?;
         let epilogue = Stage {
             unit: ComputeUnit::Math,
             work: op.epilogue_ops() * m as u64 * n as u64,

@@ -340,7 +340,7 @@ impl Machine {
                 (value.space, value.offset),
                 (space, offset),
                 nbytes,
-                vec![value],
+                smallvec::smallvec![value],
                 ready,
             )
         }
@@ -515,7 +515,7 @@ impl Machine {
                     (space, offset),
                     (out.space, out.offset),
                     want,
-                    vec![slot],
+                    smallvec::smallvec![slot],
                     out.ready.clone(),
                 )?;
                 Ok(out)

@@ -30,7 +30,7 @@ use crate::hw::memory::MemoryStore;
 use crate::hw::oplog::{Actor, Completed, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
 use crate::hw::tensor::Hold;
-pub use crate::hw::tensor::{check_same_operands, Shape, TensorInner, TensorRef};
+pub use crate::hw::tensor::{check_same_operands, Operands, Shape, TensorInner, TensorRef};
 use crate::hw::trace::{TraceRecorder, Track};
 use crate::hw::vmap::{PlacedTensor, VirtualMap};
 use crate::placement::ShardSpec;
@@ -38,6 +38,7 @@ use crate::routing::{PathRouter, RouteError};
 use crate::topology::{PeCoord, Topology};
 use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
+use smallvec::smallvec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -553,7 +554,7 @@ impl Machine {
         src: (Space, u64),
         dst: (Space, u64),
         nbytes: u64,
-        inputs: Vec<TensorRef>,
+        inputs: Operands,
         done: Event,
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
@@ -659,7 +660,15 @@ impl Machine {
             let mut done = Vec::with_capacity(copies.len());
             for c in copies {
                 let d = Event::new();
-                m.dma("copy", pe, c.src, c.dst, c.nbytes, vec![], d.clone())?;
+                m.dma(
+                    "copy",
+                    pe,
+                    c.src,
+                    c.dst,
+                    c.nbytes,
+                    Operands::new(),
+                    d.clone(),
+                )?;
                 done.push(d);
             }
             for d in done {
@@ -686,7 +695,7 @@ impl Machine {
             (src.space, src.offset),
             (out.space, out.offset),
             out.nbytes(),
-            vec![],
+            Operands::new(),
             out.ready.clone(),
         )?;
         Ok(out)
@@ -706,7 +715,7 @@ impl Machine {
             (value.space, value.offset),
             (dst.space, dst.offset),
             value.nbytes(),
-            vec![value.clone()],
+            smallvec![value.clone()],
             Event::new(),
         )
     }
