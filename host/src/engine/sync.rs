@@ -6,20 +6,23 @@
 use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 #[derive(Default)]
 struct EventState {
-    set: bool,
+    /// Set once, never cleared: read without the lock (most reads find
+    /// an event already set or not yet, and need nothing else).
+    set: AtomicBool,
     /// Most events have one waiter (a command's completion awaited by the
     /// next command or the kernel): no allocation for it.
-    waiters: SmallVec<[Waker; 1]>,
+    waiters: Mutex<SmallVec<[Waker; 1]>>,
 }
 
 /// A one-shot latch: once set, every present and future waiter proceeds.
 #[derive(Clone, Default)]
-pub struct Event(Arc<Mutex<EventState>>);
+pub struct Event(Arc<EventState>);
 
 impl std::fmt::Debug for Event {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -46,15 +49,16 @@ impl Event {
     }
 
     pub fn is_set(&self) -> bool {
-        self.0.lock().unwrap().set
+        self.0.set.load(Ordering::Acquire)
     }
 
     /// Set the latch and wake all waiters (in the order they started waiting).
     pub fn set(&self) {
         let waiters = {
-            let mut s = self.0.lock().unwrap();
-            s.set = true;
-            std::mem::take(&mut s.waiters)
+            let mut w = self.0.waiters.lock().unwrap();
+            // Under the lock: a waiter that saw it unset has registered.
+            self.0.set.store(true, Ordering::Release);
+            std::mem::take(&mut *w)
         };
         for w in waiters {
             w.wake();
@@ -79,13 +83,18 @@ pub struct EventWait {
 impl Future for EventWait {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.ev.0.lock().unwrap();
-        if s.set {
+        if self.ev.is_set() {
+            return Poll::Ready(());
+        }
+        let mut w = self.ev.0.waiters.lock().unwrap();
+        // Set between the check and the lock: `set` took the waiters
+        // before we could register.
+        if self.ev.0.set.load(Ordering::Acquire) {
             return Poll::Ready(());
         }
         if !self.registered {
-            s.waiters.push(cx.waker().clone());
-            drop(s);
+            w.push(cx.waker().clone());
+            drop(w);
             self.registered = true;
         }
         Poll::Pending

@@ -198,6 +198,8 @@ fn elements<T: bytemuck::Pod>(bytes: &[u8]) -> std::borrow::Cow<'_, [T]> {
 /// stack and in L1, instead of three tensor-sized temporaries (whose fresh
 /// pages cost more than the math).
 const HALF_CHUNK: usize = 2048;
+/// Chunk of operands of at most this many elements.
+const SMALL_HALF_CHUNK: usize = 64;
 
 /// `a op b` for a 16-bit float type `H` (f16 / bf16): each chunk is
 /// widened to f32 with `half`'s slice conversions (F16C on x86 when the
@@ -208,18 +210,13 @@ where
     [H]: HalfFloatSliceExt,
 {
     let (x, y) = (elements::<H>(a), elements::<H>(b));
+    // The f32 buffers are zeroed on every call: small operands (a 16 B
+    // message) get small ones.
     let fill = |dst: &mut [u16]| {
-        let mut fx = [0f32; HALF_CHUNK];
-        let mut fy = [0f32; HALF_CHUNK];
-        let mut fr = [0f32; HALF_CHUNK];
-        for start in (0..x.len()).step_by(HALF_CHUNK) {
-            let end = (start + HALF_CHUNK).min(x.len());
-            let m = end - start;
-            x[start..end].convert_to_f32_slice(&mut fx[..m]);
-            y[start..end].convert_to_f32_slice(&mut fy[..m]);
-            apply_slices(op, &fx[..m], &fy[..m], &mut fr[..m], apply_f32);
-            bytemuck::cast_slice_mut::<u16, H>(&mut dst[start..end])
-                .convert_from_f32_slice(&fr[..m]);
+        if x.len() <= SMALL_HALF_CHUNK {
+            binary_half_chunks::<H, SMALL_HALF_CHUNK>(op, &x, &y, dst)
+        } else {
+            binary_half_chunks::<H, HALF_CHUNK>(op, &x, &y, dst)
         }
     };
     match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
@@ -229,6 +226,25 @@ where
             fill(&mut bits);
             out.copy_from_slice(bytemuck::cast_slice(&bits));
         }
+    }
+}
+
+/// Chunks of [`binary_half`] (`N` elements at a time).
+fn binary_half_chunks<H, const N: usize>(op: BinOp, x: &[H], y: &[H], dst: &mut [u16])
+where
+    H: bytemuck::Pod,
+    [H]: HalfFloatSliceExt,
+{
+    let mut fx = [0f32; N];
+    let mut fy = [0f32; N];
+    let mut fr = [0f32; N];
+    for start in (0..x.len()).step_by(N) {
+        let end = (start + N).min(x.len());
+        let m = end - start;
+        x[start..end].convert_to_f32_slice(&mut fx[..m]);
+        y[start..end].convert_to_f32_slice(&mut fy[..m]);
+        apply_slices(op, &fx[..m], &fy[..m], &mut fr[..m], apply_f32);
+        bytemuck::cast_slice_mut::<u16, H>(&mut dst[start..end]).convert_from_f32_slice(&fr[..m]);
     }
 }
 
@@ -524,6 +540,32 @@ mod tests {
                         "{} {op:?} {x:#06x} {y:#06x}: {got:#06x} != {want:#06x}",
                         dtype.name()
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_operands_give_the_bits_of_large_ones() {
+        // Operands up to SMALL_HALF_CHUNK elements take smaller buffers:
+        // every length around it, at an odd byte offset too (scalar path).
+        let a: Vec<u8> = (0..200u16)
+            .flat_map(|w| w.wrapping_mul(331).to_le_bytes())
+            .collect();
+        let b: Vec<u8> = (0..200u16)
+            .flat_map(|w| w.wrapping_mul(97).wrapping_add(5).to_le_bytes())
+            .collect();
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            for op in [BinOp::Add, BinOp::Mul, BinOp::Max] {
+                let whole = binary(op, dtype, &a, &b);
+                for n in [1, 7, 8, 9, 63, 64, 65, 70, 199] {
+                    assert_eq!(binary(op, dtype, &a[..2 * n], &b[..2 * n]), whole[..2 * n]);
+                    let (mut x, mut y) = (vec![0u8], vec![0u8]);
+                    x.extend_from_slice(&a[..2 * n]);
+                    y.extend_from_slice(&b[..2 * n]);
+                    let mut out = vec![0u8; 2 * n + 1];
+                    binary_into(op, dtype, &x[1..], &y[1..], &mut out[1..]);
+                    assert_eq!(out[1..], whole[..2 * n], "{n} at an odd offset");
                 }
             }
         }

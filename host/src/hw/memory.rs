@@ -37,8 +37,15 @@ const PAGE: u64 = 4 * 1024;
 /// back to the allocator and come back as fresh (page-faulting) memory.
 const SPARE_PAGES: usize = 4096;
 
-/// What unwritten memory reads as.
-static ZERO_PAGE: [u8; PAGE as usize] = [0; PAGE as usize];
+/// What unwritten memory reads as: aligned as a page buffer is (the
+/// compute kernels take their vectorised path only on aligned elements,
+/// and a byte array may land at any address).
+static ZERO_PAGE: &[u8; PAGE as usize] = &ZEROS.0;
+
+#[repr(align(64))]
+struct AlignedPage([u8; PAGE as usize]);
+
+static ZEROS: AlignedPage = AlignedPage([0; PAGE as usize]);
 
 type PageKey = (Space, u64);
 
@@ -186,7 +193,7 @@ impl MemoryStore {
             .pop()
             .unwrap_or_else(|| Arc::new([0u8; PAGE as usize]));
         let buf = Arc::get_mut(&mut page).expect("spare buffers are unshared");
-        let src = keep.unwrap_or(&ZERO_PAGE);
+        let src = keep.unwrap_or(ZERO_PAGE);
         buf[..overwritten.start].copy_from_slice(&src[..overwritten.start]);
         buf[overwritten.end..].copy_from_slice(&src[overwritten.end..]);
         Ok(page)
@@ -251,7 +258,7 @@ impl MemoryStore {
         let (page, within) = page_of(pos);
         let p: &[u8] = match self.pages.get(space, page) {
             Some(p) => &p[..],
-            None => &ZERO_PAGE,
+            None => ZERO_PAGE,
         };
         &p[within..within + n as usize]
     }
@@ -461,7 +468,7 @@ impl MemoryStore {
                 f(
                     std::array::from_fn(|k| {
                         let (p, within) = &held[k];
-                        let p: &[u8] = p.as_deref().unwrap_or(&ZERO_PAGE);
+                        let p: &[u8] = p.as_deref().unwrap_or(ZERO_PAGE);
                         &p[*within..*within + n as usize]
                     }),
                     &mut out[range],
@@ -491,6 +498,12 @@ impl MemoryStore {
 mod tests {
     use super::*;
     use crate::topology::PeCoord;
+
+    #[test]
+    fn unwritten_memory_reads_from_an_aligned_page() {
+        // The vectorised kernels need aligned elements (see ZERO_PAGE).
+        assert_eq!(ZERO_PAGE.as_ptr() as usize % 64, 0);
+    }
 
     fn tcm() -> Space {
         Space::Tcm(PeCoord {
