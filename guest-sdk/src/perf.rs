@@ -24,7 +24,7 @@
 //! `recv`; an odd last rank idles): its time is one transfer.
 
 use crate::bench::{ahbm, dist, mp, report, torch};
-use crate::reference::{expected, expected_output, Expected, Periodic, Values};
+use crate::reference::{expected, expected_output, Expected, Values};
 use crate::{Call, Collective, Dtype, RedOp};
 
 /// What a bench measures.
@@ -306,11 +306,14 @@ fn wrong_in(t: &torch::Tensor, n: u64, want: impl Fn(u64) -> Option<f64>) -> Res
     Ok(wrong)
 }
 
-/// Elements of `t` (`n` of them) that differ from the periodic `want`.
-fn wrong_in_periodic(t: &torch::Tensor, n: u64, want: &Periodic) -> Result<u64, String> {
+/// Elements of `t` (`n` of them) that differ from the tabulated `want`.
+fn wrong_in_table(t: &torch::Tensor, n: u64, want: &Expected) -> Result<u64, String> {
     let mut wrong = 0;
     for (first, k) in pieces(n) {
-        wrong += want.mismatches(first, &t.to_f64_range(first, k)?);
+        let got = t.to_f64_range(first, k)?;
+        wrong += want
+            .mismatches(first, &got)
+            .ok_or("the expected output is not tabulated")?;
     }
     Ok(wrong)
 }
@@ -391,8 +394,8 @@ fn collective(
     } else {
         match expected_output(&call, &values, rank) {
             Expected::Unspecified => 0,
-            Expected::Periodic(want) => wrong_in_periodic(out, n_out, &want)?,
             Expected::PerElement => wrong_in(out, n_out, |j| expected(&call, &values, rank, j))?,
+            table => wrong_in_table(out, n_out, &table)?,
         }
     };
     Ok(report::Row {
@@ -472,7 +475,7 @@ fn send_recv(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<Option<report
     )?;
     let wrong = if sw.check && !sender {
         match values.inputs(peer) {
-            Some(want) => wrong_in_periodic(&t, count, &want)?,
+            Some(want) => wrong_in_table(&t, count, &Expected::Periodic(want))?,
             None => wrong_in(&t, count, |j| Some(values.value(peer, j)))?,
         }
     } else {

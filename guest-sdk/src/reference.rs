@@ -193,6 +193,21 @@ impl Values {
             .map(|p| Periodic::new(p, |i| self.value(rank, i)))
     }
 
+    /// Data-moving values as one sequence at a shift per rank:
+    /// `value(r, i) = base.at(i + shift(r))`, where the dtype's exact range
+    /// is small enough to tabulate. `(r·977 + 31·i + 1) mod R` with `R` a
+    /// power of two and 31 odd (so invertible mod `R`) is
+    /// `base(i + r·977·31⁻¹)` with `base(i) = (31·i + 1) mod R`.
+    pub fn data_base(&self) -> Option<(Periodic, impl Fn(u32) -> u64)> {
+        let r = exact_range(self.dtype);
+        if self.reduces || r > 1 << 12 {
+            return None;
+        }
+        let inv31 = (1..r).find(|x| (31 * x) % r == 1)?;
+        let base = Periodic::new(r, |i| ((31 * i + 1) % r) as f64);
+        Some((base, move |rank: u32| (rank as u64 * 977 % r) * inv31 % r))
+    }
+
     /// The reductions ([`Values::reduced`]) from element `shift` on, as a
     /// [`Periodic`] sequence (reductions only).
     fn reduced_from(&self, shift: u64) -> Option<Periodic> {
@@ -210,20 +225,64 @@ pub enum Expected {
     Unspecified,
     /// A sequence with a small period.
     Periodic(Periodic),
+    /// Block `k` (of `block` elements) holds `base` from its element
+    /// `starts[k]` on: every rank's data-moving values are one sequence
+    /// at a shift (all-gather, all-to-all).
+    Blocks {
+        block: u64,
+        base: Periodic,
+        starts: Vec<u64>,
+    },
     /// Element by element: [`expected`].
     PerElement,
+}
+
+impl Expected {
+    /// How many of `got` (output elements `first ..`) differ, for the
+    /// tabulated forms (`None` for the others).
+    pub fn mismatches(&self, first: u64, got: &[f64]) -> Option<u64> {
+        match self {
+            Expected::Periodic(p) => Some(p.mismatches(first, got)),
+            Expected::Blocks {
+                block,
+                base,
+                starts,
+            } => {
+                let (mut at, mut rest, mut wrong) = (first, got, 0);
+                while !rest.is_empty() {
+                    let (k, within) = (at / block, at % block);
+                    let take = ((block - within) as usize).min(rest.len());
+                    wrong += base.mismatches(starts[k as usize] + within, &rest[..take]);
+                    (at, rest) = (at + take as u64, &rest[take..]);
+                }
+                Some(wrong)
+            }
+            Expected::Unspecified | Expected::PerElement => None,
+        }
+    }
 }
 
 /// What rank `rank`'s output must hold after `call` (as [`expected`]),
 /// tabulated where it repeats.
 pub fn expected_output(call: &Call, values: &Values, rank: u32) -> Expected {
     let b = call.block.max(1);
+    let blocks = |own: u64| match values.data_base() {
+        Some((base, shift)) => Expected::Blocks {
+            block: b,
+            base,
+            starts: (0..call.world_size).map(|k| shift(k) + own).collect(),
+        },
+        None => Expected::PerElement,
+    };
     let periodic = match call.collective {
         Collective::Reduce if rank != call.root => return Expected::Unspecified,
         Collective::AllReduce | Collective::Reduce => values.reduced_from(0),
         Collective::ReduceScatter => values.reduced_from(rank as u64 * b),
         Collective::Broadcast => values.inputs(call.root),
-        Collective::AllGather | Collective::AllToAll => None,
+        // Block k is rank k's input from element 0 (all-gather) or from
+        // this rank's block (all-to-all).
+        Collective::AllGather => return blocks(0),
+        Collective::AllToAll => return blocks(rank as u64 * b),
     };
     periodic.map_or(Expected::PerElement, Expected::Periodic)
 }
@@ -314,7 +373,7 @@ mod tests {
                 ..Call::all_reduce(37, ws)
             })
         };
-        let mut tabulated = 0;
+        let (mut tabulated, mut blocks) = (0, 0);
         for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
             for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
                 for ws in [2, 3, 129, 300] {
@@ -328,21 +387,32 @@ mod tests {
                             match expected_output(&call, &v, rank) {
                                 Expected::Unspecified => assert!(want.iter().all(Option::is_none)),
                                 Expected::PerElement => {}
-                                Expected::Periodic(p) => {
+                                table => {
                                     tabulated += 1;
+                                    blocks += matches!(table, Expected::Blocks { .. }) as u32;
                                     let want: Vec<f64> = want.into_iter().flatten().collect();
                                     assert_eq!(want.len() as u64, n);
-                                    for first in [0, 1, 5, n / 2] {
-                                        let mut piece = vec![];
-                                        p.extend_piece(first, n - first, &mut piece);
-                                        assert_eq!(piece, want[first as usize..], "{call:?}");
-                                        assert_eq!(p.mismatches(first, &piece), 0);
+                                    if let Expected::Periodic(p) = &table {
+                                        for first in [0, 1, 5, n / 2] {
+                                            let mut piece = vec![];
+                                            p.extend_piece(first, n - first, &mut piece);
+                                            assert_eq!(piece, want[first as usize..], "{call:?}");
+                                        }
+                                    }
+                                    for first in [0, 1, 5, 36, 37, 38, n / 2].map(|f| f.min(n - 1))
+                                    {
+                                        let got = &want[first as usize..];
+                                        assert_eq!(
+                                            table.mismatches(first, got),
+                                            Some(0),
+                                            "{call:?}"
+                                        );
                                     }
                                     let mut bad = want.clone();
                                     bad[3] += 1.0;
                                     bad[n as usize - 1] = -1.0;
-                                    assert_eq!(p.mismatches(0, &bad), 2);
-                                    assert_eq!(p.mismatches(2, &bad[2..]), 2);
+                                    assert_eq!(table.mismatches(0, &bad), Some(2), "{call:?}");
+                                    assert_eq!(table.mismatches(2, &bad[2..]), Some(2));
                                 }
                             }
                             if let Some(p) = v.inputs(rank) {
@@ -359,7 +429,7 @@ mod tests {
                 }
             }
         }
-        assert!(tabulated > 500, "{tabulated}");
+        assert!(tabulated > 500 && blocks > 100, "{tabulated} {blocks}");
     }
 
     #[test]
