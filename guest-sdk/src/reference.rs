@@ -43,8 +43,8 @@ pub struct Values {
     reduces: bool,
     /// Ranks `r` with `(r + i) % stride == 0` contribute to element `i`.
     pub stride: u64,
-    /// The exact reduction of element `i % period` (reductions only).
-    table: Vec<f64>,
+    /// The exact reduction of every element (reductions only).
+    reductions: Option<Periodic>,
 }
 
 impl Values {
@@ -58,12 +58,13 @@ impl Values {
             op,
             reduces,
             stride,
-            table: Vec::new(),
+            reductions: None,
         };
         if reduces {
             // The reduction is periodic in the element index (period
             // 48 × stride): tabulated once, not reduced per element.
-            v.table = (0..48 * stride).map(|i| v.reduce_exact(i)).collect();
+            let period = v.input_period();
+            v.reductions = period.map(|p| Periodic::new(p, |i| v.reduce_exact(i)));
         }
         v
     }
@@ -110,10 +111,10 @@ impl Values {
     /// The reduction over every contributor of element `i`, rounded once
     /// to the dtype.
     pub fn reduced(&self, i: u64) -> f64 {
-        if self.table.is_empty() {
-            return self.reduce_exact(i);
+        match &self.reductions {
+            Some(t) => t.at(i),
+            None => self.reduce_exact(i),
         }
-        self.table[(i % self.table.len() as u64) as usize]
     }
 }
 
@@ -133,6 +134,11 @@ impl Periodic {
         Periodic {
             table: (0..period.max(1)).map(v).collect(),
         }
+    }
+
+    /// Elements before it repeats.
+    pub fn period(&self) -> u64 {
+        self.table.len() as u64
     }
 
     /// Element `i` of the sequence.
@@ -199,10 +205,7 @@ impl Values {
     /// power of two and 31 odd (so invertible mod `R`) is
     /// `base(i + r·977·31⁻¹)` with `base(i) = (31·i + 1) mod R`.
     pub fn data_base(&self) -> Option<(Periodic, impl Fn(u32) -> u64)> {
-        let r = exact_range(self.dtype);
-        if self.reduces || r > 1 << 12 {
-            return None;
-        }
+        let r = self.input_period().filter(|_| !self.reduces)?;
         let inv31 = (1..r).find(|x| (31 * x) % r == 1)?;
         let base = Periodic::new(r, |i| ((31 * i + 1) % r) as f64);
         Some((base, move |rank: u32| (rank as u64 * 977 % r) * inv31 % r))
@@ -211,8 +214,8 @@ impl Values {
     /// The reductions ([`Values::reduced`]) from element `shift` on, as a
     /// [`Periodic`] sequence (reductions only).
     fn reduced_from(&self, shift: u64) -> Option<Periodic> {
-        let p = self.table.len() as u64;
-        (p > 0).then(|| Periodic::new(p, |j| self.table[((shift + j) % p) as usize]))
+        let t = self.reductions.as_ref()?;
+        Some(Periodic::new(t.period(), |j| t.at(shift + j)))
     }
 }
 
@@ -313,7 +316,7 @@ mod tests {
             for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
                 for ws in [1, 2, 4, 16, 17, 128, 129, 273, 1000, 4096] {
                     let v = Values::new(ws, dtype, op, true);
-                    for i in 0..v.table.len() as u64 * 2 {
+                    for i in 0..v.reductions.as_ref().unwrap().period() * 2 {
                         let vals: Vec<f64> = (0..ws).map(|r| v.value(r, i)).collect();
                         // Sums and products of all of them bound every
                         // partial result, in any order.
