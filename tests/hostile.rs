@@ -146,6 +146,20 @@ fn kernels_that_need_simulated_time_or_flood_the_queue_run_as_in_step() {
 }
 
 #[test]
+fn malformed_batches_are_refused_by_name_and_leave_the_host_sound() {
+    let e = kernel_err(&loader(), 2, 4096);
+    let expected = [
+        "call 1: tl.submit: direction 5 is not one of the 1 the batch lists",
+        "call 0: tl.submit: tensor id 9 names no live tensor",
+        "call 0: tl.submit: tensor id 70000 is not below 65536",
+        "call 0: tl.submit: shape 3 is not one of the 1 the batch lists",
+        // The first batch's load made tensor 0, still live.
+        "call 0: tl.submit: tensor id 0 is still live (drop it before naming a new tensor with it)",
+    ];
+    assert!(e.contains(&expected.join("\n")), "{e}");
+}
+
+#[test]
 fn sleeping_past_the_clocks_horizon_is_refused() {
     let e = kernel_err(&loader(), 2, 256);
     assert!(e.contains("hostile_kernel") && e.contains("on sip"), "{e}");

@@ -28,6 +28,55 @@ impl From<types::Dtype> for Dtype {
     }
 }
 
+impl From<BinOp> for tl::Binop {
+    fn from(op: BinOp) -> Self {
+        match op {
+            BinOp::Add => tl::Binop::Add,
+            BinOp::Sub => tl::Binop::Sub,
+            BinOp::Mul => tl::Binop::Mul,
+            BinOp::Max => tl::Binop::Max,
+            BinOp::Min => tl::Binop::Min,
+            BinOp::Div => tl::Binop::Div,
+        }
+    }
+}
+
+impl From<UnaryOp> for tl::UnaryOp {
+    fn from(op: UnaryOp) -> Self {
+        match op {
+            UnaryOp::Neg => tl::UnaryOp::Neg,
+            UnaryOp::Abs => tl::UnaryOp::Abs,
+            UnaryOp::Exp => tl::UnaryOp::Exp,
+            UnaryOp::Log => tl::UnaryOp::Log,
+            UnaryOp::Sqrt => tl::UnaryOp::Sqrt,
+            UnaryOp::Relu => tl::UnaryOp::Relu,
+            UnaryOp::Recip => tl::UnaryOp::Recip,
+        }
+    }
+}
+
+impl From<CompositeOp> for tl::CompositeOp {
+    fn from(op: CompositeOp) -> Self {
+        match op {
+            CompositeOp::Gemm => tl::CompositeOp::Gemm,
+            CompositeOp::GemmAcc => tl::CompositeOp::GemmAcc,
+            CompositeOp::GemmBias => tl::CompositeOp::GemmBias,
+            CompositeOp::GemmRelu => tl::CompositeOp::GemmRelu,
+            CompositeOp::GemmBiasRelu => tl::CompositeOp::GemmBiasRelu,
+        }
+    }
+}
+
+impl From<ReduceOp> for tl::ReduceOp {
+    fn from(op: ReduceOp) -> Self {
+        match op {
+            ReduceOp::Sum => tl::ReduceOp::Sum,
+            ReduceOp::Max => tl::ReduceOp::Max,
+            ReduceOp::Min => tl::ReduceOp::Min,
+        }
+    }
+}
+
 impl Tensor for tl::Tensor {
     fn shape(&self) -> Vec<u32> {
         tl::Tensor::shape(self)
@@ -43,7 +92,10 @@ impl Tensor for tl::Tensor {
     }
 }
 
-/// The kernel language as provided by the simulator host.
+/// The kernel language as provided by the simulator host, one host call
+/// per `tl` call: a refused call traps at the call, with the guest's
+/// backtrace. [`crate::BatchTl`] (what [`crate::export_algorithm!`] uses)
+/// makes the same calls in batches.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WasmTl;
 
@@ -89,15 +141,7 @@ impl Tl for WasmTl {
         tl::recv_into(dir, shape, dtype.into(), dst_addr)
     }
     fn binary(&self, op: BinOp, a: &tl::Tensor, b: &tl::Tensor) -> tl::Tensor {
-        let op = match op {
-            BinOp::Add => tl::Binop::Add,
-            BinOp::Sub => tl::Binop::Sub,
-            BinOp::Mul => tl::Binop::Mul,
-            BinOp::Max => tl::Binop::Max,
-            BinOp::Min => tl::Binop::Min,
-            BinOp::Div => tl::Binop::Div,
-        };
-        tl::binary(op, a, b)
+        tl::binary(op.into(), a, b)
     }
     fn add(&self, a: &tl::Tensor, b: &tl::Tensor) -> tl::Tensor {
         tl::add(a, b)
@@ -106,16 +150,7 @@ impl Tl for WasmTl {
         tl::scale(a, factor)
     }
     fn unary(&self, op: UnaryOp, a: &tl::Tensor) -> tl::Tensor {
-        let op = match op {
-            UnaryOp::Neg => tl::UnaryOp::Neg,
-            UnaryOp::Abs => tl::UnaryOp::Abs,
-            UnaryOp::Exp => tl::UnaryOp::Exp,
-            UnaryOp::Log => tl::UnaryOp::Log,
-            UnaryOp::Sqrt => tl::UnaryOp::Sqrt,
-            UnaryOp::Relu => tl::UnaryOp::Relu,
-            UnaryOp::Recip => tl::UnaryOp::Recip,
-        };
-        tl::unary(op, a)
+        tl::unary(op.into(), a)
     }
     fn gemm(&self, a: &tl::Tensor, b: &tl::Tensor, out_dtype: Dtype) -> tl::Tensor {
         tl::gemm(a, b, out_dtype.into())
@@ -128,25 +163,13 @@ impl Tl for WasmTl {
         c: Option<&tl::Tensor>,
         out_dtype: Dtype,
     ) -> tl::Tensor {
-        let op = match op {
-            CompositeOp::Gemm => tl::CompositeOp::Gemm,
-            CompositeOp::GemmAcc => tl::CompositeOp::GemmAcc,
-            CompositeOp::GemmBias => tl::CompositeOp::GemmBias,
-            CompositeOp::GemmRelu => tl::CompositeOp::GemmRelu,
-            CompositeOp::GemmBiasRelu => tl::CompositeOp::GemmBiasRelu,
-        };
-        tl::composite(op, a, b, c, out_dtype.into())
+        tl::composite(op.into(), a, b, c, out_dtype.into())
     }
     fn cast(&self, a: &tl::Tensor, dtype: Dtype) -> tl::Tensor {
         tl::cast(a, dtype.into())
     }
     fn reduce(&self, op: ReduceOp, a: &tl::Tensor, axis: u32) -> tl::Tensor {
-        let op = match op {
-            ReduceOp::Sum => tl::ReduceOp::Sum,
-            ReduceOp::Max => tl::ReduceOp::Max,
-            ReduceOp::Min => tl::ReduceOp::Min,
-        };
-        tl::reduce(op, a, axis)
+        tl::reduce(op.into(), a, axis)
     }
     fn now_ps(&self) -> u64 {
         tl::now_ps()
@@ -272,7 +295,9 @@ macro_rules! export_algorithm {
             struct __KernbenchAlgorithm;
             impl $crate::__algorithm::Guest for __KernbenchAlgorithm {
                 fn kernel(t_ptr: u64, args: ::std::vec::Vec<i64>) {
-                    <$ty as $crate::Algorithm>::kernel(&$crate::WasmTl, t_ptr, &args)
+                    let tl = $crate::BatchTl::default();
+                    <$ty as $crate::Algorithm>::kernel(&tl, t_ptr, &args);
+                    tl.flush();
                 }
                 fn kernel_args(
                     world_size: u32,

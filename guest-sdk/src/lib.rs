@@ -29,6 +29,10 @@ pub mod mock;
 pub mod algorithm_wasm;
 #[cfg(feature = "algorithm")]
 pub use algorithm_wasm::WasmTl;
+#[cfg(feature = "algorithm")]
+mod batch_wasm;
+#[cfg(feature = "algorithm")]
+pub use batch_wasm::{BatchFuture, BatchTensor, BatchTl, BATCH_CALLS};
 
 #[cfg(feature = "bench")]
 pub mod bench;

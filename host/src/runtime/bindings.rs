@@ -21,6 +21,7 @@ pub mod algorithm {
             "kernbench:sim/tl.[drop]recv-future": trappable,
             "kernbench:sim/tl.[method]recv-future.shape": trappable,
             "kernbench:sim/tl.[method]recv-future.dtype": trappable,
+            "kernbench:sim/tl.batch-tensor": trappable,
             default: async | trappable,
         },
         exports: { default: async },

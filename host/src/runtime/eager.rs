@@ -18,6 +18,7 @@
 //! guest at the call, with its backtrace, as they do in step; the rest
 //! (scratch memory, a message of another size) are found by the replay.
 
+use super::batch::{batch_call_fn, BatchIds};
 use super::bindings::algorithm::kernbench::sim::types;
 use super::bindings::algorithm_eager::kernbench::sim::tl;
 use super::commands::{call, Command, CommandList, TensorId};
@@ -36,6 +37,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// Commands one recording may hold; a kernel issuing more runs in step
 /// with simulated time instead (where the command queue bounds it).
 pub const MAX_RECORDED_COMMANDS: usize = 1 << 20;
+
+/// Accepted sends / receive directions an [`EagerHost`] remembers (a
+/// kernel uses a few; past this many, the rest are checked every time).
+const MAX_ACCEPTED: usize = 16;
 
 /// A kernel asked for something only simulated time can answer.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +78,13 @@ pub struct EagerHost {
     free: Vec<TensorId>,
     /// `recv_async` futures not waited for.
     pub(crate) unwaited: super::futures::Unwaited,
+    /// The ids of its `tl.submit` batches.
+    batch: BatchIds,
+    /// Sends (direction id, bytes) and receive directions the machine
+    /// has accepted: they depend on the installed IPCQ only, which a
+    /// kernel cannot change, so each is asked once per kernel.
+    accepted_sends: Vec<(u32, u64)>,
+    accepted_recvs: Vec<Option<u32>>,
 }
 
 impl Guarded for EagerHost {
@@ -101,6 +113,9 @@ impl EagerHost {
             list: CommandList::default(),
             free: Vec::new(),
             unwaited: Default::default(),
+            batch: BatchIds::default(),
+            accepted_sends: Vec::new(),
+            accepted_recvs: Vec::new(),
         }
     }
 
@@ -227,10 +242,17 @@ impl EagerHost {
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
-        if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, dst) {
-            return Err(self.fail(call::recv(dir.as_deref(), dst), e));
+        let dir_id = dir.as_deref().map(|d| self.list.dir(d));
+        let accepted = dst.is_none() && self.accepted_recvs.contains(&dir_id);
+        if !accepted {
+            if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, dst) {
+                return Err(self.fail(call::recv(dir.as_deref(), dst), e));
+            }
+            if self.accepted_recvs.len() < MAX_ACCEPTED {
+                self.accepted_recvs.push(dir_id);
+            }
         }
-        let dir = dir.map(|d| self.list.dir(&d));
+        let dir = dir_id;
         let shape_id = self.list.shape(&shape);
         self.produce(Shape::from_vec(shape), dtype, |out| match dst {
             None => Command::Recv {
@@ -375,11 +397,16 @@ impl tl::Host for EagerHost {
         let v = self.tensor(&value)?;
         let nbytes = v.dtype.nbytes(&v.shape)?;
         let value = v.id;
-        if let Err(e) = self.machine.check_send(self.pe, &dir, nbytes) {
-            return Err(self.fail(call::send(&dir), e));
+        let dir_id = self.list.dir(&dir);
+        if !self.accepted_sends.contains(&(dir_id, nbytes)) {
+            if let Err(e) = self.machine.check_send(self.pe, &dir, nbytes) {
+                return Err(self.fail(call::send(&dir), e));
+            }
+            if self.accepted_sends.len() < MAX_ACCEPTED {
+                self.accepted_sends.push((dir_id, nbytes));
+            }
         }
-        let dir = self.list.dir(&dir);
-        self.record(Command::Send { dir, value })
+        self.record(Command::Send { dir: dir_id, value })
     }
 
     fn send_addr(
@@ -525,4 +552,23 @@ impl tl::Host for EagerHost {
     fn log(&mut self, _msg: String) -> wasmtime::Result<()> {
         Err(wasmtime::Error::new(NeedsSimulatedTime { what: "tl.log" }))
     }
+
+    fn submit(
+        &mut self,
+        dirs: Vec<String>,
+        shapes: Vec<Vec<u32>>,
+        calls: Vec<tl::BatchCall>,
+    ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+        submit_batch(self, dirs, shapes, calls)
+    }
+
+    /// A batch asks for a handle only for what a recorded tensor cannot
+    /// tell (its address).
+    fn batch_tensor(&mut self, _id: u32) -> wasmtime::Result<Resource<EagerTensor>> {
+        Err(wasmtime::Error::new(NeedsSimulatedTime {
+            what: "tl.batch-tensor",
+        }))
+    }
 }
+
+batch_call_fn!(submit_batch, EagerHost, [],);

@@ -1,6 +1,7 @@
 //! The kernel side: `tl.*` host functions for one PE kernel instance, and
 //! the launch of a kernel (one Store per instance, dropped when it ends).
 
+use super::batch::{batch_call_fn, BatchIds};
 use super::bindings::algorithm::kernbench::sim::{tl, types};
 use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
@@ -47,6 +48,8 @@ pub struct KernelHost {
     log: CapturePipe,
     /// `recv_async` futures not waited for: (id, direction).
     unwaited: super::futures::Unwaited,
+    /// The ids of its `tl.submit` batches.
+    batch: BatchIds,
 }
 
 impl Guarded for KernelHost {
@@ -483,7 +486,24 @@ impl tl::Host for KernelHost {
         self.log.write(line.as_bytes());
         Ok(())
     }
+
+    async fn submit(
+        &mut self,
+        dirs: Vec<String>,
+        shapes: Vec<Vec<u32>>,
+        calls: Vec<tl::BatchCall>,
+    ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+        submit_batch(self, dirs, shapes, calls).await
+    }
+
+    fn batch_tensor(&mut self, id: u32) -> wasmtime::Result<Resource<KernelTensor>> {
+        let rep = self.batch.tensors.get(id)?;
+        let t = self.tensor(&Resource::new_borrow(rep))?;
+        self.push(t)
+    }
 }
+
+batch_call_fn!(submit_batch, KernelHost, [.await], async);
 
 /// One kernel launch on one PE.
 #[derive(Debug, Clone)]
@@ -530,6 +550,7 @@ impl AlgorithmComponent {
             guard: limits.guard(&who),
             log: sb.output.stderr.clone(),
             unwaited: Default::default(),
+            batch: BatchIds::default(),
         };
         let mut store = Store::new(self.pre.engine(), host);
         guard_store(&mut store)?;

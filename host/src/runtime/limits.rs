@@ -203,6 +203,21 @@ impl InstanceGuard {
         self.host_calls
     }
 
+    /// Charge the calls of a `tl.submit` batch beyond the one host call
+    /// the batch itself was (so `--max-host-calls` counts `tl` calls
+    /// however they are handed over).
+    pub fn batched_calls(&mut self, calls: usize) -> Result<(), BudgetRanOut> {
+        self.host_calls = self
+            .host_calls
+            .saturating_add((calls as u64).saturating_sub(1));
+        if self.host_calls > self.limits.max_host_calls {
+            return Err(BudgetRanOut::HostCalls {
+                limit: self.limits.max_host_calls,
+            });
+        }
+        Ok(())
+    }
+
     /// The instance's name in errors (a PE, `bench` or `rank N`).
     pub fn who(&self) -> &str {
         &self.who

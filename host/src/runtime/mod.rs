@@ -14,6 +14,7 @@
 //! * [`wasi`]: the guest sandbox.
 //! * [`sim`]: drives a whole run on the executor and reports deadlocks.
 
+pub mod batch;
 pub mod bench;
 pub mod bindings;
 pub mod collective;

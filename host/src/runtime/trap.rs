@@ -75,6 +75,12 @@ fn rust_panic(stderr: &str) -> Option<(String, String)> {
     Some((message.join("\n"), location))
 }
 
+/// How the Rust SDK ends a kernel whose batched `tl` call the host refused
+/// (`guest-sdk/src/batch_wasm.rs`): it panics with the host's message and
+/// this, then the place of the call. That place, not the SDK's, is where
+/// the kernel went wrong.
+const BATCHED_CALL_AT: &str = " (the tl call at ";
+
 /// [`describe_wasm_error`], led by the guest's own panic message when the
 /// trap is a Rust guest panicking (a bare `unreachable` says nothing).
 pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
@@ -87,6 +93,9 @@ pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
     }
     let (stderr, _) = out.stderr.contents();
     match rust_panic(&String::from_utf8_lossy(&stderr)) {
+        Some((message, _)) if message.contains(BATCHED_CALL_AT) => {
+            format!("{message}\n{described}")
+        }
         Some((message, location)) => {
             format!("the guest panicked at {location}: {message}\n{described}")
         }

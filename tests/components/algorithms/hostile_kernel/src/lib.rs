@@ -10,6 +10,9 @@
 //! * 512  → rank 0 loads an unmapped address while its peers wait for it;
 //! * 1024 → sleeps 10 us in a loop forever;
 //! * 2048 → issues 20000 stores without waiting, then the hello ring;
+//! * 4096 → hands `tl.submit` batches no SDK would write (a direction
+//!   index past the list, a tensor id never made, an id past the limit)
+//!   and panics with the host's answers, one per line;
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -66,6 +69,7 @@ impl Algorithm for Hostile {
                 }
                 hello(tl, t_ptr, n);
             }
+            4096 => malformed_batches(t_ptr, n),
             _ => hello(tl, t_ptr, n),
         }
     }
@@ -73,6 +77,34 @@ impl Algorithm for Hostile {
     fn kernel_args(_world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
         vec![n_elem as i64]
     }
+}
+
+/// Batches with wrong names, straight through the raw bindings.
+fn malformed_batches(t_ptr: u64, n: u32) {
+    use kernbench_guest::__algorithm::kernbench::sim::{tl, types};
+    use tl::BatchCall as C;
+    let dirs = ["E".to_string()];
+    let shapes = [vec![n]];
+    let load = C::Load((t_ptr, 0, types::Dtype::F16, 0));
+    let answers = [
+        tl::submit(&dirs, &shapes, &[load, C::Send((5, 0))]),
+        tl::submit(&dirs, &shapes, &[C::DropTensor(9)]),
+        tl::submit(
+            &dirs,
+            &shapes,
+            &[C::Load((t_ptr, 0, types::Dtype::F16, 70_000))],
+        ),
+        tl::submit(&dirs, &shapes, &[C::Load((t_ptr, 3, types::Dtype::F16, 1))]),
+        tl::submit(&dirs, &shapes, &[C::Load((t_ptr, 0, types::Dtype::F16, 0))]),
+    ];
+    let lines: Vec<String> = answers
+        .into_iter()
+        .map(|a| match a {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("call {}: {}", e.index, e.message),
+        })
+        .collect();
+    panic!("batch answers:\n{}", lines.join("\n"));
 }
 
 kernbench_guest::export_algorithm!(Hostile);

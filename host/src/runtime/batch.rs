@@ -1,0 +1,323 @@
+//! `tl.submit` (WIT 0.1.2): a kernel's `tl` calls handed over as a list,
+//! in one host call instead of one host call each.
+//!
+//! A call through the component model costs ~1.5 K instructions of glue
+//! (the transition, lifting, the resource table, the call hook that
+//! charges the host-call budget): more than recording the call itself. A
+//! ring step makes seven. The Rust SDK therefore keeps a kernel's calls
+//! in guest memory and submits them when the kernel needs an answer only
+//! the host has (an address, the time) or ends.
+//!
+//! This module owns what a batch adds to a kernel's host: the ids the
+//! kernel chooses for the tensors and futures it makes (mapped to the
+//! handles of the kernel's resource table), and the line between a call's
+//! own refusal — told to the kernel as a `batch-error`, so the SDK can
+//! name the line of the kernel that made the call — and everything else,
+//! which ends the instance as it would have. Each listed call is made by
+//! the same host function as the call made by itself ([`batch_call_fn`]),
+//! so checks, errors, recorded commands and simulated times are the same.
+
+use crate::error::TlCallError;
+
+/// Ids a batch may use for tensors, and for futures (a kernel reuses the
+/// ids of dropped ones, so it needs as many as it holds at once).
+pub const MAX_BATCH_IDS: u32 = 1 << 16;
+
+/// A batch named an id wrongly (the SDK never does; a hand-written guest
+/// may).
+#[derive(Debug, thiserror::Error)]
+pub enum BatchIdError {
+    #[error("tl.submit: {kind} id {id} is not below {MAX_BATCH_IDS}")]
+    OutOfRange { kind: &'static str, id: u32 },
+    #[error(
+        "tl.submit: {kind} id {id} is still live (drop it before naming a new {kind} with it)"
+    )]
+    Live { kind: &'static str, id: u32 },
+    #[error("tl.submit: {kind} id {id} names no live {kind}")]
+    NotLive { kind: &'static str, id: u32 },
+    #[error("tl.submit: {kind} {index} is not one of the {len} the batch lists")]
+    NoSuch {
+        kind: &'static str,
+        index: u32,
+        len: usize,
+    },
+}
+
+/// The directions and shapes one `submit` names by index.
+pub struct Named<'a> {
+    pub dirs: &'a [String],
+    pub shapes: &'a [Vec<u32>],
+}
+
+impl Named<'_> {
+    pub fn dir(&self, index: u32) -> Result<String, BatchIdError> {
+        self.dirs
+            .get(index as usize)
+            .cloned()
+            .ok_or(BatchIdError::NoSuch {
+                kind: "direction",
+                index,
+                len: self.dirs.len(),
+            })
+    }
+
+    pub fn any_dir(&self, index: Option<u32>) -> Result<Option<String>, BatchIdError> {
+        index.map(|i| self.dir(i)).transpose()
+    }
+
+    pub fn shape(&self, index: u32) -> Result<Vec<u32>, BatchIdError> {
+        self.shapes
+            .get(index as usize)
+            .cloned()
+            .ok_or(BatchIdError::NoSuch {
+                kind: "shape",
+                index,
+                len: self.shapes.len(),
+            })
+    }
+}
+
+/// One kind of id (tensors, or futures): id -> resource-table handle.
+#[derive(Debug)]
+pub struct IdTable {
+    kind: &'static str,
+    reps: Vec<Option<u32>>,
+}
+
+impl IdTable {
+    fn new(kind: &'static str) -> Self {
+        IdTable {
+            kind,
+            reps: Vec::new(),
+        }
+    }
+
+    /// `id` may name a new handle: in range and not live.
+    pub fn vacant(&self, id: u32) -> Result<(), BatchIdError> {
+        let kind = self.kind;
+        if id >= MAX_BATCH_IDS {
+            return Err(BatchIdError::OutOfRange { kind, id });
+        }
+        match self.reps.get(id as usize) {
+            Some(Some(_)) => Err(BatchIdError::Live { kind, id }),
+            _ => Ok(()),
+        }
+    }
+
+    /// `id` names `rep` from now on (checked by [`IdTable::vacant`]).
+    pub fn bind(&mut self, id: u32, rep: u32) -> Result<(), BatchIdError> {
+        self.vacant(id)?;
+        let i = id as usize;
+        if self.reps.len() <= i {
+            self.reps.resize(i + 1, None);
+        }
+        self.reps[i] = Some(rep);
+        Ok(())
+    }
+
+    /// The handle `id` names.
+    pub fn get(&self, id: u32) -> Result<u32, BatchIdError> {
+        self.reps
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .ok_or(BatchIdError::NotLive {
+                kind: self.kind,
+                id,
+            })
+    }
+
+    /// The handle `id` names; `id` is free again.
+    pub fn take(&mut self, id: u32) -> Result<u32, BatchIdError> {
+        let rep = self.get(id)?;
+        self.reps[id as usize] = None;
+        Ok(rep)
+    }
+}
+
+/// The ids of one kernel instance's batches.
+#[derive(Debug)]
+pub struct BatchIds {
+    pub tensors: IdTable,
+    pub futures: IdTable,
+}
+
+impl Default for BatchIds {
+    fn default() -> Self {
+        BatchIds {
+            tensors: IdTable::new("tensor"),
+            futures: IdTable::new("future"),
+        }
+    }
+}
+
+/// What became of call `index` of a batch that failed with `e`: the
+/// refusal the kernel is told (`Ok((index, message))`) when it is the
+/// call's own, otherwise the error that ends the instance.
+pub fn refusal(index: usize, e: wasmtime::Error) -> wasmtime::Result<(u32, String)> {
+    if e.is::<TlCallError>() || e.is::<BatchIdError>() {
+        Ok((index as u32, e.to_string()))
+    } else {
+        Err(e)
+    }
+}
+
+/// Defines `fn $name(host, dirs, shapes, calls)`, the body of a host's
+/// `tl.submit`: makes the calls in order through the host's own `tl`
+/// functions (`$aw` is `.await` for a host whose calls wait in simulated
+/// time, nothing for a recording one) and gives the refused call's index
+/// and message. The host has `batch: BatchIds` and `guard` fields; `tl`
+/// is its bindings' interface module.
+macro_rules! batch_call_fn {
+    ($name:ident, $host:ty, [$($aw:tt)*], $($async:ident)?) => {
+        $($async)? fn $name(
+            host: &mut $host,
+            dirs: Vec<String>,
+            shapes: Vec<Vec<u32>>,
+            calls: Vec<tl::BatchCall>,
+        ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+            host.guard.batched_calls(calls.len())?;
+            let named = $crate::runtime::batch::Named {
+                dirs: &dirs,
+                shapes: &shapes,
+            };
+            for (index, call) in calls.into_iter().enumerate() {
+                if let Err(e) = one_call(host, &named, call) $($aw)* {
+                    let (index, message) = $crate::runtime::batch::refusal(index, e)?;
+                    return Ok(Err(tl::BatchError { index, message }));
+                }
+            }
+            Ok(Ok(()))
+        }
+
+        $($async)? fn one_call(
+            host: &mut $host,
+            named: &$crate::runtime::batch::Named<'_>,
+            call: tl::BatchCall,
+        ) -> wasmtime::Result<()> {
+            use tl::{BatchCall as C, Host as _};
+            use wasmtime::component::Resource;
+            let t = |h: &$host, id: u32| h.batch.tensors.get(id).map(Resource::new_borrow);
+            match call {
+                C::Load((addr, shape, dtype, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let shape = named.shape(shape)?;
+                    let r = host.load(addr, shape, dtype) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Store((addr, value)) => {
+                    let v = t(host, value)?;
+                    host.store(addr, v) $($aw)* ?;
+                }
+                C::Send((dir, value)) => {
+                    let v = t(host, value)?;
+                    host.send(named.dir(dir)?, v) $($aw)* ?;
+                }
+                C::SendAddr((dir, addr, shape, dtype)) => {
+                    let (dir, shape) = (named.dir(dir)?, named.shape(shape)?);
+                    host.send_addr(dir, addr, shape, dtype) $($aw)* ?;
+                }
+                C::Recv(tl::BatchRecv { dir, shape, dtype, into, out }) => {
+                    host.batch.tensors.vacant(out)?;
+                    let (dir, shape) = (named.any_dir(dir)?, named.shape(shape)?);
+                    let r = match into {
+                        None => host.recv(dir, shape, dtype) $($aw)* ?,
+                        Some(dst) => host.recv_into(dir, shape, dtype, dst) $($aw)* ?,
+                    };
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Binary((op, a, b, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let (a, b) = (t(host, a)?, t(host, b)?);
+                    let r = host.binary(op, a, b) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Scale((a, factor, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let a = t(host, a)?;
+                    let r = host.scale(a, factor) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Unary((op, a, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let a = t(host, a)?;
+                    let r = host.unary(op, a) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Cast((a, dtype, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let a = t(host, a)?;
+                    let r = host.cast(a, dtype) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Reduce((op, a, axis, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let a = t(host, a)?;
+                    let r = host.reduce(op, a, axis) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::Composite(tl::BatchComposite { op, a, b, c, out_dtype, out }) => {
+                    host.batch.tensors.vacant(out)?;
+                    let (a, b) = (t(host, a)?, t(host, b)?);
+                    let c = match c {
+                        Some(c) => Some(t(host, c)?),
+                        None => None,
+                    };
+                    let r = host.composite(op, a, b, c, out_dtype) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::RecvAsync((dir, shape, dtype, fut)) => {
+                    host.batch.futures.vacant(fut)?;
+                    let (dir, shape) = (named.any_dir(dir)?, named.shape(shape)?);
+                    let f = host.recv_async(dir, shape, dtype)?;
+                    host.batch.futures.bind(fut, f.rep())?;
+                }
+                C::Wait((fut, out)) => {
+                    host.batch.tensors.vacant(out)?;
+                    let f = Resource::new_own(host.batch.futures.take(fut)?);
+                    let r = host.wait(f) $($aw)* ?;
+                    host.batch.tensors.bind(out, r.rep())?;
+                }
+                C::DropTensor(id) => {
+                    let r = Resource::new_own(host.batch.tensors.take(id)?);
+                    tl::HostTensor::drop(host, r)?;
+                }
+                C::DropFuture(id) => {
+                    let f = Resource::new_own(host.batch.futures.take(id)?);
+                    tl::HostRecvFuture::drop(host, f)?;
+                }
+            }
+            Ok(())
+        }
+    };
+}
+pub(crate) use batch_call_fn;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_bound_used_and_freed() {
+        let mut ids = BatchIds::default();
+        assert!(matches!(
+            ids.tensors.get(3),
+            Err(BatchIdError::NotLive { id: 3, .. })
+        ));
+        ids.tensors.bind(3, 41).unwrap();
+        assert_eq!(ids.tensors.get(3).unwrap(), 41);
+        let again = ids.tensors.bind(3, 42).unwrap_err();
+        assert_eq!(
+            again.to_string(),
+            "tl.submit: tensor id 3 is still live (drop it before naming a new tensor with it)"
+        );
+        assert_eq!(ids.tensors.take(3).unwrap(), 41);
+        assert!(ids.tensors.take(3).is_err());
+        ids.tensors.bind(3, 43).unwrap();
+        let far = ids.futures.vacant(MAX_BATCH_IDS).unwrap_err();
+        assert_eq!(
+            far.to_string(),
+            "tl.submit: future id 65536 is not below 65536"
+        );
+    }
+}
