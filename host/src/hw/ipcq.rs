@@ -101,8 +101,9 @@ pub type SharedQueue = Arc<Mutex<RxQueue>>;
 #[derive(Debug, Clone)]
 pub struct TxEntry {
     pub peer: PeCoord,
-    /// The direction the peer receives from.
-    pub peer_dir: String,
+    /// The direction the peer receives from (shared: a send clones its
+    /// entry).
+    pub peer_dir: crate::hw::blocked::Dir,
     /// The peer's receive queue for `peer_dir`.
     pub queue: SharedQueue,
 }

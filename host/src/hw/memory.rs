@@ -57,7 +57,8 @@ type Page = Arc<[u8; PAGE as usize]>;
 pub struct Staged {
     first: u64,
     len: u64,
-    pages: Vec<Option<Page>>,
+    /// Inline for the transfers of one or two pages (most messages).
+    pages: smallvec::SmallVec<[Option<Page>; 2]>,
 }
 
 pub struct MemoryStore {
@@ -350,7 +351,7 @@ impl MemoryStore {
             return Staged {
                 first: 0,
                 len: 0,
-                pages: Vec::new(),
+                pages: smallvec::SmallVec::new(),
             };
         }
         let (first_page, first) = page_of(offset);

@@ -59,7 +59,7 @@ impl Machine {
                 });
                 match existing {
                     Some((peer, peer_dir, queue)) => {
-                        if (peer, peer_dir.as_str()) != (n.peer, n.peer_dir.as_str()) {
+                        if (peer, &*peer_dir) != (n.peer, n.peer_dir.as_str()) {
                             return Err(conflict(format!(
                                 "installed to {peer} (received as {peer_dir}), asked to lead to {} (received as {})",
                                 n.peer, n.peer_dir
@@ -151,7 +151,7 @@ impl Machine {
                 dir.clone(),
                 TxEntry {
                     peer: *peer,
-                    peer_dir: rdir.clone(),
+                    peer_dir: rdir.as_str().into(),
                     queue: queue.clone(),
                 },
             );
@@ -420,12 +420,18 @@ impl Machine {
     /// The previous claim on `dir` to wait for, and this receive's own.
     fn claim_turn(&self, pe: PeCoord, dir: &Option<Dir>) -> (Option<Event>, Event) {
         let mine = Event::new();
-        let prev = self
-            .pe(pe)
-            .claims
-            .lock()
-            .unwrap()
-            .insert(dir.clone(), mine.clone());
+        let same = |d: &Option<Dir>| match (d, dir) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let mut claims = self.pe(pe).claims.lock().unwrap();
+        let prev = match claims.iter_mut().find(|(d, _)| same(d)) {
+            Some((_, last)) => Some(std::mem::replace(last, mine.clone())),
+            None => {
+                claims.push((dir.clone(), mine.clone()));
+                None
+            }
+        };
         (prev.filter(|e| !e.is_set()), mine)
     }
 
@@ -617,7 +623,7 @@ impl Machine {
         for (p, st) in self.pes() {
             if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
                 for e in port.tx.values() {
-                    if e.peer == pe && dir.is_none_or(|want| e.peer_dir == want) {
+                    if e.peer == pe && dir.is_none_or(|want| &*e.peer_dir == want) {
                         senders.push(p.to_string());
                     }
                 }

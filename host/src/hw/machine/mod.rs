@@ -58,9 +58,15 @@ struct PeState {
     blocked_on: Mutex<Option<Blocked>>,
     /// Per receive direction (`None`: round-robin), the event set when the
     /// last receive issued on it has claimed its message: receives and
-    /// `recv_async` futures on one direction claim in issue order.
-    claims: Mutex<rustc_hash::FxHashMap<Option<super::blocked::Dir>, Event>>,
+    /// `recv_async` futures on one direction claim in issue order. A PE
+    /// receives on a handful of directions: a short list, searched by
+    /// pointer first (a kernel's calls share one `Dir` per direction).
+    claims: Mutex<smallvec::SmallVec<[Claim; 4]>>,
 }
+
+/// A receive direction (`None`: round-robin) and the event of the last
+/// receive that claimed on it.
+type Claim = (Option<super::blocked::Dir>, Event);
 
 /// Timing parameters of the PE engines.
 #[derive(Debug, Clone, Copy)]
