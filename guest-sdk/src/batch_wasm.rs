@@ -9,7 +9,8 @@
 //! run is the same. What differs is when a refused call is noticed: at the
 //! next submit, not at the call. The kernel then panics with the host's
 //! message and the file and line of the call (each call records its
-//! caller), e.g. `tl.send(dir="X") on sip0.cube0.pe1: ... (the tl call at
+//! caller; the SDK's own helpers, `ring_allreduce` and the rest, pass
+//! their caller's place on), e.g. `tl.send(dir="X") on sip0.cube0.pe1: ... (the tl call at
 //! src/lib.rs:42:9)`.
 //!
 //! A tensor's shape and dtype are known here without asking the host (the

@@ -41,6 +41,7 @@ fn ceil_pow2(p: u32) -> u32 {
 /// further (relative to the root), so `⌈log2 p⌉` rounds reach every rank;
 /// a rank sends to its children largest subtree first. Each chunk is
 /// forwarded as soon as it arrives.
+#[track_caller]
 pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
     let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
@@ -79,6 +80,7 @@ pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
 /// rank `2^k` below and drops out; the others combine what they receive.
 /// `⌈log2 p⌉` rounds; the root scales (an `avg`) and stores.
 /// The other ranks' tensors are left as they were.
+#[track_caller]
 pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
@@ -117,6 +119,7 @@ pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
 /// and receives rank `r − k`'s block into its output (the shifted order
 /// spreads the traffic: in step `k` every rank sends to a different one).
 /// `p − 1` messages of `S/p` per rank, each over its routed path.
+#[track_caller]
 pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: u32) {
     let p = src.len() as u32;
     let n = src[0].n_elem as u32;
@@ -149,6 +152,7 @@ pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: 
 ///    step exchanging the whole range held;
 /// 4. fix-up: each rank `r + 1` sends the result to its even partner.
 #[allow(clippy::too_many_arguments)]
+#[track_caller]
 pub fn halving_doubling_all_reduce<T: Tl>(
     tl: &T,
     blocks: &[Chunk],

@@ -11,6 +11,7 @@ pub type Line<'a> = (&'a str, &'a str);
 /// Sum a line of `len` ranks towards position 0: each rank adds what comes
 /// from `away` and passes the partial sum `toward`. Position 0 returns the
 /// line's sum, the others their partial sum.
+#[track_caller]
 pub fn reduce_line<T: Tl>(
     tl: &T,
     acc: T::Tensor,
@@ -31,6 +32,7 @@ pub fn reduce_line<T: Tl>(
 
 /// Pass position 0's `acc` along a line of `len` ranks; every rank returns
 /// it.
+#[track_caller]
 pub fn broadcast_line<T: Tl>(
     tl: &T,
     acc: T::Tensor,
@@ -50,6 +52,7 @@ pub fn broadcast_line<T: Tl>(
 
 /// All-reduce along a line of `len` ranks: [`reduce_line`] towards
 /// position 0, then [`broadcast_line`] back; every rank returns the sum.
+#[track_caller]
 pub fn allreduce_line<T: Tl>(
     tl: &T,
     acc: T::Tensor,
@@ -65,6 +68,7 @@ pub fn allreduce_line<T: Tl>(
 /// `len − 1` times send the current tile `east`, add the one received from
 /// `west`, and forward what was received (`current = recv`), so every
 /// rank's tile travels the ring once.
+#[track_caller]
 pub fn ring_allreduce<T: Tl>(
     tl: &T,
     acc: T::Tensor,
@@ -85,6 +89,7 @@ pub fn ring_allreduce<T: Tl>(
 
 /// The seed kernels' tile of this PE: `t_ptr + rank * n_elem * itemsize`,
 /// with `rank = cube_id * pes_per_cube + local_pe` (ADR-0022 2-D grid).
+#[track_caller]
 pub fn pe_tile_addr<T: Tl>(tl: &T, t_ptr: u64, n_elem: u64, dtype: Dtype) -> u64 {
     let rank = (tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)) as u64;
     t_ptr + rank * n_elem * dtype.itemsize() as u64
@@ -279,6 +284,7 @@ pub struct Rooted {
 }
 
 /// The [`Rooted`] view of a kernel's arguments.
+#[track_caller]
 pub fn rooted<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) -> Rooted {
     let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
     let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
@@ -292,6 +298,7 @@ pub fn rooted<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) -> Rooted {
 /// The kernel of an all-to-all made with [`call_round_args`]: for each
 /// round, the rank blocks of its input and output handed to `phase`
 /// (with the dtype and the rank).
+#[track_caller]
 pub fn all_to_all_rounds<T: Tl>(
     tl: &T,
     t_ptr: u64,

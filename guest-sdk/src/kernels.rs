@@ -112,6 +112,7 @@ impl GemmArgs {
 /// (cube, PE) of the PE that did it at `who_ptr + 2j` elements. `args` =
 /// `rows, cols, dtype code, num_pes, out_ptr, who_ptr`; `j` is given the
 /// args so that a probe with another numbering can be built from it.
+#[track_caller]
 pub fn va_probe<T: Tl>(tl: &T, t_ptr: u64, args: &[i64], j: impl Fn(&T, u64) -> u64) {
     let (rows, cols) = (args[0] as u32, args[1] as u32);
     let dtype = Dtype::from_code(args[2]).expect("va_probe: a dtype code 0..=3");

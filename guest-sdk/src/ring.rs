@@ -52,6 +52,7 @@ pub const PIPELINE_WINDOW: usize = 2;
 /// soon as it has arrived and been combined, instead of every piece
 /// paying the latency. A block is loaded when its piece becomes owed
 /// (the load overlaps the wait) and dropped once sent.
+#[track_caller]
 pub fn reduce_scatter<T: Tl>(
     tl: &T,
     rounds: &[Vec<Chunk>],
@@ -143,6 +144,7 @@ impl Owed {
 /// received) and stores the block `(r + k − s − 1) mod p` received from
 /// the west, forwarding it next. The rounds pipeline across the steps as
 /// in [`reduce_scatter`].
+#[track_caller]
 pub fn all_gather<T: Tl>(
     tl: &T,
     rounds: &[Vec<Chunk>],
@@ -194,6 +196,7 @@ pub fn all_gather<T: Tl>(
 /// east; every other rank receives it from the west, stores it and (but
 /// the last) forwards it east at once, so chunk `c` crosses hop `h` while
 /// chunk `c + 1` crosses hop `h − 1`.
+#[track_caller]
 pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
     let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
@@ -222,6 +225,7 @@ pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
 /// sends the result on; the root combines the last one, scales it by
 /// `finish` (an `avg`) and stores it. The other ranks' tensors are left
 /// as they were.
+#[track_caller]
 pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
@@ -266,6 +270,7 @@ pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
 /// sent from there by the handle `recv_into` returned, so each send waits
 /// for its copy to land; the next receive into the same place comes after
 /// the send's read (one DMA engine runs them in order).
+#[track_caller]
 pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: u32) {
     let p = src.len() as i64;
     let n = src[0].n_elem as u32;

@@ -135,6 +135,7 @@ pub const LEAF_AHEAD: usize = 1;
 /// The root sends down the results it holds, not what it stored: a load
 /// issued after a store to the same place may read it before the store
 /// lands (DMA commands are ordered at issue, not at completion).
+#[track_caller]
 pub fn all_reduce<T: Tl>(
     tl: &T,
     pieces: [&[Chunk]; 2],
