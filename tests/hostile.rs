@@ -288,6 +288,12 @@ fn shapes_whose_size_overflows_are_refused() {
         e.contains("tl.load(") && e.contains("more than 2^64 bytes"),
         "{e}"
     );
+    // A receive on a direction already received from is still checked.
+    let e = kernel_err(&loader(), 2, 8192);
+    assert!(
+        e.contains("tl.recv(dir=\"W\")") && e.contains("more than 2^64 bytes"),
+        "{e}"
+    );
 }
 
 #[test]

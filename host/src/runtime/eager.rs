@@ -217,21 +217,24 @@ impl EagerHost {
         })
     }
 
-    /// What a receive can be refused for ahead of time: the direction,
-    /// the destination, the shape.
+    /// What a receive can be refused for ahead of time: the direction
+    /// (unless `dir_accepted`: the machine took it before), the
+    /// destination, the shape.
     fn check_receive(
         &self,
-        dir: Option<&str>,
+        (dir, dir_accepted): (Option<&str>, bool),
         shape: &[u32],
         dtype: Dtype,
         dst: Option<u64>,
     ) -> Result<(), HwError> {
-        self.machine
-            .check_recv(self.pe, dir)
-            .and_then(|()| match dst {
-                Some(addr) => self.machine.view(addr, shape, dtype).map(drop),
-                None => dtype.nbytes(shape).map(drop).map_err(HwError::from),
-            })
+        let dir_ok = match dir_accepted {
+            true => Ok(()),
+            false => self.machine.check_recv(self.pe, dir),
+        };
+        dir_ok.and_then(|()| match dst {
+            Some(addr) => self.machine.view(addr, shape, dtype).map(drop),
+            None => dtype.nbytes(shape).map(drop).map_err(HwError::from),
+        })
     }
 
     fn receive(
@@ -243,14 +246,12 @@ impl EagerHost {
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
         let dir_id = dir.as_deref().map(|d| self.list.dir(d));
-        let accepted = dst.is_none() && self.accepted_recvs.contains(&dir_id);
-        if !accepted {
-            if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, dst) {
-                return Err(self.fail(call::recv(dir.as_deref(), dst), e));
-            }
-            if self.accepted_recvs.len() < MAX_ACCEPTED {
-                self.accepted_recvs.push(dir_id);
-            }
+        let accepted = self.accepted_recvs.contains(&dir_id);
+        if let Err(e) = self.check_receive((dir.as_deref(), accepted), &shape, dtype, dst) {
+            return Err(self.fail(call::recv(dir.as_deref(), dst), e));
+        }
+        if !accepted && self.accepted_recvs.len() < MAX_ACCEPTED {
+            self.accepted_recvs.push(dir_id);
         }
         let dir = dir_id;
         let shape_id = self.list.shape(&shape);
@@ -323,7 +324,7 @@ impl tl::Host for EagerHost {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerFuture>> {
         let dtype = dtype_in(dtype);
-        if let Err(e) = self.check_receive(dir.as_deref(), &shape, dtype, None) {
+        if let Err(e) = self.check_receive((dir.as_deref(), false), &shape, dtype, None) {
             return Err(self.fail(super::futures::recv_async_call(dir.as_deref()), e));
         }
         let fut = self.list.futures;

@@ -13,6 +13,8 @@
 //! * 4096 → hands `tl.submit` batches no SDK would write (a direction
 //!   index past the list, a tensor id never made, an id past the limit)
 //!   and panics with the host's answers, one per line;
+//! * 8192 → the hello ring, then a receive on the same direction of a
+//!   shape whose byte count overflows 64 bits;
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -70,6 +72,10 @@ impl Algorithm for Hostile {
                 hello(tl, t_ptr, n);
             }
             4096 => malformed_batches(t_ptr, n),
+            8192 => {
+                hello(tl, t_ptr, n);
+                tl.recv(Some("W"), &[1 << 31, 1 << 31, 2], Dtype::F16);
+            }
             _ => hello(tl, t_ptr, n),
         }
     }
