@@ -62,6 +62,9 @@ struct PeState {
     /// receives on a handful of directions: a short list, searched by
     /// pointer first (a kernel's calls share one `Dir` per direction).
     claims: Mutex<smallvec::SmallVec<[Claim; 4]>>,
+    /// The allocator of its TCM (scratch); other spaces' are in
+    /// `Machine::blocks`.
+    scratch: OnceLock<Arc<Mutex<RangeAlloc>>>,
 }
 
 /// A receive direction (`None`: round-robin) and the event of the last
@@ -136,6 +139,7 @@ pub struct Machine {
     links: Mutex<LinkTable>,
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
+    /// The allocators of every space but the TCMs (those are per PE).
     blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
     /// Virtual ranges of placed tensors, per SIP.
     vmap: Arc<Mutex<VirtualMap>>,
@@ -318,6 +322,16 @@ impl Machine {
     }
 
     fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
+        // A PE's scratch allocator sits with the PE: every MATH result
+        // takes one, and the machine-wide map was a lock and a hash
+        // lookup (a cache miss at a thousand ranks) per command.
+        if let Space::Tcm(pe) = space {
+            return self
+                .pe(pe)
+                .scratch
+                .get_or_init(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
+                .clone();
+        }
         let mut b = self.blocks.lock().unwrap();
         b.entry(space)
             .or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
@@ -340,6 +354,7 @@ impl Machine {
                     outstanding: Mutex::new(Vec::new()),
                     blocked_on: Mutex::new(None),
                     claims: Mutex::new(Default::default()),
+                    scratch: OnceLock::new(),
                 })
             })
     }
