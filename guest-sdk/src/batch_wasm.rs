@@ -18,6 +18,7 @@
 //! address is not: [`Tensor::addr`] submits and asks.
 
 use crate::__algorithm::kernbench::sim::tl::{self, BatchCall};
+use crate::kernel::reduced_shape;
 use crate::{BinOp, CompositeOp, Dtype, ReduceOp, Tensor, Tl, UnaryOp};
 use std::cell::RefCell;
 use std::panic::Location;
@@ -241,19 +242,6 @@ impl BatchTl {
     }
 }
 
-/// The shape `reduce` over `axis` gives (the host's rule; a wrong axis is
-/// refused by the host).
-fn reduced_shape(shape: &[u32], axis: u32) -> Vec<u32> {
-    let mut out = shape.to_vec();
-    if (axis as usize) < out.len() {
-        out.remove(axis as usize);
-    }
-    if out.is_empty() {
-        out.push(1);
-    }
-    out
-}
-
 impl Tl for BatchTl {
     type Tensor = BatchTensor;
     type Future = BatchFuture;
@@ -337,8 +325,8 @@ impl Tl for BatchTl {
     }
     #[track_caller]
     fn add(&self, a: &BatchTensor, b: &BatchTensor) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Binary((tl::Binop::Add, a.id, b.id, out));
-        self.make(a.shape, a.dtype, Location::caller(), call)
+        // The trait's own `add` does this, but without the caller's place.
+        self.binary(BinOp::Add, a, b)
     }
     #[track_caller]
     fn scale(&self, a: &BatchTensor, factor: f64) -> BatchTensor {

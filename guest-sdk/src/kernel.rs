@@ -84,6 +84,21 @@ pub enum ReduceOp {
     Min,
 }
 
+/// The shape `reduce` over `axis` of `shape` gives: the axis dropped, one
+/// element left of a 1-D input (the host's rule; an axis past the last is
+/// refused by the host and asserted by the mock, and leaves the shape
+/// here).
+pub(crate) fn reduced_shape(shape: &[u32], axis: u32) -> Vec<u32> {
+    let mut out = shape.to_vec();
+    if (axis as usize) < out.len() {
+        out.remove(axis as usize);
+    }
+    if out.is_empty() {
+        out.push(1);
+    }
+    out
+}
+
 /// What a kernel can ask of a tensor handle.
 pub trait Tensor {
     fn shape(&self) -> Vec<u32>;

@@ -569,11 +569,7 @@ impl Tl for MockTl {
                 }));
             }
         }
-        let mut shape = a.shape.clone();
-        shape.remove(ax);
-        if shape.is_empty() {
-            shape.push(1);
-        }
+        let shape = crate::kernel::reduced_shape(&a.shape, axis);
         self.scratch(&shape, a.dtype, a.dtype.encode(&r))
     }
     fn now_ps(&self) -> u64 {

@@ -198,94 +198,99 @@ macro_rules! batch_call_fn {
             use tl::{BatchCall as C, Host as _};
             use wasmtime::component::Resource;
             let t = |h: &$host, id: u32| h.batch.tensors.get(id).map(Resource::new_borrow);
-            match call {
-                C::Load((addr, shape, dtype, out)) => {
-                    host.batch.tensors.vacant(out)?;
+            // The id of the tensor the call makes, checked free before
+            // the call is made and bound to its handle after.
+            let out = match &call {
+                C::Load((.., out))
+                | C::Binary((.., out))
+                | C::Scale((.., out))
+                | C::Unary((.., out))
+                | C::Cast((.., out))
+                | C::Reduce((.., out))
+                | C::Wait((_, out)) => Some(*out),
+                C::Recv(r) => Some(r.out),
+                C::Composite(c) => Some(c.out),
+                _ => None,
+            };
+            if let Some(out) = out {
+                host.batch.tensors.vacant(out)?;
+            }
+            let made = match call {
+                C::Load((addr, shape, dtype, _)) => {
                     let shape = named.shape(shape)?;
-                    let r = host.load(addr, shape, dtype) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.load(addr, shape, dtype) $($aw)* ?)
                 }
                 C::Store((addr, value)) => {
                     let v = t(host, value)?;
                     host.store(addr, v) $($aw)* ?;
+                    None
                 }
                 C::Send((dir, value)) => {
                     let v = t(host, value)?;
                     host.send(named.dir(dir)?, v) $($aw)* ?;
+                    None
                 }
                 C::SendAddr((dir, addr, shape, dtype)) => {
                     let (dir, shape) = (named.dir(dir)?, named.shape(shape)?);
                     host.send_addr(dir, addr, shape, dtype) $($aw)* ?;
+                    None
                 }
-                C::Recv(tl::BatchRecv { dir, shape, dtype, into, out }) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Recv(tl::BatchRecv { dir, shape, dtype, into, .. }) => {
                     let (dir, shape) = (named.any_dir(dir)?, named.shape(shape)?);
-                    let r = match into {
+                    Some(match into {
                         None => host.recv(dir, shape, dtype) $($aw)* ?,
                         Some(dst) => host.recv_into(dir, shape, dtype, dst) $($aw)* ?,
-                    };
-                    host.batch.tensors.bind(out, r.rep())?;
+                    })
                 }
-                C::Binary((op, a, b, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Binary((op, a, b, _)) => {
                     let (a, b) = (t(host, a)?, t(host, b)?);
-                    let r = host.binary(op, a, b) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.binary(op, a, b) $($aw)* ?)
                 }
-                C::Scale((a, factor, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Scale((a, factor, _)) => {
                     let a = t(host, a)?;
-                    let r = host.scale(a, factor) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.scale(a, factor) $($aw)* ?)
                 }
-                C::Unary((op, a, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Unary((op, a, _)) => {
                     let a = t(host, a)?;
-                    let r = host.unary(op, a) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.unary(op, a) $($aw)* ?)
                 }
-                C::Cast((a, dtype, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Cast((a, dtype, _)) => {
                     let a = t(host, a)?;
-                    let r = host.cast(a, dtype) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.cast(a, dtype) $($aw)* ?)
                 }
-                C::Reduce((op, a, axis, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Reduce((op, a, axis, _)) => {
                     let a = t(host, a)?;
-                    let r = host.reduce(op, a, axis) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.reduce(op, a, axis) $($aw)* ?)
                 }
-                C::Composite(tl::BatchComposite { op, a, b, c, out_dtype, out }) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Composite(tl::BatchComposite { op, a, b, c, out_dtype, .. }) => {
                     let (a, b) = (t(host, a)?, t(host, b)?);
-                    let c = match c {
-                        Some(c) => Some(t(host, c)?),
-                        None => None,
-                    };
-                    let r = host.composite(op, a, b, c, out_dtype) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    let c = c.map(|c| t(host, c)).transpose()?;
+                    Some(host.composite(op, a, b, c, out_dtype) $($aw)* ?)
                 }
                 C::RecvAsync((dir, shape, dtype, fut)) => {
                     host.batch.futures.vacant(fut)?;
                     let (dir, shape) = (named.any_dir(dir)?, named.shape(shape)?);
                     let f = host.recv_async(dir, shape, dtype)?;
                     host.batch.futures.bind(fut, f.rep())?;
+                    None
                 }
-                C::Wait((fut, out)) => {
-                    host.batch.tensors.vacant(out)?;
+                C::Wait((fut, _)) => {
                     let f = Resource::new_own(host.batch.futures.take(fut)?);
-                    let r = host.wait(f) $($aw)* ?;
-                    host.batch.tensors.bind(out, r.rep())?;
+                    Some(host.wait(f) $($aw)* ?)
                 }
                 C::DropTensor(id) => {
                     let r = Resource::new_own(host.batch.tensors.take(id)?);
                     tl::HostTensor::drop(host, r)?;
+                    None
                 }
                 C::DropFuture(id) => {
                     let f = Resource::new_own(host.batch.futures.take(id)?);
                     tl::HostRecvFuture::drop(host, f)?;
+                    None
                 }
+            };
+            if let (Some(out), Some(r)) = (out, made) {
+                host.batch.tensors.bind(out, r.rep())?;
             }
             Ok(())
         }
