@@ -11,7 +11,7 @@ use half::{bf16, f16};
 compile_error!("the memory store holds little-endian bytes: build on a little-endian host");
 use ndarray::{ArrayView1, ArrayViewMut1, Zip};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Dtype {
     F16,
     Bf16,
@@ -20,7 +20,7 @@ pub enum Dtype {
 }
 
 /// Element-wise binary operations of the MATH unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum BinOp {
     Add,
     Sub,

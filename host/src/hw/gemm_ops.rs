@@ -7,7 +7,7 @@
 use super::dtype::Dtype;
 
 /// A GEMM and its fused epilogue (`c` is the composite's third operand).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CompositeOp {
     /// `a x b` (the same as `tl.gemm`).
     Gemm,

@@ -8,7 +8,7 @@
 use super::dtype::Dtype;
 
 /// Element-wise unary operations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum UnaryOp {
     Neg,
     Abs,
@@ -48,7 +48,7 @@ impl UnaryOp {
 }
 
 /// Reductions over one axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
     Sum,
     Max,

@@ -128,12 +128,12 @@ impl EagerHost {
     }
 
     fn record(&mut self, c: Command) -> wasmtime::Result<()> {
-        if self.list.commands.len() >= MAX_RECORDED_COMMANDS {
+        if self.list.len() >= MAX_RECORDED_COMMANDS {
             return Err(wasmtime::Error::new(NeedsSimulatedTime {
                 what: "a kernel of more than 2^20 commands",
             }));
         }
-        self.list.commands.push(c);
+        self.list.push(c);
         Ok(())
     }
 

@@ -663,8 +663,10 @@ impl AlgorithmComponent {
             Some(e) => Err(wasmtime::Error::new(e)),
             None => Ok(()),
         };
+        let mut list = std::mem::take(&mut store.data_mut().list);
+        list.shrink_to_fit();
         Ok(Some(Recorded {
-            list: std::mem::take(&mut store.data_mut().list),
+            list,
             out: sb.output,
             guest_error: result.and(unwaited).err(),
         }))
