@@ -68,8 +68,8 @@ fn pe_diameter_from(r: &PathRouter, sips: &[u32]) -> Option<Diameter> {
             if is_pe[u] && (dist[u], std::cmp::Reverse(u)) > (far.0, std::cmp::Reverse(far.1)) {
                 far = (dist[u], u);
             }
-            for &(v, _) in adj.out(u) {
-                let v = v as usize;
+            for e in adj.out(u) {
+                let v = e.to as usize;
                 if dist[v] == u32::MAX {
                     dist[v] = dist[u] + 1;
                     queue.push_back(v);

@@ -25,29 +25,45 @@ pub struct Distance {
     pub bottleneck: Option<Rate>,
 }
 
+/// One out-link of a node, with what a shortest-path search reads of it
+/// (so the search reads no [`crate::topology::Link`]: at thousands of
+/// ranks the link table is megabytes and every read a cache miss).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Edge {
+    /// The node it leads to.
+    pub to: u32,
+    pub id: LinkId,
+    pub latency: Ps,
+}
+
 /// Compressed adjacency of one view: for node `i`, its out-links are
-/// `links[start[i]..start[i+1]]`.
+/// `links[start[i]..start[i+1]]`, in link-id order.
 pub(crate) struct Adjacency {
     start: Vec<u32>,
-    links: Vec<(u32, LinkId)>,
+    links: Vec<Edge>,
 }
 
 impl Adjacency {
     fn build(t: &Topology, view: View) -> Self {
         let n = t.node_count();
-        let mut per: Vec<Vec<(u32, LinkId)>> = vec![Vec::new(); n];
+        let mut per: Vec<Vec<Edge>> = vec![Vec::new(); n];
         for e in t.graph.edge_indices() {
             let id = t.graph[e];
-            if !view.allows(t.links[id as usize].kind) {
+            let link = &t.links[id as usize];
+            if !view.allows(link.kind) {
                 continue;
             }
             let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
-            per[a.index()].push((b.index() as u32, id));
+            per[a.index()].push(Edge {
+                to: b.index() as u32,
+                id,
+                latency: link.latency,
+            });
         }
         let mut start = Vec::with_capacity(n + 1);
         let mut links = Vec::new();
         for mut v in per {
-            v.sort_by_key(|&(_, id)| id);
+            v.sort_by_key(|e| e.id);
             start.push(links.len() as u32);
             links.extend(v);
         }
@@ -55,7 +71,7 @@ impl Adjacency {
         Adjacency { start, links }
     }
 
-    pub(crate) fn out(&self, i: usize) -> &[(u32, LinkId)] {
+    pub(crate) fn out(&self, i: usize) -> &[Edge] {
         &self.links[self.start[i] as usize..self.start[i + 1] as usize]
     }
 }
@@ -63,9 +79,14 @@ impl Adjacency {
 #[derive(Default)]
 struct Scratch {
     dist: Vec<(Ps, u32)>,
-    pred: Vec<LinkId>,
+    /// The link a node is reached by, and the node it leaves.
+    pred: Vec<(LinkId, u32)>,
     touched: Vec<u32>,
+    heap: BinaryHeap<Reverse<(Ps, u32, u32)>>,
 }
+
+/// A node not reached (yet).
+const NO_PRED: (LinkId, u32) = (LinkId::MAX, u32::MAX);
 
 /// Answers path queries on one topology.
 pub struct PathRouter {
@@ -221,19 +242,19 @@ impl PathRouter {
             return Some(Vec::new());
         }
         let adj = self.adjacency(view);
-        let links = &self.topo.links;
         let n = self.topo.node_count();
         let mut guard = self.scratch.lock().unwrap();
         let Scratch {
             dist,
             pred,
             touched,
+            heap,
         } = &mut *guard;
         if dist.len() != n {
             *dist = vec![(Ps::MAX, u32::MAX); n];
-            *pred = vec![LinkId::MAX; n];
+            *pred = vec![NO_PRED; n];
         }
-        let mut heap = BinaryHeap::new();
+        heap.clear();
         dist[a.index()] = (0, 0);
         touched.push(a.index() as u32);
         heap.push(Reverse((0 as Ps, 0u32, a.index() as u32)));
@@ -241,43 +262,39 @@ impl PathRouter {
             old == LinkId::MAX || (self.rank[new as usize], new) < (self.rank[old as usize], old)
         };
         while let Some(Reverse((lat, hops, u))) = heap.pop() {
-            let u = u as usize;
-            if u == b.index() {
+            if u as usize == b.index() {
                 break;
             }
-            if (lat, hops) > dist[u] {
+            if (lat, hops) > dist[u as usize] {
                 continue;
             }
-            for &(v, id) in adj.out(u) {
-                let nd = (lat + links[id as usize].latency, hops + 1);
+            for &Edge { to: v, id, latency } in adj.out(u as usize) {
+                let nd = (lat + latency, hops + 1);
                 let v = v as usize;
                 if nd < dist[v] {
                     if dist[v].0 == Ps::MAX {
                         touched.push(v as u32);
                     }
                     dist[v] = nd;
-                    pred[v] = id;
+                    pred[v] = (id, u);
                     heap.push(Reverse((nd.0, nd.1, v as u32)));
-                } else if nd == dist[v] && better(id, pred[v]) {
-                    pred[v] = id;
+                } else if nd == dist[v] && better(id, pred[v].0) {
+                    pred[v] = (id, u);
                 }
             }
         }
-        let found = pred[b.index()] != LinkId::MAX;
+        let found = pred[b.index()].0 != LinkId::MAX;
         let mut path = Vec::new();
-        let mut at = b;
-        while found && at != a {
-            let id = pred[at.index()];
+        let mut at = b.index();
+        while found && at != a.index() {
+            let (id, from) = pred[at];
             path.push(id);
-            at = self
-                .topo
-                .node_index(&links[id as usize].from)
-                .expect("link ends are nodes");
+            at = from as usize;
         }
         path.reverse();
         for &i in touched.iter() {
             dist[i as usize] = (Ps::MAX, u32::MAX);
-            pred[i as usize] = LinkId::MAX;
+            pred[i as usize] = NO_PRED;
         }
         touched.clear();
         found.then_some(path)

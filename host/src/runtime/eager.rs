@@ -50,7 +50,10 @@ pub struct NeedsSimulatedTime {
 }
 
 /// The host object behind a recorded kernel's `tl.tensor` handle: what
-/// the kernel may ask of it without simulated time.
+/// the kernel may ask of it without simulated time. Kept in
+/// [`EagerHost::tensors`] at its id, which is also the handle's rep (not
+/// in the resource table: a boxed entry per tensor made and dropped was
+/// a tenth of recording a ring step).
 pub struct EagerTensor {
     id: TensorId,
     shape: Shape,
@@ -74,6 +77,8 @@ pub struct EagerHost {
     pe: PeCoord,
     guard: InstanceGuard,
     pub(crate) list: CommandList,
+    /// The live tensors by id (= the rep of their handles).
+    tensors: Vec<Option<EagerTensor>>,
     /// Tensor ids whose handles were dropped, for reuse.
     free: Vec<TensorId>,
     /// `recv_async` futures not waited for.
@@ -111,6 +116,7 @@ impl EagerHost {
             pe,
             guard,
             list: CommandList::default(),
+            tensors: Vec::new(),
             free: Vec::new(),
             unwaited: Default::default(),
             batch: BatchIds::default(),
@@ -150,11 +156,21 @@ impl EagerHost {
             self.list.tensors - 1
         });
         self.record(make(id))?;
-        Ok(self.table.push(EagerTensor { id, shape, dtype })?)
+        let i = id as usize;
+        if self.tensors.len() <= i {
+            self.tensors.resize_with(i + 1, || None);
+        }
+        self.tensors[i] = Some(EagerTensor { id, shape, dtype });
+        Ok(Resource::new_own(id))
     }
 
     fn tensor(&self, r: &Resource<EagerTensor>) -> wasmtime::Result<&EagerTensor> {
-        Ok(self.table.get(r)?)
+        // Wasmtime hands the host only reps of handles it made and the
+        // guest still holds; a dead one is a host bug, refused anyway.
+        self.tensors
+            .get(r.rep() as usize)
+            .and_then(Option::as_ref)
+            .ok_or_else(|| wasmtime::format_err!("tensor handle {} is not live", r.rep()))
     }
 
     fn binary_op(
@@ -295,7 +311,11 @@ impl tl::HostTensor for EagerHost {
         Ok(t.dtype.nbytes(&t.shape)?)
     }
     fn drop(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<()> {
-        let t = self.table.delete(r)?;
+        let t = self
+            .tensors
+            .get_mut(r.rep() as usize)
+            .and_then(Option::take)
+            .ok_or_else(|| wasmtime::format_err!("tensor handle {} is not live", r.rep()))?;
         self.record(Command::Drop(t.id))?;
         self.free.push(t.id);
         Ok(())
