@@ -82,7 +82,14 @@ struct Scratch {
     /// The link a node is reached by, and the node it leaves.
     pred: Vec<(LinkId, u32)>,
     touched: Vec<u32>,
-    heap: BinaryHeap<Reverse<(Ps, u32, u32)>>,
+    /// Entries `key(latency, hops, node)`, smallest first.
+    heap: BinaryHeap<Reverse<u128>>,
+}
+
+/// A search entry ordered as (latency, hops, node) is, in one integer:
+/// one comparison per heap step instead of three.
+fn key(lat: Ps, hops: u32, node: u32) -> u128 {
+    ((lat as u128) << 64) | ((hops as u128) << 32) | node as u128
 }
 
 /// A node not reached (yet).
@@ -257,11 +264,12 @@ impl PathRouter {
         heap.clear();
         dist[a.index()] = (0, 0);
         touched.push(a.index() as u32);
-        heap.push(Reverse((0 as Ps, 0u32, a.index() as u32)));
+        heap.push(Reverse(key(0, 0, a.index() as u32)));
         let better = |new: LinkId, old: LinkId| {
             old == LinkId::MAX || (self.rank[new as usize], new) < (self.rank[old as usize], old)
         };
-        while let Some(Reverse((lat, hops, u))) = heap.pop() {
+        while let Some(Reverse(k)) = heap.pop() {
+            let (lat, hops, u) = ((k >> 64) as Ps, (k >> 32) as u32, k as u32);
             if u as usize == b.index() {
                 break;
             }
@@ -277,7 +285,7 @@ impl PathRouter {
                     }
                     dist[v] = nd;
                     pred[v] = (id, u);
-                    heap.push(Reverse((nd.0, nd.1, v as u32)));
+                    heap.push(Reverse(key(nd.0, nd.1, v as u32)));
                 } else if nd == dist[v] && better(id, pred[v].0) {
                     pred[v] = (id, u);
                 }
