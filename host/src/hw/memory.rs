@@ -437,7 +437,10 @@ impl MemoryStore {
         for (o, i) in offsets.iter_mut().zip(&inputs) {
             *o = i.1;
         }
-        let mut out = vec![0u8; PAGE.min(len) as usize];
+        // A result computed aside (an input shares the destination page):
+        // small ones, a ring step's, on the stack.
+        let mut out: smallvec::SmallVec<[u8; 256]> =
+            smallvec::smallvec![0u8; PAGE.min(len) as usize];
         for (at, n) in pieces(offsets, len).flat_map(|(at, n)| {
             // Split again at the destination's page boundaries.
             pieces([dst.1 + at], n).map(move |(a2, n2)| (at + a2, n2))

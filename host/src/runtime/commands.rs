@@ -550,6 +550,14 @@ mod tests {
             },
             Command::Wait { fut: 3, out: 16 },
             Command::Drop(17),
+            // The longest encoding: every field at its widest.
+            Command::RecvInto {
+                dir: Some(u32::MAX),
+                shape: u32::MAX,
+                dtype: Dtype::F32,
+                dst: u64::MAX,
+                out: u32::MAX,
+            },
         ];
         let list = CommandList::from_commands(all.iter().copied());
         assert_eq!(list.len(), all.len());
