@@ -139,19 +139,41 @@ pub struct LinkTable {
     calendars: Vec<Calendar>,
 }
 
-/// One hop of a [`Route`]: the link, its calendar in the table, and its
-/// figures (copied from the topology; a route's hops are read in order,
-/// where the calendars are wherever their links were first used).
+/// One hop of a [`Route`]: its link's calendar in the table, and which
+/// of the route's (latency, rate) classes the link has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hop {
+struct Hop {
     calendar: u32,
-    pub link: LinkId,
-    latency: Ps,
-    rate: Rate,
+    class: u32,
 }
 
-/// A path resolved to the calendars of one [`LinkTable`].
-pub type Route = std::sync::Arc<[Hop]>;
+/// A path resolved to the calendars of one [`LinkTable`]: what a
+/// reservation walks. A hop is 8 bytes (a route of 30 hops is four cache
+/// lines): the links' figures, a handful of distinct ones, are kept once
+/// per route.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RouteHops {
+    hops: Box<[Hop]>,
+    /// The distinct (latency, rate) of its links.
+    classes: SmallVec<[(Ps, Rate); 4]>,
+    /// Its links in order (for the trace).
+    links: Box<[LinkId]>,
+}
+
+impl RouteHops {
+    /// The links crossed, in order.
+    pub fn links(&self) -> &[LinkId] {
+        &self.links
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hops.is_empty()
+    }
+}
+
+/// A path resolved to the calendars of one [`LinkTable`] (shared by the
+/// commands that take it).
+pub type Route = Arc<RouteHops>;
 
 /// A link no transfer has used yet.
 const UNUSED: u32 = u32::MAX;
@@ -181,18 +203,31 @@ impl LinkTable {
     /// at thousands of ranks that lookup was a cache miss per hop, and the
     /// calendars of one path, made together, sit together.
     pub fn route(&mut self, path: &[LinkId]) -> Route {
-        path.iter()
+        let mut classes: SmallVec<[(Ps, Rate); 4]> = SmallVec::new();
+        let hops = path
+            .iter()
             .map(|&link| {
                 self.calendar(link);
-                let figures = &self.topo.links[link as usize];
+                let l = &self.topo.links[link as usize];
+                let figures = (l.latency, l.rate);
+                let class = match classes.iter().position(|&c| c == figures) {
+                    Some(i) => i,
+                    None => {
+                        classes.push(figures);
+                        classes.len() - 1
+                    }
+                };
                 Hop {
                     calendar: self.index[link as usize],
-                    link,
-                    latency: figures.latency,
-                    rate: figures.rate,
+                    class: class as u32,
                 }
             })
-            .collect()
+            .collect();
+        Arc::new(RouteHops {
+            hops,
+            classes,
+            links: path.into(),
+        })
     }
 
     /// Reserve `route` for `bytes` starting at `t0` (the current simulated
@@ -202,7 +237,7 @@ impl LinkTable {
     /// it (for the trace).
     pub fn reserve(
         &mut self,
-        route: &[Hop],
+        route: &RouteHops,
         t0: Ps,
         bytes: u64,
         local_rate: Rate,
@@ -213,30 +248,21 @@ impl LinkTable {
         }
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
-                                    // A path has a handful of distinct rates over tens of hops: each
+                                    // A path has a handful of distinct links over tens of hops: each
                                     // serialisation time is computed once.
-        let mut durations: SmallVec<[(Rate, Ps); 4]> = SmallVec::new();
-        for &Hop {
-            calendar,
-            link,
-            latency,
-            rate,
-        } in route
-        {
-            let duration = match durations.iter().find(|(r, _)| *r == rate) {
-                Some(&(_, d)) => d,
-                None => {
-                    let d = rate.duration_ps(bytes)?;
-                    durations.push((rate, d));
-                    d
-                }
-            };
+        let classes = route
+            .classes
+            .iter()
+            .map(|&(latency, rate)| Ok((latency, rate.duration_ps(bytes)?)))
+            .collect::<Result<SmallVec<[(Ps, Ps); 4]>, TimeOverflow>>()?;
+        for (i, &Hop { calendar, class }) in route.hops.iter().enumerate() {
+            let (latency, duration) = classes[class as usize];
             let (start, end) =
                 self.calendars[calendar as usize].book(t0, head, duration, prev_tail)?;
             head = units::add(start, latency)?;
             prev_tail = units::add(end, latency)?;
             if let Some(b) = busy.as_deref_mut() {
-                b.push((link, start, end));
+                b.push((route.links[i], start, end));
             }
         }
         Ok(prev_tail)

@@ -60,7 +60,7 @@ mod tests {
         // Twice round, so that evicted entries are asked for again.
         for to in tos.iter().chain(&tos) {
             let got = recent.get(&router, &links, from, *to).unwrap();
-            let hops: Vec<_> = got.iter().map(|h| h.link).collect();
+            let hops = got.links();
             assert_eq!(hops, &*router.find_path(from, *to).unwrap(), "to {to}");
         }
         assert_eq!(recent.entries.len(), RECENT_ROUTES);
