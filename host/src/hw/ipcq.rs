@@ -106,6 +106,9 @@ pub struct TxEntry {
     pub peer_dir: crate::hw::blocked::Dir,
     /// The peer's receive queue for `peer_dir`.
     pub queue: SharedQueue,
+    /// The peer's [`IpcqPort::rx_notify`] (a send wakes the peer without
+    /// looking its port up: at a thousand ranks that was cache misses).
+    pub peer_notify: Signal,
 }
 
 /// The IPCQ block of one PE: its neighbour table and receive queues.

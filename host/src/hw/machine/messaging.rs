@@ -147,19 +147,24 @@ impl Machine {
                 sender: pe,
                 sender_dir: dir.as_str().into(),
             }));
-            ports.entry(pe).or_default().tx.insert(
-                dir.clone(),
-                TxEntry {
-                    peer: *peer,
-                    peer_dir: rdir.as_str().into(),
-                    queue: queue.clone(),
-                },
-            );
-            ports
+            let peer_port = ports
                 .entry(*peer)
-                .or_default()
-                .rx
-                .push((rdir.clone(), queue));
+                .or_insert_with(|| self.port_to_extend(*peer));
+            peer_port.rx.push((rdir.clone(), queue.clone()));
+            let peer_notify = peer_port.rx_notify.clone();
+            ports
+                .entry(pe)
+                .or_insert_with(|| self.port_to_extend(pe))
+                .tx
+                .insert(
+                    dir.clone(),
+                    TxEntry {
+                        peer: *peer,
+                        peer_dir: rdir.as_str().into(),
+                        queue,
+                        peer_notify,
+                    },
+                );
         }
         for (pe, port) in ports {
             let mut slot = self.pe(pe).ipcq.lock().unwrap();
@@ -172,6 +177,20 @@ impl Machine {
             }
         }
         Ok(new.len())
+    }
+
+    /// An empty port whose additions go to `pe`'s: it shares the
+    /// notification of `pe`'s installed port, if any, so a sender's
+    /// [`TxEntry::peer_notify`] is the one the receiver waits on.
+    fn port_to_extend(&self, pe: PeCoord) -> IpcqPort {
+        let rx_notify = match self.pe(pe).ipcq.lock().unwrap().as_ref() {
+            Some(have) => have.rx_notify.clone(),
+            None => Signal::new(),
+        };
+        IpcqPort {
+            rx_notify,
+            ..Default::default()
+        }
     }
 
     pub(super) fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {
@@ -231,6 +250,29 @@ impl Machine {
     /// on the installed tables only, so a kernel can be told at once.
     fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<TxEntry, HwError> {
         let tx = self.tx_entry(pe, dir)?;
+        Self::fits_slot(tx, nbytes)
+    }
+
+    /// [`Machine::sendable`] for a send on `dir`, remembered per PE.
+    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<TxEntry, HwError> {
+        let st = self.pe(pe);
+        let known = match &*st.last_tx.lock().unwrap() {
+            Some((d, tx)) if Arc::ptr_eq(d, dir) => Some(tx.clone()),
+            _ => None,
+        };
+        let tx = match known {
+            Some(tx) => tx,
+            None => {
+                let tx = self.tx_entry(pe, dir)?;
+                *st.last_tx.lock().unwrap() = Some((dir.clone(), tx.clone()));
+                tx
+            }
+        };
+        Self::fits_slot(tx, nbytes)
+    }
+
+    /// `tx` when a message of `nbytes` fits its slots.
+    fn fits_slot(tx: TxEntry, nbytes: u64) -> Result<TxEntry, HwError> {
         let slot_size = tx.queue.lock().unwrap().slot_size;
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });
@@ -274,7 +316,7 @@ impl Machine {
     ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
         let m = self.clone();
         async move {
-            let tx = m.sendable(pe, &dir, value.nbytes())?;
+            let tx = m.sendable_on(pe, &dir, value.nbytes())?;
             let nbytes = value.nbytes();
             let asked = engine::now();
             let (slot, visible) = loop {
@@ -329,9 +371,7 @@ impl Machine {
                     ready: ready.clone(),
                     seq,
                 });
-                if let Some(port) = m.pe(tx.peer).ipcq.lock().unwrap().as_ref() {
-                    port.rx_notify.notify();
-                }
+                tx.peer_notify.notify();
                 (q.space, q.slot_offset(slot))
             };
             m.dma(

@@ -54,6 +54,10 @@ struct PeState {
     /// The matrix unit (`tl.gemm`): its own in-order queue.
     gemm: Turnstile,
     ipcq: Mutex<Option<IpcqPort>>,
+    /// The direction it last sent on and its entry (a kernel's sends
+    /// share one `Dir` per direction; an installed entry never changes):
+    /// a send finds its entry without the port's map of names.
+    last_tx: Mutex<Option<(super::blocked::Dir, crate::hw::ipcq::TxEntry)>>,
     outstanding: Mutex<Vec<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
     /// Per receive direction (`None`: round-robin), the event set when the
@@ -351,6 +355,7 @@ impl Machine {
                     math: Turnstile::new(),
                     gemm: Turnstile::new(),
                     ipcq: Mutex::new(None),
+                    last_tx: Mutex::new(None),
                     outstanding: Mutex::new(Vec::new()),
                     blocked_on: Mutex::new(None),
                     claims: Mutex::new(Default::default()),
