@@ -73,16 +73,19 @@ impl Calendar {
                 } else {
                     self.last = (0, 0);
                 }
-            } else {
-                // The last interval is still live; those before it that
-                // ended go.
+            } else if end > earliest {
+                // The last interval is still live and becomes an earlier
+                // one; those before it that ended go.
                 let mut before = self.earlier.take().unwrap_or_default();
                 drop_ended(&mut before, now);
-                if end > earliest {
-                    before.push(self.last);
-                    self.last = (earliest, end);
+                before.push(self.last);
+                self.earlier = Some(before);
+                self.last = (earliest, end);
+            } else if let Some(before) = &mut self.earlier {
+                drop_ended(before, now);
+                if before.is_empty() {
+                    self.earlier = None;
                 }
-                self.earlier = (!before.is_empty()).then_some(before);
             }
             return Ok((earliest, end));
         }
@@ -96,7 +99,11 @@ impl Calendar {
         // over by then (intervals are sorted and disjoint, so ends are too).
         let mut i = busy.partition_point(|&(_, e)| e <= start);
         let booked = loop {
-            let end = units::add(start, duration)?.max(min_end);
+            let end = match units::add(start, duration) {
+                Ok(t) => t.max(min_end),
+                // Refused: the calendar keeps what it had.
+                Err(e) => break Err(e),
+            };
             match busy.get(i) {
                 // It is running at `start`, or begins before we would end.
                 Some(&(s, e)) if s < end => {
@@ -107,13 +114,13 @@ impl Calendar {
                     if end > start {
                         busy.insert(i, (start, end));
                     }
-                    break (start, end);
+                    break Ok((start, end));
                 }
             }
         };
         self.last = busy.pop().expect("the last interval stays");
         self.earlier = (!busy.is_empty()).then(|| Box::new(busy));
-        Ok(booked)
+        booked
     }
 }
 
@@ -353,6 +360,23 @@ mod tests {
                 assert_eq!(held, plain);
             }
         }
+    }
+
+    #[test]
+    fn a_refused_booking_leaves_the_calendar_as_it_was() {
+        let mut cal = Calendar::default();
+        cal.book(0, 0, 10, 0).unwrap();
+        cal.book(0, 20, 10, 0).unwrap();
+        cal.book(0, 40, 10, 0).unwrap();
+        let before = (cal.last, cal.earlier.clone());
+        // Contended (the link is busy at 5) and past the clock's horizon.
+        assert!(cal.book(0, 5, u64::MAX - 8, 0).is_err());
+        assert_eq!((cal.last, cal.earlier), before);
+        assert_eq!(before.0, (40, 50));
+        assert_eq!(
+            before.1.as_deref().map(|v| v.to_vec()),
+            Some(vec![(0, 10), (20, 30)])
+        );
     }
 
     #[test]
