@@ -98,13 +98,11 @@ mod tests {
         let mut reference: BTreeMap<u64, u64> = BTreeMap::from([(0, 1 << 20)]);
         let mut a = RangeAlloc::new(1 << 20);
         let mut live: Vec<(u64, u64)> = Vec::new();
-        let mut x: u64 = 12345;
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12345);
         for step in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            if !x.is_multiple_of(3) || live.is_empty() {
-                let len = 1 + x % 5000;
+            if rng.random_range(0..3) != 0 || live.is_empty() {
+                let len = rng.random_range(1..=5000u64);
                 let want = len.div_ceil(ALIGN) * ALIGN;
                 let fit = reference
                     .iter()
@@ -120,7 +118,7 @@ mod tests {
                     live.push((s, len));
                 }
             } else {
-                let (s, len) = live.swap_remove((x as usize / 3) % live.len());
+                let (s, len) = live.swap_remove(rng.random_range(0..live.len()));
                 a.free(s, len);
                 let (mut s, mut l) = (s, len.div_ceil(ALIGN) * ALIGN);
                 if let Some((&ps, &pl)) = reference.range(..s).next_back() {

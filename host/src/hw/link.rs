@@ -194,14 +194,14 @@ impl LinkTable {
         }
     }
 
-    /// The calendar of link `id`, made on first use.
-    fn calendar(&mut self, id: LinkId) -> &mut Calendar {
+    /// Where link `id`'s calendar is in `calendars`, made on first use.
+    fn calendar_index(&mut self, id: LinkId) -> u32 {
         let slot = &mut self.index[id as usize];
         if *slot == UNUSED {
             *slot = self.calendars.len() as u32;
             self.calendars.push(Calendar::default());
         }
-        &mut self.calendars[*slot as usize]
+        *slot
     }
 
     /// `path` as this table's calendars: what [`LinkTable::reserve`]
@@ -214,7 +214,7 @@ impl LinkTable {
         let hops = path
             .iter()
             .map(|&link| {
-                self.calendar(link);
+                let calendar = self.calendar_index(link);
                 let l = &self.topo.links[link as usize];
                 let figures = (l.latency, l.rate);
                 let class = match classes.iter().position(|&c| c == figures) {
@@ -225,7 +225,7 @@ impl LinkTable {
                     }
                 };
                 Hop {
-                    calendar: self.index[link as usize],
+                    calendar,
                     class: class as u32,
                 }
             })
