@@ -13,7 +13,7 @@ use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::ccl::collective::{Call, Collective};
 use crate::ccl::ranks::RankMap;
 use crate::config::ccl::AlgorithmEntry;
-use crate::engine::{self, Event};
+use crate::engine;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -322,21 +322,29 @@ impl Session {
             }
         }
         let ws = pg.world_size;
-        let all_joined = {
+        let (all_joined, all_done) = {
             let mut epochs = pg.epochs.lock().unwrap();
             let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
             ep.joined.extend(ranks.iter().copied());
             ep.kernels_done.extend(launched);
             if ep.joined.len() as u32 == ws {
                 ep.all_joined.set();
+                let kernels = std::mem::take(&mut ep.kernels_done);
+                let all_done = ep.all_done.clone();
+                engine::spawn_detached(async move {
+                    for k in kernels {
+                        k.wait().await;
+                    }
+                    all_done.set();
+                });
             }
-            ep.all_joined.clone()
+            (ep.all_joined.clone(), ep.all_done.clone())
         };
+        // The last rank to join waits first, then the others in the order
+        // they joined: the order in which they resume, and so start their
+        // next calls, within the instant the collective ends.
         all_joined.wait().await;
-        let done: Vec<Event> = pg.epochs.lock().unwrap()[&epoch_id].kernels_done.clone();
-        for d in done {
-            d.wait().await;
-        }
+        all_done.wait().await;
         if self.machine.oplog().is_some() {
             let pes: Vec<crate::topology::PeCoord> =
                 (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();

@@ -123,7 +123,13 @@ pub(super) struct Epoch {
     pub first: u32,
     pub joined: BTreeSet<u32>,
     pub all_joined: Event,
+    /// The completion of every kernel launched so far; handed to one
+    /// waiter when the last rank joins.
     pub kernels_done: Vec<Event>,
+    /// Set once every rank has joined and every kernel has finished: what
+    /// each rank waits for (one event, not every kernel's: a rank waiting
+    /// on each was O(world size²) at the end of every collective).
+    pub all_done: Event,
     pub errors: Arc<Mutex<Vec<String>>>,
     pub returned: u32,
 }
