@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
             let ex = Executor::new();
             let (a, m, l) = (algo.clone(), machine.clone(), launch.clone());
             let lim = limits.clone();
-            let h = ex.spawn(async move { a.run_kernel("ring_allreduce", m, &lim, l).await });
+            let h = ex.spawn(async move { a.run_kernel("ring_allreduce", m, &lim, l, None).await });
             ex.run();
             h.try_take().unwrap().unwrap();
         })

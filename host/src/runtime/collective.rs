@@ -8,6 +8,7 @@
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::KernelLaunch;
+use super::prerecord::KernelJob;
 use super::process_group::{Backend, ProcessGroup};
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::ccl::collective::{Call, Collective};
@@ -308,10 +309,20 @@ impl Session {
                     self.machine.clone(),
                     backend.algorithm.clone(),
                 );
+                let recording = comp.eager.is_some().then(|| {
+                    self.prerecorder.submit(KernelJob {
+                        component: comp.clone(),
+                        algorithm: algo.clone(),
+                        machine: machine.clone(),
+                        limits: self.limits.clone(),
+                        launch: launch.clone(),
+                    })
+                });
                 let errs = errors.clone();
                 let (limits, failures) = (self.limits.clone(), self.failures.clone());
                 let h = engine::spawn(async move {
-                    if let Err(e) = comp.run_kernel(&algo, machine, &limits, launch).await {
+                    let run = comp.run_kernel(&algo, machine, &limits, launch, recording);
+                    if let Err(e) = run.await {
                         // Recorded at once: if its peers then wait for it
                         // forever, the run reports this failure, not the wait.
                         failures.record("collective".into(), e.to_string());

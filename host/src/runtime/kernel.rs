@@ -10,6 +10,7 @@ use super::eager::{EagerHost, NeedsSimulatedTime};
 use crate::budget::MemoryUse;
 
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
+use super::prerecord::Ticket;
 use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
@@ -525,11 +526,11 @@ pub struct AlgorithmComponent {
 }
 
 /// A kernel recorded ahead of simulated time.
-struct Recorded {
+pub struct Recorded {
     list: CommandList,
     out: Output,
     /// How the guest failed after the recorded calls, if it did.
-    guest_error: Option<wasmtime::Error>,
+    pub(super) guest_error: Option<wasmtime::Error>,
 }
 
 impl AlgorithmComponent {
@@ -577,19 +578,26 @@ impl AlgorithmComponent {
 
     /// Run the kernel on `launch.pe` to completion, then wait until every
     /// command it issued has completed. The kernel is first recorded ahead
-    /// of simulated time and its calls replayed ([`super::eager`]); one
-    /// that needs simulated time to run runs again, in step with it.
+    /// of simulated time and its calls replayed ([`super::eager`]) — by
+    /// the helper thread when `recording` is its ticket
+    /// ([`super::prerecord`]); one that needs simulated time to run runs
+    /// again, in step with it.
     pub async fn run_kernel(
         &self,
         algorithm: &str,
         machine: Arc<Machine>,
         limits: &RunLimits,
         launch: KernelLaunch,
+        recording: Option<Ticket>,
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let started = crate::engine::now();
         machine.note_kernel_start(pe);
-        match self.record(algorithm, &machine, limits, &launch)? {
+        let recorded = match recording {
+            Some(ticket) => ticket.take(&limits.budget, &pe.to_string()),
+            None => self.record(algorithm, &machine, limits, &launch),
+        };
+        match recorded? {
             Some(rec) => {
                 let _flush = FlushOnDrop::new(pe.to_string(), rec.out.clone());
                 let bytes = rec.list.bytes();
@@ -634,7 +642,7 @@ impl AlgorithmComponent {
     /// Run the guest to completion at once, recording its `tl` calls;
     /// `None` when it asked for something only simulated time can answer
     /// (or recording is off).
-    fn record(
+    pub(super) fn record(
         &self,
         algorithm: &str,
         machine: &Arc<Machine>,

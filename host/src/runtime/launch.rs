@@ -73,7 +73,7 @@ impl Session {
                 (component.clone(), self.machine.clone(), self.limits.clone());
             let (errs, name) = (errors.clone(), kernel.to_string());
             let h = engine::spawn(async move {
-                if let Err(e) = comp.run_kernel(&name, machine, &limits, launch).await {
+                if let Err(e) = comp.run_kernel(&name, machine, &limits, launch, None).await {
                     errs.lock().unwrap().push(e.to_string());
                 }
             });

@@ -5,7 +5,8 @@
 //!   kernel run in step with simulated time (one Store per PE kernel).
 //! * [`eager`]: a kernel run ahead of simulated time, its `tl.*` calls
 //!   recorded; [`commands`]: the recorded list and its replay on the
-//!   machine (how most kernels run: no Store alive while simulated).
+//!   machine (how most kernels run: no Store alive while simulated);
+//!   [`prerecord`]: recording them ahead on a helper thread.
 //! * [`bench`]: the `torch.*` surface for bench instances (one Store per
 //!   rank).
 //! * [`session`]: one run — process group init, spawn, reports;
@@ -30,6 +31,7 @@ pub mod launch;
 pub mod limits;
 pub mod loader;
 pub mod p2p;
+pub mod prerecord;
 pub mod process_group;
 pub mod session;
 pub mod sim;

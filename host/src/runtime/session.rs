@@ -110,6 +110,8 @@ pub struct Session {
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
     pub(super) failures: Failures,
+    /// Records launched kernels ahead on a helper thread.
+    pub(super) prerecorder: super::prerecord::Prerecorder,
 }
 
 /// Root causes of a run, in the order they happened: (who, message).
@@ -163,6 +165,7 @@ impl Session {
             kernel_rows: Mutex::default(),
             row_observer: OnceLock::new(),
             failures: Failures::default(),
+            prerecorder: Default::default(),
         })
     }
 
