@@ -19,7 +19,10 @@
 //! the same. A recording the run's budget would have refused, and one
 //! that failed, wrote output or panicked, is recorded again on the engine
 //! thread, exactly as without the helper (its error and output come from
-//! there).
+//! there). One difference remains, for a racy bench only: a kernel that
+//! addresses memory another rank's bench frees in the instant of the
+//! launch may be recorded before the free, and then fails at that call
+//! when replayed rather than when recorded (an error either way).
 
 use super::kernel::{AlgorithmComponent, KernelLaunch, Recorded};
 use super::limits::RunLimits;
