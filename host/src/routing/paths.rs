@@ -44,30 +44,47 @@ pub(crate) struct Adjacency {
 }
 
 impl Adjacency {
+    /// Built in place in two passes over the links (count each node's
+    /// out-links, then fill): no vector per node (1.7 M of them at 4096
+    /// SIPs, grown one push at a time).
     fn build(t: &Topology, view: View) -> Self {
         let n = t.node_count();
-        let mut per: Vec<Vec<Edge>> = vec![Vec::new(); n];
-        for e in t.graph.edge_indices() {
+        let allowed = |e: petgraph::graph::EdgeIndex| {
             let id = t.graph[e];
             let link = &t.links[id as usize];
-            if !view.allows(link.kind) {
-                continue;
-            }
-            let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
-            per[a.index()].push(Edge {
-                to: b.index() as u32,
-                id,
-                latency: link.latency,
-            });
+            view.allows(link.kind).then(|| {
+                let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
+                (
+                    a.index(),
+                    Edge {
+                        to: b.index() as u32,
+                        id,
+                        latency: link.latency,
+                    },
+                )
+            })
+        };
+        let mut start = vec![0u32; n + 1];
+        for (a, _) in t.graph.edge_indices().filter_map(allowed) {
+            start[a + 1] += 1;
         }
-        let mut start = Vec::with_capacity(n + 1);
-        let mut links = Vec::new();
-        for mut v in per {
-            v.sort_by_key(|e| e.id);
-            start.push(links.len() as u32);
-            links.extend(v);
+        for i in 0..n {
+            start[i + 1] += start[i];
         }
-        start.push(links.len() as u32);
+        let mut next = start.clone();
+        let blank = Edge {
+            to: 0,
+            id: 0,
+            latency: 0,
+        };
+        let mut links = vec![blank; start[n] as usize];
+        for (a, edge) in t.graph.edge_indices().filter_map(allowed) {
+            links[next[a] as usize] = edge;
+            next[a] += 1;
+        }
+        for i in 0..n {
+            links[start[i] as usize..start[i + 1] as usize].sort_by_key(|e| e.id);
+        }
         Adjacency { start, links }
     }
 
