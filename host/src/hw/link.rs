@@ -255,8 +255,8 @@ impl LinkTable {
         }
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
-                                    // A path has a handful of distinct links over tens of hops: each
-                                    // serialisation time is computed once.
+                                    // A path has a handful of distinct (latency, rate) classes over
+                                    // tens of hops: each serialisation time is computed once.
         let classes = route
             .classes
             .iter()

@@ -49,23 +49,24 @@ impl Adjacency {
     /// SIPs, grown one push at a time).
     fn build(t: &Topology, view: View) -> Self {
         let n = t.node_count();
-        let allowed = |e: petgraph::graph::EdgeIndex| {
-            let id = t.graph[e];
-            let link = &t.links[id as usize];
-            view.allows(link.kind).then(|| {
-                let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
-                (
-                    a.index(),
-                    Edge {
+        // The view's links, each with the node it leaves.
+        let out_links = || {
+            t.graph.edge_indices().filter_map(|e| {
+                let id = t.graph[e];
+                let link = &t.links[id as usize];
+                view.allows(link.kind).then(|| {
+                    let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
+                    let edge = Edge {
                         to: b.index() as u32,
                         id,
                         latency: link.latency,
-                    },
-                )
+                    };
+                    (a.index(), edge)
+                })
             })
         };
         let mut start = vec![0u32; n + 1];
-        for (a, _) in t.graph.edge_indices().filter_map(allowed) {
+        for (a, _) in out_links() {
             start[a + 1] += 1;
         }
         for i in 0..n {
@@ -78,7 +79,7 @@ impl Adjacency {
             latency: 0,
         };
         let mut links = vec![blank; start[n] as usize];
-        for (a, edge) in t.graph.edge_indices().filter_map(allowed) {
+        for (a, edge) in out_links() {
             links[next[a] as usize] = edge;
             next[a] += 1;
         }

@@ -594,7 +594,7 @@ impl AlgorithmComponent {
         let started = crate::engine::now();
         machine.note_kernel_start(pe);
         let recorded = match recording {
-            Some(ticket) => ticket.take(&limits.budget, &pe.to_string()),
+            Some(ticket) => ticket.take(&limits.budget, pe),
             None => self.record(algorithm, &machine, limits, &launch),
         };
         match recorded? {

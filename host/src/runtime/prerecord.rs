@@ -136,8 +136,13 @@ pub struct Ticket<J: Job = KernelJob> {
 }
 
 impl<J: Job> Default for Prerecorder<J> {
+    /// With a helper when this machine has more than one core (asked once
+    /// per process: the answer reads the affinity mask and cgroup files).
     fn default() -> Self {
-        Self::new(std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+        static CORES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        Self::new(
+            *CORES.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)),
+        )
     }
 }
 
@@ -251,7 +256,7 @@ impl<J: Job> Ticket<J> {
     /// `budget` as if it were done now (`who` names it if refused). While
     /// the helper is on it, the engine thread does the next queued job
     /// rather than wait idle.
-    pub fn take(self, budget: &Arc<MemoryBudget>, who: &str) -> J::Output {
+    pub fn take(self, budget: &Arc<MemoryBudget>, who: impl std::fmt::Display) -> J::Output {
         let mut st = self.slot.state.lock().unwrap();
         loop {
             match std::mem::replace(&mut *st, State::Taken) {
@@ -289,7 +294,11 @@ impl<J: Job> Made<J> {
     /// The output, when the engine thread would have made the same (its
     /// memory charged to and released from `budget`); else the job, to
     /// do again.
-    fn accept(self, budget: &MemoryBudget, who: &str) -> Result<J::Output, Box<J>> {
+    fn accept(
+        self,
+        budget: &MemoryBudget,
+        who: impl std::fmt::Display,
+    ) -> Result<J::Output, Box<J>> {
         let clean = self.held == 0 && self.output.as_ref().is_some_and(J::clean);
         if !clean
             || budget
