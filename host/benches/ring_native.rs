@@ -20,6 +20,10 @@ use kernbench::topology::PeCoord;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The CLI's heap, so that the figures are the CLI's.
+#[global_allocator]
+static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
+
 fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;

@@ -18,6 +18,10 @@ use kernbench::hw::dtype::{binary, BinOp, Dtype};
 use kernbench::runtime::{run_bench, RunResult};
 use std::time::Instant;
 
+/// The CLI's heap, so that the figures are the CLI's.
+#[global_allocator]
+static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
+
 fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunResult, f64) {
     let loader = support::loader(ranks);
     // Compiling the topology is outside the timed part.

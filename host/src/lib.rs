@@ -19,6 +19,8 @@ pub mod engine;
 pub mod error;
 #[cfg(all(feature = "guest-build", feature = "wasm"))]
 pub mod guest_build;
+#[cfg(feature = "wasm")]
+pub mod heap;
 pub mod hw;
 #[cfg(feature = "wasm")]
 pub mod kernel_report;

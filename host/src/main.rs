@@ -16,6 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 use topology_cmd::{LayoutArgs, TopoCmd};
 
+#[global_allocator]
+static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
+
 #[derive(Parser)]
 #[command(
     name = "kernbench-host",

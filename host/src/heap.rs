@@ -1,0 +1,112 @@
+//! The process's heap: small blocks from mimalloc, blocks of a simulated
+//! page and more from the system allocator.
+//!
+//! A simulated run makes and frees a handful of small objects per command
+//! (a tensor, its completion event, an engine task's future): glibc's
+//! malloc and free were ~190 instructions a pair and an eighth of a ring
+//! step, mimalloc's size-class free lists a fraction of that. A whole
+//! switch to mimalloc (or jemalloc) was slower on large sizes, though: a
+//! simulated 4 KiB page with its share count is a 4112-byte block, which
+//! both put in a 5 KiB class, so pages straddle OS pages and the f16 adds
+//! over them ran 20 % slower. So the split is by size, below a page and
+//! from it. A block is always freed (and resized) with the layout it was
+//! made with (`GlobalAlloc`'s contract), so its size says which allocator
+//! owns it.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+
+/// Blocks of at least this many bytes come from the system allocator.
+const LARGE: usize = 4096;
+
+/// See the module doc.
+pub struct SplitHeap;
+
+fn small(layout: Layout) -> bool {
+    layout.size() < LARGE
+}
+
+// SAFETY: every block is freed and resized by the allocator that made it:
+// both are chosen by the block's size, which `GlobalAlloc` callers pass
+// unchanged to `dealloc` and `realloc`; a `realloc` that crosses the
+// threshold allocates in the other, copies and frees in the first.
+unsafe impl GlobalAlloc for SplitHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if small(layout) {
+            unsafe { mimalloc::MiMalloc.alloc(layout) }
+        } else {
+            unsafe { System.alloc(layout) }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if small(layout) {
+            unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+        } else {
+            unsafe { System.alloc_zeroed(layout) }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if small(layout) {
+            unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+        } else {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let was_small = small(layout);
+        if was_small == (new_size < LARGE) {
+            return if was_small {
+                unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+            } else {
+                unsafe { System.realloc(ptr, layout, new_size) }
+            };
+        }
+        // SAFETY (of the layout): the caller guarantees `new_size`, rounded
+        // up to `layout.align()`, does not overflow `isize`.
+        let new_layout = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_resized_across_the_threshold_keeps_its_bytes() {
+        let h = SplitHeap;
+        unsafe {
+            let l = Layout::from_size_align(100, 8).unwrap();
+            let p = h.alloc(l);
+            for i in 0..100 {
+                *p.add(i) = i as u8;
+            }
+            // Small → large → small: each crossing copies.
+            let p = h.realloc(p, l, 10_000);
+            let l = Layout::from_size_align(10_000, 8).unwrap();
+            assert!((0..100).all(|i| *p.add(i) == i as u8));
+            *p.add(9_999) = 7;
+            let p = h.realloc(p, l, 50);
+            let l = Layout::from_size_align(50, 8).unwrap();
+            assert!((0..50).all(|i| *p.add(i) == i as u8));
+            h.dealloc(p, l);
+            // Zeroed, both sides.
+            for size in [16, LARGE, 3 * LARGE] {
+                let l = Layout::from_size_align(size, 64).unwrap();
+                let p = h.alloc_zeroed(l);
+                assert_eq!(p as usize % 64, 0);
+                assert!((0..size).all(|i| *p.add(i) == 0));
+                h.dealloc(p, l);
+            }
+        }
+    }
+}
