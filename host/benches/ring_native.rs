@@ -7,6 +7,7 @@
 //!
 //! ```sh
 //! cargo bench -p kernbench-host --bench ring_native
+//! cargo bench -p kernbench-host --bench ring_native -- 64 steps=65536   # fewer steps (callgrind)
 //! ```
 
 use kernbench::address::Space;
@@ -96,9 +97,13 @@ fn main() {
     if counts.is_empty() {
         counts = vec![64, 256, 1024];
     }
+    // About this many steps per count (whole rounds of the ring).
+    let target: u32 = std::env::args()
+        .find_map(|a| a.strip_prefix("steps=").and_then(|n| n.parse().ok()))
+        .unwrap_or(1 << 20);
     println!("{:<34} {:>12}   detail", "figure", "value");
     for ranks in counts {
-        let rounds = ((1 << 20) / (ranks * (ranks - 1))).max(1);
+        let rounds = (target / (ranks * (ranks - 1))).max(1);
         let (wall, steps) = ring(ranks, 8, rounds);
         println!(
             "{:<34} {:>9.2} us   {steps} steps in {wall:.2} s (no wasm)",

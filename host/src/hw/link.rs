@@ -50,7 +50,9 @@ impl Calendar {
     /// Forget the intervals that ended by `now`, then take the earliest
     /// `start >= earliest` such that `[start, end)` is free, where
     /// `end = max(start + duration, min_end)`; reserves it. `now` is the
-    /// time of the newest reservation: every later head arrives after it.
+    /// time of the newest reservation: every later head arrives after it
+    /// (`earliest >= now`).
+    #[inline(always)]
     fn book(
         &mut self,
         now: Ps,
@@ -58,24 +60,41 @@ impl Calendar {
         duration: Ps,
         min_end: Ps,
     ) -> Result<(Ps, Ps), TimeOverflow> {
-        let last_end = self.last.1;
-        // The common case, an uncontended link: nothing on it after
-        // `earliest`, so the interval starts then and comes last (what the
-        // search below finds, without searching).
-        if last_end <= earliest {
+        if self.last.1 > now {
+            return self.book_live(now, earliest, duration, min_end);
+        }
+        // The common case (inlined in the walk of a route): everything on
+        // the link is over, its last transfer's interval included, so the
+        // new interval starts at `earliest` and is the only one.
+        let end = units::add(earliest, duration)?.max(min_end);
+        if self.earlier.is_some() {
+            self.earlier = None;
+        }
+        self.last = if end > earliest {
+            (earliest, end)
+        } else {
+            (0, 0)
+        };
+        Ok((earliest, end))
+    }
+
+    /// [`Calendar::book`] on a link whose last interval is still live
+    /// (ends after `now`).
+    #[inline(never)]
+    fn book_live(
+        &mut self,
+        now: Ps,
+        earliest: Ps,
+        duration: Ps,
+        min_end: Ps,
+    ) -> Result<(Ps, Ps), TimeOverflow> {
+        // Nothing on it after `earliest`: the interval starts then and
+        // comes last (what the search below finds, without searching).
+        if self.last.1 <= earliest {
             let end = units::add(earliest, duration)?.max(min_end);
-            if last_end <= now {
-                // Usually everything on it is over (its last transfer):
-                // the new interval is the only one.
-                self.earlier = None;
-                if end > earliest {
-                    self.last = (earliest, end);
-                } else {
-                    self.last = (0, 0);
-                }
-            } else if end > earliest {
-                // The last interval is still live and becomes an earlier
-                // one; those before it that ended go.
+            if end > earliest {
+                // The last interval becomes an earlier one; those before
+                // it that ended go.
                 let mut before = self.earlier.take().unwrap_or_default();
                 drop_ended(&mut before, now);
                 before.push(self.last);
@@ -131,6 +150,30 @@ fn drop_ended(busy: &mut Intervals, now: Ps) {
     if over > 0 {
         busy.drain(..over);
     }
+}
+
+/// A time on a link and the same time one latency later, on the next.
+type Crossing = (Ps, Ps);
+
+/// Book one hop of a transfer whose head reaches it at `head` and whose
+/// tail left the previous hop at `prev_tail` (`now`: the transfer's start):
+/// returns its (start, start + latency) and (end, end + latency) — when
+/// the link is busy and when the head and tail reach the next one.
+#[inline(always)]
+fn book_hop(
+    calendars: &mut [Calendar],
+    classes: &[(Ps, Ps)],
+    Hop { calendar, class }: Hop,
+    now: Ps,
+    head: Ps,
+    prev_tail: Ps,
+) -> Result<(Crossing, Crossing), TimeOverflow> {
+    let (latency, duration) = classes[class as usize];
+    let (start, end) = calendars[calendar as usize].book(now, head, duration, prev_tail)?;
+    Ok((
+        (start, units::add(start, latency)?),
+        (end, units::add(end, latency)?),
+    ))
 }
 
 /// Occupancy of every directed link. Calendars are made on a link's first
@@ -248,28 +291,36 @@ impl LinkTable {
         t0: Ps,
         bytes: u64,
         local_rate: Rate,
-        mut busy: Option<&mut Vec<(LinkId, Ps, Ps)>>,
+        busy: Option<&mut Vec<(LinkId, Ps, Ps)>>,
     ) -> Result<Ps, TimeOverflow> {
         if route.is_empty() {
             return units::add(t0, local_rate.duration_ps(bytes)?);
         }
-        let mut head = t0; // when the head reaches the current link
-        let mut prev_tail: Ps = t0; // when the tail left the previous link
-                                    // A path has a handful of distinct (latency, rate) classes over
-                                    // tens of hops: each serialisation time is computed once.
+        // A path has a handful of distinct (latency, rate) classes over
+        // tens of hops: each serialisation time is computed once.
         let classes = route
             .classes
             .iter()
             .map(|&(latency, rate)| Ok((latency, rate.duration_ps(bytes)?)))
             .collect::<Result<SmallVec<[(Ps, Ps); 4]>, TimeOverflow>>()?;
-        for (i, &Hop { calendar, class }) in route.hops.iter().enumerate() {
-            let (latency, duration) = classes[class as usize];
-            let (start, end) =
-                self.calendars[calendar as usize].book(t0, head, duration, prev_tail)?;
-            head = units::add(start, latency)?;
-            prev_tail = units::add(end, latency)?;
-            if let Some(b) = busy.as_deref_mut() {
-                b.push((route.links[i], start, end));
+        // Plain slices in the walk: it is one of the hottest loops of a
+        // run (tens of hops per transfer), and the trace's loop is apart.
+        let (classes, calendars) = (&classes[..], &mut self.calendars[..]);
+        let mut head = t0; // when the head reaches the current link
+        let mut prev_tail: Ps = t0; // when the tail left the previous link
+        match busy {
+            None => {
+                for &hop in route.hops.iter() {
+                    let (start, end) = book_hop(calendars, classes, hop, t0, head, prev_tail)?;
+                    (head, prev_tail) = (start.1, end.1);
+                }
+            }
+            Some(b) => {
+                for (&hop, &link) in route.hops.iter().zip(route.links.iter()) {
+                    let (start, end) = book_hop(calendars, classes, hop, t0, head, prev_tail)?;
+                    (head, prev_tail) = (start.1, end.1);
+                    b.push((link, start.0, end.0));
+                }
             }
         }
         Ok(prev_tail)
