@@ -110,6 +110,44 @@ fn key(lat: Ps, hops: u32, node: u32) -> u128 {
     ((lat as u128) << 64) | ((hops as u128) << 32) | node as u128
 }
 
+/// A lower bound on the latency left to a node's destination, for the A*
+/// search: every node is in a SIP, and a path that starts outside the
+/// destination's SIP leaves its SIP by a link of at least `leave_sip`
+/// latency. The bound is consistent (it never drops by more than a link's
+/// latency along a link), so the search pops every node in the order of
+/// its (latency + bound, hops) and finds what Dijkstra finds (see
+/// [`PathRouter::shortest`]) while it explores only the part of the
+/// source's SIP from which the way out is short enough.
+struct SipBound {
+    /// The SIP of each node (by node index).
+    sip_of: Vec<u32>,
+    /// The least latency of a link between two SIPs (0: there is none).
+    leave_sip: Ps,
+}
+
+impl SipBound {
+    fn new(t: &Topology) -> Self {
+        let sip_of: Vec<u32> = t.graph.node_weights().map(|n| n.sip()).collect();
+        let leave_sip = t
+            .links
+            .iter()
+            .filter(|l| l.from.sip() != l.to.sip())
+            .map(|l| l.latency)
+            .min()
+            .unwrap_or(0);
+        SipBound { sip_of, leave_sip }
+    }
+
+    /// The bound from node `u` to a destination in SIP `to_sip`.
+    fn from(&self, u: usize, to_sip: u32) -> Ps {
+        if self.sip_of[u] == to_sip {
+            0
+        } else {
+            self.leave_sip
+        }
+    }
+}
+
 /// A node not reached (yet).
 const NO_PRED: (LinkId, u32) = (LinkId::MAX, u32::MAX);
 
@@ -118,6 +156,7 @@ pub struct PathRouter {
     topo: Arc<Topology>,
     resolver: AddressResolver,
     views: [OnceLock<Adjacency>; 4],
+    bound: OnceLock<SipBound>,
     /// Tie-break rank of each link: 0 for north–south links, 1 otherwise.
     rank: Vec<u8>,
     /// Dijkstra buffers reused between queries (reset by touched list).
@@ -145,6 +184,7 @@ impl PathRouter {
             resolver: AddressResolver::new(topo.clone()),
             topo,
             views: Default::default(),
+            bound: OnceLock::new(),
             rank,
             scratch: Mutex::default(),
             cache: Mutex::new(FxHashMap::default()),
@@ -261,12 +301,21 @@ impl PathRouter {
             .collect()
     }
 
-    /// Dijkstra on (latency, hops) with the documented tie-break.
+    /// Shortest path by (latency, hops) with the documented tie-break: an
+    /// A* search, Dijkstra's with each entry keyed by its latency plus a
+    /// lower bound on the latency left ([`SipBound`]). With a consistent
+    /// bound the two find the same path, tie-break included: a node's
+    /// distance is final when it is popped, and every equal-cost
+    /// predecessor of a node on the path (same latency, one hop fewer,
+    /// bound at most one link's latency more) is popped, and its link
+    /// weighed by the tie-break, before the node itself.
     fn shortest(&self, view: View, a: NodeIndex, b: NodeIndex) -> Option<Vec<LinkId>> {
         if a == b {
             return Some(Vec::new());
         }
         let adj = self.adjacency(view);
+        let bound = self.bound.get_or_init(|| SipBound::new(&self.topo));
+        let to_sip = bound.sip_of[b.index()];
         let n = self.topo.node_count();
         let mut guard = self.scratch.lock().unwrap();
         let Scratch {
@@ -282,15 +331,20 @@ impl PathRouter {
         heap.clear();
         dist[a.index()] = (0, 0);
         touched.push(a.index() as u32);
-        heap.push(Reverse(key(0, 0, a.index() as u32)));
+        heap.push(Reverse(key(
+            bound.from(a.index(), to_sip),
+            0,
+            a.index() as u32,
+        )));
         let better = |new: LinkId, old: LinkId| {
             old == LinkId::MAX || (self.rank[new as usize], new) < (self.rank[old as usize], old)
         };
         while let Some(Reverse(k)) = heap.pop() {
-            let (lat, hops, u) = ((k >> 64) as Ps, (k >> 32) as u32, k as u32);
+            let (f, hops, u) = ((k >> 64) as Ps, (k >> 32) as u32, k as u32);
             if u as usize == b.index() {
                 break;
             }
+            let lat = f - bound.from(u as usize, to_sip);
             if (lat, hops) > dist[u as usize] {
                 continue;
             }
@@ -303,7 +357,8 @@ impl PathRouter {
                     }
                     dist[v] = nd;
                     pred[v] = (id, u);
-                    heap.push(Reverse(key(nd.0, nd.1, v as u32)));
+                    let f = nd.0 + bound.from(v, to_sip);
+                    heap.push(Reverse(key(f, nd.1, v as u32)));
                 } else if nd == dist[v] && better(id, pred[v].0) {
                     pred[v] = (id, u);
                 }
@@ -357,6 +412,57 @@ mod tests {
         assert_eq!(kinds.last(), Some(&LinkKind::PeAttach));
         for w in p.windows(2) {
             assert_eq!(t.links[w[0] as usize].to, t.links[w[1] as usize].from);
+        }
+    }
+
+    #[test]
+    fn the_bounded_search_finds_dijkstras_paths_tie_break_included() {
+        // A router whose bound is 0 everywhere searches as plain Dijkstra.
+        let plain = |r: &PathRouter| {
+            let bound = SipBound::new(&r.topo);
+            assert!(bound.leave_sip > 0, "the topology has SIP links");
+            let _ = r.bound.set(SipBound {
+                leave_sip: 0,
+                ..bound
+            });
+        };
+        for edits in [
+            vec![],
+            vec![
+                ("count: 4", "count: 6"),
+                ("topology: ring_1d", "topology: torus_2d"),
+                ("# w: 2 ", "w: 3 "),
+                ("w: 4\n    h: 4\n    link", "w: 2\n    h: 3\n    link"),
+            ],
+            vec![
+                ("topology: ring_1d", "topology: mesh_2d_no_wrap"),
+                ("w: 4\n    h: 4\n    link", "w: 3\n    h: 2\n    link"),
+            ],
+        ] {
+            let (a_star, dijkstra) = (router_for(&edits), router_for(&edits));
+            plain(&dijkstra);
+            let t = a_star.topology().clone();
+            let nodes: Vec<NodeId> = t
+                .graph
+                .node_weights()
+                .copied()
+                .filter(|n| matches!(n, NodeId::Pe(_) | NodeId::Hbm { .. } | NodeId::MCpu { .. }))
+                .collect();
+            let mut compared = 0;
+            // A spread of sources and destinations (coprime strides).
+            for (i, &from) in nodes.iter().enumerate().step_by(11) {
+                for &to in nodes.iter().skip(i % 13).step_by(13) {
+                    for view in View::ALL {
+                        let (x, y) = (
+                            a_star.find_path_in(view, from, to),
+                            dijkstra.find_path_in(view, from, to),
+                        );
+                        assert_eq!(x, y, "{from} -> {to} in {view:?}");
+                        compared += usize::from(x.is_ok_and(|p| !p.is_empty()));
+                    }
+                }
+            }
+            assert!(compared > 300, "{compared} paths compared");
         }
     }
 
