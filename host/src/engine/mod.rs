@@ -12,6 +12,7 @@
 //! thread-local set for the duration of [`Executor::run`], as tokio does).
 
 mod executor;
+pub mod lock;
 mod sync;
 mod wheel;
 

@@ -3,11 +3,12 @@
 //! across awaits in wasm host functions (whose futures must be `Send`); they
 //! are only ever touched from the executor's thread.
 
+use crate::engine::lock::Mutex;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 #[derive(Default)]
@@ -55,7 +56,7 @@ impl Event {
     /// Set the latch and wake all waiters (in the order they started waiting).
     pub fn set(&self) {
         let waiters = {
-            let mut w = self.0.waiters.lock().unwrap();
+            let mut w = self.0.waiters.lock();
             // Under the lock: a waiter that saw it unset has registered.
             self.0.set.store(true, Ordering::Release);
             std::mem::take(&mut *w)
@@ -86,7 +87,7 @@ impl Future for EventWait {
         if self.ev.is_set() {
             return Poll::Ready(());
         }
-        let mut w = self.ev.0.waiters.lock().unwrap();
+        let mut w = self.ev.0.waiters.lock();
         // Set between the check and the lock: `set` took the waiters
         // before we could register.
         if self.ev.0.set.load(Ordering::Acquire) {
@@ -121,13 +122,13 @@ impl Signal {
 
     /// Notifications so far.
     pub fn generation(&self) -> u64 {
-        self.0.lock().unwrap().generation
+        self.0.lock().generation
     }
 
     /// Fire: wake every waiter (in the order they started waiting).
     pub fn notify(&self) {
         let waiters = {
-            let mut s = self.0.lock().unwrap();
+            let mut s = self.0.lock();
             s.generation += 1;
             std::mem::take(&mut s.waiters)
         };
@@ -163,7 +164,7 @@ pub struct SignalWait {
 impl Future for SignalWait {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.signal.0.lock().unwrap();
+        let mut s = self.signal.0.lock();
         if s.generation > self.generation {
             return Poll::Ready(());
         }
@@ -203,7 +204,7 @@ impl Turnstile {
 
     /// The next ticket.
     pub fn take(&self) -> u64 {
-        let mut s = self.0.lock().unwrap();
+        let mut s = self.0.lock();
         s.issued += 1;
         s.issued - 1
     }
@@ -220,7 +221,7 @@ impl Turnstile {
     /// The current turn is over: wake the holder of the next ticket.
     pub fn done(&self) {
         let next = {
-            let mut s = self.0.lock().unwrap();
+            let mut s = self.0.lock();
             s.serving += 1;
             let serving = s.serving;
             match s.waiting.iter().position(|(t, _)| *t == serving) {
@@ -245,7 +246,7 @@ pub struct Turn {
 impl Future for Turn {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.turnstile.0.lock().unwrap();
+        let mut s = self.turnstile.0.lock();
         if s.serving == self.ticket {
             return Poll::Ready(());
         }
@@ -280,7 +281,7 @@ pub(super) fn join_pair<T>() -> (JoinSender<T>, JoinHandle<T>) {
 impl<T> JoinSender<T> {
     pub(super) fn complete(self, v: T) {
         let done = {
-            let mut s = self.0.lock().unwrap();
+            let mut s = self.0.lock();
             s.value = Some(v);
             s.done.clone()
         };
@@ -291,19 +292,19 @@ impl<T> JoinSender<T> {
 impl<T> JoinHandle<T> {
     /// The task's output, if it has finished and was not taken yet.
     pub fn try_take(&self) -> Option<T> {
-        self.0.lock().unwrap().value.take()
+        self.0.lock().value.take()
     }
 
     /// An event set when the task finishes.
     pub fn finished(&self) -> Event {
-        self.0.lock().unwrap().done.clone()
+        self.0.lock().done.clone()
     }
 }
 
 impl<T> Future for JoinHandle<T> {
     type Output = T;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
-        let mut s = self.0.lock().unwrap();
+        let mut s = self.0.lock();
         if let Some(v) = s.value.take() {
             return Poll::Ready(v);
         }
@@ -312,7 +313,7 @@ impl<T> Future for JoinHandle<T> {
         // Register on the completion event; re-check after registering.
         let mut w = done.wait();
         match Pin::new(&mut w).poll(cx) {
-            Poll::Ready(()) => match self.0.lock().unwrap().value.take() {
+            Poll::Ready(()) => match self.0.lock().value.take() {
                 Some(v) => Poll::Ready(v),
                 None => panic!("JoinHandle polled after its value was taken"),
             },
@@ -337,13 +338,13 @@ mod tests {
             let (gate, log) = (gate.clone(), log.clone());
             ex.spawn(async move {
                 gate.turn(t).await;
-                log.lock().unwrap().push((t, now()));
+                log.lock().push((t, now()));
                 sleep(5).await;
                 gate.done();
             });
         }
         assert_eq!(ex.run(), RunOutcome::Finished);
-        assert_eq!(*log.lock().unwrap(), vec![(0, 0), (1, 5), (2, 10), (3, 15)]);
+        assert_eq!(*log.lock(), vec![(0, 0), (1, 5), (2, 10), (3, 15)]);
     }
 
     #[test]
@@ -357,7 +358,7 @@ mod tests {
                 for _ in 0..2 {
                     let g = sig.generation();
                     sig.wait_past(g).await;
-                    log.lock().unwrap().push((name, now()));
+                    log.lock().push((name, now()));
                 }
             });
         }
@@ -370,7 +371,7 @@ mod tests {
         });
         assert_eq!(ex.run(), RunOutcome::Finished);
         assert_eq!(
-            *log.lock().unwrap(),
+            *log.lock(),
             vec![("a", 10), ("b", 10), ("a", 20), ("b", 20)]
         );
         // A generation already past completes at once.

@@ -18,11 +18,12 @@
 
 use super::dtype::Dtype;
 use crate::address::Space;
+use crate::engine::lock::Mutex;
 use crate::engine::{Event, Signal};
 use crate::topology::PeCoord;
 use crate::units::Ps;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A message that has been sent (its data lands when `ready` is set).
 #[derive(Debug)]

@@ -1,10 +1,10 @@
 //! The routes a PE's DMA engine used last, resolved to link calendars.
 
 use super::link::{LinkTable, Route};
+use crate::engine::lock::Mutex;
 use crate::routing::{PathRouter, RouteError};
 use crate::topology::NodeId;
 use smallvec::SmallVec;
-use std::sync::Mutex;
 
 /// The last few routes a PE's DMA engine used (a kernel moves data along
 /// a handful of them: its loads, stores and sends), so that a command
@@ -30,7 +30,7 @@ impl RecentRoutes {
         if let Some((_, _, r)) = self.entries.iter().find(|e| e.0 == from && e.1 == to) {
             return Ok(r.clone());
         }
-        let r = links.lock().unwrap().route(&router.find_path(from, to)?);
+        let r = links.lock().route(&router.find_path(from, to)?);
         if self.entries.len() < RECENT_ROUTES {
             self.entries.push((from, to, r.clone()));
         } else {

@@ -6,10 +6,11 @@ use super::alloc::RangeAlloc;
 use super::dtype::{BinOp, Dtype};
 use super::ipcq::SharedQueue;
 use crate::address::Space;
+use crate::engine::lock::Mutex;
 use crate::engine::{self, Event};
 use crate::error::HwError;
 use smallvec::SmallVec;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What is given back when the last reference to a tensor drops.
 pub(super) enum Hold {
@@ -90,11 +91,10 @@ impl Drop for TensorInner {
     fn drop(&mut self) {
         match std::mem::replace(&mut self.hold, Hold::None) {
             Hold::None => {}
-            Hold::Block { alloc, offset, len } => alloc.lock().unwrap().free(offset, len),
-            Hold::Slot { queue, slot } => queue
-                .lock()
-                .unwrap()
-                .release(slot, engine::try_now().unwrap_or(0)),
+            Hold::Block { alloc, offset, len } => alloc.lock().free(offset, len),
+            Hold::Slot { queue, slot } => {
+                queue.lock().release(slot, engine::try_now().unwrap_or(0))
+            }
         }
     }
 }

@@ -12,10 +12,11 @@
 use super::alloc::RangeAlloc;
 use super::machine::TensorRef;
 use crate::address::{self, Space, VA_SPAN};
+use crate::engine::lock::Mutex;
 use crate::error::HwError;
 use crate::placement::ShardSpec;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One mapped shard: `len` bytes of virtual space backed by `space` from
 /// `offset`.
@@ -149,7 +150,7 @@ impl PlacedTensor {
         let len = specs.iter().map(|s| s.nbytes).sum::<u64>();
         let name: Arc<str> = Arc::from(tensor);
         let va = {
-            let mut m = map.lock().unwrap();
+            let mut m = map.lock();
             let va = m.reserve(sip, len)?;
             let sip_map = m.maps.entry(sip).or_default();
             for (s, b) in specs.iter().zip(&blocks) {
@@ -192,9 +193,7 @@ impl PlacedTensor {
 
 impl Drop for PlacedTensor {
     fn drop(&mut self) {
-        if let Ok(mut m) = self.map.lock() {
-            m.release(self.sip, self.va, self.len);
-        }
+        self.map.lock().release(self.sip, self.va, self.len);
     }
 }
 

@@ -147,7 +147,7 @@ impl Machine {
                 let dst = (out.space, out.offset, out.nbytes());
                 let unit_bytes = out.dtype.itemsize();
                 let written = {
-                    let mut mem = m.memory.lock().unwrap();
+                    let mut mem = m.memory.lock();
                     op.apply_to_memory(&mut mem, &regions, dst, unit_bytes)
                 };
                 if let Err(e) = written {
@@ -155,8 +155,8 @@ impl Machine {
                 }
             }
             match unit {
-                ComputeUnit::Math => m.stats.lock().unwrap().math_commands += 1,
-                ComputeUnit::Gemm(_) => m.stats.lock().unwrap().gemm_commands += 1,
+                ComputeUnit::Math => m.stats.lock().math_commands += 1,
+                ComputeUnit::Gemm(_) => m.stats.lock().gemm_commands += 1,
             }
             if let Some(out) = out {
                 m.log_op(|| Completed {

@@ -7,6 +7,7 @@ use super::{IpcqSettings, Machine, Shape, TensorInner, TensorRef};
 use crate::address::Space;
 use crate::ccl::tables::{Neighbour, NeighbourTables};
 use crate::config::ccl::BufferKind;
+use crate::engine::lock::Mutex;
 use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir};
@@ -17,7 +18,7 @@ use crate::hw::tensor::Hold;
 use crate::topology::{NodeId, PeCoord};
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 impl Machine {
     /// Install IPCQ neighbour tables. Receive queues are allocated in each
@@ -53,7 +54,7 @@ impl Machine {
                     dir: n.dir.clone(),
                     why,
                 };
-                let existing = self.pe(pe).ipcq.lock().unwrap().as_ref().and_then(|p| {
+                let existing = self.pe(pe).ipcq.lock().as_ref().and_then(|p| {
                     p.tx.get(&n.dir)
                         .map(|t| (t.peer, t.peer_dir.clone(), t.queue.clone()))
                 });
@@ -65,7 +66,7 @@ impl Machine {
                                 n.peer, n.peer_dir
                             )));
                         }
-                        let q = queue.lock().unwrap();
+                        let q = queue.lock();
                         let have = (q.space, q.n_slots, q.slot_size, q.strict, q.poll_interval);
                         let want = (
                             space_of(&n.peer),
@@ -86,7 +87,6 @@ impl Machine {
                             .pe(n.peer)
                             .ipcq
                             .lock()
-                            .unwrap()
                             .as_ref()
                             .is_some_and(|p| p.rx.iter().any(|(name, _)| name == &n.peer_dir));
                         if taken {
@@ -114,7 +114,7 @@ impl Machine {
             let len = s.slot_size * s.n_slots as u64;
             let alloc = self.allocator(space);
             let base = {
-                let mut a = alloc.lock().unwrap();
+                let mut a = alloc.lock();
                 a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
                     space: format!(
                         "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
@@ -125,7 +125,7 @@ impl Machine {
                 })?
             };
             {
-                let mut held = self.ipcq_held.lock().unwrap();
+                let mut held = self.ipcq_held.lock();
                 let h = held.entry(space).or_default();
                 *h = (h.0 + 1, h.1 + len);
             }
@@ -167,7 +167,7 @@ impl Machine {
                 );
         }
         for (pe, port) in ports {
-            let mut slot = self.pe(pe).ipcq.lock().unwrap();
+            let mut slot = self.pe(pe).ipcq.lock();
             match slot.as_mut() {
                 None => *slot = Some(port),
                 Some(have) => {
@@ -183,7 +183,7 @@ impl Machine {
     /// notification of `pe`'s installed port, if any, so a sender's
     /// [`TxEntry::peer_notify`] is the one the receiver waits on.
     fn port_to_extend(&self, pe: PeCoord) -> IpcqPort {
-        let rx_notify = match self.pe(pe).ipcq.lock().unwrap().as_ref() {
+        let rx_notify = match self.pe(pe).ipcq.lock().as_ref() {
             Some(have) => have.rx_notify.clone(),
             None => Signal::new(),
         };
@@ -194,14 +194,14 @@ impl Machine {
     }
 
     pub(super) fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {
-        *self.pe(pe).blocked_on.lock().unwrap() = what;
+        *self.pe(pe).blocked_on.lock() = what;
     }
 
     /// What each blocked PE is waiting for (for deadlock reports).
     pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
         let blocked: Vec<_> = self
             .pes()
-            .filter_map(|(pe, st)| st.blocked_on.lock().unwrap().clone().map(|w| (pe, w)))
+            .filter_map(|(pe, st)| st.blocked_on.lock().clone().map(|w| (pe, w)))
             .collect();
         let mut v: Vec<_> = blocked
             .into_iter()
@@ -217,12 +217,9 @@ impl Machine {
     pub fn ipcq_dump(&self, now: crate::units::Ps) -> Vec<String> {
         let mut out = Vec::new();
         for (pe, st) in self.pes() {
-            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
+            if let Some(port) = st.ipcq.lock().as_ref() {
                 for (dir, q) in &port.rx {
-                    out.push(format!(
-                        "{pe} rx {dir}: {}",
-                        q.lock().unwrap().pointers(now)
-                    ));
+                    out.push(format!("{pe} rx {dir}: {}", q.lock().pointers(now)));
                 }
             }
         }
@@ -231,7 +228,7 @@ impl Machine {
 
     fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<TxEntry, HwError> {
         let st = self.pe(pe);
-        let port = st.ipcq.lock().unwrap();
+        let port = st.ipcq.lock();
         let port = port
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -256,7 +253,7 @@ impl Machine {
     /// [`Machine::sendable`] for a send on `dir`, remembered per PE.
     fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<TxEntry, HwError> {
         let st = self.pe(pe);
-        let known = match &*st.last_tx.lock().unwrap() {
+        let known = match &*st.last_tx.lock() {
             Some((d, tx)) if Arc::ptr_eq(d, dir) => Some(tx.clone()),
             _ => None,
         };
@@ -264,7 +261,7 @@ impl Machine {
             Some(tx) => tx,
             None => {
                 let tx = self.tx_entry(pe, dir)?;
-                *st.last_tx.lock().unwrap() = Some((dir.clone(), tx.clone()));
+                *st.last_tx.lock() = Some((dir.clone(), tx.clone()));
                 tx
             }
         };
@@ -273,7 +270,7 @@ impl Machine {
 
     /// `tx` when a message of `nbytes` fits its slots.
     fn fits_slot(tx: TxEntry, nbytes: u64) -> Result<TxEntry, HwError> {
-        let slot_size = tx.queue.lock().unwrap().slot_size;
+        let slot_size = tx.queue.lock().slot_size;
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });
         }
@@ -290,7 +287,7 @@ impl Machine {
     /// IPCQ and receives from `dir` (any direction when `None`).
     pub fn check_recv(&self, pe: PeCoord, dir: Option<&str>) -> Result<(), HwError> {
         let st = self.pe(pe);
-        let guard = st.ipcq.lock().unwrap();
+        let guard = st.ipcq.lock();
         let port = guard
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -321,7 +318,7 @@ impl Machine {
             let asked = engine::now();
             let (slot, visible) = loop {
                 let wait = {
-                    let mut q = tx.queue.lock().unwrap();
+                    let mut q = tx.queue.lock();
                     match q.free.pop_front() {
                         Some(s) => break s,
                         None => q.freed.wait_past(q.freed.generation()),
@@ -339,7 +336,7 @@ impl Machine {
             };
             // A sleeping sender is woken by the credit; a polling one sees
             // it at its next look (every `poll_interval` since it asked).
-            let poll = tx.queue.lock().unwrap().poll_interval;
+            let poll = tx.queue.lock().poll_interval;
             let visible = match poll {
                 Some(p) if visible > asked && p > 0 => {
                     let looks = (visible - asked).div_ceil(p);
@@ -352,13 +349,13 @@ impl Machine {
             m.with_oplog(|l| {
                 // The slot's last message was read by all its readers
                 // before its credit came back (see OpLog::reuse).
-                let q = tx.queue.lock().unwrap();
+                let q = tx.queue.lock();
                 let freed = l.reuse(q.space, q.slot_offset(slot), q.slot_size, &ready);
                 drop(q);
                 l.observe(Actor::Pe(pe), "slot_credit", engine::now(), &[], &freed);
             });
             let (space, offset) = {
-                let mut q = tx.queue.lock().unwrap();
+                let mut q = tx.queue.lock();
                 let seq = q.sent;
                 q.sent += 1;
                 m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
@@ -464,7 +461,7 @@ impl Machine {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
             (a, b) => a.is_none() && b.is_none(),
         };
-        let mut claims = self.pe(pe).claims.lock().unwrap();
+        let mut claims = self.pe(pe).claims.lock();
         let prev = match claims.iter_mut().find(|(d, _)| same(d)) {
             Some((_, last)) => Some(std::mem::replace(last, mine.clone())),
             None => {
@@ -499,7 +496,7 @@ impl Machine {
             m.observe(pe, "wait", std::slice::from_ref(&arrival.ready), &[]);
         }
         m.ccl_trace(|| {
-            let rx_dir = queue.lock().unwrap().sender_dir.clone();
+            let rx_dir = queue.lock().sender_dir.clone();
             format!(
                 "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
                 dir.as_deref().unwrap_or("any"),
@@ -508,7 +505,7 @@ impl Machine {
                 arrival.from
             )
         });
-        let strict = queue.lock().unwrap().strict;
+        let strict = queue.lock().strict;
         let differs = if strict {
             arrival.shape != shape || arrival.dtype != dtype
         } else {
@@ -529,7 +526,7 @@ impl Machine {
             });
         }
         let (space, offset) = {
-            let q = queue.lock().unwrap();
+            let q = queue.lock();
             (q.space, q.slot_offset(arrival.slot))
         };
         let slot = TensorInner::build(
@@ -581,7 +578,7 @@ impl Machine {
         let st = self.pe(pe);
         loop {
             let (picked, notify) = {
-                let mut guard = st.ipcq.lock().unwrap();
+                let mut guard = st.ipcq.lock();
                 let port = guard
                     .as_mut()
                     .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -598,7 +595,7 @@ impl Machine {
                                     dir: d.to_string(),
                                     installed: port.installed_dirs(),
                                 })?;
-                        let mut qg = q.lock().unwrap();
+                        let mut qg = q.lock();
                         if let Some(a) = qg.arrivals.pop_front() {
                             qg.taken += 1;
                             drop(qg);
@@ -611,7 +608,7 @@ impl Machine {
                             for i in 0..n {
                                 let idx = (port.rr + i) % n;
                                 let q = &port.rx[idx].1;
-                                let mut qg = q.lock().unwrap();
+                                let mut qg = q.lock();
                                 if qg
                                     .arrivals
                                     .front()
@@ -661,7 +658,7 @@ impl Machine {
     fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
         let mut senders = Vec::new();
         for (p, st) in self.pes() {
-            if let Some(port) = st.ipcq.lock().unwrap().as_ref() {
+            if let Some(port) = st.ipcq.lock().as_ref() {
                 for e in port.tx.values() {
                     if e.peer == pe && dir.is_none_or(|want| &*e.peer_dir == want) {
                         senders.push(p.to_string());

@@ -19,6 +19,7 @@ mod messaging;
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
+use crate::engine::lock::Mutex;
 use crate::engine::{self, Event, Turnstile};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
@@ -40,7 +41,7 @@ use crate::units::{ns_to_ps, Ps, Rate};
 use rustc_hash::FxHashMap;
 use smallvec::smallvec;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// Commands a PE may have in flight (issued, not completed).
 pub const COMMAND_QUEUE_DEPTH: usize = 4096;
@@ -202,14 +203,14 @@ impl Machine {
     }
 
     /// The op log so far (`None`: not recording).
-    pub fn oplog(&self) -> Option<std::sync::MutexGuard<'_, OpLog>> {
-        self.oplog.get().map(|l| l.lock().unwrap())
+    pub fn oplog(&self) -> Option<crate::engine::lock::MutexGuard<'_, OpLog>> {
+        self.oplog.get().map(|l| l.lock())
     }
 
     /// The op log recorded so far, leaving an empty one.
     pub fn take_oplog(&self) -> Option<OpLog> {
         self.oplog.get().map(|l| {
-            let mut log = std::mem::take(&mut *l.lock().unwrap());
+            let mut log = std::mem::take(&mut *l.lock());
             log.finish();
             log
         })
@@ -218,13 +219,13 @@ impl Machine {
     /// Log a completed command when recording.
     pub(super) fn log_op(&self, op: impl FnOnce() -> Completed) {
         if let Some(log) = self.oplog.get() {
-            log.lock().unwrap().record(op());
+            log.lock().record(op());
         }
     }
 
     /// Run `f` on the op log when recording.
     fn with_oplog<R>(&self, f: impl FnOnce(&mut OpLog) -> R) -> Option<R> {
-        self.oplog.get().map(|l| f(&mut l.lock().unwrap()))
+        self.oplog.get().map(|l| f(&mut l.lock()))
     }
 
     /// What an op `actor` issues now comes after (its latest sync record).
@@ -298,23 +299,23 @@ impl Machine {
     /// every write and reads zeros; commands take the same simulated time.
     /// Call before anything is written.
     pub fn keep_no_bytes(&self) {
-        *self.memory.lock().unwrap() = MemoryStore::timing_only(self.budget.clone());
+        *self.memory.lock() = MemoryStore::timing_only(self.budget.clone());
     }
 
     /// False once [`Machine::keep_no_bytes`] was called.
     pub fn keeps_bytes(&self) -> bool {
-        self.memory.lock().unwrap().keeps_bytes()
+        self.memory.lock().keeps_bytes()
     }
 
     pub fn stats(&self) -> MachineStats {
-        *self.stats.lock().unwrap()
+        *self.stats.lock()
     }
 
     /// Record an error an engine hit while executing a command of `pe`.
     /// The command never completes, so whoever waits for it stalls and the
     /// run ends; [`Machine::fault`] then names the cause.
     fn set_fault(&self, pe: PeCoord, what: &str, e: HwError) {
-        let mut f = self.fault.lock().unwrap();
+        let mut f = self.fault.lock();
         if f.is_none() {
             *f = Some(format!("{what} on {pe}: {e}"));
         }
@@ -322,7 +323,7 @@ impl Machine {
 
     /// The first engine fault of the run, if any.
     pub fn fault(&self) -> Option<String> {
-        self.fault.lock().unwrap().clone()
+        self.fault.lock().clone()
     }
 
     fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
@@ -336,7 +337,7 @@ impl Machine {
                 .get_or_init(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
                 .clone();
         }
-        let mut b = self.blocks.lock().unwrap();
+        let mut b = self.blocks.lock();
         b.entry(space)
             .or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
             .clone()
@@ -400,7 +401,7 @@ impl Machine {
         let len = dtype.nbytes(shape)?;
         let alloc = self.allocator(space);
         let offset = {
-            let mut a = alloc.lock().unwrap();
+            let mut a = alloc.lock();
             a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
                 space: self.describe_full(space),
                 len,
@@ -421,7 +422,7 @@ impl Machine {
         // un-share the part of a shared page that the block covers (on a
         // budget refusal the block is freed with `t`).
         if zeroed {
-            self.memory.lock().unwrap().zero(space, offset, len)?;
+            self.memory.lock().zero(space, offset, len)?;
             self.log_host_op(
                 "alloc_zero",
                 &t.ready,
@@ -436,7 +437,7 @@ impl Machine {
     /// `space` as a full-memory error names it: with what the IPCQ rings
     /// hold of it, when they hold any.
     fn describe_full(&self, space: Space) -> String {
-        match self.ipcq_held.lock().unwrap().get(&space) {
+        match self.ipcq_held.lock().get(&space) {
             Some(&(rings, bytes)) => format!(
                 "{space} ({rings} IPCQ receive ring(s) hold {} of it: move them with the algorithm's \
                  buffer_kind or shrink n_slots / slot_kib in ccl.yaml)",
@@ -463,7 +464,7 @@ impl Machine {
     /// The physical `(space, offset)` of `[addr, addr + len)`.
     pub fn translate(&self, addr: u64, len: u64) -> Result<(Space, u64), HwError> {
         if address::as_virtual(addr).is_some() {
-            self.vmap.lock().unwrap().translate(addr, len)
+            self.vmap.lock().translate(addr, len)
         } else {
             address::resolve(&self.topo.spec, addr, len)
         }
@@ -491,7 +492,7 @@ impl Machine {
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
-        self.memory.lock().unwrap().write(space, offset, data)?;
+        self.memory.lock().write(space, offset, data)?;
         if self.oplog.get().is_some() {
             let params = OpParams::HostWrite {
                 dst: (space, offset, data.len() as u64),
@@ -522,12 +523,12 @@ impl Machine {
 
     /// Digest of the whole memory store (see [`MemoryStore::digest`]).
     pub fn memory_digest(&self) -> String {
-        self.memory.lock().unwrap().digest()
+        self.memory.lock().digest()
     }
 
     /// Host-side (zero simulated time) read.
     pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
-        self.memory.lock().unwrap().read(space, offset, len)
+        self.memory.lock().read(space, offset, len)
     }
 
     /// Wait (in simulated time) until `pe` has fewer than
@@ -538,7 +539,7 @@ impl Machine {
         let st = self.pe(pe);
         loop {
             let oldest = {
-                let mut o = st.outstanding.lock().unwrap();
+                let mut o = st.outstanding.lock();
                 if o.len() < COMMAND_QUEUE_DEPTH {
                     return;
                 }
@@ -556,7 +557,7 @@ impl Machine {
     }
 
     fn track(&self, pe: &PeState, done: &Event) {
-        let mut o = pe.outstanding.lock().unwrap();
+        let mut o = pe.outstanding.lock();
         // Forget finished commands now and then (amortised O(1)), so a
         // long kernel holds only what is still in flight.
         if o.len() >= 64 && o.len().is_power_of_two() {
@@ -567,7 +568,7 @@ impl Machine {
 
     /// Completion events of every command `pe` issued since the last call.
     pub fn take_outstanding(&self, pe: PeCoord) -> Vec<Event> {
-        std::mem::take(&mut *self.pe(pe).outstanding.lock().unwrap())
+        std::mem::take(&mut *self.pe(pe).outstanding.lock())
     }
 
     /// A DMA command on `pe`'s DMA engine copying `src` to `dst`; `what`
@@ -585,7 +586,7 @@ impl Machine {
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
         let st = self.pe(pe);
-        let path = st.routes.lock().unwrap().get(
+        let path = st.routes.lock().get(
             &self.router,
             &self.links,
             src.0.node_at(src.1, spec),
@@ -615,9 +616,9 @@ impl Machine {
             engine_q.done();
             // The bytes leave the source as the transfer starts (seed 003
             // §8 item 6) and land at its end.
-            let staged = m.memory.lock().unwrap().stage(src.0, src.1, nbytes);
+            let staged = m.memory.lock().stage(src.0, src.1, nbytes);
             let mut busy = m.trace.as_ref().map(|_| Vec::new());
-            let end = m.links.lock().unwrap().reserve(
+            let end = m.links.lock().reserve(
                 &path,
                 engine::now(),
                 nbytes,
@@ -636,12 +637,12 @@ impl Machine {
                 }
             }
             engine::sleep_until(end).await;
-            let copied = m.memory.lock().unwrap().land(staged, dst);
+            let copied = m.memory.lock().land(staged, dst);
             if let Err(e) = copied {
                 return m.set_fault(pe, what, e.into());
             }
             {
-                let mut s = m.stats.lock().unwrap();
+                let mut s = m.stats.lock();
                 s.dma_commands += 1;
                 s.bytes_moved += nbytes;
             }
