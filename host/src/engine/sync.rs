@@ -66,22 +66,23 @@ impl Event {
         }
     }
 
-    /// Completes once the event is set.
-    pub fn wait(&self) -> EventWait {
+    /// Completes once the event is set. It borrows the event (no count
+    /// change of a shared event per wait: a ring step waits ~5 times).
+    pub fn wait(&self) -> EventWait<'_> {
         EventWait {
-            ev: self.clone(),
+            ev: self,
             registered: false,
         }
     }
 }
 
 /// Future of [`Event::wait`].
-pub struct EventWait {
-    ev: Event,
+pub struct EventWait<'a> {
+    ev: &'a Event,
     registered: bool,
 }
 
-impl Future for EventWait {
+impl Future for EventWait<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.ev.is_set() {
@@ -210,9 +211,9 @@ impl Turnstile {
     }
 
     /// Completes when it is `ticket`'s turn.
-    pub fn turn(&self, ticket: u64) -> Turn {
+    pub fn turn(&self, ticket: u64) -> Turn<'_> {
         Turn {
-            turnstile: self.clone(),
+            turnstile: self,
             ticket,
             registered: false,
         }
@@ -237,13 +238,13 @@ impl Turnstile {
 }
 
 /// Future of [`Turnstile::turn`].
-pub struct Turn {
-    turnstile: Turnstile,
+pub struct Turn<'a> {
+    turnstile: &'a Turnstile,
     ticket: u64,
     registered: bool,
 }
 
-impl Future for Turn {
+impl Future for Turn<'_> {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut s = self.turnstile.0.lock();

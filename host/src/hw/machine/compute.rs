@@ -4,8 +4,8 @@
 //! keeps its unit busy for `overhead + work / throughput` (DESIGN §4) and
 //! applies its [`ComputeOp`] when it completes.
 
-use super::{Machine, TensorRef};
-use crate::engine::{self, Event};
+use super::{Machine, PeState, TensorRef};
+use crate::engine::{self, Event, Turnstile};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
 use crate::hw::dtype::{BinOp, Dtype};
@@ -27,6 +27,16 @@ enum ComputeUnit {
     /// The matrix unit: `overhead + FLOPs / rate` (the rate of the inputs'
     /// dtype).
     Gemm(Rate),
+}
+
+impl ComputeUnit {
+    /// The unit's in-order queue on `pe`.
+    fn queue(self, pe: &PeState) -> &Turnstile {
+        match self {
+            ComputeUnit::Math => &pe.math,
+            ComputeUnit::Gemm(_) => &pe.gemm,
+        }
+    }
 }
 
 /// One stage of a compute command: the unit and its work, what it waits
@@ -102,15 +112,14 @@ impl Machine {
                 source,
             })?;
         let st = self.pe(pe);
-        let engine_q = match unit {
-            ComputeUnit::Math => st.math.clone(),
-            ComputeUnit::Gemm(_) => st.gemm.clone(),
-        };
-        let ticket = engine_q.take();
+        let ticket = unit.queue(st).take();
         self.track(st, &done);
         let frontier = self.issued_after(Actor::Pe(pe));
         let m = self.clone();
         engine::spawn_detached(async move {
+            // The unit's queue, borrowed from the PE the task's machine
+            // holds (no shared count to change per command).
+            let engine_q = unit.queue(m.pe(pe));
             engine_q.turn(ticket).await;
             if let Some(e) = &after {
                 e.wait().await;

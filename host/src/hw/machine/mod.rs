@@ -592,13 +592,14 @@ impl Machine {
             src.0.node_at(src.1, spec),
             dst.0.node_at(dst.1, spec),
         )?;
-        let engine_q = st.dma.clone();
-        let ticket = engine_q.take();
+        let ticket = st.dma.take();
         self.track(st, &done);
         let after = self.issued_after(Actor::Pe(pe));
         let queue_prev = self.with_oplog(|l| l.dma_issued(pe, &done)).flatten();
         let m = self.clone();
         engine::spawn_detached(async move {
+            // Borrowed from the PE the task's machine holds.
+            let engine_q = &m.pe(pe).dma;
             engine_q.turn(ticket).await;
             for t in &inputs {
                 t.ready.wait().await;
