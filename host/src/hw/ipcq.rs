@@ -115,7 +115,9 @@ pub struct TxEntry {
 /// The IPCQ block of one PE: its neighbour table and receive queues.
 #[derive(Debug, Default)]
 pub struct IpcqPort {
-    pub tx: BTreeMap<String, TxEntry>,
+    /// By direction; shared, so a send takes its entry with one count
+    /// change instead of one per `Arc` inside it.
+    pub tx: BTreeMap<String, Arc<TxEntry>>,
     /// Receive queues in round-robin order.
     pub rx: Vec<(String, SharedQueue)>,
     pub rr: usize,

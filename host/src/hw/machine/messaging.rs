@@ -158,12 +158,12 @@ impl Machine {
                 .tx
                 .insert(
                     dir.clone(),
-                    TxEntry {
+                    Arc::new(TxEntry {
                         peer: *peer,
                         peer_dir: rdir.as_str().into(),
                         queue,
                         peer_notify,
-                    },
+                    }),
                 );
         }
         for (pe, port) in ports {
@@ -226,7 +226,7 @@ impl Machine {
         out
     }
 
-    fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<TxEntry, HwError> {
+    fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<Arc<TxEntry>, HwError> {
         let st = self.pe(pe);
         let port = st.ipcq.lock();
         let port = port
@@ -245,13 +245,13 @@ impl Machine {
     /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
     /// no such direction, or a message larger than a slot. These depend
     /// on the installed tables only, so a kernel can be told at once.
-    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<TxEntry, HwError> {
+    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
         let tx = self.tx_entry(pe, dir)?;
         Self::fits_slot(tx, nbytes)
     }
 
     /// [`Machine::sendable`] for a send on `dir`, remembered per PE.
-    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<TxEntry, HwError> {
+    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
         let st = self.pe(pe);
         let known = match &*st.last_tx.lock() {
             Some((d, tx)) if Arc::ptr_eq(d, dir) => Some(tx.clone()),
@@ -269,7 +269,7 @@ impl Machine {
     }
 
     /// `tx` when a message of `nbytes` fits its slots.
-    fn fits_slot(tx: TxEntry, nbytes: u64) -> Result<TxEntry, HwError> {
+    fn fits_slot(tx: Arc<TxEntry>, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
         let slot_size = tx.queue.lock().slot_size;
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });

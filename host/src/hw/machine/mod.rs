@@ -58,7 +58,7 @@ struct PeState {
     /// The direction it last sent on and its entry (a kernel's sends
     /// share one `Dir` per direction; an installed entry never changes):
     /// a send finds its entry without the port's map of names.
-    last_tx: Mutex<Option<(super::blocked::Dir, crate::hw::ipcq::TxEntry)>>,
+    last_tx: Mutex<Option<(super::blocked::Dir, Arc<crate::hw::ipcq::TxEntry>)>>,
     outstanding: Mutex<Vec<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
     /// Per receive direction (`None`: round-robin), the event set when the
