@@ -271,6 +271,14 @@ pub mod call {
     }
 }
 
+/// The live tensor a recorded handle names (valid by construction: the
+/// recorder only names tensors it created and has not dropped).
+fn the(live: &[Option<TensorRef>], id: TensorId) -> &TensorRef {
+    live[id as usize]
+        .as_ref()
+        .expect("a recorded handle names a live tensor")
+}
+
 /// Issue `list`'s calls on `pe` in simulated time, each when the kernel
 /// would have made it; returns the first call the machine refuses.
 pub async fn replay(
@@ -288,11 +296,7 @@ pub async fn replay(
     };
     // Handles are valid by construction: the recorder only names tensors
     // it created and has not dropped.
-    let get = |live: &[Option<TensorRef>], id: TensorId| -> TensorRef {
-        live[id as usize]
-            .clone()
-            .expect("a recorded handle names a live tensor")
-    };
+    let get = |live: &[Option<TensorRef>], id: TensorId| -> TensorRef { the(live, id).clone() };
     let recv = async |live: &mut Vec<Option<TensorRef>>,
                       dir: Option<u32>,
                       shape: u32,
@@ -329,9 +333,9 @@ pub async fn replay(
             }
             Command::Store { addr, value } => {
                 machine.queue_room(pe).await;
-                let v = get(&live, value);
+                let v = the(&live, value);
                 machine
-                    .store(pe, addr, &v)
+                    .store(pe, addr, v)
                     .map_err(|e| fail(call::store(addr), e))?;
             }
             Command::Send { dir, value } => {
@@ -373,41 +377,41 @@ pub async fn replay(
             }
             Command::Binary { op, a, b, out } => {
                 machine.queue_room(pe).await;
-                let (a, b) = (get(&live, a), get(&live, b));
+                let (a, b) = (the(&live, a), the(&live, b));
                 let t = machine
-                    .binary(pe, op, &a, &b)
+                    .binary(pe, op, a, b)
                     .map_err(|e| fail(call::binary(op), e))?;
                 live[out as usize] = Some(t);
             }
             Command::Scale { a, factor, out } => {
                 machine.queue_room(pe).await;
-                let a = get(&live, a);
+                let a = the(&live, a);
                 let t = machine
-                    .scale(pe, &a, factor)
+                    .scale(pe, a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
                 live[out as usize] = Some(t);
             }
             Command::Unary { op, a, out } => {
                 machine.queue_room(pe).await;
-                let a = get(&live, a);
+                let a = the(&live, a);
                 let t = machine
-                    .unary(pe, op, &a)
+                    .unary(pe, op, a)
                     .map_err(|e| fail(call::unary(op), e))?;
                 live[out as usize] = Some(t);
             }
             Command::Cast { a, dtype, out } => {
                 machine.queue_room(pe).await;
-                let a = get(&live, a);
+                let a = the(&live, a);
                 let t = machine
-                    .cast(pe, &a, dtype)
+                    .cast(pe, a, dtype)
                     .map_err(|e| fail(call::cast(dtype), e))?;
                 live[out as usize] = Some(t);
             }
             Command::Reduce { op, a, axis, out } => {
                 machine.queue_room(pe).await;
-                let a = get(&live, a);
+                let a = the(&live, a);
                 let t = machine
-                    .reduce(pe, op, &a, axis)
+                    .reduce(pe, op, a, axis)
                     .map_err(|e| fail(call::reduce(op, axis), e))?;
                 live[out as usize] = Some(t);
             }
@@ -420,10 +424,10 @@ pub async fn replay(
                 out,
             } => {
                 machine.queue_room(pe).await;
-                let (a, b) = (get(&live, a), get(&live, b));
-                let c = c.map(|c| get(&live, c));
+                let (a, b) = (the(&live, a), the(&live, b));
+                let c = c.map(|c| the(&live, c));
                 let t = machine
-                    .composite(pe, op, (&a, &b, c.as_ref()), dtype)
+                    .composite(pe, op, (a, b, c), dtype)
                     .map_err(|e| fail(call::composite(op, dtype), e))?;
                 live[out as usize] = Some(t);
             }

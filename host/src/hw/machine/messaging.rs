@@ -505,7 +505,10 @@ impl Machine {
                 arrival.from
             )
         });
-        let strict = queue.lock().strict;
+        let (strict, space, offset) = {
+            let q = queue.lock();
+            (q.strict, q.space, q.slot_offset(arrival.slot))
+        };
         let differs = if strict {
             arrival.shape != shape || arrival.dtype != dtype
         } else {
@@ -525,16 +528,12 @@ impl Machine {
                 ) + if strict { " (strict_validation: shape and dtype must match)" } else { "" },
             });
         }
-        let (space, offset) = {
-            let q = queue.lock();
-            (q.space, q.slot_offset(arrival.slot))
-        };
         let slot = TensorInner::build(
             space,
             offset,
             &shape,
             dtype,
-            arrival.ready.clone(),
+            arrival.ready,
             Hold::Slot {
                 queue,
                 slot: arrival.slot,
