@@ -89,6 +89,7 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
 }
 
 fn main() {
+    kernbench::heap::keep_freed_memory();
     // Rank counts may be given on the command line (`-- 256 1024`).
     let mut counts: Vec<u32> = std::env::args()
         .skip(1)

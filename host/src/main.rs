@@ -242,6 +242,7 @@ fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
 }
 
 fn main() -> std::process::ExitCode {
+    kernbench::heap::keep_freed_memory();
     // Rust ignores SIGPIPE, so printing into a closed pipe (`| head`)
     // panics; restore the default of command-line tools: end quietly.
     #[cfg(unix)]
