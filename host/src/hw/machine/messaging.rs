@@ -627,10 +627,13 @@ impl Machine {
                         }
                     }
                 }
-                (
-                    picked,
-                    port.rx_notify.wait_past(port.rx_notify.generation()),
-                )
+                // Nothing to take: wait for the next message to any of the
+                // PE's queues (the generation read under the port's lock,
+                // so none appended after this look is missed).
+                let notify = picked
+                    .is_none()
+                    .then(|| port.rx_notify.wait_past(port.rx_notify.generation()));
+                (picked, notify)
             };
             let blocked = |what| {
                 if report {
@@ -649,7 +652,9 @@ impl Machine {
                 return Ok((q, a));
             }
             blocked(Some(Blocked::RecvWaiting { dir: dir.cloned() }));
-            notify.await;
+            if let Some(notify) = notify {
+                notify.await;
+            }
             blocked(None);
         }
     }
