@@ -7,12 +7,13 @@
 //! process with one thread per bench rank.
 
 use crate::budget::{MemoryBudget, MemoryUse};
+use crate::engine::lock::Mutex;
 use crate::topology::{LinkId, PeCoord, Topology};
 use crate::units::Ps;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Where a span is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,7 +82,7 @@ impl TraceRecorder {
             return;
         }
         self.charged.fetch_add(cost, Ordering::Relaxed);
-        self.spans.lock().unwrap().push(Span {
+        self.spans.lock().push(Span {
             track,
             name,
             start,
@@ -96,7 +97,7 @@ impl TraceRecorder {
 
     /// Chrome trace-event JSON (timestamps in µs).
     pub fn to_chrome_json(&self, topo: &Topology) -> Value {
-        let spans = self.spans.lock().unwrap();
+        let spans = self.spans.lock();
         // (pid, process name) and (pid, tid) -> thread name, in a stable order.
         let mut tracks: BTreeMap<Track, (u32, u32, String)> = BTreeMap::new();
         for s in spans.iter() {
@@ -160,7 +161,7 @@ mod tests {
         for i in 0..100 {
             t.record(Track::Rank(0), format!("span {i}"), i, i + 1);
         }
-        let kept = t.spans.lock().unwrap().len() as u64;
+        let kept = t.spans.lock().len() as u64;
         assert!(kept > 0 && kept < 100, "{kept}");
         assert_eq!(kept + t.dropped(), 100);
         drop(t);

@@ -100,11 +100,11 @@ struct Scratch {
     /// The link a node is reached by, and the node it leaves.
     pred: Vec<(LinkId, u32)>,
     touched: Vec<u32>,
-    /// Entries `key(latency, hops, node)`, smallest first.
+    /// Entries `key(latency + bound, hops, node)`, smallest first.
     heap: BinaryHeap<Reverse<u128>>,
 }
 
-/// A search entry ordered as (latency, hops, node) is, in one integer:
+/// A search entry ordered as (latency + bound, hops, node) is, in one integer:
 /// one comparison per heap step instead of three.
 fn key(lat: Ps, hops: u32, node: u32) -> u128 {
     ((lat as u128) << 64) | ((hops as u128) << 32) | node as u128

@@ -294,9 +294,6 @@ pub async fn replay(
         pe: pe.to_string(),
         source,
     };
-    // Handles are valid by construction: the recorder only names tensors
-    // it created and has not dropped.
-    let get = |live: &[Option<TensorRef>], id: TensorId| -> TensorRef { the(live, id).clone() };
     let recv = async |live: &mut Vec<Option<TensorRef>>,
                       dir: Option<u32>,
                       shape: u32,
@@ -340,7 +337,8 @@ pub async fn replay(
             }
             Command::Send { dir, value } => {
                 let dir = &list.dirs[dir as usize];
-                let v = get(&live, value);
+                // The send holds its value until the message has left.
+                let v = the(&live, value).clone();
                 machine
                     .send(pe, dir.clone(), v)
                     .await

@@ -19,7 +19,7 @@ mod messaging;
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
-use crate::engine::lock::Mutex;
+use crate::engine::lock::{Mutex, MutexGuard};
 use crate::engine::{self, Event, Turnstile};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
@@ -203,7 +203,7 @@ impl Machine {
     }
 
     /// The op log so far (`None`: not recording).
-    pub fn oplog(&self) -> Option<crate::engine::lock::MutexGuard<'_, OpLog>> {
+    pub fn oplog(&self) -> Option<MutexGuard<'_, OpLog>> {
         self.oplog.get().map(|l| l.lock())
     }
 
