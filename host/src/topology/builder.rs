@@ -44,18 +44,17 @@ struct Builder {
 }
 
 impl Builder {
+    /// `n`'s index, the node added if new (one hash lookup either way).
     fn node(&mut self, n: NodeId) -> NodeIndex {
-        if let Some(&i) = self.index.get(&n) {
-            return i;
-        }
-        let i = self.graph.add_node(n);
-        self.index.insert(n, i);
-        i
+        let graph = &mut self.graph;
+        *self.index.entry(n).or_insert_with(|| graph.add_node(n))
     }
 
+    /// Links both ways between `a` and `b` (each node looked up once:
+    /// at 4096 SIPs the lookups were a third of the build).
     fn duplex(&mut self, a: NodeId, b: NodeId, kind: LinkKind, spec: LinkSpec) {
-        for (from, to) in [(a, b), (b, a)] {
-            let (fi, ti) = (self.node(from), self.node(to));
+        let (ai, bi) = (self.node(a), self.node(b));
+        for ((from, fi), (to, ti)) in [((a, ai), (b, bi)), ((b, bi), (a, ai))] {
             let id = self.links.len() as LinkId;
             self.links.push(Link {
                 kind,
