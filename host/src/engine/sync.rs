@@ -181,13 +181,15 @@ impl Future for SignalWait {
 /// Turns taken in order, as commands on an in-order engine: [`take`]
 /// hands out tickets; [`turn`] completes once every earlier ticket's
 /// holder has called [`done`]. Nothing is allocated per ticket (an engine
-/// made of one [`Event`] per command allocated one per command).
+/// made of one [`Event`] per command allocated one per command). Its
+/// holder owns it (a PE's state): turns borrow it, nothing shares it, so
+/// its state is inline rather than behind an `Arc` to follow.
 ///
 /// [`take`]: Turnstile::take
 /// [`turn`]: Turnstile::turn
 /// [`done`]: Turnstile::done
-#[derive(Clone, Default)]
-pub struct Turnstile(Arc<Mutex<TurnState>>);
+#[derive(Default)]
+pub struct Turnstile(Mutex<TurnState>);
 
 #[derive(Default)]
 struct TurnState {
@@ -331,7 +333,7 @@ mod tests {
     #[test]
     fn turns_come_in_ticket_order_whatever_the_order_of_waiting() {
         let ex = Executor::new();
-        let gate = Turnstile::new();
+        let gate = Arc::new(Turnstile::new());
         let log = Arc::new(Mutex::new(Vec::new()));
         let tickets: Vec<u64> = (0..4).map(|_| gate.take()).collect();
         // Holders start waiting in reverse order; each holds its turn 5 ps.
