@@ -200,29 +200,26 @@ fn more_than_five_hundred_ranks_run_with_a_pool_sized_from_the_topology() {
 
 #[test]
 fn the_progress_line_never_reaches_a_pipe() {
-    // A run of over a second (a 512-rank ring) with stderr captured, as in
-    // CI or `2> log`: the summary is there, the spinner is not.
-    let dir = tempfile::tempdir().unwrap();
-    let topo = common::topology_file(dir.path(), 512);
+    // A run with stderr captured, as in CI or `2> log`, that outlasts the
+    // progress line's delay (set to none, so the check does not depend on
+    // how fast this machine runs a collective): the summary is there, the
+    // spinner is not.
     let out = kb()
-        .args(["run", "ccl_allreduce", "--topology"])
-        .arg(&topo)
-        .args(["--", "-b", "16", "-e", "16"])
+        .env("KERNBENCH_PROGRESS_AFTER", "0")
+        .args(["run", "ccl_allreduce", "--", "-b", "16", "-e", "64K"])
         .output()
         .unwrap();
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    let wall: f64 = err
+    let wall = err
         .rsplit("wall ")
         .next()
-        .and_then(|w| w.trim().trim_end_matches(" s").parse().ok())
-        .expect("the summary line gives the wall time");
-    assert!(err.contains("# simulated"), "{err}");
+        .and_then(|w| w.trim().trim_end_matches(" s").parse::<f64>().ok());
+    assert!(err.contains("# simulated") && wall.is_some(), "{err}");
     assert!(
         !err.contains("rows reported") && !err.contains('\r'),
         "{err}"
     );
-    assert!(wall > 1.0, "the run must outlast the 1 s delay: {wall} s");
 }
 
 #[test]
