@@ -151,7 +151,8 @@ impl CommandList {
 
     /// Append a command.
     pub fn push(&mut self, c: Command) {
-        postcard::to_io(&c, &mut self.encoded).expect("writing to a Vec cannot fail");
+        let encoded = std::mem::take(&mut self.encoded);
+        self.encoded = postcard::to_extend(&c, encoded).expect("extending a Vec cannot fail");
         self.len += 1;
     }
 
