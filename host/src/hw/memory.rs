@@ -176,21 +176,21 @@ impl MemoryStore {
     /// A buffer of our own for a page about to be written, charged to the
     /// budget: from the pool or new. Its bytes are `keep`'s (or zero)
     /// except where `overwritten` (a range the caller is about to write)
-    /// says they need not be set.
+    /// says they need not be set. (A function of the fields it uses, so
+    /// that it can run while the page table is borrowed.)
     fn fresh_buffer(
-        &mut self,
+        (budget, spare, buffers): (&MemoryBudget, &mut Vec<Page>, &mut u64),
         space: Space,
         keep: Option<&[u8; PAGE as usize]>,
         overwritten: std::ops::Range<usize>,
     ) -> Result<Page, BudgetExceeded> {
-        self.budget.charge(
+        budget.charge(
             MemoryUse::SimulatedMemory,
             PAGE,
             format_args!("a write to {space}"),
         )?;
-        self.buffers += 1;
-        let mut page = self
-            .spare
+        *buffers += 1;
+        let mut page = spare
             .pop()
             .unwrap_or_else(|| Arc::new([0u8; PAGE as usize]));
         let buf = Arc::get_mut(&mut page).expect("spare buffers are unshared");
@@ -203,27 +203,29 @@ impl MemoryStore {
     /// The page for a write, created (and charged) if needed, and made
     /// this page's own if its buffer is shared (copy-on-write). Its bytes
     /// are kept except where `overwritten` (a range the caller is about
-    /// to write) says they need not be.
+    /// to write) says they need not be. One page-table lookup.
     fn page_mut(
         &mut self,
         space: Space,
         page: u64,
         overwritten: std::ops::Range<usize>,
     ) -> Result<&mut [u8; PAGE as usize], BudgetExceeded> {
-        let own = match self.pages.get_mut(space, page) {
-            Some(p) if Arc::strong_count(p) == 1 => None,
-            Some(p) => {
-                let shared = p.clone();
-                Some(self.fresh_buffer(space, Some(&shared), overwritten)?)
-            }
-            None => Some(self.fresh_buffer(space, None, overwritten)?),
-        };
-        if let Some(own) = own {
+        let MemoryStore {
+            pages,
+            spare,
+            buffers,
+            budget,
+            ..
+        } = self;
+        let p = pages.get_or_try_insert_with(space, page, || {
+            Self::fresh_buffer((budget, spare, buffers), space, None, overwritten.clone())
+        })?;
+        if Arc::strong_count(p) != 1 {
             // Replaces a shared buffer: the others still hold it, so
             // nothing is released.
-            self.pages.insert(space, page, own);
+            let own = Self::fresh_buffer((budget, spare, buffers), space, Some(p), overwritten)?;
+            *p = own;
         }
-        let p = self.pages.get_mut(space, page).expect("present");
         Ok(Arc::get_mut(p).expect("unshared"))
     }
 
@@ -271,7 +273,7 @@ impl MemoryStore {
         }
         for (page, within, at, n) in chunks(offset, data.len() as u64) {
             let src = &data[at..at + n];
-            if !self.pages.contains(space, page) && src.iter().all(|&b| b == 0) {
+            if src.iter().all(|&b| b == 0) && !self.pages.contains(space, page) {
                 continue;
             }
             self.page_mut(space, page, within..within + n)?[within..within + n]
@@ -397,7 +399,7 @@ impl MemoryStore {
                 Some(p) => {
                     let n = n as usize;
                     let src = &p[so..so + n];
-                    if self.pages.contains(dst.0, dp) || src.iter().any(|&b| b != 0) {
+                    if src.iter().any(|&b| b != 0) || self.pages.contains(dst.0, dp) {
                         let p = p.clone();
                         self.page_mut(dst.0, dp, doff..doff + n)?[doff..doff + n]
                             .copy_from_slice(&p[so..so + n]);

@@ -60,6 +60,38 @@ impl<P> PageTable<P> {
         self.segments.get_mut(&(space, seg))?.slots[slot].as_mut()
     }
 
+    /// The page, made by `make` when absent: one hash lookup either way.
+    /// When `make` fails nothing is added.
+    pub fn get_or_try_insert_with<E>(
+        &mut self,
+        space: Space,
+        page: u64,
+        make: impl FnOnce() -> Result<P, E>,
+    ) -> Result<&mut P, E> {
+        use std::collections::hash_map::Entry;
+        let (seg, slot) = split(page);
+        let segment = match self.segments.entry((space, seg)) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                // Made before its segment, so that a refusal leaves none.
+                let p = make()?;
+                self.len += 1;
+                let segment = v.insert(Box::new(Segment {
+                    slots: std::array::from_fn(|_| None),
+                    used: 1,
+                }));
+                return Ok(segment.slots[slot].insert(p));
+            }
+        };
+        if segment.slots[slot].is_none() {
+            let p = make()?;
+            segment.used += 1;
+            self.len += 1;
+            segment.slots[slot] = Some(p);
+        }
+        Ok(segment.slots[slot].as_mut().expect("present"))
+    }
+
     pub fn contains(&self, space: Space, page: u64) -> bool {
         self.get(space, page).is_some()
     }
@@ -137,6 +169,36 @@ mod tests {
                 ((o, 3), &'e')
             ]
         );
+        // Made when absent, kept when present, nothing added on a refusal.
+        let fresh = Space::Tcm(crate::topology::PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 1,
+        });
+        assert_eq!(
+            t.get_or_try_insert_with(s, 3, || Err::<char, ()>(())),
+            Ok(&mut 'd')
+        );
+        assert_eq!(
+            t.get_or_try_insert_with(fresh, 9, || Err::<char, ()>(())),
+            Err(())
+        );
+        assert_eq!(
+            (t.len(), t.segments.len()),
+            (3, 3),
+            "a refusal adds nothing"
+        );
+        assert_eq!(
+            t.get_or_try_insert_with(s, 4, || Ok::<_, ()>('x')),
+            Ok(&mut 'x')
+        );
+        assert_eq!(
+            t.get_or_try_insert_with(fresh, 9, || Ok::<_, ()>('y')),
+            Ok(&mut 'y')
+        );
+        assert_eq!((t.len(), t.segments.len()), (5, 4));
+        assert_eq!(t.remove(s, 4), Some('x'));
+        assert_eq!(t.remove(fresh, 9), Some('y'));
         assert_eq!(t.remove(s, 3), Some('d'));
         assert_eq!(t.remove(s, 3), None);
         assert_eq!((t.len(), t.segments.len()), (2, 2), "an empty segment goes");
