@@ -70,7 +70,8 @@ impl CollectiveBound {
         let mut egress = vec![0.0f64; world_size as usize];
         let mut link_latency = Ps::MAX;
         for l in &topo.links {
-            let (from, to) = (l.from.sip(), l.to.sip());
+            let (from, to) = topo.ends(l);
+            let (from, to) = (from.sip(), to.sip());
             if l.kind == LinkKind::InterSip && from != to {
                 if to < world_size {
                     ingress[to as usize] += l.rate.giga_per_s();

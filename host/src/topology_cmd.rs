@@ -206,11 +206,12 @@ pub fn run(cmd: TopoCmd) -> Result<()> {
             let path = r.find_path_in(v, parse(&from)?, parse(&to)?)?;
             for (i, &l) in path.iter().enumerate() {
                 let link = &t.links[l as usize];
+                let (from, to) = t.ends(link);
                 println!(
                     "{:>3}  {} -> {}  {}  {:.1} GB/s  {:.3} ns",
                     i + 1,
-                    link.from,
-                    link.to,
+                    from,
+                    to,
                     link.kind.name(),
                     link.rate.giga_per_s(),
                     link.latency as f64 / PS_PER_NS as f64

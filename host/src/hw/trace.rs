@@ -109,11 +109,11 @@ impl TraceRecorder {
                 Track::Gemm(pe) => (pe.sip, n, format!("{pe} GEMM")),
                 Track::Link(id) => {
                     let l = &topo.links[id as usize];
-                    let sip = l.from.sip();
+                    let (from, to) = topo.ends(l);
                     (
-                        sip,
+                        from.sip(),
                         n,
-                        format!("link {} -> {} ({})", l.from, l.to, l.kind.name()),
+                        format!("link {from} -> {to} ({})", l.kind.name()),
                     )
                 }
                 Track::Rank(r) => (RANKS_PID, n, format!("rank {r}")),

@@ -131,7 +131,7 @@ impl SipBound {
         let leave_sip = t
             .links
             .iter()
-            .filter(|l| l.from.sip() != l.to.sip())
+            .filter(|&l| sip_of[l.from.index()] != sip_of[l.to.index()])
             .map(|l| l.latency)
             .min()
             .unwrap_or(0);
@@ -178,7 +178,10 @@ impl PathRouter {
         let rank = topo
             .links
             .iter()
-            .map(|l| u8::from(!is_north_south(l.kind, l.from, l.to)))
+            .map(|l| {
+                let (from, to) = topo.ends(l);
+                u8::from(!is_north_south(l.kind, from, to))
+            })
             .collect();
         PathRouter {
             resolver: AddressResolver::new(topo.clone()),
@@ -297,7 +300,10 @@ impl PathRouter {
     /// The nodes a path visits, starting at `from`.
     pub fn nodes_of(&self, from: NodeId, path: &[LinkId]) -> Vec<NodeId> {
         std::iter::once(from)
-            .chain(path.iter().map(|&l| self.topo.links[l as usize].to))
+            .chain(
+                path.iter()
+                    .map(|&l| self.topo.node(self.topo.links[l as usize].to)),
+            )
             .collect()
     }
 
@@ -532,7 +538,7 @@ mod tests {
             .iter()
             .map(|&l| &t.links[l as usize])
             .filter(|l| l.kind == LinkKind::Ucie)
-            .map(|l| format!("{}>{}", l.from, l.to))
+            .map(|l| format!("{}>{}", t.node(l.from), t.node(l.to)))
             .collect();
         assert_eq!(
             ucie,
@@ -603,7 +609,8 @@ mod tests {
         };
         for (off, want) in [(0, "sip0.cube0.hbm0"), (stack, "sip0.cube0.hbm1")] {
             let p = r.find_memory_path(pe, hbm.addr(off), 64).unwrap();
-            let last = r.topology().links[*p.last().unwrap() as usize].to;
+            let t = r.topology();
+            let last = t.node(t.links[*p.last().unwrap() as usize].to);
             assert_eq!(last.to_string(), want);
         }
         let past = hbm.addr(2 * stack - 8);

@@ -161,11 +161,12 @@ pub fn write_dot(t: &Topology, w: &mut dyn Write) -> io::Result<()> {
     }
     // Links come in pairs (a→b, b→a): one undirected edge per pair.
     for l in t.links.iter().step_by(2) {
+        let (from, to) = t.ends(l);
         writeln!(
             w,
             "  \"{}\" -- \"{}\" [color={}, tooltip=\"{} {:.0} GB/s {:.3} ns\"];",
-            l.from,
-            l.to,
+            from,
+            to,
             colour(l.kind),
             l.kind.name(),
             l.rate.giga_per_s(),
@@ -228,8 +229,8 @@ pub fn write_json(t: &Topology, w: &mut dyn Write) -> io::Result<()> {
             .enumerate()
             .map(|(i, l)| JsonLink {
                 id: i as u32,
-                from: l.from.to_string(),
-                to: l.to.to_string(),
+                from: t.node(l.from).to_string(),
+                to: t.node(l.to).to_string(),
                 kind: l.kind.name(),
                 bandwidth_gbps: l.rate.giga_per_s(),
                 latency_ns: l.latency as f64 / PS_PER_NS as f64,

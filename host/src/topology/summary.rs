@@ -127,7 +127,8 @@ fn bisection(t: &Topology) -> Option<Bisection> {
     let mut links = 0;
     let mut bytes_per_s = 0.0;
     for l in t.links.iter().filter(|l| View::Noc.allows(l.kind)) {
-        if first(&l.from) == Some(true) && first(&l.to) == Some(false) {
+        let (from, to) = t.ends(l);
+        if first(&from) == Some(true) && first(&to) == Some(false) {
             links += 1;
             bytes_per_s += l.rate.giga_per_s();
         }
