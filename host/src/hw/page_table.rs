@@ -21,6 +21,16 @@ struct Segment<P> {
     used: u32,
 }
 
+impl<P> Segment<P> {
+    /// A segment holding no page yet.
+    fn empty() -> Box<Self> {
+        Box::new(Segment {
+            slots: std::array::from_fn(|_| None),
+            used: 0,
+        })
+    }
+}
+
 /// A sparse map (space, page number) → `P`.
 pub struct PageTable<P> {
     segments: FxHashMap<(Space, u64), Box<Segment<P>>>,
@@ -76,10 +86,8 @@ impl<P> PageTable<P> {
                 // Made before its segment, so that a refusal leaves none.
                 let p = make()?;
                 self.len += 1;
-                let segment = v.insert(Box::new(Segment {
-                    slots: std::array::from_fn(|_| None),
-                    used: 1,
-                }));
+                let segment = v.insert(Segment::empty());
+                segment.used = 1;
                 return Ok(segment.slots[slot].insert(p));
             }
         };
@@ -99,12 +107,10 @@ impl<P> PageTable<P> {
     /// Put `p` at the page; returns what it replaces.
     pub fn insert(&mut self, space: Space, page: u64, p: P) -> Option<P> {
         let (seg, slot) = split(page);
-        let segment = self.segments.entry((space, seg)).or_insert_with(|| {
-            Box::new(Segment {
-                slots: std::array::from_fn(|_| None),
-                used: 0,
-            })
-        });
+        let segment = self
+            .segments
+            .entry((space, seg))
+            .or_insert_with(Segment::empty);
         let old = segment.slots[slot].replace(p);
         if old.is_none() {
             segment.used += 1;

@@ -227,13 +227,16 @@ pub fn write_json(t: &Topology, w: &mut dyn Write) -> io::Result<()> {
             .links
             .iter()
             .enumerate()
-            .map(|(i, l)| JsonLink {
-                id: i as u32,
-                from: t.node(l.from).to_string(),
-                to: t.node(l.to).to_string(),
-                kind: l.kind.name(),
-                bandwidth_gbps: l.rate.giga_per_s(),
-                latency_ns: l.latency as f64 / PS_PER_NS as f64,
+            .map(|(i, l)| {
+                let (from, to) = t.ends(l);
+                JsonLink {
+                    id: i as u32,
+                    from: from.to_string(),
+                    to: to.to_string(),
+                    kind: l.kind.name(),
+                    bandwidth_gbps: l.rate.giga_per_s(),
+                    latency_ns: l.latency as f64 / PS_PER_NS as f64,
+                }
             })
             .collect(),
     };
