@@ -24,29 +24,38 @@ use crate::units::{self, Ps, Rate, TimeOverflow};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
+/// The latest interval booked on a link (`(0, 0)`: none): all that the
+/// common reservation reads and writes. 16 bytes, four to a cache line, in
+/// the order links were first used: at hundreds of ranks the calendars no
+/// longer fit in cache, and the walk of a 30-hop route was a fifth of all
+/// cache misses of a run (callgrind's cache simulation, 512 ranks) while a
+/// calendar took a line; with the intervals before it beside it (32 bytes,
+/// two to a line) still ~21 misses per transfer at 256 ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(align(16))]
+struct Last(Ps, Ps);
+
+/// The intervals booked on a link before its [`Last`], oldest first: `None`
+/// while the link is uncontended (it then holds one interval at a time,
+/// the last transfer's). Kept apart from `Last`, read only when the last
+/// interval is still live; it may still hold intervals that ended (the
+/// next booking that reads it drops them), since the common booking does
+/// not look at it.
+type Earlier = Option<Box<Intervals>>;
+
 /// One directed link's busy intervals, sorted by start and
-/// non-overlapping: the latest in a field, the ones before it (a link
-/// under contention; none while it is not) boxed aside. A link uncontended
-/// holds one interval at a time (the last transfer's, dropped when the
-/// next comes), so the common reservation reads and writes one field of a
-/// 32-byte calendar, two to a cache line. At hundreds of ranks the
-/// calendars no longer fit in cache, and the walk of a 30-hop route was a
-/// fifth of all cache misses of a run (callgrind's cache simulation, 512
-/// ranks) while a calendar, with the link's figures (now in the [`Hop`]),
-/// took more than a line.
-#[derive(Debug, Clone, Default)]
-#[repr(align(32))]
-struct Calendar {
-    /// The latest interval (`(0, 0)`: none).
-    last: (Ps, Ps),
-    /// Live intervals before it, oldest first.
-    earlier: Option<Box<Intervals>>,
+/// non-overlapping: its [`Last`] and its [`Earlier`] ones, each borrowed
+/// from its own table.
+#[derive(Debug)]
+struct Calendar<'a> {
+    last: &'a mut Last,
+    earlier: &'a mut Earlier,
 }
 
 /// Intervals of a link under contention (a few; one allocation).
 type Intervals = SmallVec<[(Ps, Ps); 3]>;
 
-impl Calendar {
+impl Calendar<'_> {
     /// Forget the intervals that ended by `now`, then take the earliest
     /// `start >= earliest` such that `[start, end)` is free, where
     /// `end = max(start + duration, min_end)`; reserves it. `now` is the
@@ -54,7 +63,7 @@ impl Calendar {
     /// (`earliest >= now`).
     #[inline(always)]
     fn book(
-        &mut self,
+        self,
         now: Ps,
         earliest: Ps,
         duration: Ps,
@@ -65,15 +74,14 @@ impl Calendar {
         }
         // The common case (inlined in the walk of a route): everything on
         // the link is over, its last transfer's interval included, so the
-        // new interval starts at `earliest` and is the only one.
+        // new interval starts at `earliest` and is the only live one (the
+        // earlier ones, if any, ended before `now`; left for the next
+        // booking that reads them).
         let end = units::add(earliest, duration)?.max(min_end);
-        if self.earlier.is_some() {
-            self.earlier = None;
-        }
-        self.last = if end > earliest {
-            (earliest, end)
+        *self.last = if end > earliest {
+            Last(earliest, end)
         } else {
-            (0, 0)
+            Last(0, 0)
         };
         Ok((earliest, end))
     }
@@ -82,7 +90,7 @@ impl Calendar {
     /// (ends after `now`).
     #[inline(never)]
     fn book_live(
-        &mut self,
+        self,
         now: Ps,
         earliest: Ps,
         duration: Ps,
@@ -97,13 +105,13 @@ impl Calendar {
                 // it that ended go.
                 let mut before = self.earlier.take().unwrap_or_default();
                 drop_ended(&mut before, now);
-                before.push(self.last);
-                self.earlier = Some(before);
-                self.last = (earliest, end);
-            } else if let Some(before) = &mut self.earlier {
+                before.push((self.last.0, self.last.1));
+                *self.earlier = Some(before);
+                *self.last = Last(earliest, end);
+            } else if let Some(before) = self.earlier {
                 drop_ended(before, now);
                 if before.is_empty() {
-                    self.earlier = None;
+                    *self.earlier = None;
                 }
             }
             return Ok((earliest, end));
@@ -111,7 +119,7 @@ impl Calendar {
         // Contended (`last_end > earliest >= now`: the last interval
         // stays): search all of them for a gap.
         let mut busy: Intervals = self.earlier.take().map(|b| *b).unwrap_or_default();
-        busy.push(self.last);
+        busy.push((self.last.0, self.last.1));
         drop_ended(&mut busy, now);
         let mut start = earliest;
         // First interval that ends after `start`: the ones before it are
@@ -137,8 +145,9 @@ impl Calendar {
                 }
             }
         };
-        self.last = busy.pop().expect("the last interval stays");
-        self.earlier = (!busy.is_empty()).then(|| Box::new(busy));
+        let (start, end) = busy.pop().expect("the last interval stays");
+        *self.last = Last(start, end);
+        *self.earlier = (!busy.is_empty()).then(|| Box::new(busy));
         booked
     }
 }
@@ -161,7 +170,8 @@ type Crossing = (Ps, Ps);
 /// the link is busy and when the head and tail reach the next one.
 #[inline(always)]
 fn book_hop(
-    calendars: &mut [Calendar],
+    lasts: &mut [Last],
+    earlier: &mut [Earlier],
     classes: &[(Ps, Ps)],
     Hop { calendar, class }: Hop,
     now: Ps,
@@ -169,7 +179,13 @@ fn book_hop(
     prev_tail: Ps,
 ) -> Result<(Crossing, Crossing), TimeOverflow> {
     let (latency, duration) = classes[class as usize];
-    let (start, end) = calendars[calendar as usize].book(now, head, duration, prev_tail)?;
+    let i = calendar as usize;
+    // Borrowing `earlier[i]` reads nothing: only a live interval does.
+    let calendar = Calendar {
+        last: &mut lasts[i],
+        earlier: &mut earlier[i],
+    };
+    let (start, end) = calendar.book(now, head, duration, prev_tail)?;
     Ok((
         (start, units::add(start, latency)?),
         (end, units::add(end, latency)?),
@@ -184,9 +200,11 @@ fn book_hop(
 #[derive(Debug)]
 pub struct LinkTable {
     topo: Arc<Topology>,
-    /// Link id → index in `calendars`, or [`UNUSED`].
+    /// Link id → index in `lasts` and `earlier`, or [`UNUSED`].
     index: Vec<u32>,
-    calendars: Vec<Calendar>,
+    /// Per calendar, its [`Last`] interval and its [`Earlier`] ones.
+    lasts: Vec<Last>,
+    earlier: Vec<Earlier>,
 }
 
 /// One hop of a [`Route`]: its link's calendar in the table, and which
@@ -232,17 +250,20 @@ impl LinkTable {
     pub fn new(topo: Arc<Topology>) -> Self {
         LinkTable {
             index: vec![UNUSED; topo.links.len()],
-            calendars: Vec::new(),
+            lasts: Vec::new(),
+            earlier: Vec::new(),
             topo,
         }
     }
 
-    /// Where link `id`'s calendar is in `calendars`, made on first use.
+    /// Where link `id`'s calendar is in `lasts` and `earlier`, made on
+    /// first use.
     fn calendar_index(&mut self, id: LinkId) -> u32 {
         let slot = &mut self.index[id as usize];
         if *slot == UNUSED {
-            *slot = self.calendars.len() as u32;
-            self.calendars.push(Calendar::default());
+            *slot = self.lasts.len() as u32;
+            self.lasts.push(Last::default());
+            self.earlier.push(None);
         }
         *slot
     }
@@ -305,19 +326,20 @@ impl LinkTable {
             .collect::<Result<SmallVec<[(Ps, Ps); 4]>, TimeOverflow>>()?;
         // Plain slices in the walk: it is one of the hottest loops of a
         // run (tens of hops per transfer), and the trace's loop is apart.
-        let (classes, calendars) = (&classes[..], &mut self.calendars[..]);
+        let classes = &classes[..];
+        let (lasts, earlier) = (&mut self.lasts[..], &mut self.earlier[..]);
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
         match busy {
             None => {
                 for &hop in route.hops.iter() {
-                    let (start, end) = book_hop(calendars, classes, hop, t0, head, prev_tail)?;
+                    let (start, end) = book_hop(lasts, earlier, classes, hop, t0, head, prev_tail)?;
                     (head, prev_tail) = (start.1, end.1);
                 }
             }
             Some(b) => {
                 for (&hop, &link) in route.hops.iter().zip(route.links.iter()) {
-                    let (start, end) = book_hop(calendars, classes, hop, t0, head, prev_tail)?;
+                    let (start, end) = book_hop(lasts, earlier, classes, hop, t0, head, prev_tail)?;
                     (head, prev_tail) = (start.1, end.1);
                     b.push((link, start.0, end.0));
                 }
@@ -350,11 +372,34 @@ mod tests {
     }
 
     #[test]
-    fn a_calendar_is_half_a_cache_line() {
-        // Two to a line, each within one: the reservation walk's cache
+    fn a_last_interval_is_a_quarter_of_a_cache_line() {
+        // Four to a line, each within one: the reservation walk's cache
         // misses scale with it.
-        assert_eq!(std::mem::size_of::<Calendar>(), 32);
-        assert_eq!(std::mem::align_of::<Calendar>(), 32);
+        assert_eq!(std::mem::size_of::<Last>(), 16);
+        assert_eq!(std::mem::align_of::<Last>(), 16);
+    }
+
+    /// A calendar owned in one piece, for the tests of its rule.
+    #[derive(Default)]
+    struct Owned {
+        last: Last,
+        earlier: Earlier,
+    }
+
+    impl Owned {
+        fn book(
+            &mut self,
+            now: Ps,
+            earliest: Ps,
+            duration: Ps,
+            min_end: Ps,
+        ) -> Result<(Ps, Ps), TimeOverflow> {
+            Calendar {
+                last: &mut self.last,
+                earlier: &mut self.earlier,
+            }
+            .book(now, earliest, duration, min_end)
+        }
     }
 
     /// The rule a calendar keeps, on a plain sorted vector: drop what
@@ -388,7 +433,7 @@ mod tests {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
         for _ in 0..2000 {
-            let (mut cal, mut plain) = (Calendar::default(), Vec::new());
+            let (mut cal, mut plain) = (Owned::default(), Vec::new());
             let mut now = 0;
             for _ in 0..40 {
                 // Times on a coarse grid, so that ties and touching
@@ -402,8 +447,8 @@ mod tests {
                 assert_eq!(got, want);
                 let mut held: Vec<(Ps, Ps)> =
                     cal.earlier.iter().flat_map(|b| b.iter().copied()).collect();
-                if cal.last != (0, 0) {
-                    held.push(cal.last);
+                if cal.last != Last(0, 0) {
+                    held.push((cal.last.0, cal.last.1));
                 }
                 // The same live intervals (the calendar may still hold
                 // ones that ended by `now`: the next booking drops them).
@@ -415,7 +460,7 @@ mod tests {
 
     #[test]
     fn a_refused_booking_leaves_the_calendar_as_it_was() {
-        let mut cal = Calendar::default();
+        let mut cal = Owned::default();
         cal.book(0, 0, 10, 0).unwrap();
         cal.book(0, 20, 10, 0).unwrap();
         cal.book(0, 40, 10, 0).unwrap();
@@ -423,7 +468,7 @@ mod tests {
         // Contended (the link is busy at 5) and past the clock's horizon.
         assert!(cal.book(0, 5, u64::MAX - 8, 0).is_err());
         assert_eq!((cal.last, cal.earlier), before);
-        assert_eq!(before.0, (40, 50));
+        assert_eq!(before.0, Last(40, 50));
         assert_eq!(
             before.1.as_deref().map(|v| v.to_vec()),
             Some(vec![(0, 10), (20, 30)])
