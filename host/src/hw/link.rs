@@ -164,27 +164,19 @@ fn drop_ended(busy: &mut Intervals, now: Ps) {
 /// A time on a link and the same time one latency later, on the next.
 type Crossing = (Ps, Ps);
 
-/// Book one hop of a transfer whose head reaches it at `head` and whose
-/// tail left the previous hop at `prev_tail` (`now`: the transfer's start):
-/// returns its (start, start + latency) and (end, end + latency) — when
-/// the link is busy and when the head and tail reach the next one.
+/// Book one hop of a transfer on `calendar`, a link of `(latency,
+/// duration)` for its bytes, whose head reaches it at `head` and whose
+/// tail left the previous hop at `prev_tail` (`now`: the transfer's
+/// start): returns its (start, start + latency) and (end, end + latency) —
+/// when the link is busy and when the head and tail reach the next one.
 #[inline(always)]
 fn book_hop(
-    lasts: &mut [Last],
-    earlier: &mut [Earlier],
-    classes: &[(Ps, Ps)],
-    Hop { calendar, class }: Hop,
+    calendar: Calendar<'_>,
+    (latency, duration): (Ps, Ps),
     now: Ps,
     head: Ps,
     prev_tail: Ps,
 ) -> Result<(Crossing, Crossing), TimeOverflow> {
-    let (latency, duration) = classes[class as usize];
-    let i = calendar as usize;
-    // Borrowing `earlier[i]` reads nothing: only a live interval does.
-    let calendar = Calendar {
-        last: &mut lasts[i],
-        earlier: &mut earlier[i],
-    };
     let (start, end) = calendar.book(now, head, duration, prev_tail)?;
     Ok((
         (start, units::add(start, latency)?),
@@ -200,30 +192,33 @@ fn book_hop(
 #[derive(Debug)]
 pub struct LinkTable {
     topo: Arc<Topology>,
-    /// Link id → index in `lasts` and `earlier`, or [`UNUSED`].
+    /// Link id → index in `lasts`, `earlier` and `figure`, or [`UNUSED`].
     index: Vec<u32>,
     /// Per calendar, its [`Last`] interval and its [`Earlier`] ones.
     lasts: Vec<Last>,
     earlier: Vec<Earlier>,
-}
-
-/// One hop of a [`Route`]: its link's calendar in the table, and which
-/// of the route's (latency, rate) classes the link has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Hop {
-    calendar: u32,
-    class: u32,
+    /// Per calendar, its link's (latency, rate) as an index into
+    /// `figures`: a byte per hop beside the calendars, where a route's
+    /// own table of hops took four cache lines per 30 hops.
+    figure: Vec<u8>,
+    /// The distinct (latency, rate) of the links used so far: one per
+    /// link kind at most (a link's figures are its kind's), so a handful.
+    figures: SmallVec<[(Ps, Rate); 16]>,
 }
 
 /// A path resolved to the calendars of one [`LinkTable`]: what a
-/// reservation walks. A hop is 8 bytes (a route of 30 hops is four cache
-/// lines): the links' figures, a handful of distinct ones, are kept once
-/// per route.
+/// reservation walks. The calendars of a path are made together on its
+/// first use, so they are consecutive: a route is a few runs of them (a
+/// 30-hop neighbour send of the default mesh is one), and its links'
+/// figures are read beside the calendars.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RouteHops {
-    hops: Box<[Hop]>,
-    /// The distinct (latency, rate) of its links.
-    classes: SmallVec<[(Ps, Rate); 4]>,
+    /// Its calendars in order, as runs `(first, count)` of consecutive
+    /// indices.
+    runs: SmallVec<[(u32, u32); 2]>,
+    /// The figures (indices into [`LinkTable::figures`]) its links have:
+    /// the serialisation times a transfer computes, once each.
+    uses: SmallVec<[u8; 4]>,
     /// Its links in order (for the trace).
     links: Box<[LinkId]>,
 }
@@ -235,7 +230,7 @@ impl RouteHops {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.hops.is_empty()
+        self.links.is_empty()
     }
 }
 
@@ -252,18 +247,31 @@ impl LinkTable {
             index: vec![UNUSED; topo.links.len()],
             lasts: Vec::new(),
             earlier: Vec::new(),
+            figure: Vec::new(),
+            figures: SmallVec::new(),
             topo,
         }
     }
 
-    /// Where link `id`'s calendar is in `lasts` and `earlier`, made on
-    /// first use.
+    /// Where link `id`'s calendar is in `lasts`, `earlier` and `figure`,
+    /// made on first use.
     fn calendar_index(&mut self, id: LinkId) -> u32 {
         let slot = &mut self.index[id as usize];
         if *slot == UNUSED {
             *slot = self.lasts.len() as u32;
+            let l = &self.topo.links[id as usize];
+            let figures = (l.latency, l.rate);
+            let figure = match self.figures.iter().position(|&f| f == figures) {
+                Some(i) => i,
+                None => {
+                    self.figures.push(figures);
+                    self.figures.len() - 1
+                }
+            };
             self.lasts.push(Last::default());
             self.earlier.push(None);
+            self.figure
+                .push(u8::try_from(figure).expect("a link's figures are its kind's: a handful"));
         }
         *slot
     }
@@ -274,29 +282,22 @@ impl LinkTable {
     /// at thousands of ranks that lookup was a cache miss per hop, and the
     /// calendars of one path, made together, sit together.
     pub fn route(&mut self, path: &[LinkId]) -> Route {
-        let mut classes: SmallVec<[(Ps, Rate); 4]> = SmallVec::new();
-        let hops = path
-            .iter()
-            .map(|&link| {
-                let calendar = self.calendar_index(link);
-                let l = &self.topo.links[link as usize];
-                let figures = (l.latency, l.rate);
-                let class = match classes.iter().position(|&c| c == figures) {
-                    Some(i) => i,
-                    None => {
-                        classes.push(figures);
-                        classes.len() - 1
-                    }
-                };
-                Hop {
-                    calendar,
-                    class: class as u32,
-                }
-            })
-            .collect();
+        let mut runs: SmallVec<[(u32, u32); 2]> = SmallVec::new();
+        let mut uses: SmallVec<[u8; 4]> = SmallVec::new();
+        for &link in path {
+            let calendar = self.calendar_index(link);
+            match runs.last_mut() {
+                Some((first, count)) if *first + *count == calendar => *count += 1,
+                _ => runs.push((calendar, 1)),
+            }
+            let figure = self.figure[calendar as usize];
+            if !uses.contains(&figure) {
+                uses.push(figure);
+            }
+        }
         Arc::new(RouteHops {
-            hops,
-            classes,
+            runs,
+            uses,
             links: path.into(),
         })
     }
@@ -317,32 +318,51 @@ impl LinkTable {
         if route.is_empty() {
             return units::add(t0, local_rate.duration_ps(bytes)?);
         }
-        // A path has a handful of distinct (latency, rate) classes over
+        // A path has a handful of distinct (latency, rate) figures over
         // tens of hops: each serialisation time is computed once.
-        let classes = route
-            .classes
-            .iter()
-            .map(|&(latency, rate)| Ok((latency, rate.duration_ps(bytes)?)))
-            .collect::<Result<SmallVec<[(Ps, Ps); 4]>, TimeOverflow>>()?;
-        // Plain slices in the walk: it is one of the hottest loops of a
-        // run (tens of hops per transfer), and the trace's loop is apart.
-        let classes = &classes[..];
-        let (lasts, earlier) = (&mut self.lasts[..], &mut self.earlier[..]);
+        let mut times: SmallVec<[(Ps, Ps); 16]> = smallvec::smallvec![(0, 0); self.figures.len()];
+        for &f in &route.uses {
+            let (latency, rate) = self.figures[f as usize];
+            times[f as usize] = (latency, rate.duration_ps(bytes)?);
+        }
+        match busy {
+            None => self.walk(route, &times, t0, |_, _| ()),
+            Some(b) => {
+                let mut links = route.links.iter();
+                self.walk(route, &times, t0, |start, end| {
+                    if let Some(&link) = links.next() {
+                        b.push((link, start, end));
+                    }
+                })
+            }
+        }
+    }
+
+    /// Book each hop of `route` in turn (`times`: (latency, serialisation
+    /// time) per figure), telling `booked` each hop's interval; returns
+    /// when the tail leaves the last. Generic over `booked` so that the
+    /// walk without a trace has no per-hop branch: it is one of the
+    /// hottest loops of a run (tens of hops per transfer).
+    #[inline(always)]
+    fn walk(
+        &mut self,
+        route: &RouteHops,
+        times: &[(Ps, Ps)],
+        t0: Ps,
+        mut booked: impl FnMut(Ps, Ps),
+    ) -> Result<Ps, TimeOverflow> {
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
-        match busy {
-            None => {
-                for &hop in route.hops.iter() {
-                    let (start, end) = book_hop(lasts, earlier, classes, hop, t0, head, prev_tail)?;
-                    (head, prev_tail) = (start.1, end.1);
-                }
-            }
-            Some(b) => {
-                for (&hop, &link) in route.hops.iter().zip(route.links.iter()) {
-                    let (start, end) = book_hop(lasts, earlier, classes, hop, t0, head, prev_tail)?;
-                    (head, prev_tail) = (start.1, end.1);
-                    b.push((link, start.0, end.0));
-                }
+        for &(first, count) in &route.runs {
+            let run = first as usize..(first + count) as usize;
+            let lasts = &mut self.lasts[run.clone()];
+            let earlier = &mut self.earlier[run.clone()];
+            let figure = &self.figure[run];
+            for ((last, earlier), &f) in lasts.iter_mut().zip(earlier).zip(figure) {
+                let calendar = Calendar { last, earlier };
+                let (start, end) = book_hop(calendar, times[f as usize], t0, head, prev_tail)?;
+                (head, prev_tail) = (start.1, end.1);
+                booked(start.0, end.0);
             }
         }
         Ok(prev_tail)
@@ -490,6 +510,47 @@ mod tests {
                 "{bytes} bytes"
             );
         }
+    }
+
+    /// A route whose links were partly made for an earlier route is
+    /// several runs of calendars; booked, it gives the closed form all the
+    /// same, and its links (for the trace) in path order.
+    #[test]
+    fn a_route_of_several_runs_books_each_hop_in_path_order() {
+        let (t, p, _) = setup();
+        let r = PathRouter::new(t.clone());
+        let other = r
+            .find_path(
+                "sip0.cube0.pe0".parse().unwrap(),
+                "sip0.cube1.pe0".parse().unwrap(),
+            )
+            .unwrap();
+        let d = r.distance(&p);
+        let mut table = LinkTable::new(t.clone());
+        let first = table.route(&other);
+        let route = table.route(&p);
+        assert_eq!(first.runs.len(), 1);
+        assert!(route.runs.len() > 1, "{:?}", route.runs);
+        assert_eq!(
+            route.runs.iter().map(|r| r.1 as usize).sum::<usize>(),
+            p.len()
+        );
+        let mut busy = Vec::new();
+        let done = table
+            .reserve(
+                &route,
+                1000,
+                64,
+                Rate::from_giga_per_s(1.0),
+                Some(&mut busy),
+            )
+            .unwrap();
+        let want = 1000 + d.latency_ps + d.bottleneck.unwrap().duration_ps(64).unwrap();
+        assert_eq!(done, want);
+        let links: Vec<LinkId> = busy.iter().map(|b| b.0).collect();
+        assert_eq!(links, &p[..]);
+        // Each hop starts no earlier than the one before it.
+        assert!(busy.windows(2).all(|w| w[0].1 <= w[1].1), "{busy:?}");
     }
 
     #[test]
