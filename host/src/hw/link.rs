@@ -373,22 +373,23 @@ impl LinkTable {
 mod tests {
     use super::*;
     use crate::config::TopologySpec;
-    use crate::routing::PathRouter;
+    use crate::routing::{Distance, PathRouter};
     use crate::topology::build;
     use std::sync::Arc;
 
     /// The sip0 → sip1 PE path and its (Σ latency, bottleneck).
     fn setup() -> (Arc<Topology>, crate::routing::Path, (Ps, Option<Rate>)) {
         let t = Arc::new(build(&TopologySpec::default_embedded()).unwrap());
-        let r = PathRouter::new(t.clone());
-        let p = r
-            .find_path(
-                "sip0.cube0.pe0".parse().unwrap(),
-                "sip1.cube0.pe0".parse().unwrap(),
-            )
-            .unwrap();
-        let d = r.distance(&p);
+        let (p, d) = path(&t, "sip0.cube0.pe0", "sip1.cube0.pe0");
         (t, p, (d.latency_ps, d.bottleneck))
+    }
+
+    /// The path from `a` to `b` and its figures.
+    fn path(t: &Arc<Topology>, a: &str, b: &str) -> (crate::routing::Path, Distance) {
+        let r = PathRouter::new(t.clone());
+        let p = r.find_path(a.parse().unwrap(), b.parse().unwrap()).unwrap();
+        let d = r.distance(&p);
+        (p, d)
     }
 
     #[test]
@@ -517,15 +518,9 @@ mod tests {
     /// same, and its links (for the trace) in path order.
     #[test]
     fn a_route_of_several_runs_books_each_hop_in_path_order() {
-        let (t, p, _) = setup();
-        let r = PathRouter::new(t.clone());
-        let other = r
-            .find_path(
-                "sip0.cube0.pe0".parse().unwrap(),
-                "sip0.cube1.pe0".parse().unwrap(),
-            )
-            .unwrap();
-        let d = r.distance(&p);
+        let t = Arc::new(build(&TopologySpec::default_embedded()).unwrap());
+        let (p, d) = path(&t, "sip0.cube0.pe0", "sip1.cube0.pe0");
+        let (other, _) = path(&t, "sip0.cube0.pe0", "sip0.cube1.pe0");
         let mut table = LinkTable::new(t.clone());
         let first = table.route(&other);
         let route = table.route(&p);
