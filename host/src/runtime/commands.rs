@@ -302,15 +302,15 @@ pub async fn replay(
                       dst: Option<u64>,
                       out: TensorId|
            -> Result<(), TlCallError> {
-        let dir = dir.map(|d| list.dirs[d as usize].clone());
+        let dir = dir.map(|d| &list.dirs[d as usize]);
         let shape = &list.shapes[shape as usize];
         if dst.is_some() {
             machine.queue_room(pe).await;
         }
         let t = machine
-            .recv(pe, dir.clone(), shape.clone(), dtype, dst)
+            .recv(pe, dir, shape.clone(), dtype, dst)
             .await
-            .map_err(|e| fail(call::recv(dir.as_deref(), dst), e))?;
+            .map_err(|e| fail(call::recv(dir.map(|d| &**d), dst), e))?;
         live[out as usize] = Some(t);
         Ok(())
     };
@@ -341,7 +341,7 @@ pub async fn replay(
                 // The send holds its value until the message has left.
                 let v = the(&live, value).clone();
                 machine
-                    .send(pe, dir.clone(), v)
+                    .send(pe, dir, v)
                     .await
                     .map_err(|e| fail(call::send(dir), e))?;
             }
@@ -353,7 +353,7 @@ pub async fn replay(
             } => {
                 let (dir, shape) = (&list.dirs[dir as usize], &list.shapes[shape as usize]);
                 machine
-                    .send_addr(pe, dir.clone(), addr, shape, dtype)
+                    .send_addr(pe, dir, addr, shape, dtype)
                     .await
                     .map_err(|e| fail(call::send_addr(dir, addr, shape), e))?;
             }

@@ -294,7 +294,8 @@ impl tl::Host for KernelHost {
 
     async fn send(&mut self, dir: String, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
         let v = self.tensor(&value)?;
-        let fut = self.machine.send(self.pe, dir.as_str().into(), v);
+        let d = Dir::from(dir.as_str());
+        let fut = self.machine.send(self.pe, &d, v);
         fut.await.map_err(|e| self.fail(call::send(&dir), e))
     }
 
@@ -309,7 +310,7 @@ impl tl::Host for KernelHost {
             .machine
             .send_addr(
                 self.pe,
-                dir.as_str().into(),
+                &Dir::from(dir.as_str()),
                 src_addr,
                 &shape,
                 dtype_in(dtype),
@@ -324,13 +325,10 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        let fut = self.machine.recv(
-            self.pe,
-            dir.as_deref().map(Dir::from),
-            shape.into(),
-            dtype_in(dtype),
-            None,
-        );
+        let d = dir.as_deref().map(Dir::from);
+        let fut = self
+            .machine
+            .recv(self.pe, d.as_ref(), shape.into(), dtype_in(dtype), None);
         let t = fut
             .await
             .map_err(|e| self.fail(call::recv(dir.as_deref(), None), e))?;
@@ -345,9 +343,10 @@ impl tl::Host for KernelHost {
         dst_addr: u64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         self.machine.queue_room(self.pe).await;
+        let d = dir.as_deref().map(Dir::from);
         let fut = self.machine.recv(
             self.pe,
-            dir.as_deref().map(Dir::from),
+            d.as_ref(),
             shape.into(),
             dtype_in(dtype),
             Some(dst_addr),

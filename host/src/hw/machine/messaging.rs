@@ -10,7 +10,7 @@ use crate::config::ccl::BufferKind;
 use crate::engine::lock::Mutex;
 use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
-use crate::hw::blocked::{Blocked, Dir};
+use crate::hw::blocked::{Blocked, Dir, RxDir};
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
 use crate::hw::oplog::Actor;
@@ -205,10 +205,23 @@ impl Machine {
             .collect();
         let mut v: Vec<_> = blocked
             .into_iter()
-            .map(|(pe, w)| (pe, w.describe(|dir| self.expected_senders(pe, dir))))
+            .map(|(pe, w)| {
+                let rx_name = |rx: RxDir| self.rx_name(pe, rx);
+                (
+                    pe,
+                    w.describe(rx_name, |dir| self.expected_senders(pe, dir)),
+                )
+            })
             .collect();
         v.sort();
         v
+    }
+
+    /// The name of `pe`'s receive direction `rx` (`None`: any).
+    fn rx_name(&self, pe: PeCoord, rx: RxDir) -> Option<String> {
+        let i = rx? as usize;
+        let port = self.pe(pe).ipcq.lock();
+        port.as_ref()?.rx.get(i).map(|(name, _)| name.clone())
     }
 
     /// The seed's pointer dump of every IPCQ ring at simulated time `now`:
@@ -305,15 +318,17 @@ impl Machine {
 
     /// `tl.send`: blocks (in simulated time) until the peer has a free
     /// slot, then issues the DMA into it and returns.
-    pub fn send(
-        self: &Arc<Self>,
+    /// `dir` is borrowed, not cloned: a kernel's sends share one `Dir` per
+    /// direction, and a count to change on it per send was a cache miss.
+    pub fn send<'a>(
+        self: &'a Arc<Self>,
         pe: PeCoord,
-        dir: Dir,
+        dir: &'a Dir,
         value: TensorRef,
-    ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
-        let m = self.clone();
+    ) -> impl Future<Output = Result<(), HwError>> + Send + 'a {
+        let m = self;
         async move {
-            let tx = m.sendable_on(pe, &dir, value.nbytes())?;
+            let tx = m.sendable_on(pe, dir, value.nbytes())?;
             let nbytes = value.nbytes();
             let asked = engine::now();
             let (slot, visible) = loop {
@@ -388,7 +403,7 @@ impl Machine {
     pub async fn send_addr(
         self: &Arc<Self>,
         pe: PeCoord,
-        dir: Dir,
+        dir: &Dir,
         addr: u64,
         shape: &[u32],
         dtype: Dtype,
@@ -400,17 +415,17 @@ impl Machine {
     /// `tl.recv` / `tl.recv-into`: waits for the next message from `dir`
     /// (or any direction, round-robin) and returns the slot as a tensor, or
     /// copies it to `dst` and returns that.
-    pub fn recv(
-        self: &Arc<Self>,
+    /// `dir` is borrowed, as by [`Machine::send`].
+    pub fn recv<'a>(
+        self: &'a Arc<Self>,
         pe: PeCoord,
-        dir: Option<Dir>,
+        dir: Option<&'a Dir>,
         shape: Shape,
         dtype: Dtype,
         dst: Option<u64>,
-    ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'static {
-        let turn = self.claim_turn(pe, &dir);
-        self.clone()
-            .recv_in_turn(pe, dir, shape, dtype, dst, turn, true)
+    ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'a {
+        let turn = self.claim_turn(pe, dir);
+        self.recv_in_turn(pe, dir, shape, dtype, dst, turn, true)
     }
 
     /// `tl.recv_async`: the same receive, run as its own task while the
@@ -424,11 +439,12 @@ impl Machine {
         shape: Shape,
         dtype: Dtype,
     ) -> crate::engine::JoinHandle<Result<TensorRef, HwError>> {
-        let turn = self.claim_turn(pe, &dir);
-        crate::engine::spawn(
-            self.clone()
-                .recv_in_turn(pe, dir, shape, dtype, None, turn, false),
-        )
+        let turn = self.claim_turn(pe, dir.as_ref());
+        let m = self.clone();
+        crate::engine::spawn(async move {
+            m.recv_in_turn(pe, dir.as_ref(), shape, dtype, None, turn, false)
+                .await
+        })
     }
 
     /// Wait for the `recv_async` future `f` (on `dir`), showing the PE as
@@ -455,7 +471,7 @@ impl Machine {
     }
 
     /// The previous claim on `dir` to wait for, and this receive's own.
-    fn claim_turn(&self, pe: PeCoord, dir: &Option<Dir>) -> (Option<Event>, Event) {
+    fn claim_turn(&self, pe: PeCoord, dir: Option<&Dir>) -> (Option<Event>, Event) {
         let mine = Event::new();
         let same = |d: &Option<Dir>| match (d, dir) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
@@ -465,7 +481,7 @@ impl Machine {
         let prev = match claims.iter_mut().find(|(d, _)| same(d)) {
             Some((_, last)) => Some(std::mem::replace(last, mine.clone())),
             None => {
-                claims.push((dir.clone(), mine.clone()));
+                claims.push((dir.cloned(), mine.clone()));
                 None
             }
         };
@@ -474,9 +490,9 @@ impl Machine {
 
     #[allow(clippy::too_many_arguments)]
     async fn recv_in_turn(
-        self: Arc<Self>,
+        self: &Arc<Self>,
         pe: PeCoord,
-        dir: Option<Dir>,
+        dir: Option<&Dir>,
         shape: Shape,
         dtype: Dtype,
         dst: Option<u64>,
@@ -486,7 +502,7 @@ impl Machine {
         if let Some(prev) = prev {
             prev.wait().await;
         }
-        let claimed = self.take_arrival(pe, dir.as_ref(), report).await;
+        let claimed = self.take_arrival(pe, dir, report).await;
         mine.set();
         let m = self;
         let want = dtype.nbytes(&shape)?;
@@ -499,7 +515,7 @@ impl Machine {
             let rx_dir = queue.lock().sender_dir.clone();
             format!(
                 "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
-                dir.as_deref().unwrap_or("any"),
+                dir.map_or("any", |d| &**d),
                 arrival.nbytes,
                 arrival.seq,
                 arrival.from
@@ -518,7 +534,7 @@ impl Machine {
             return Err(HwError::Mismatch {
                 what: format!(
                     "recv(dir={}) expected {:?} {} ({want} bytes) but the message from {} is {:?} {} ({} bytes)",
-                    dir.as_deref().unwrap_or("any"),
+                    dir.map_or("any", |d| &**d),
                     shape,
                     dtype.name(),
                     arrival.from,
@@ -575,6 +591,9 @@ impl Machine {
         report: bool,
     ) -> Result<(SharedQueue, Arrival), HwError> {
         let st = self.pe(pe);
+        // The direction's index among the receive queues (for the blocked
+        // state), found with its queue.
+        let mut rx: RxDir = None;
         loop {
             let (picked, notify) = {
                 let mut guard = st.ipcq.lock();
@@ -585,15 +604,17 @@ impl Machine {
                 let mut picked = None;
                 match dir {
                     Some(d) => {
-                        let (_, q) =
-                            port.rx
-                                .iter()
-                                .find(|(name, _)| **name == **d)
-                                .ok_or_else(|| HwError::InvalidDirection {
-                                    pe: pe.to_string(),
-                                    dir: d.to_string(),
-                                    installed: port.installed_dirs(),
-                                })?;
+                        let i = port
+                            .rx
+                            .iter()
+                            .position(|(name, _)| **name == **d)
+                            .ok_or_else(|| HwError::InvalidDirection {
+                                pe: pe.to_string(),
+                                dir: d.to_string(),
+                                installed: port.installed_dirs(),
+                            })?;
+                        rx = Some(i as u32);
+                        let q = &port.rx[i].1;
                         let mut qg = q.lock();
                         if let Some(a) = qg.arrivals.pop_front() {
                             qg.taken += 1;
@@ -642,16 +663,13 @@ impl Machine {
             };
             if let Some((q, a)) = picked {
                 if !a.ready.is_set() {
-                    blocked(Some(Blocked::RecvInFlight {
-                        dir: dir.cloned(),
-                        from: a.from,
-                    }));
+                    blocked(Some(Blocked::RecvInFlight { rx, from: a.from }));
                     a.ready.wait().await;
                     blocked(None);
                 }
                 return Ok((q, a));
             }
-            blocked(Some(Blocked::RecvWaiting { dir: dir.cloned() }));
+            blocked(Some(Blocked::RecvWaiting { rx }));
             if let Some(notify) = notify {
                 notify.await;
             }
