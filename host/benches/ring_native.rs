@@ -14,7 +14,6 @@ use kernbench::address::Space;
 use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
-use kernbench::hw::blocked::Dir;
 use kernbench::hw::dtype::{BinOp, Dtype};
 use kernbench::hw::machine::{IpcqSettings, Shape};
 use kernbench::hw::Machine;
@@ -59,9 +58,9 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             let addr = t.addr();
             let mut acc = m.load(pe, addr, &[n_elem], Dtype::F16).unwrap();
             let mut current = None;
-            // One direction name per kernel, as a replayed kernel's calls
-            // share their command list's.
-            let (east, west): (Dir, Dir) = ("E".into(), "W".into());
+            // One direction name per kernel, the PE's own, as a replayed
+            // kernel's calls share their command list's.
+            let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
             for _ in 0..rounds * (ranks - 1) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
                 m.send(pe, &east, out).await.unwrap();

@@ -16,6 +16,7 @@
 //!   `send` or an `add`). The sender learns of the free slot one credit
 //!   latency later: the summed link latency of the path back to it.
 
+use super::blocked::Dir;
 use super::dtype::Dtype;
 use crate::address::Space;
 use crate::engine::lock::Mutex;
@@ -118,8 +119,11 @@ pub struct IpcqPort {
     /// By direction; shared, so a send takes its entry with one count
     /// change instead of one per `Arc` inside it.
     pub tx: BTreeMap<String, Arc<TxEntry>>,
-    /// Receive queues in round-robin order.
-    pub rx: Vec<(String, SharedQueue)>,
+    /// Receive queues in round-robin order (only ever appended), by name:
+    /// the `Dir` a kernel's recorded receives name too (see
+    /// [`crate::hw::Machine::direction`]), so a receive finds its queue
+    /// by pointer, without reading the name.
+    pub rx: Vec<(Dir, SharedQueue)>,
     pub rr: usize,
     /// Fires whenever a message is appended to any rx queue.
     pub rx_notify: Signal,
@@ -129,7 +133,7 @@ impl IpcqPort {
     pub fn installed_dirs(&self) -> String {
         let mut d: Vec<&str> = self.tx.keys().map(|s| s.as_str()).collect();
         for (n, _) in &self.rx {
-            if !d.contains(&n.as_str()) {
+            if !d.contains(&&**n) {
                 d.push(n);
             }
         }

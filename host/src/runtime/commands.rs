@@ -189,9 +189,10 @@ impl CommandList {
         intern(&mut self.shapes, shape, Shape::from_slice)
     }
 
-    /// The index of direction `dir`.
-    pub fn dir(&mut self, dir: &str) -> u32 {
-        intern(&mut self.dirs, dir, |d| Dir::from(d))
+    /// The index of direction `dir`, made by `make` when new (a recording
+    /// kernel takes its PE's own, [`crate::hw::Machine::direction`]).
+    pub fn dir(&mut self, dir: &str, make: impl FnOnce(&str) -> Dir) -> u32 {
+        intern(&mut self.dirs, dir, make)
     }
 
     /// Host bytes the list holds (charged to the run's memory budget).
@@ -467,9 +468,9 @@ mod tests {
         assert_eq!(l.shape(&[8]), 0);
         assert_eq!(l.shape(&[8, 2]), 1);
         assert_eq!(l.shape(&[8]), 0);
-        assert_eq!(l.dir("E"), 0);
-        assert_eq!(l.dir("W"), 1);
-        assert_eq!(l.dir("E"), 0);
+        assert_eq!(l.dir("E", |d| Dir::from(d)), 0);
+        assert_eq!(l.dir("W", |d| Dir::from(d)), 1);
+        assert_eq!(l.dir("E", |d| Dir::from(d)), 0);
         assert!(std::mem::size_of::<Command>() <= 32);
     }
 

@@ -133,6 +133,12 @@ impl EagerHost {
         })
     }
 
+    /// The index of direction `dir` in the list: the PE's own `Dir` for it.
+    fn dir(&mut self, dir: &str) -> u32 {
+        let (machine, pe) = (&self.machine, self.pe);
+        self.list.dir(dir, |d| machine.direction(pe, d))
+    }
+
     fn record(&mut self, c: Command) -> wasmtime::Result<()> {
         if self.list.len() >= MAX_RECORDED_COMMANDS {
             return Err(wasmtime::Error::new(NeedsSimulatedTime {
@@ -261,7 +267,7 @@ impl EagerHost {
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
-        let dir_id = dir.as_deref().map(|d| self.list.dir(d));
+        let dir_id = dir.as_deref().map(|d| self.dir(d));
         let accepted = self.accepted_recvs.contains(&dir_id);
         if let Err(e) = self.check_receive((dir.as_deref(), accepted), &shape, dtype, dst) {
             return Err(self.fail(call::recv(dir.as_deref(), dst), e));
@@ -349,7 +355,7 @@ impl tl::Host for EagerHost {
         }
         let fut = self.list.futures;
         self.list.futures += 1;
-        let dir_id = dir.as_deref().map(|d| self.list.dir(d));
+        let dir_id = dir.as_deref().map(|d| self.dir(d));
         let shape_id = self.list.shape(&shape);
         self.record(Command::RecvAsync {
             dir: dir_id,
@@ -418,7 +424,7 @@ impl tl::Host for EagerHost {
         let v = self.tensor(&value)?;
         let nbytes = v.dtype.nbytes(&v.shape)?;
         let value = v.id;
-        let dir_id = self.list.dir(&dir);
+        let dir_id = self.dir(&dir);
         if !self.accepted_sends.contains(&(dir_id, nbytes)) {
             if let Err(e) = self.machine.check_send(self.pe, &dir, nbytes) {
                 return Err(self.fail(call::send(&dir), e));
@@ -445,7 +451,7 @@ impl tl::Host for EagerHost {
         if let Err(e) = checked {
             return Err(self.fail(call::send_addr(&dir, src_addr, &shape), e));
         }
-        let (dir, shape) = (self.list.dir(&dir), self.list.shape(&shape));
+        let (dir, shape) = (self.dir(&dir), self.list.shape(&shape));
         self.record(Command::SendAddr {
             dir,
             addr: src_addr,

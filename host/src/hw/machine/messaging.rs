@@ -83,12 +83,10 @@ impl Machine {
                         }
                     }
                     None => {
-                        let taken = self
-                            .pe(n.peer)
-                            .ipcq
-                            .lock()
-                            .as_ref()
-                            .is_some_and(|p| p.rx.iter().any(|(name, _)| name == &n.peer_dir));
+                        let taken =
+                            self.pe(n.peer).ipcq.lock().as_ref().is_some_and(|p| {
+                                p.rx.iter().any(|(name, _)| **name == *n.peer_dir)
+                            });
                         if taken {
                             return Err(conflict(format!(
                                 "{} already receives another sender's messages as {}",
@@ -150,7 +148,7 @@ impl Machine {
             let peer_port = ports
                 .entry(*peer)
                 .or_insert_with(|| self.port_to_extend(*peer));
-            peer_port.rx.push((rdir.clone(), queue.clone()));
+            peer_port.rx.push((rdir.as_str().into(), queue.clone()));
             let peer_notify = peer_port.rx_notify.clone();
             ports
                 .entry(pe)
@@ -217,11 +215,21 @@ impl Machine {
         v
     }
 
+    /// `name` as a `Dir` for `pe`'s kernels to name a direction by: its
+    /// receive queue's own when `pe` receives on `name` (a receive then
+    /// finds the queue by pointer), else a new one.
+    pub fn direction(&self, pe: PeCoord, name: &str) -> Dir {
+        let port = self.pe(pe).ipcq.lock();
+        port.as_ref()
+            .and_then(|p| p.rx.iter().find(|(n, _)| **n == *name))
+            .map_or_else(|| name.into(), |(n, _)| n.clone())
+    }
+
     /// The name of `pe`'s receive direction `rx` (`None`: any).
     fn rx_name(&self, pe: PeCoord, rx: RxDir) -> Option<String> {
         let i = rx? as usize;
         let port = self.pe(pe).ipcq.lock();
-        port.as_ref()?.rx.get(i).map(|(name, _)| name.clone())
+        port.as_ref()?.rx.get(i).map(|(name, _)| name.to_string())
     }
 
     /// The seed's pointer dump of every IPCQ ring at simulated time `now`:
@@ -305,7 +313,7 @@ impl Machine {
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
         match dir {
-            Some(d) if !port.rx.iter().any(|(name, _)| name == d) => {
+            Some(d) if !port.rx.iter().any(|(name, _)| **name == *d) => {
                 Err(HwError::InvalidDirection {
                     pe: pe.to_string(),
                     dir: d.to_string(),
@@ -604,10 +612,13 @@ impl Machine {
                 let mut picked = None;
                 match dir {
                     Some(d) => {
+                        // By pointer first: a recorded kernel names the
+                        // queue's own `Dir` (no name read, no miss).
                         let i = port
                             .rx
                             .iter()
-                            .position(|(name, _)| **name == **d)
+                            .position(|(name, _)| Arc::ptr_eq(name, d))
+                            .or_else(|| port.rx.iter().position(|(name, _)| **name == **d))
                             .ok_or_else(|| HwError::InvalidDirection {
                                 pe: pe.to_string(),
                                 dir: d.to_string(),
@@ -694,5 +705,49 @@ impl Machine {
         } else {
             senders.join(" or ")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ccl::NeighbourTopology;
+    use crate::config::TopologySpec;
+
+    /// A kernel's recorded receives name a direction by its queue's own
+    /// `Dir` (found by pointer); any other name is a new one.
+    #[test]
+    fn a_receive_direction_is_named_by_its_queue_s_own_dir() {
+        let mut spec = TopologySpec::default_embedded();
+        spec.system.sips.count = 3;
+        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+        let pes: Vec<PeCoord> = (0..3)
+            .map(|sip| PeCoord {
+                sip,
+                cube: 0,
+                pe: 0,
+            })
+            .collect();
+        let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
+        machine
+            .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
+            .unwrap();
+        let pe = pes[1];
+        let rx: Vec<Dir> = {
+            let port = machine.pe(pe).ipcq.lock();
+            port.as_ref()
+                .unwrap()
+                .rx
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        assert!(!rx.is_empty());
+        for name in &rx {
+            assert!(Arc::ptr_eq(&machine.direction(pe, name), name), "{name}");
+        }
+        let other = machine.direction(pe, "nowhere");
+        assert_eq!(&*other, "nowhere");
+        assert!(rx.iter().all(|n| !Arc::ptr_eq(n, &other)));
     }
 }
