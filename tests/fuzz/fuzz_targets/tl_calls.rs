@@ -106,7 +106,8 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
             }
             Op::Send { slot, dir } => {
                 if let Some(t) = pick(&slots, slot) {
-                    let _ = m.send(pe, DIRS[dir as usize % 3].into(), t).await;
+                    let d = m.direction(pe, DIRS[dir as usize % 3]);
+                    let _ = m.send(pe, &d, t).await;
                 }
                 None
             }
@@ -117,9 +118,9 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
                 into,
             } => {
                 let shape: Shape = shape.iter().map(|&x| x as u32).collect();
-                let dir = dir.map(|x| DIRS[x as usize % 3].into());
+                let dir = dir.map(|x| m.direction(pe, DIRS[x as usize % 3]));
                 let dst = into.map(|a| addr(&a, shared));
-                m.recv(pe, dir, shape, dtype(d), dst).await.ok()
+                m.recv(pe, dir.as_ref(), shape, dtype(d), dst).await.ok()
             }
             Op::Binary { op, a, b } => {
                 let op =
