@@ -130,6 +130,11 @@ pub struct IpcqPort {
 }
 
 impl IpcqPort {
+    /// The index of receive direction `name` among `rx`.
+    pub fn rx_index(&self, name: &str) -> Option<usize> {
+        self.rx.iter().position(|(n, _)| **n == *name)
+    }
+
     pub fn installed_dirs(&self) -> String {
         let mut d: Vec<&str> = self.tx.keys().map(|s| s.as_str()).collect();
         for (n, _) in &self.rx {

@@ -29,6 +29,12 @@ impl<P> Segment<P> {
             used: 0,
         })
     }
+
+    /// Put `p` in empty slot `slot`.
+    fn fill(&mut self, slot: usize, p: P) -> &mut P {
+        self.used += 1;
+        self.slots[slot].insert(p)
+    }
 }
 
 /// A sparse map (space, page number) → `P`.
@@ -86,16 +92,13 @@ impl<P> PageTable<P> {
                 // Made before its segment, so that a refusal leaves none.
                 let p = make()?;
                 self.len += 1;
-                let segment = v.insert(Segment::empty());
-                segment.used = 1;
-                return Ok(segment.slots[slot].insert(p));
+                return Ok(v.insert(Segment::empty()).fill(slot, p));
             }
         };
         if segment.slots[slot].is_none() {
             let p = make()?;
-            segment.used += 1;
             self.len += 1;
-            segment.slots[slot] = Some(p);
+            return Ok(segment.fill(slot, p));
         }
         Ok(segment.slots[slot].as_mut().expect("present"))
     }

@@ -538,7 +538,10 @@ mod tests {
             .iter()
             .map(|&l| &t.links[l as usize])
             .filter(|l| l.kind == LinkKind::Ucie)
-            .map(|l| format!("{}>{}", t.node(l.from), t.node(l.to)))
+            .map(|l| {
+                let (from, to) = t.ends(l);
+                format!("{from}>{to}")
+            })
             .collect();
         assert_eq!(
             ucie,

@@ -83,10 +83,12 @@ impl Machine {
                         }
                     }
                     None => {
-                        let taken =
-                            self.pe(n.peer).ipcq.lock().as_ref().is_some_and(|p| {
-                                p.rx.iter().any(|(name, _)| **name == *n.peer_dir)
-                            });
+                        let taken = self
+                            .pe(n.peer)
+                            .ipcq
+                            .lock()
+                            .as_ref()
+                            .is_some_and(|p| p.rx_index(&n.peer_dir).is_some());
                         if taken {
                             return Err(conflict(format!(
                                 "{} already receives another sender's messages as {}",
@@ -221,8 +223,8 @@ impl Machine {
     pub fn direction(&self, pe: PeCoord, name: &str) -> Dir {
         let port = self.pe(pe).ipcq.lock();
         port.as_ref()
-            .and_then(|p| p.rx.iter().find(|(n, _)| **n == *name))
-            .map_or_else(|| name.into(), |(n, _)| n.clone())
+            .and_then(|p| Some(p.rx[p.rx_index(name)?].0.clone()))
+            .unwrap_or_else(|| name.into())
     }
 
     /// The name of `pe`'s receive direction `rx` (`None`: any).
@@ -313,13 +315,11 @@ impl Machine {
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
         match dir {
-            Some(d) if !port.rx.iter().any(|(name, _)| **name == *d) => {
-                Err(HwError::InvalidDirection {
-                    pe: pe.to_string(),
-                    dir: d.to_string(),
-                    installed: port.installed_dirs(),
-                })
-            }
+            Some(d) if port.rx_index(d).is_none() => Err(HwError::InvalidDirection {
+                pe: pe.to_string(),
+                dir: d.to_string(),
+                installed: port.installed_dirs(),
+            }),
             _ => Ok(()),
         }
     }
@@ -618,7 +618,7 @@ impl Machine {
                             .rx
                             .iter()
                             .position(|(name, _)| Arc::ptr_eq(name, d))
-                            .or_else(|| port.rx.iter().position(|(name, _)| **name == **d))
+                            .or_else(|| port.rx_index(d))
                             .ok_or_else(|| HwError::InvalidDirection {
                                 pe: pe.to_string(),
                                 dir: d.to_string(),
