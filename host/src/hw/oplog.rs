@@ -168,6 +168,15 @@ pub struct Completed {
     pub params: OpParams,
 }
 
+/// What the log knows of a command when it is issued, for its
+/// [`Completed`] record.
+pub struct IssueMarks {
+    /// The issuing actor's sync record then ([`Completed::after`]).
+    pub after: Option<u64>,
+    /// For a DMA, see [`Completed::queue_prev`].
+    pub queue_prev: Option<usize>,
+}
+
 /// What the log knows of one event (a tensor's readiness).
 #[derive(Default)]
 struct EventInfo {

@@ -11,7 +11,7 @@ use crate::hw::compute_op::ComputeOp;
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::{self, CompositeOp};
 use crate::hw::math_ops::{self, ReduceOp, UnaryOp};
-use crate::hw::oplog::{Actor, Completed, OpParams};
+use crate::hw::oplog::{Completed, OpParams};
 use crate::hw::tensor::{check_same_operands, Operands, Shape};
 use crate::hw::trace::Track;
 use crate::topology::PeCoord;
@@ -30,11 +30,44 @@ enum ComputeUnit {
 }
 
 impl ComputeUnit {
+    /// The unit as its command's task keeps it (the rate is spent on the
+    /// busy time at issue).
+    fn kind(self) -> UnitKind {
+        match self {
+            ComputeUnit::Math => UnitKind::Math,
+            ComputeUnit::Gemm(_) => UnitKind::Gemm,
+        }
+    }
+}
+
+/// A compute unit by name only: one byte in a command's task, which
+/// names it in traces, faults and counts.
+#[derive(Clone, Copy)]
+enum UnitKind {
+    Math,
+    Gemm,
+}
+
+impl UnitKind {
     /// The unit's in-order queue on `pe`.
     fn queue(self, pe: &PeState) -> &Turnstile {
         match self {
-            ComputeUnit::Math => &pe.math,
-            ComputeUnit::Gemm(_) => &pe.gemm,
+            UnitKind::Math => &pe.math,
+            UnitKind::Gemm => &pe.gemm,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            UnitKind::Math => "MATH",
+            UnitKind::Gemm => "GEMM",
+        }
+    }
+
+    fn track(self, pe: PeCoord) -> Track {
+        match self {
+            UnitKind::Math => Track::Math(pe),
+            UnitKind::Gemm => Track::Gemm(pe),
         }
     }
 }
@@ -100,9 +133,9 @@ impl Machine {
             out,
             done,
         } = stage;
-        let (rate, overhead, unit_name) = match unit {
-            ComputeUnit::Math => (self.timing.math_rate, self.timing.math_overhead, "MATH"),
-            ComputeUnit::Gemm(rate) => (rate, self.timing.gemm_overhead, "GEMM"),
+        let (rate, overhead) = match unit {
+            ComputeUnit::Math => (self.timing.math_rate, self.timing.math_overhead),
+            ComputeUnit::Gemm(rate) => (rate, self.timing.gemm_overhead),
         };
         let busy = rate
             .duration_ps(work)
@@ -111,10 +144,14 @@ impl Machine {
                 what: format!("{} of {work} units of work", describe(&op, &out)),
                 source,
             })?;
+        // The task keeps what it needs and no more: it is read at each of
+        // its polls, long after the issue (a cache line fewer is a miss
+        // fewer per poll at a thousand ranks).
+        let unit = unit.kind();
         let st = self.pe(pe);
         let ticket = unit.queue(st).take();
         self.track(st, &done);
-        let frontier = self.issued_after(Actor::Pe(pe));
+        let logged = self.issue_marks(pe, None);
         let m = self.clone();
         engine::spawn_detached(async move {
             // The unit's queue, borrowed from the PE the task's machine
@@ -132,17 +169,13 @@ impl Machine {
                 Ok(t) => t,
                 Err(source) => {
                     let what = format!("{} issued at {start} ps", describe(&op, &out));
-                    return m.set_fault(pe, unit_name, HwError::TimeOverflow { what, source });
+                    return m.set_fault(pe, unit.name(), HwError::TimeOverflow { what, source });
                 }
             };
             engine::sleep_until(end).await;
             if let Some(tr) = &m.trace {
-                let track = match unit {
-                    ComputeUnit::Math => Track::Math(pe),
-                    ComputeUnit::Gemm(_) => Track::Gemm(pe),
-                };
                 tr.record(
-                    track,
+                    unit.track(pe),
                     format!("{} x{work}", describe(&op, &out)),
                     start,
                     engine::now(),
@@ -160,20 +193,20 @@ impl Machine {
                     op.apply_to_memory(&mut mem, &regions, dst, unit_bytes)
                 };
                 if let Err(e) = written {
-                    return m.set_fault(pe, unit_name, e.into());
+                    return m.set_fault(pe, unit.name(), e.into());
                 }
             }
             match unit {
-                ComputeUnit::Math => m.stats.lock().math_commands += 1,
-                ComputeUnit::Gemm(_) => m.stats.lock().gemm_commands += 1,
+                UnitKind::Math => m.stats.lock().math_commands += 1,
+                UnitKind::Gemm => m.stats.lock().gemm_commands += 1,
             }
-            if let Some(out) = out {
+            if let (Some(out), Some(marks)) = (out, logged) {
                 m.log_op(|| Completed {
                     op: op.log_name(),
                     pe: Some(pe),
-                    unit: Some(unit_name),
+                    unit: Some(unit.name()),
                     span: (start, end),
-                    after: frontier,
+                    after: marks.after,
                     queue_prev: None,
                     inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
                     produces: Some(done.clone()),

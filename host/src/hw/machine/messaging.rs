@@ -3,7 +3,7 @@
 //! for in a deadlock report. The ring buffers themselves are
 //! [`crate::hw::ipcq`].
 
-use super::{IpcqSettings, Machine, Shape, TensorInner, TensorRef};
+use super::{DmaKind, IpcqSettings, Machine, Shape, TensorInner, TensorRef};
 use crate::address::Space;
 use crate::ccl::tables::{Neighbour, NeighbourTables};
 use crate::config::ccl::BufferKind;
@@ -395,7 +395,7 @@ impl Machine {
                 (q.space, q.slot_offset(slot))
             };
             m.dma(
-                "send",
+                DmaKind::Send,
                 pe,
                 (value.space, value.offset),
                 (space, offset),
@@ -576,7 +576,7 @@ impl Machine {
                     Hold::None,
                 )?;
                 m.dma(
-                    "recv copy",
+                    DmaKind::RecvCopy,
                     pe,
                     (space, offset),
                     (out.space, out.offset),

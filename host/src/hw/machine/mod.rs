@@ -26,9 +26,9 @@ use crate::hw::alloc::RangeAlloc;
 use crate::hw::blocked::Blocked;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
-use crate::hw::link::LinkTable;
+use crate::hw::link::{LinkTable, RouteHops};
 use crate::hw::memory::MemoryStore;
-use crate::hw::oplog::{Actor, Completed, OpLog, OpParams};
+use crate::hw::oplog::{Actor, Completed, IssueMarks, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
 use crate::hw::tensor::Hold;
 pub use crate::hw::tensor::{check_same_operands, Operands, Shape, TensorInner, TensorRef};
@@ -75,6 +75,38 @@ struct PeState {
 /// A receive direction (`None`: round-robin) and the event of the last
 /// receive that claimed on it.
 type Claim = (Option<super::blocked::Dir>, Event);
+
+/// What a DMA command is for: it names the command in traces and faults,
+/// and its op in the log. One byte in the command's task.
+#[derive(Clone, Copy)]
+enum DmaKind {
+    Load,
+    Store,
+    Send,
+    Copy,
+    RecvCopy,
+}
+
+impl DmaKind {
+    fn name(self) -> &'static str {
+        match self {
+            DmaKind::Load => "load",
+            DmaKind::Store => "store",
+            DmaKind::Send => "send",
+            DmaKind::Copy => "copy",
+            DmaKind::RecvCopy => "recv copy",
+        }
+    }
+
+    /// The op log's name (seed ADR-0052).
+    fn log_name(self) -> &'static str {
+        match self {
+            DmaKind::Load => "dma_read",
+            DmaKind::Send => "ipcq_copy",
+            DmaKind::Store | DmaKind::Copy | DmaKind::RecvCopy => "dma_write",
+        }
+    }
+}
 
 /// Timing parameters of the PE engines.
 #[derive(Debug, Clone, Copy)]
@@ -228,9 +260,18 @@ impl Machine {
         self.oplog.get().map(|l| f(&mut l.lock()))
     }
 
-    /// What an op `actor` issues now comes after (its latest sync record).
-    pub(super) fn issued_after(&self, actor: Actor) -> Option<u64> {
-        self.with_oplog(|l| l.frontier(actor)).flatten()
+    /// What the op log needs of a command `pe` issues now, `None` when
+    /// not recording: boxed, so that a command's task carries one pointer
+    /// for it (tasks are read at each poll; the log is off on the hot path).
+    /// `dma`: the completion event of a DMA command (its engine's order).
+    #[inline]
+    pub(super) fn issue_marks(&self, pe: PeCoord, dma: Option<&Event>) -> Option<Box<IssueMarks>> {
+        self.with_oplog(|l| {
+            Box::new(IssueMarks {
+                after: l.frontier(Actor::Pe(pe)),
+                queue_prev: dma.and_then(|done| l.dma_issued(pe, done)),
+            })
+        })
     }
 
     /// `pe`'s kernel resumed after waiting for `events` (a sync record).
@@ -576,7 +617,7 @@ impl Machine {
     #[allow(clippy::too_many_arguments)]
     fn dma(
         self: &Arc<Self>,
-        what: &'static str,
+        what: DmaKind,
         pe: PeCoord,
         src: (Space, u64),
         dst: (Space, u64),
@@ -594,8 +635,8 @@ impl Machine {
         )?;
         let ticket = st.dma.take();
         self.track(st, &done);
-        let after = self.issued_after(Actor::Pe(pe));
-        let queue_prev = self.with_oplog(|l| l.dma_issued(pe, &done)).flatten();
+        // The task keeps what it needs and no more (see `compute_stage`).
+        let logged = self.issue_marks(pe, Some(&done));
         let m = self.clone();
         engine::spawn_detached(async move {
             // Borrowed from the PE the task's machine holds.
@@ -606,69 +647,82 @@ impl Machine {
             }
             let start = engine::now();
             let fail = |e: crate::units::TimeOverflow| HwError::TimeOverflow {
-                what: format!("a {what} of {nbytes} bytes issued at {start} ps"),
+                what: format!("a {} of {nbytes} bytes issued at {start} ps", what.name()),
                 source: e,
             };
             let set_up = match crate::units::add(start, m.timing.dma_setup) {
                 Ok(t) => t,
-                Err(e) => return m.set_fault(pe, what, fail(e)),
+                Err(e) => return m.set_fault(pe, what.name(), fail(e)),
             };
             engine::sleep_until(set_up).await;
             engine_q.done();
             // The bytes leave the source as the transfer starts (seed 003
             // §8 item 6) and land at its end.
             let staged = m.memory.lock().stage(src.0, src.1, nbytes);
-            let mut busy = m.trace.as_ref().map(|_| Vec::new());
-            let end = m.links.lock().reserve(
-                &path,
-                engine::now(),
-                nbytes,
-                m.timing.local_rate,
-                busy.as_mut(),
-            );
-            let end = match end {
+            let end = match m.book_transfer(what, pe, &path, (src.0, dst.0), nbytes, start) {
                 Ok(t) => t,
-                Err(e) => return m.set_fault(pe, what, fail(e)),
+                Err(e) => return m.set_fault(pe, what.name(), fail(e)),
             };
-            if let Some(tr) = &m.trace {
-                let name = format!("{what} {nbytes} B {} -> {}", src.0, dst.0);
-                tr.record(Track::Dma(pe), name.clone(), start, end);
-                for (link, a, b) in busy.unwrap_or_default() {
-                    tr.record(Track::Link(link), name.clone(), a, b);
-                }
-            }
+            drop(path);
             engine::sleep_until(end).await;
             let copied = m.memory.lock().land(staged, dst);
             if let Err(e) = copied {
-                return m.set_fault(pe, what, e.into());
+                return m.set_fault(pe, what.name(), e.into());
             }
             {
                 let mut s = m.stats.lock();
                 s.dma_commands += 1;
                 s.bytes_moved += nbytes;
             }
-            m.log_op(|| Completed {
-                op: match what {
-                    "load" => "dma_read",
-                    "send" => "ipcq_copy",
-                    _ => "dma_write",
-                },
-                pe: Some(pe),
-                unit: None,
-                span: (start, end),
-                after,
-                queue_prev,
-                inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
-                produces: Some(done.clone()),
-                params: OpParams::Copy {
-                    src: (src.0, src.1, nbytes),
-                    dst: (dst.0, dst.1, nbytes),
-                },
-            });
+            if let Some(marks) = logged {
+                m.log_op(|| Completed {
+                    op: what.log_name(),
+                    pe: Some(pe),
+                    unit: None,
+                    span: (start, end),
+                    after: marks.after,
+                    queue_prev: marks.queue_prev,
+                    inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
+                    produces: Some(done.clone()),
+                    params: OpParams::Copy {
+                        src: (src.0, src.1, nbytes),
+                        dst: (dst.0, dst.1, nbytes),
+                    },
+                });
+            }
             drop(inputs);
             done.set();
         });
         Ok(())
+    }
+
+    /// Book a DMA's transfer on its path from now: its end. With a trace,
+    /// the engine's span from `start` and each link's busy interval.
+    fn book_transfer(
+        &self,
+        what: DmaKind,
+        pe: PeCoord,
+        path: &RouteHops,
+        (from, to): (Space, Space),
+        nbytes: u64,
+        start: Ps,
+    ) -> Result<Ps, crate::units::TimeOverflow> {
+        let now = engine::now();
+        let rate = self.timing.local_rate;
+        let Some(tr) = &self.trace else {
+            return self.links.lock().reserve(path, now, nbytes, rate, None);
+        };
+        let mut busy = Vec::new();
+        let end = self
+            .links
+            .lock()
+            .reserve(path, now, nbytes, rate, Some(&mut busy))?;
+        let name = format!("{} {nbytes} B {from} -> {to}", what.name());
+        tr.record(Track::Dma(pe), name.clone(), start, end);
+        for (link, a, b) in busy {
+            tr.record(Track::Link(link), name.clone(), a, b);
+        }
+        Ok(end)
     }
 
     /// Copies (`src`, `dst`, bytes) that the host asks `pe`'s DMA engine
@@ -689,7 +743,7 @@ impl Machine {
             for c in copies {
                 let d = Event::new();
                 m.dma(
-                    "copy",
+                    DmaKind::Copy,
                     pe,
                     c.src,
                     c.dst,
@@ -718,7 +772,7 @@ impl Machine {
         let src = self.view(addr, shape, dtype)?;
         let out = self.scratch(pe, shape, dtype)?;
         self.dma(
-            "load",
+            DmaKind::Load,
             pe,
             (src.space, src.offset),
             (out.space, out.offset),
@@ -738,7 +792,7 @@ impl Machine {
     ) -> Result<(), HwError> {
         let dst = self.view(addr, &value.shape, value.dtype)?;
         self.dma(
-            "store",
+            DmaKind::Store,
             pe,
             (value.space, value.offset),
             (dst.space, dst.offset),
