@@ -264,6 +264,8 @@ impl Machine {
     /// not recording: boxed, so that a command's task carries one pointer
     /// for it (tasks are read at each poll; the log is off on the hot path).
     /// `dma`: the completion event of a DMA command (its engine's order).
+    /// A command issued before the log began is not logged when it
+    /// completes (the log starts before a run's first command).
     #[inline]
     pub(super) fn issue_marks(&self, pe: PeCoord, dma: Option<&Event>) -> Option<Box<IssueMarks>> {
         self.with_oplog(|l| {
