@@ -1,4 +1,5 @@
-//! Executor core: task slab, ready queue, timer heap, thread-local handle.
+//! Executor core: task slab, ready queue, timer heap, thread-local handle,
+//! and the callbacks ([`Call`]) it runs in place of polling a task.
 
 use super::sync::{join_pair, JoinHandle};
 use super::wheel::TimerWheel;
@@ -12,12 +13,53 @@ use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 
-/// Who a timer wakes: one of our tasks directly (no waker call), or a
-/// foreign waker kept in a side table.
+/// Who a timer wakes: one of our tasks directly (no waker call), a
+/// callback, or a foreign waker kept in a side table.
 #[derive(Clone, Copy)]
 enum Target {
     Task(u32),
+    Call(Call),
     Foreign(u32),
+}
+
+/// A callback the executor runs where it would poll a task: handler
+/// `handler` (see [`register`]) called with `arg`. It takes the ready
+/// queue's and the timers' order exactly as a task woken at the same
+/// moment would, with no future, no allocation and no poll: a hardware
+/// unit that serves its commands from a queue of records needs nothing
+/// else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    pub handler: HandlerId,
+    pub arg: u32,
+}
+
+/// A handler registered on the running executor (see [`register`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HandlerId(u32);
+
+/// What a [`Call`] runs; it is given the call (its own handler id too).
+pub type Handler = Rc<dyn Fn(Call)>;
+
+/// A ready-queue entry: a task id, or a call with this bit set (handler
+/// in bits 32..63, argument in 0..32; task ids are below 2^32).
+const CALL_BIT: usize = 1 << 63;
+const _: () = assert!(
+    usize::BITS == 64,
+    "the ready queue packs calls into 64 bits"
+);
+
+impl Call {
+    fn pack(self) -> usize {
+        CALL_BIT | ((self.handler.0 as usize) << 32) | self.arg as usize
+    }
+
+    fn unpack(word: usize) -> Call {
+        Call {
+            handler: HandlerId(((word & !CALL_BIT) >> 32) as u32),
+            arg: word as u32,
+        }
+    }
 }
 
 struct Slot {
@@ -27,13 +69,17 @@ struct Slot {
 }
 
 struct Core {
+    /// Unique in the process (see [`executor_id`]).
+    id: usize,
     now: Cell<Ps>,
     events: Cell<u64>,
     /// Pending timers, fired in (time, creation) order.
     timers: RefCell<TimerWheel<Target>>,
     foreign: RefCell<Vec<Option<Waker>>>,
     foreign_free: RefCell<Vec<u32>>,
+    /// Task ids and packed calls, in the order they became runnable.
     ready: RefCell<VecDeque<usize>>,
+    handlers: RefCell<Vec<Handler>>,
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     live: Cell<usize>,
@@ -41,13 +87,16 @@ struct Core {
 
 impl Default for Core {
     fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
         Core {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             now: Cell::new(0),
             events: Cell::new(0),
             timers: RefCell::default(),
             foreign: RefCell::default(),
             foreign_free: RefCell::default(),
             ready: RefCell::default(),
+            handlers: RefCell::default(),
             slots: RefCell::default(),
             free: RefCell::default(),
             live: Cell::new(0),
@@ -59,6 +108,8 @@ impl Core {
     fn add_timer(&self, at: Ps, waker: &Waker) {
         let target = if waker.vtable() == &VTABLE {
             Target::Task(waker.data() as usize as u32)
+        } else if waker.vtable() == &CALL_VTABLE {
+            Target::Call(Call::unpack(waker.data() as usize))
         } else {
             let mut f = self.foreign.borrow_mut();
             let idx = match self.foreign_free.borrow_mut().pop() {
@@ -79,6 +130,7 @@ impl Core {
     fn fire(&self, target: Target) {
         match target {
             Target::Task(id) => self.schedule(id as usize),
+            Target::Call(call) => self.ready.borrow_mut().push_back(call.pack()),
             Target::Foreign(i) => {
                 let w = self.foreign.borrow_mut()[i as usize].take();
                 self.foreign_free.borrow_mut().push(i);
@@ -149,6 +201,20 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(
     |p| wake_id(p as usize),
     |_| {},
 );
+
+// Call wakers carry the packed call in the data pointer.
+static CALL_VTABLE: RawWakerVTable = RawWakerVTable::new(
+    |p| RawWaker::new(p, &CALL_VTABLE),
+    |p| wake_call(p as usize),
+    |p| wake_call(p as usize),
+    |_| {},
+);
+
+fn wake_call(word: usize) {
+    if let Some(core) = current() {
+        core.ready.borrow_mut().push_back(word);
+    }
+}
 
 fn wake_id(id: usize) {
     if let Some(core) = current() {
@@ -238,6 +304,13 @@ impl Executor {
             loop {
                 let next = core.ready.borrow_mut().pop_front();
                 let Some(id) = next else { break };
+                if id & CALL_BIT != 0 {
+                    let call = Call::unpack(id);
+                    let handler = core.handlers.borrow()[call.handler.0 as usize].clone();
+                    core.events.set(core.events.get() + 1);
+                    handler(call);
+                    continue;
+                }
                 let fut = {
                     let mut slots = core.slots.borrow_mut();
                     let slot = &mut slots[id];
@@ -308,6 +381,44 @@ where
 /// signals its completion itself): no join state is allocated.
 pub fn spawn_detached(fut: impl Future<Output = ()> + 'static) {
     with_current(|c| c.spawn_boxed(Box::pin(fut)));
+}
+
+/// Register `handler` on the running executor, for [`Call`]s to it.
+pub fn register(handler: Handler) -> HandlerId {
+    with_current(|c| {
+        let mut h = c.handlers.borrow_mut();
+        assert!(h.len() < (1 << 31), "engine: too many handlers");
+        h.push(handler);
+        HandlerId((h.len() - 1) as u32)
+    })
+}
+
+/// An identity of the running executor, unique in the process: a
+/// [`HandlerId`] is valid on the executor that registered it.
+pub fn executor_id() -> usize {
+    with_current(|c| c.id)
+}
+
+/// Run `call` once every task and call runnable now has run, as a task
+/// spawned now would first run.
+pub fn call_soon(call: Call) {
+    with_current(|c| c.ready.borrow_mut().push_back(call.pack()));
+}
+
+/// Run `call` at simulated time `at` (never before now), as a task
+/// sleeping until `at` would be woken then.
+pub fn call_at(at: Ps, call: Call) {
+    with_current(|c| {
+        debug_assert!(at >= c.now.get(), "a call in the past");
+        c.timers.borrow_mut().push(at, Target::Call(call));
+    });
+}
+
+/// A waker that runs `call` when woken (e.g. left on an [`super::Event`]).
+pub fn call_waker(call: Call) -> Waker {
+    // SAFETY: the vtable functions never dereference the data pointer; it
+    // is only the packed call.
+    unsafe { Waker::from_raw(RawWaker::new(call.pack() as *const (), &CALL_VTABLE)) }
 }
 
 /// A future that completes at simulated time `at` (at once if past).
@@ -400,6 +511,53 @@ mod tests {
         assert_eq!(ex.pending_timers(), 0);
         ev.set();
         assert_eq!(ex.run(), RunOutcome::Finished);
+    }
+
+    #[test]
+    fn calls_take_their_turn_with_tasks_in_the_ready_queue_and_the_timers() {
+        let ex = Executor::new();
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let ev = Event::new();
+        let (l, e) = (log.clone(), ev.clone());
+        ex.spawn(async move {
+            let l2 = l.clone();
+            let h = register(Rc::new(move |c: Call| l2.borrow_mut().push((c.arg, now()))));
+            // Runnable now, after the task spawned before it.
+            let later = spawn({
+                let l = l.clone();
+                async move { l.borrow_mut().push((100, now())) }
+            });
+            call_soon(Call { handler: h, arg: 1 });
+            // Timers: the task's and the call's at 5 fire in creation order.
+            call_at(5, Call { handler: h, arg: 2 });
+            // Woken by an event, in the order waiting started.
+            assert!(!e.is_set_or_wake(&call_waker(Call { handler: h, arg: 3 })));
+            sleep(5).await;
+            l.borrow_mut().push((200, now()));
+            e.set();
+            sleep(1).await;
+            later.await;
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        assert_eq!(
+            *log.borrow(),
+            vec![(100, 0), (1, 0), (2, 5), (200, 5), (3, 5)]
+        );
+        // A call is an event of the executor, as a poll is.
+        assert!(ex.events_processed() >= 3);
+    }
+
+    #[test]
+    fn handlers_belong_to_the_executor_that_registered_them() {
+        let ids: Vec<usize> = (0..2)
+            .map(|_| {
+                let ex = Executor::new();
+                let h = ex.spawn(async { executor_id() });
+                ex.run();
+                h.try_take().unwrap()
+            })
+            .collect();
+        assert_ne!(ids[0], ids[1]);
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod sync;
 mod wheel;
 
 pub use executor::{
-    now, sleep, sleep_until, spawn, spawn_detached, try_now, Executor, RunOutcome, Sleep,
+    call_at, call_soon, call_waker, executor_id, now, register, sleep, sleep_until, spawn,
+    spawn_detached, try_now, Call, Executor, Handler, HandlerId, RunOutcome, Sleep,
 };
 pub use sync::{Event, JoinHandle, Signal, Turnstile};

@@ -66,6 +66,21 @@ impl Event {
         }
     }
 
+    /// `true` if set; else `waker` is woken when it is (as a task waiting
+    /// on it would be, in the order waiting started): for a waiter that
+    /// is not a future (an engine [`crate::engine::Call`]).
+    pub fn is_set_or_wake(&self, waker: &Waker) -> bool {
+        if self.is_set() {
+            return true;
+        }
+        let mut w = self.0.waiters.lock();
+        if self.0.set.load(Ordering::Acquire) {
+            return true;
+        }
+        w.push(waker.clone());
+        false
+    }
+
     /// Completes once the event is set. It borrows the event (no count
     /// change of a shared event per wait: a ring step waits ~5 times).
     pub fn wait(&self) -> EventWait<'_> {

@@ -4,19 +4,18 @@
 //! keeps its unit busy for `overhead + work / throughput` (DESIGN §4) and
 //! applies its [`ComputeOp`] when it completes.
 
-use super::{Machine, PeState, TensorRef};
-use crate::engine::{self, Event, Turnstile};
+use super::compute_unit::{describe, StageRecord, UnitKind};
+use super::{Machine, TensorRef};
+use crate::engine::Event;
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::{self, CompositeOp};
 use crate::hw::math_ops::{self, ReduceOp, UnaryOp};
-use crate::hw::oplog::{Completed, OpParams};
 use crate::hw::tensor::{check_same_operands, Operands, Shape};
-use crate::hw::trace::Track;
 use crate::topology::PeCoord;
 use crate::units::Rate;
-use smallvec::{smallvec, SmallVec};
+use smallvec::smallvec;
 use std::sync::Arc;
 
 /// The PE engine a compute command runs on, and what its work costs.
@@ -30,44 +29,12 @@ enum ComputeUnit {
 }
 
 impl ComputeUnit {
-    /// The unit as its command's task keeps it (the rate is spent on the
-    /// busy time at issue).
+    /// The unit as its command's record keeps it (the rate is spent on
+    /// the busy time at issue).
     fn kind(self) -> UnitKind {
         match self {
             ComputeUnit::Math => UnitKind::Math,
             ComputeUnit::Gemm(_) => UnitKind::Gemm,
-        }
-    }
-}
-
-/// A compute unit by name only: one byte in a command's task, which
-/// names it in traces, faults and counts.
-#[derive(Clone, Copy)]
-enum UnitKind {
-    Math,
-    Gemm,
-}
-
-impl UnitKind {
-    /// The unit's in-order queue on `pe`.
-    fn queue(self, pe: &PeState) -> &Turnstile {
-        match self {
-            UnitKind::Math => &pe.math,
-            UnitKind::Gemm => &pe.gemm,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            UnitKind::Math => "MATH",
-            UnitKind::Gemm => "GEMM",
-        }
-    }
-
-    fn track(self, pe: PeCoord) -> Track {
-        match self {
-            UnitKind::Math => Track::Math(pe),
-            UnitKind::Gemm => Track::Gemm(pe),
         }
     }
 }
@@ -82,14 +49,6 @@ struct Stage {
     op: ComputeOp,
     out: Option<TensorRef>,
     done: Event,
-}
-
-/// A stage as traces and errors name it.
-fn describe(op: &ComputeOp, out: &Option<TensorRef>) -> String {
-    match out {
-        Some(_) => op.describe(),
-        None => format!("{} (product)", op.describe()),
-    }
 }
 
 impl Machine {
@@ -118,7 +77,8 @@ impl Machine {
     /// Issue a stage on `pe`'s unit: it takes its turn on the unit's
     /// in-order queue, waits for `after` (an earlier stage of the same
     /// command) and its inputs, keeps the unit busy for
-    /// `overhead + work / rate`, then applies its effect and sets `done`.
+    /// `overhead + work / rate`, then applies its effect and sets `done`
+    /// (see [`super::compute_unit`]).
     fn compute_stage(
         self: &Arc<Self>,
         pe: PeCoord,
@@ -144,86 +104,18 @@ impl Machine {
                 what: format!("{} of {work} units of work", describe(&op, &out)),
                 source,
             })?;
-        // The task keeps what it needs and no more: it is read at each of
-        // its polls, long after the issue (a cache line fewer is a miss
-        // fewer per poll at a thousand ranks).
-        let unit = unit.kind();
-        let st = self.pe(pe);
-        let ticket = unit.queue(st).take();
-        self.track(st, &done);
         let logged = self.issue_marks(pe, None);
-        let m = self.clone();
-        engine::spawn_detached(async move {
-            // The unit's queue, borrowed from the PE the task's machine
-            // holds (no shared count to change per command).
-            let engine_q = unit.queue(m.pe(pe));
-            engine_q.turn(ticket).await;
-            if let Some(e) = &after {
-                e.wait().await;
-            }
-            for t in &inputs {
-                t.ready.wait().await;
-            }
-            let start = engine::now();
-            let end = match crate::units::add(start, busy) {
-                Ok(t) => t,
-                Err(source) => {
-                    let what = format!("{} issued at {start} ps", describe(&op, &out));
-                    return m.set_fault(pe, unit.name(), HwError::TimeOverflow { what, source });
-                }
-            };
-            engine::sleep_until(end).await;
-            if let Some(tr) = &m.trace {
-                tr.record(
-                    unit.track(pe),
-                    format!("{} x{work}", describe(&op, &out)),
-                    start,
-                    engine::now(),
-                );
-            }
-            if let Some(out) = &out {
-                let regions: SmallVec<[_; 3]> = inputs
-                    .iter()
-                    .map(|t| (t.space, t.offset, t.nbytes()))
-                    .collect();
-                let dst = (out.space, out.offset, out.nbytes());
-                let unit_bytes = out.dtype.itemsize();
-                let written = {
-                    let mut mem = m.memory.lock();
-                    op.apply_to_memory(&mut mem, &regions, dst, unit_bytes)
-                };
-                if let Err(e) = written {
-                    return m.set_fault(pe, unit.name(), e.into());
-                }
-            }
-            match unit {
-                UnitKind::Math => m.stats.lock().math_commands += 1,
-                UnitKind::Gemm => m.stats.lock().gemm_commands += 1,
-            }
-            if let (Some(out), Some(marks)) = (out, logged) {
-                m.log_op(|| Completed {
-                    op: op.log_name(),
-                    pe: Some(pe),
-                    unit: Some(unit.name()),
-                    span: (start, end),
-                    after: marks.after,
-                    queue_prev: None,
-                    inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
-                    produces: Some(done.clone()),
-                    params: OpParams::Compute {
-                        inputs: inputs
-                            .iter()
-                            .map(|t| (t.space, t.offset, t.nbytes()))
-                            .collect(),
-                        out: (out.space, out.offset, out.nbytes()),
-                        op,
-                    },
-                });
-            }
-            engine_q.done();
-            drop(inputs);
-            done.set();
-        });
+        let record = StageRecord {
+            busy,
+            work,
+            after,
+            op,
+            inputs,
+            out,
+            done,
+            logged,
+        };
+        self.enqueue_stage(pe, unit.kind(), record);
         Ok(())
     }
 

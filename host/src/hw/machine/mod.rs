@@ -14,6 +14,7 @@
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
 mod compute;
+mod compute_unit;
 mod messaging;
 
 use crate::address::{self, Space};
@@ -49,11 +50,12 @@ pub const COMMAND_QUEUE_DEPTH: usize = 4096;
 /// Per-PE state.
 struct PeState {
     routes: Mutex<RecentRoutes>,
-    /// The DMA and MATH engines: in-order queues of commands.
+    /// The DMA engine: an in-order queue of commands (a task each).
     dma: Turnstile,
-    math: Turnstile,
-    /// The matrix unit (`tl.gemm`): its own in-order queue.
-    gemm: Turnstile,
+    /// The MATH unit and the matrix unit (`tl.gemm`): in-order queues of
+    /// command records (see [`compute_unit`]).
+    math: Mutex<compute_unit::UnitQueue>,
+    gemm: Mutex<compute_unit::UnitQueue>,
     ipcq: Mutex<Option<IpcqPort>>,
     /// The direction it last sent on and its entry (a kernel's sends
     /// share one `Dir` per direction; an installed entry never changes):
@@ -194,6 +196,9 @@ pub struct Machine {
     /// The op log (`--oplog`, `--verify-data`; unset: off, and free).
     oplog: OnceLock<Mutex<OpLog>>,
     budget: Arc<MemoryBudget>,
+    /// The engine handler that serves the compute units, and the executor
+    /// it is registered on (see [`compute_unit`]).
+    unit_handler: Mutex<Option<(usize, engine::HandlerId)>>,
 }
 
 /// A sink for the lines of the CCL trace.
@@ -335,6 +340,7 @@ impl Machine {
             ccl_log: OnceLock::new(),
             oplog: OnceLock::new(),
             budget,
+            unit_handler: Mutex::new(None),
         })
     }
 
@@ -396,8 +402,8 @@ impl Machine {
                 Box::new(PeState {
                     routes: Mutex::default(),
                     dma: Turnstile::new(),
-                    math: Turnstile::new(),
-                    gemm: Turnstile::new(),
+                    math: Mutex::default(),
+                    gemm: Mutex::default(),
                     ipcq: Mutex::new(None),
                     last_tx: Mutex::new(None),
                     outstanding: Mutex::new(Vec::new()),

@@ -1,0 +1,369 @@
+//! A PE's compute unit (MATH or matrix) as a queue of command records
+//! served by engine calls: no task, future or allocation per command.
+//!
+//! A unit is in-order: its head command waits for its inputs (and the
+//! stage before it, for a composite's epilogue), keeps the unit busy for
+//! its time, applies its effect, then the next one starts. The queue
+//! follows each command through those phases with [`engine::Call`]s: a
+//! call when the command reaches the head, one when each input it waited
+//! for is set (a call waker left on the input's event), one when its busy
+//! time ends (a timer). Each call comes exactly where a task per command
+//! would have been polled — at issue when the unit is idle, when an
+//! input is set, at the timer, and after the command before it completed
+//! (before that command's waiters) — so every table and trace is the one
+//! the task-per-command engine gave. The one difference: a command of no
+//! duration that completes where it starts lets the next one start at
+//! the end of the ready queue rather than where that one was issued.
+
+use super::{Machine, PeState, TensorRef};
+use crate::engine::{self, lock::Mutex, Call, Event, HandlerId};
+use crate::error::HwError;
+use crate::hw::compute_op::ComputeOp;
+use crate::hw::oplog::{Completed, IssueMarks, OpParams};
+use crate::hw::tensor::Operands;
+use crate::hw::trace::Track;
+use crate::topology::PeCoord;
+use crate::units::Ps;
+use smallvec::SmallVec;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A compute unit by name: one byte in a command's record, which names
+/// it in traces, faults and counts.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum UnitKind {
+    Math,
+    Gemm,
+}
+
+impl UnitKind {
+    /// The unit's queue on `pe`.
+    fn queue(self, pe: &PeState) -> &Mutex<UnitQueue> {
+        match self {
+            UnitKind::Math => &pe.math,
+            UnitKind::Gemm => &pe.gemm,
+        }
+    }
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            UnitKind::Math => "MATH",
+            UnitKind::Gemm => "GEMM",
+        }
+    }
+
+    fn track(self, pe: PeCoord) -> Track {
+        match self {
+            UnitKind::Math => Track::Math(pe),
+            UnitKind::Gemm => Track::Gemm(pe),
+        }
+    }
+}
+
+/// One command (or one stage of a composite) waiting for or on its unit.
+pub(super) struct StageRecord {
+    /// `overhead + work / rate`.
+    pub busy: Ps,
+    /// Units of work (the trace names it).
+    pub work: u64,
+    /// An earlier stage of the same command to wait for.
+    pub after: Option<Event>,
+    pub op: ComputeOp,
+    pub inputs: Operands,
+    /// The output it writes (`None`: the stage only takes time, e.g. a
+    /// composite's product).
+    pub out: Option<TensorRef>,
+    /// Set when it completes.
+    pub done: Event,
+    /// What the op log needs (`None`: not recording).
+    pub logged: Option<Box<IssueMarks>>,
+}
+
+/// Where a unit's head command is.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+enum Phase {
+    /// No command.
+    #[default]
+    Idle,
+    /// A call is on its way to look at the head command.
+    Scheduled,
+    /// The head command waits for an input (a call waker is on it).
+    Waiting,
+    /// The head command keeps the unit busy until `end` (a timer call).
+    Busy { start: Ps, end: Ps },
+    /// The head command hit a fault (its time or its memory): the unit
+    /// serves nothing more (the run stops with the fault).
+    Stuck,
+}
+
+/// A compute unit's commands, oldest first.
+#[derive(Default)]
+pub(super) struct UnitQueue {
+    records: VecDeque<StageRecord>,
+    phase: Phase,
+}
+
+/// A stage as traces and errors name it.
+pub(super) fn describe(op: &ComputeOp, out: &Option<TensorRef>) -> String {
+    match out {
+        Some(_) => op.describe(),
+        None => format!("{} (product)", op.describe()),
+    }
+}
+
+impl Machine {
+    /// Queue `record` on `pe`'s `unit`; it runs when the commands before
+    /// it have.
+    pub(super) fn enqueue_stage(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        unit: UnitKind,
+        record: StageRecord,
+    ) {
+        let st = self.pe(pe);
+        self.track(st, &record.done);
+        let mut q = unit.queue(st).lock();
+        q.records.push_back(record);
+        if q.phase == Phase::Idle {
+            q.phase = Phase::Scheduled;
+            drop(q);
+            engine::call_soon(self.unit_call(pe, unit));
+        }
+    }
+
+    /// The call that serves `pe`'s `unit` on the running executor.
+    fn unit_call(self: &Arc<Self>, pe: PeCoord, unit: UnitKind) -> Call {
+        let index = pe.flat_index(self.topo.spec.pe_dims());
+        let arg = u32::try_from(2 * index + (unit == UnitKind::Gemm) as u64)
+            .expect("fewer than 2^31 PEs (the topology validator's node limit)");
+        Call {
+            handler: self.unit_handler(),
+            arg,
+        }
+    }
+
+    /// The handler of compute-unit calls, registered once per executor.
+    fn unit_handler(self: &Arc<Self>) -> HandlerId {
+        let exec = engine::executor_id();
+        let mut h = self.unit_handler.lock();
+        match *h {
+            Some((e, id)) if e == exec => id,
+            _ => {
+                let m = Arc::downgrade(self);
+                let id = engine::register(std::rc::Rc::new(move |call| {
+                    if let Some(m) = m.upgrade() {
+                        m.serve_unit(call);
+                    }
+                }));
+                *h = Some((exec, id));
+                id
+            }
+        }
+    }
+
+    /// A call for the unit its argument names (see [`Self::unit_call`]):
+    /// move its head command on.
+    fn serve_unit(self: &Arc<Self>, call: Call) {
+        let index = (call.arg / 2) as usize;
+        let unit = if call.arg % 2 == 1 {
+            UnitKind::Gemm
+        } else {
+            UnitKind::Math
+        };
+        let pe = || self.pe_at(index);
+        let st = self.pes[index]
+            .get()
+            .expect("a PE with a command has state");
+        let mut q = unit.queue(st).lock();
+        match q.phase {
+            Phase::Busy { start, end } if engine::now() >= end => {
+                drop(q);
+                self.complete_head((index, st), unit, call, (start, end));
+            }
+            Phase::Scheduled | Phase::Waiting => {
+                let head = q
+                    .records
+                    .front()
+                    .expect("a unit with a phase has a command");
+                // Its inputs in order, as a task awaiting each would.
+                let waker = engine::call_waker(call);
+                let waits = head
+                    .after
+                    .iter()
+                    .chain(head.inputs.iter().map(|t| &t.ready));
+                for e in waits {
+                    if !e.is_set_or_wake(&waker) {
+                        q.phase = Phase::Waiting;
+                        return;
+                    }
+                }
+                let start = engine::now();
+                let Ok(end) = crate::units::add(start, head.busy) else {
+                    let what = format!("{} issued at {start} ps", describe(&head.op, &head.out));
+                    q.phase = Phase::Stuck;
+                    let dropped = q.records.pop_front();
+                    drop(q);
+                    drop(dropped);
+                    let source = crate::units::TimeOverflow;
+                    return self.set_fault(
+                        pe(),
+                        unit.name(),
+                        HwError::TimeOverflow { what, source },
+                    );
+                };
+                q.phase = Phase::Busy { start, end };
+                drop(q);
+                if end > start {
+                    engine::call_at(end, call);
+                } else {
+                    // A sleep until now ends at once.
+                    self.complete_head((index, st), unit, call, (start, end));
+                }
+            }
+            // A call with nothing to do (none is sent so; harmless).
+            Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
+        }
+    }
+
+    /// The PE of state index `index`.
+    fn pe_at(&self, index: usize) -> PeCoord {
+        PeCoord::from_flat_index(index as u64, self.topo.spec.pe_dims())
+    }
+
+    /// The head command of `pe`'s `unit` ends its busy `span`: its effect,
+    /// its counts and log, the next command's turn, then its waiters.
+    fn complete_head(
+        self: &Arc<Self>,
+        (index, st): (usize, &PeState),
+        unit: UnitKind,
+        call: Call,
+        span: (Ps, Ps),
+    ) {
+        // Named only by the trace, the log and a fault.
+        let pe = || self.pe_at(index);
+        let (start, end) = span;
+        let record = {
+            let mut q = unit.queue(st).lock();
+            q.records.pop_front().expect("a busy unit has a command")
+        };
+        let StageRecord {
+            work,
+            op,
+            inputs,
+            out,
+            done,
+            logged,
+            ..
+        } = record;
+        if let Some(tr) = &self.trace {
+            tr.record(
+                unit.track(pe()),
+                format!("{} x{work}", describe(&op, &out)),
+                start,
+                engine::now(),
+            );
+        }
+        if let Some(out) = &out {
+            let regions: SmallVec<[_; 3]> = inputs
+                .iter()
+                .map(|t| (t.space, t.offset, t.nbytes()))
+                .collect();
+            let dst = (out.space, out.offset, out.nbytes());
+            let unit_bytes = out.dtype.itemsize();
+            let written = {
+                let mut mem = self.memory.lock();
+                op.apply_to_memory(&mut mem, &regions, dst, unit_bytes)
+            };
+            if let Err(e) = written {
+                unit.queue(st).lock().phase = Phase::Stuck;
+                return self.set_fault(pe(), unit.name(), e.into());
+            }
+        }
+        match unit {
+            UnitKind::Math => self.stats.lock().math_commands += 1,
+            UnitKind::Gemm => self.stats.lock().gemm_commands += 1,
+        }
+        if let (Some(out), Some(marks)) = (out, logged) {
+            self.log_op(|| Completed {
+                op: op.log_name(),
+                pe: Some(pe()),
+                unit: Some(unit.name()),
+                span: (start, end),
+                after: marks.after,
+                queue_prev: None,
+                inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
+                produces: Some(done.clone()),
+                params: OpParams::Compute {
+                    inputs: inputs
+                        .iter()
+                        .map(|t| (t.space, t.offset, t.nbytes()))
+                        .collect(),
+                    out: (out.space, out.offset, out.nbytes()),
+                    op,
+                },
+            });
+        }
+        // The next command's turn comes before this one's waiters run.
+        {
+            let mut q = unit.queue(st).lock();
+            if q.records.is_empty() {
+                q.phase = Phase::Idle;
+            } else {
+                q.phase = Phase::Scheduled;
+                drop(q);
+                engine::call_soon(call);
+            }
+        }
+        drop(inputs);
+        done.set();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::Space;
+    use crate::config::TopologySpec;
+    use crate::engine::{Executor, RunOutcome};
+    use crate::hw::dtype::{BinOp, Dtype};
+
+    /// The MATH unit serves in issue order: a command whose inputs are
+    /// ready waits behind an earlier one still waiting for its input,
+    /// then each keeps the unit busy for its own time.
+    #[test]
+    fn a_unit_serves_its_commands_in_order_each_after_its_inputs() {
+        let m = Machine::new(Arc::new(
+            crate::topology::build(&TopologySpec::default_embedded()).unwrap(),
+        ));
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let hbm = Space::Hbm { sip: 0, cube: 0 };
+        let n = 64u32;
+        let src = m.alloc_tensor(hbm, &[n], Dtype::F16).unwrap();
+        let ready = m.alloc_tensor(Space::Tcm(pe), &[n], Dtype::F16).unwrap();
+        let ex = Executor::new();
+        let mm = m.clone();
+        let h = ex.spawn(async move {
+            // A load: its tensor is ready only when the DMA lands.
+            let late = mm.load(pe, src.addr(), &[n], Dtype::F16).unwrap();
+            let first = mm.binary(pe, BinOp::Add, &late, &ready).unwrap();
+            let second = mm.binary(pe, BinOp::Add, &ready, &ready).unwrap();
+            let mut at = Vec::new();
+            for t in [&late, &first, &second] {
+                t.ready.wait().await;
+                at.push(engine::now());
+            }
+            at
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        let at = h.try_take().unwrap();
+        let busy = m.timing.math_overhead + m.timing.math_rate.duration_ps(n as u64).unwrap();
+        assert!(at[0] > 0, "the load takes time");
+        assert_eq!(at[1], at[0] + busy, "the first starts when its input lands");
+        assert_eq!(at[2], at[1] + busy, "the second waits for the first");
+        assert_eq!(m.stats().math_commands, 2);
+    }
+}
