@@ -38,6 +38,18 @@ pub struct Call {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandlerId(u32);
 
+impl HandlerId {
+    /// Its index among the executor's handlers (to keep it in an atomic).
+    pub fn index(self) -> u32 {
+        self.0
+    }
+
+    /// The handler of index `i` (one [`HandlerId::index`] gave).
+    pub fn from_index(i: u32) -> HandlerId {
+        HandlerId(i)
+    }
+}
+
 /// What a [`Call`] runs; it is given the call (its own handler id too).
 pub type Handler = Rc<dyn Fn(Call)>;
 

@@ -15,8 +15,9 @@
 //! duration that completes where it starts lets the next one start at
 //! the end of the ready queue rather than where that one was issued.
 
+use super::engine_calls::{Phase, Served};
 use super::{Machine, PeState, TensorRef};
-use crate::engine::{self, lock::Mutex, Call, Event, HandlerId};
+use crate::engine::{self, lock::Mutex, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
@@ -52,6 +53,14 @@ impl UnitKind {
         }
     }
 
+    /// What a call for this unit of the PE of state index `index` serves.
+    fn served(self, index: usize) -> Served {
+        match self {
+            UnitKind::Math => Served::Math(index),
+            UnitKind::Gemm => Served::Gemm(index),
+        }
+    }
+
     fn track(self, pe: PeCoord) -> Track {
         match self {
             UnitKind::Math => Track::Math(pe),
@@ -77,23 +86,6 @@ pub(super) struct StageRecord {
     pub done: Event,
     /// What the op log needs (`None`: not recording).
     pub logged: Option<Box<IssueMarks>>,
-}
-
-/// Where a unit's head command is.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-enum Phase {
-    /// No command.
-    #[default]
-    Idle,
-    /// A call is on its way to look at the head command.
-    Scheduled,
-    /// The head command waits for an input (a call waker is on it).
-    Waiting,
-    /// The head command keeps the unit busy until `end` (a timer call).
-    Busy { start: Ps, end: Ps },
-    /// The head command hit a fault (its time or its memory): the unit
-    /// serves nothing more (the run stops with the fault).
-    Stuck,
 }
 
 /// A compute unit's commands, oldest first.
@@ -127,49 +119,14 @@ impl Machine {
         if q.phase == Phase::Idle {
             q.phase = Phase::Scheduled;
             drop(q);
-            engine::call_soon(self.unit_call(pe, unit));
+            let index = pe.flat_index(self.topo.spec.pe_dims()) as usize;
+            engine::call_soon(self.engine_call(unit.served(index)));
         }
     }
 
-    /// The call that serves `pe`'s `unit` on the running executor.
-    fn unit_call(self: &Arc<Self>, pe: PeCoord, unit: UnitKind) -> Call {
-        let index = pe.flat_index(self.topo.spec.pe_dims());
-        let arg = u32::try_from(2 * index + (unit == UnitKind::Gemm) as u64)
-            .expect("fewer than 2^31 PEs (the topology validator's node limit)");
-        Call {
-            handler: self.unit_handler(),
-            arg,
-        }
-    }
-
-    /// The handler of compute-unit calls, registered once per executor.
-    fn unit_handler(self: &Arc<Self>) -> HandlerId {
-        let exec = engine::executor_id();
-        let mut h = self.unit_handler.lock();
-        match *h {
-            Some((e, id)) if e == exec => id,
-            _ => {
-                let m = Arc::downgrade(self);
-                let id = engine::register(std::rc::Rc::new(move |call| {
-                    if let Some(m) = m.upgrade() {
-                        m.serve_unit(call);
-                    }
-                }));
-                *h = Some((exec, id));
-                id
-            }
-        }
-    }
-
-    /// A call for the unit its argument names (see [`Self::unit_call`]):
-    /// move its head command on.
-    fn serve_unit(self: &Arc<Self>, call: Call) {
-        let index = (call.arg / 2) as usize;
-        let unit = if call.arg % 2 == 1 {
-            UnitKind::Gemm
-        } else {
-            UnitKind::Math
-        };
+    /// A call for `unit` of the PE of state index `index`: move its head
+    /// command on.
+    pub(super) fn serve_unit(self: &Arc<Self>, call: Call, index: usize, unit: UnitKind) {
         let pe = || self.pe_at(index);
         let st = self.pes[index]
             .get()
@@ -223,11 +180,6 @@ impl Machine {
             // A call with nothing to do (none is sent so; harmless).
             Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
         }
-    }
-
-    /// The PE of state index `index`.
-    fn pe_at(&self, index: usize) -> PeCoord {
-        PeCoord::from_flat_index(index as u64, self.topo.spec.pe_dims())
     }
 
     /// The head command of `pe`'s `unit` ends its busy `span`: its effect,
@@ -323,7 +275,6 @@ impl Machine {
 mod tests {
     use super::*;
     use crate::address::Space;
-    use crate::config::TopologySpec;
     use crate::engine::{Executor, RunOutcome};
     use crate::hw::dtype::{BinOp, Dtype};
 
@@ -332,14 +283,7 @@ mod tests {
     /// then each keeps the unit busy for its own time.
     #[test]
     fn a_unit_serves_its_commands_in_order_each_after_its_inputs() {
-        let m = Machine::new(Arc::new(
-            crate::topology::build(&TopologySpec::default_embedded()).unwrap(),
-        ));
-        let pe = PeCoord {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
+        let (m, pe) = super::super::test_machine();
         let hbm = Space::Hbm { sip: 0, cube: 0 };
         let n = 64u32;
         let src = m.alloc_tensor(hbm, &[n], Dtype::F16).unwrap();

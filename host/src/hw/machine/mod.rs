@@ -5,9 +5,11 @@
 //!
 //! A PE *issues* commands and its engines *execute* them (DESIGN §3):
 //! `load`, `store`, `binary`, `scale` return a tensor at once; each command
-//! runs as an engine task that starts when its engine is free (engines are
-//! in-order queues) and its input tensors are ready, and applies its data
-//! effect when it completes. Timing (DESIGN §4):
+//! is a record on its engine's in-order queue that starts when the engine
+//! is free and its input tensors are ready, and applies its data effect
+//! when it completes. The engines are served by engine calls rather than
+//! a task per command ([`engine_calls`], [`compute_unit`],
+//! [`dma_engine`]). Timing (DESIGN §4):
 //! * DMA: engine busy for `dma.setup_ns`, then the transfer crosses the
 //!   routed path (see [`super::link`]); the bytes are read from the source
 //!   as the transfer starts and land at its end.
@@ -15,25 +17,27 @@
 
 mod compute;
 mod compute_unit;
+mod dma_engine;
+mod engine_calls;
 mod messaging;
 
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
 use crate::engine::lock::{Mutex, MutexGuard};
-use crate::engine::{self, Event, Turnstile};
+use crate::engine::{self, Event};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
 use crate::hw::blocked::Blocked;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
-use crate::hw::link::{LinkTable, RouteHops};
+use crate::hw::link::LinkTable;
 use crate::hw::memory::MemoryStore;
 use crate::hw::oplog::{Actor, Completed, IssueMarks, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
 use crate::hw::tensor::Hold;
 pub use crate::hw::tensor::{check_same_operands, Operands, Shape, TensorInner, TensorRef};
-use crate::hw::trace::{TraceRecorder, Track};
+use crate::hw::trace::TraceRecorder;
 use crate::hw::vmap::{PlacedTensor, VirtualMap};
 use crate::placement::ShardSpec;
 use crate::routing::{PathRouter, RouteError};
@@ -50,8 +54,9 @@ pub const COMMAND_QUEUE_DEPTH: usize = 4096;
 /// Per-PE state.
 struct PeState {
     routes: Mutex<RecentRoutes>,
-    /// The DMA engine: an in-order queue of commands (a task each).
-    dma: Turnstile,
+    /// The DMA engine: an in-order queue of command records (see
+    /// [`dma_engine`]).
+    dma: Mutex<dma_engine::DmaQueue>,
     /// The MATH unit and the matrix unit (`tl.gemm`): in-order queues of
     /// command records (see [`compute_unit`]).
     math: Mutex<compute_unit::UnitQueue>,
@@ -196,9 +201,25 @@ pub struct Machine {
     /// The op log (`--oplog`, `--verify-data`; unset: off, and free).
     oplog: OnceLock<Mutex<OpLog>>,
     budget: Arc<MemoryBudget>,
-    /// The engine handler that serves the compute units, and the executor
-    /// it is registered on (see [`compute_unit`]).
-    unit_handler: Mutex<Option<(usize, engine::HandlerId)>>,
+    /// The engine handler that serves the PE engines, and the executor it
+    /// is registered on (see [`engine_calls`]).
+    engine_handler: engine_calls::HandlerSlot,
+    /// DMA commands between their issue and their landing (see
+    /// [`dma_engine`]).
+    dma_commands: Mutex<dma_engine::DmaCommands>,
+}
+
+/// The default machine and its first PE (for the engines' unit tests).
+#[cfg(test)]
+fn test_machine() -> (Arc<Machine>, PeCoord) {
+    let spec = crate::config::TopologySpec::default_embedded();
+    let m = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+    let pe = PeCoord {
+        sip: 0,
+        cube: 0,
+        pe: 0,
+    };
+    (m, pe)
 }
 
 /// A sink for the lines of the CCL trace.
@@ -340,7 +361,8 @@ impl Machine {
             ccl_log: OnceLock::new(),
             oplog: OnceLock::new(),
             budget,
-            unit_handler: Mutex::new(None),
+            engine_handler: Default::default(),
+            dma_commands: Mutex::default(),
         })
     }
 
@@ -401,7 +423,7 @@ impl Machine {
             .get_or_init(|| {
                 Box::new(PeState {
                     routes: Mutex::default(),
-                    dma: Turnstile::new(),
+                    dma: Mutex::default(),
                     math: Mutex::default(),
                     gemm: Mutex::default(),
                     ipcq: Mutex::new(None),
@@ -412,6 +434,11 @@ impl Machine {
                     scratch: OnceLock::new(),
                 })
             })
+    }
+
+    /// The PE of state index `index`.
+    fn pe_at(&self, index: usize) -> PeCoord {
+        PeCoord::from_flat_index(index as u64, self.topo.spec.pe_dims())
     }
 
     /// Every PE that has state, in `PeCoord` order.
@@ -618,119 +645,6 @@ impl Machine {
     /// Completion events of every command `pe` issued since the last call.
     pub fn take_outstanding(&self, pe: PeCoord) -> Vec<Event> {
         std::mem::take(&mut *self.pe(pe).outstanding.lock())
-    }
-
-    /// A DMA command on `pe`'s DMA engine copying `src` to `dst`; `what`
-    /// names it in the trace.
-    #[allow(clippy::too_many_arguments)]
-    fn dma(
-        self: &Arc<Self>,
-        what: DmaKind,
-        pe: PeCoord,
-        src: (Space, u64),
-        dst: (Space, u64),
-        nbytes: u64,
-        inputs: Operands,
-        done: Event,
-    ) -> Result<(), HwError> {
-        let spec = &self.topo.spec;
-        let st = self.pe(pe);
-        let path = st.routes.lock().get(
-            &self.router,
-            &self.links,
-            src.0.node_at(src.1, spec),
-            dst.0.node_at(dst.1, spec),
-        )?;
-        let ticket = st.dma.take();
-        self.track(st, &done);
-        // The task keeps what it needs and no more (see `compute_stage`).
-        let logged = self.issue_marks(pe, Some(&done));
-        let m = self.clone();
-        engine::spawn_detached(async move {
-            // Borrowed from the PE the task's machine holds.
-            let engine_q = &m.pe(pe).dma;
-            engine_q.turn(ticket).await;
-            for t in &inputs {
-                t.ready.wait().await;
-            }
-            let start = engine::now();
-            let fail = |e: crate::units::TimeOverflow| HwError::TimeOverflow {
-                what: format!("a {} of {nbytes} bytes issued at {start} ps", what.name()),
-                source: e,
-            };
-            let set_up = match crate::units::add(start, m.timing.dma_setup) {
-                Ok(t) => t,
-                Err(e) => return m.set_fault(pe, what.name(), fail(e)),
-            };
-            engine::sleep_until(set_up).await;
-            engine_q.done();
-            // The bytes leave the source as the transfer starts (seed 003
-            // §8 item 6) and land at its end.
-            let staged = m.memory.lock().stage(src.0, src.1, nbytes);
-            let end = match m.book_transfer(what, pe, &path, (src.0, dst.0), nbytes, start) {
-                Ok(t) => t,
-                Err(e) => return m.set_fault(pe, what.name(), fail(e)),
-            };
-            drop(path);
-            engine::sleep_until(end).await;
-            let copied = m.memory.lock().land(staged, dst);
-            if let Err(e) = copied {
-                return m.set_fault(pe, what.name(), e.into());
-            }
-            {
-                let mut s = m.stats.lock();
-                s.dma_commands += 1;
-                s.bytes_moved += nbytes;
-            }
-            if let Some(marks) = logged {
-                m.log_op(|| Completed {
-                    op: what.log_name(),
-                    pe: Some(pe),
-                    unit: None,
-                    span: (start, end),
-                    after: marks.after,
-                    queue_prev: marks.queue_prev,
-                    inputs: inputs.iter().map(|t| t.ready.clone()).collect(),
-                    produces: Some(done.clone()),
-                    params: OpParams::Copy {
-                        src: (src.0, src.1, nbytes),
-                        dst: (dst.0, dst.1, nbytes),
-                    },
-                });
-            }
-            drop(inputs);
-            done.set();
-        });
-        Ok(())
-    }
-
-    /// Book a DMA's transfer on its path from now: its end. With a trace,
-    /// the engine's span from `start` and each link's busy interval.
-    fn book_transfer(
-        &self,
-        what: DmaKind,
-        pe: PeCoord,
-        path: &RouteHops,
-        (from, to): (Space, Space),
-        nbytes: u64,
-        start: Ps,
-    ) -> Result<Ps, crate::units::TimeOverflow> {
-        let now = engine::now();
-        let rate = self.timing.local_rate;
-        let Some(tr) = &self.trace else {
-            return self.links.lock().reserve(path, now, nbytes, rate, None);
-        };
-        let mut busy = Vec::new();
-        let end = self
-            .links
-            .lock()
-            .reserve(path, now, nbytes, rate, Some(&mut busy))?;
-        let name = format!("{} {nbytes} B {from} -> {to}", what.name());
-        tr.record(Track::Dma(pe), name.clone(), start, end);
-        for (link, a, b) in busy {
-            tr.record(Track::Link(link), name.clone(), a, b);
-        }
-        Ok(end)
     }
 
     /// Copies (`src`, `dst`, bytes) that the host asks `pe`'s DMA engine

@@ -1,0 +1,369 @@
+//! A PE's DMA engine as a queue of command records, and the transfers in
+//! flight, served by engine calls: no task, future or allocation per
+//! command.
+//!
+//! The engine is in-order for its setup: its head command waits for its
+//! inputs, keeps the engine busy for `dma.setup_ns`, then its transfer
+//! starts (the bytes leave the source and the route is booked, see
+//! [`crate::hw::link`]) and the engine takes its next command while the
+//! transfer crosses the links; the bytes land at the transfer's end. The
+//! queue follows the head with [`engine::Call`]s as
+//! [`super::compute_unit`] does (at issue when idle, when an input is
+//! set, at the end of the setup, after the command before it), and each
+//! transfer with one more call at its end — each where the task per
+//! command was polled, so every table and trace is as before.
+
+use super::engine_calls::{Phase, Served};
+use super::{DmaKind, Machine, PeState};
+use crate::address::Space;
+use crate::engine::{self, Call, Event};
+use crate::error::HwError;
+use crate::hw::link::{Route, RouteHops};
+use crate::hw::memory::Staged;
+use crate::hw::oplog::{Completed, IssueMarks, OpParams};
+use crate::hw::tensor::Operands;
+use crate::hw::trace::Track;
+use crate::topology::PeCoord;
+use crate::units::{Ps, TimeOverflow};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// One DMA command, from its issue to its landing: written once into the
+/// machine's table of commands ([`DmaCommands`]) and read there in place
+/// at each step (a record moved from queue to queue was copied each time).
+pub(super) struct DmaCmd {
+    /// The issuing PE's state index.
+    pe: usize,
+    what: DmaKind,
+    src: (Space, u64),
+    dst: (Space, u64),
+    nbytes: u64,
+    /// Tensors it reads (held until its bytes have landed).
+    inputs: Operands,
+    /// Set when its bytes have landed (taken then).
+    done: Option<Event>,
+    /// Its route (until it is booked).
+    path: Option<Route>,
+    logged: Option<Box<IssueMarks>>,
+    /// The source's bytes as they were when the transfer started.
+    staged: Option<Staged>,
+    /// When the engine took it and when its bytes land.
+    span: (Ps, Ps),
+}
+
+/// A DMA engine's commands (slots in [`DmaCommands`]), oldest first.
+#[derive(Default)]
+pub(super) struct DmaQueue {
+    slots: VecDeque<u32>,
+    phase: Phase,
+}
+
+/// Every DMA command issued and not landed, by slot (an engine's queue
+/// and a landing call name their slots); freed slots are used again
+/// first.
+#[derive(Default)]
+pub(super) struct DmaCommands {
+    slots: Vec<Option<DmaCmd>>,
+    free: Vec<u32>,
+}
+
+impl DmaCommands {
+    fn put(&mut self, c: DmaCmd) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(c);
+                i
+            }
+            None => {
+                self.slots.push(Some(c));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 DMA commands in flight")
+            }
+        }
+    }
+
+    fn get(&mut self, slot: u32) -> &mut DmaCmd {
+        self.slots[slot as usize]
+            .as_mut()
+            .expect("a queued or landing command is in the table")
+    }
+
+    fn remove(&mut self, slot: u32) {
+        self.slots[slot as usize] = None;
+        self.free.push(slot);
+    }
+}
+
+fn time_fault(what: DmaKind, nbytes: u64, start: Ps) -> impl Fn(TimeOverflow) -> HwError {
+    move |source| HwError::TimeOverflow {
+        what: format!("a {} of {nbytes} bytes issued at {start} ps", what.name()),
+        source,
+    }
+}
+
+impl Machine {
+    /// A DMA command on `pe`'s DMA engine copying `src` to `dst`; `what`
+    /// names it in the trace.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dma(
+        self: &Arc<Self>,
+        what: DmaKind,
+        pe: PeCoord,
+        src: (Space, u64),
+        dst: (Space, u64),
+        nbytes: u64,
+        inputs: Operands,
+        done: Event,
+    ) -> Result<(), HwError> {
+        let spec = &self.topo.spec;
+        let st = self.pe(pe);
+        let path = st.routes.lock().get(
+            &self.router,
+            &self.links,
+            src.0.node_at(src.1, spec),
+            dst.0.node_at(dst.1, spec),
+        )?;
+        self.track(st, &done);
+        let logged = self.issue_marks(pe, Some(&done));
+        let index = pe.flat_index(spec.pe_dims()) as usize;
+        let slot = self.dma_commands.lock().put(DmaCmd {
+            pe: index,
+            what,
+            src,
+            dst,
+            nbytes,
+            inputs,
+            done: Some(done),
+            path: Some(path),
+            logged,
+            staged: None,
+            span: (0, 0),
+        });
+        let mut q = st.dma.lock();
+        q.slots.push_back(slot);
+        if q.phase == Phase::Idle {
+            q.phase = Phase::Scheduled;
+            drop(q);
+            engine::call_soon(self.engine_call(Served::Dma(index)));
+        }
+        Ok(())
+    }
+
+    /// A call for the DMA engine of the PE of state index `index`: move
+    /// its head command on.
+    pub(super) fn serve_dma(self: &Arc<Self>, call: Call, index: usize) {
+        let st = self.pes[index]
+            .get()
+            .expect("a PE with a command has state");
+        let mut q = st.dma.lock();
+        match q.phase {
+            Phase::Scheduled | Phase::Waiting => {
+                let slot = *q
+                    .slots
+                    .front()
+                    .expect("an engine with a phase has a command");
+                let start = engine::now();
+                let (what, nbytes) = {
+                    let mut cmds = self.dma_commands.lock();
+                    let head = cmds.get(slot);
+                    let waker = engine::call_waker(call);
+                    for t in &head.inputs {
+                        if !t.ready.is_set_or_wake(&waker) {
+                            q.phase = Phase::Waiting;
+                            return;
+                        }
+                    }
+                    (head.what, head.nbytes)
+                };
+                let set_up = match crate::units::add(start, self.timing.dma_setup) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        q.phase = Phase::Stuck;
+                        q.slots.pop_front();
+                        drop(q);
+                        self.dma_commands.lock().remove(slot);
+                        let fail = time_fault(what, nbytes, start);
+                        return self.set_fault(self.pe_at(index), what.name(), fail(e));
+                    }
+                };
+                q.phase = Phase::Busy { start, end: set_up };
+                drop(q);
+                if set_up > start {
+                    engine::call_at(set_up, call);
+                } else {
+                    // A sleep until now ends at once.
+                    self.start_transfer(st, call, start);
+                }
+            }
+            Phase::Busy { start, end: set_up } if engine::now() >= set_up => {
+                drop(q);
+                self.start_transfer(st, call, start);
+            }
+            // A call with nothing to do (none is sent so; harmless).
+            Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
+        }
+    }
+
+    /// The head command of the DMA engine of `st` ends its setup (begun
+    /// at `start`): the engine's next command's turn, then the transfer
+    /// starts — its bytes leave the source (seed 003 §8 item 6) and its
+    /// route is booked — to land at its end.
+    fn start_transfer(self: &Arc<Self>, st: &PeState, call: Call, start: Ps) {
+        let slot = {
+            let mut q = st.dma.lock();
+            let slot = q
+                .slots
+                .pop_front()
+                .expect("an engine in setup has a command");
+            if q.slots.is_empty() {
+                q.phase = Phase::Idle;
+            } else {
+                q.phase = Phase::Scheduled;
+                drop(q);
+                engine::call_soon(call);
+            }
+            slot
+        };
+        let mut cmds = self.dma_commands.lock();
+        let cmd = cmds.get(slot);
+        let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
+        cmd.staged = Some(self.memory.lock().stage(src.0, src.1, nbytes));
+        let path = cmd.path.take().expect("a command is booked once");
+        let pe = cmd.pe;
+        drop(cmds);
+        let booked = self.book_transfer(what, pe, &path, (src.0, dst.0), nbytes, start);
+        drop(path);
+        let end = match booked {
+            Ok(t) => t,
+            Err(e) => {
+                self.dma_commands.lock().remove(slot);
+                let fail = time_fault(what, nbytes, start);
+                return self.set_fault(self.pe_at(pe), what.name(), fail(e));
+            }
+        };
+        self.dma_commands.lock().get(slot).span = (start, end);
+        if end > engine::now() {
+            engine::call_at(
+                end,
+                Machine::sibling_call(call, Served::Landing(slot as usize)),
+            );
+        } else {
+            self.land_transfer(slot as usize);
+        }
+    }
+
+    /// A call for the transfer of the command in `slot`: its bytes land,
+    /// then its counts and log, then its waiters.
+    pub(super) fn land_transfer(&self, slot: usize) {
+        let slot = slot as u32;
+        let mut cmds = self.dma_commands.lock();
+        let cmd = cmds.get(slot);
+        let (pe, what, src, dst, nbytes, span) =
+            (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
+        let staged = cmd.staged.take().expect("a landing transfer has started");
+        let copied = self.memory.lock().land(staged, dst);
+        if let Err(e) = copied {
+            cmds.remove(slot);
+            drop(cmds);
+            return self.set_fault(self.pe_at(pe), what.name(), e.into());
+        }
+        {
+            let mut s = self.stats.lock();
+            s.dma_commands += 1;
+            s.bytes_moved += nbytes;
+        }
+        let done = cmd.done.take().expect("a command completes once");
+        if let Some(marks) = cmd.logged.take() {
+            self.log_op(|| Completed {
+                op: what.log_name(),
+                pe: Some(self.pe_at(pe)),
+                unit: None,
+                span,
+                after: marks.after,
+                queue_prev: marks.queue_prev,
+                inputs: cmd.inputs.iter().map(|t| t.ready.clone()).collect(),
+                produces: Some(done.clone()),
+                params: OpParams::Copy {
+                    src: (src.0, src.1, nbytes),
+                    dst: (dst.0, dst.1, nbytes),
+                },
+            });
+        }
+        // Its inputs go (in place) before its waiters run.
+        let inputs = std::mem::take(&mut cmd.inputs);
+        cmds.remove(slot);
+        drop(cmds);
+        drop(inputs);
+        done.set();
+    }
+
+    /// Book a DMA's transfer on its path from now: its end. With a trace,
+    /// the engine's span from `start` and each link's busy interval.
+    fn book_transfer(
+        &self,
+        what: DmaKind,
+        pe: usize,
+        path: &RouteHops,
+        (from, to): (Space, Space),
+        nbytes: u64,
+        start: Ps,
+    ) -> Result<Ps, crate::units::TimeOverflow> {
+        let now = engine::now();
+        let rate = self.timing.local_rate;
+        let Some(tr) = &self.trace else {
+            return self.links.lock().reserve(path, now, nbytes, rate, None);
+        };
+        let mut busy = Vec::new();
+        let end = self
+            .links
+            .lock()
+            .reserve(path, now, nbytes, rate, Some(&mut busy))?;
+        let name = format!("{} {nbytes} B {from} -> {to}", what.name());
+        tr.record(Track::Dma(self.pe_at(pe)), name.clone(), start, end);
+        for (link, a, b) in busy {
+            tr.record(Track::Link(link), name.clone(), a, b);
+        }
+        Ok(end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Executor, RunOutcome};
+    use crate::hw::dtype::Dtype;
+
+    /// The engine is busy for a command's setup only: the next command's
+    /// setup starts while the first one's bytes are still in flight, so
+    /// two small loads land one setup apart.
+    #[test]
+    fn the_next_command_sets_up_while_the_transfer_is_in_flight() {
+        let (m, pe) = super::super::test_machine();
+        let src = m
+            .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[8], Dtype::F16)
+            .unwrap();
+        let ex = Executor::new();
+        let mm = m.clone();
+        let h = ex.spawn(async move {
+            let a = mm.load(pe, src.addr(), &[8], Dtype::F16).unwrap();
+            let b = mm.load(pe, src.addr(), &[8], Dtype::F16).unwrap();
+            a.ready.wait().await;
+            let first = engine::now();
+            b.ready.wait().await;
+            (first, engine::now())
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        let (first, second) = h.try_take().unwrap();
+        let setup = m.timing.dma_setup;
+        assert!(
+            setup > 0 && first > setup,
+            "a load sets up, then crosses links"
+        );
+        assert!(first - setup > 0, "16 bytes take time on the path");
+        assert_eq!(
+            second - first,
+            setup,
+            "the second transfer starts one setup later"
+        );
+        assert_eq!(m.stats().dma_commands, 2);
+    }
+}

@@ -1,0 +1,145 @@
+//! The machine's one engine handler: which [`engine::Call`] serves which
+//! PE engine. A call's argument names the engine (two low bits) and the
+//! PE's state index or the in-flight transfer (the rest); the handler is
+//! registered on each executor the machine runs on, once.
+
+use super::Machine;
+use crate::engine::{self, Call, HandlerId};
+use crate::units::Ps;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The machine's engine handler on the executor it was last registered
+/// on (executor ids start at 1: 0 is none). Read without a lock on every
+/// command an idle engine takes; only the engine thread writes it.
+#[derive(Default)]
+pub(super) struct HandlerSlot {
+    executor: AtomicUsize,
+    handler: AtomicU32,
+}
+
+/// What a call serves.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Served {
+    /// The MATH unit of the PE of this state index.
+    Math(usize),
+    /// The matrix unit of the PE of this state index.
+    Gemm(usize),
+    /// The DMA engine of the PE of this state index.
+    Dma(usize),
+    /// The landing of this in-flight transfer.
+    Landing(usize),
+}
+
+impl Served {
+    fn arg(self) -> u32 {
+        let (index, kind) = match self {
+            Served::Math(i) => (i, 0),
+            Served::Gemm(i) => (i, 1),
+            Served::Dma(i) => (i, 2),
+            Served::Landing(i) => (i, 3),
+        };
+        u32::try_from(index)
+            .ok()
+            .filter(|&i| i < (1 << 30))
+            .map(|i| (i << 2) | kind)
+            .expect("fewer than 2^30 PEs and transfers (the validator's node limit)")
+    }
+
+    fn of(arg: u32) -> Served {
+        let index = (arg >> 2) as usize;
+        match arg & 3 {
+            0 => Served::Math(index),
+            1 => Served::Gemm(index),
+            2 => Served::Dma(index),
+            _ => Served::Landing(index),
+        }
+    }
+}
+
+/// Where the head command of an in-order engine (a compute unit, a DMA
+/// engine) is.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(super) enum Phase {
+    /// No command.
+    #[default]
+    Idle,
+    /// A call is on its way to look at the head command.
+    Scheduled,
+    /// The head command waits for an input (a call waker is on it).
+    Waiting,
+    /// The head command keeps the engine busy until `end` (a timer call):
+    /// a compute command's whole time, a DMA command's setup.
+    Busy { start: Ps, end: Ps },
+    /// The head command hit a fault (its time or its memory): the engine
+    /// serves nothing more (the run stops with the fault).
+    Stuck,
+}
+
+impl Machine {
+    /// The call that serves `what` on the running executor.
+    pub(super) fn engine_call(self: &Arc<Self>, what: Served) -> Call {
+        Call {
+            handler: self.engine_handler(),
+            arg: what.arg(),
+        }
+    }
+
+    /// `call`, made to serve `what` instead (the same handler).
+    pub(super) fn sibling_call(call: Call, what: Served) -> Call {
+        Call {
+            handler: call.handler,
+            arg: what.arg(),
+        }
+    }
+
+    /// The handler of engine calls, registered once per executor.
+    fn engine_handler(self: &Arc<Self>) -> HandlerId {
+        let exec = engine::executor_id();
+        let h = &self.engine_handler;
+        if h.executor.load(Ordering::Acquire) == exec {
+            return HandlerId::from_index(h.handler.load(Ordering::Relaxed));
+        }
+        self.register_handler(exec)
+    }
+
+    #[cold]
+    fn register_handler(self: &Arc<Self>, exec: usize) -> HandlerId {
+        let m = Arc::downgrade(self);
+        let id = engine::register(std::rc::Rc::new(move |call: Call| {
+            if let Some(m) = m.upgrade() {
+                m.serve(call);
+            }
+        }));
+        let h = &self.engine_handler;
+        h.handler.store(id.index(), Ordering::Relaxed);
+        h.executor.store(exec, Ordering::Release);
+        id
+    }
+
+    fn serve(self: &Arc<Self>, call: Call) {
+        match Served::of(call.arg) {
+            Served::Math(i) => self.serve_unit(call, i, super::compute_unit::UnitKind::Math),
+            Served::Gemm(i) => self.serve_unit(call, i, super::compute_unit::UnitKind::Gemm),
+            Served::Dma(i) => self.serve_dma(call, i),
+            Served::Landing(slot) => self.land_transfer(slot),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_s_argument_names_what_it_serves() {
+        for s in [
+            Served::Math(0),
+            Served::Gemm(7),
+            Served::Dma(65535),
+            Served::Landing((1 << 30) - 1),
+        ] {
+            assert_eq!(Served::of(s.arg()), s);
+        }
+    }
+}
