@@ -318,9 +318,13 @@ impl Executor {
                 let Some(id) = next else { break };
                 if id & CALL_BIT != 0 {
                     let call = Call::unpack(id);
-                    let handler = core.handlers.borrow()[call.handler.0 as usize].clone();
-                    core.events.set(core.events.get() + 1);
-                    handler(call);
+                    // A call of another executor's handler (a waker left
+                    // on an event by a run that ended) has no handler here.
+                    let handler = core.handlers.borrow().get(call.handler.0 as usize).cloned();
+                    if let Some(handler) = handler {
+                        core.events.set(core.events.get() + 1);
+                        handler(call);
+                    }
                     continue;
                 }
                 let fut = {

@@ -5,7 +5,10 @@
 //! FIFO ready queue of tasks, and wakers that push task ids onto it. Time
 //! only advances when no task is runnable. It
 //! knows nothing of wasm: tasks are plain Rust futures, so native test
-//! processes drive it directly (see `benches/engine_phold.rs`).
+//! processes drive it directly (see `benches/engine_phold.rs`). A
+//! [`Call`] (a registered handler and an argument) runs where a task
+//! would be polled, in the same order, without a future: the machine's
+//! engines serve their command records with them.
 //!
 //! Inside a running task, the free functions [`now`], [`sleep_until`],
 //! [`sleep`] and [`spawn`] reach the executor that is polling it (a

@@ -1,7 +1,7 @@
 //! The machine's one engine handler: which [`engine::Call`] serves which
 //! PE engine. A call's argument names the engine (two low bits) and the
-//! PE's state index or the in-flight transfer (the rest); the handler is
-//! registered on each executor the machine runs on, once.
+//! PE's state index or the DMA command whose transfer lands (the rest);
+//! the handler is registered on each executor the machine runs on, once.
 
 use super::Machine;
 use crate::engine::{self, Call, HandlerId};
@@ -27,7 +27,8 @@ pub(super) enum Served {
     Gemm(usize),
     /// The DMA engine of the PE of this state index.
     Dma(usize),
-    /// The landing of this in-flight transfer.
+    /// The landing of the transfer of the DMA command in this slot of the
+    /// machine's table.
     Landing(usize),
 }
 
@@ -43,7 +44,7 @@ impl Served {
             .ok()
             .filter(|&i| i < (1 << 30))
             .map(|i| (i << 2) | kind)
-            .expect("fewer than 2^30 PEs and transfers (the validator's node limit)")
+            .expect("fewer than 2^30 PEs (the validator's node limit) and DMA commands in flight (4096 a PE)")
     }
 
     fn of(arg: u32) -> Served {
