@@ -564,6 +564,21 @@ mod tests {
     }
 
     #[test]
+    fn a_call_left_by_an_ended_run_is_dropped_by_the_next_executor() {
+        let ev = Event::new();
+        let first = Executor::new();
+        let e = ev.clone();
+        first.spawn(async move {
+            let h = register(Rc::new(|_: Call| panic!("not on this executor")));
+            assert!(!e.is_set_or_wake(&call_waker(Call { handler: h, arg: 0 })));
+        });
+        assert_eq!(first.run(), RunOutcome::Finished);
+        let second = Executor::new();
+        second.spawn(async move { ev.set() });
+        assert_eq!(second.run(), RunOutcome::Finished);
+    }
+
+    #[test]
     fn handlers_belong_to_the_executor_that_registered_them() {
         let ids: Vec<usize> = (0..2)
             .map(|_| {
