@@ -13,6 +13,7 @@
 //! transfer with one more call at its end — each where the task per
 //! command was polled, so every table and trace is as before.
 
+use super::command_table::CommandTable;
 use super::engine_calls::{Phase, Served};
 use super::{DmaKind, Machine, PeState};
 use crate::address::Space;
@@ -59,39 +60,8 @@ pub(super) struct DmaQueue {
 }
 
 /// Every DMA command issued and not landed, by slot (an engine's queue
-/// and a landing call name their slots); freed slots are used again
-/// first.
-#[derive(Default)]
-pub(super) struct DmaCommands {
-    slots: Vec<Option<DmaCmd>>,
-    free: Vec<u32>,
-}
-
-impl DmaCommands {
-    fn put(&mut self, c: DmaCmd) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = Some(c);
-                i
-            }
-            None => {
-                self.slots.push(Some(c));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 DMA commands in flight")
-            }
-        }
-    }
-
-    fn get(&mut self, slot: u32) -> &mut DmaCmd {
-        self.slots[slot as usize]
-            .as_mut()
-            .expect("a queued or landing command is in the table")
-    }
-
-    fn remove(&mut self, slot: u32) {
-        self.slots[slot as usize] = None;
-        self.free.push(slot);
-    }
-}
+/// and a landing call name their slots).
+pub(super) type DmaCommands = CommandTable<DmaCmd>;
 
 fn time_fault(what: DmaKind, nbytes: u64, start: Ps) -> impl Fn(TimeOverflow) -> HwError {
     move |source| HwError::TimeOverflow {
