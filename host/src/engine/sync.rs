@@ -1,7 +1,8 @@
 //! Synchronisation primitives for simulated tasks: a one-shot [`Event`]
-//! latch and [`JoinHandle`]. Both are `Send + Sync` so that they can be held
-//! across awaits in wasm host functions (whose futures must be `Send`); they
-//! are only ever touched from the executor's thread.
+//! latch, a repeating [`Signal`] and [`JoinHandle`]. All are `Send +
+//! Sync` so that they can be held across awaits in wasm host functions
+//! (whose futures must be `Send`); they are only ever touched from the
+//! executor's thread.
 
 use crate::engine::lock::Mutex;
 use smallvec::SmallVec;
@@ -193,91 +194,6 @@ impl Future for SignalWait {
     }
 }
 
-/// Turns taken in order, as commands on an in-order engine: [`take`]
-/// hands out tickets; [`turn`] completes once every earlier ticket's
-/// holder has called [`done`]. Nothing is allocated per ticket (an engine
-/// made of one [`Event`] per command allocated one per command). Its
-/// holder owns it (a PE's state): turns borrow it, nothing shares it, so
-/// its state is inline rather than behind an `Arc` to follow.
-///
-/// [`take`]: Turnstile::take
-/// [`turn`]: Turnstile::turn
-/// [`done`]: Turnstile::done
-#[derive(Default)]
-pub struct Turnstile(Mutex<TurnState>);
-
-#[derive(Default)]
-struct TurnState {
-    issued: u64,
-    serving: u64,
-    /// Waiting holders, by ticket (they start waiting in ticket order, as
-    /// tasks spawned in that order are first polled in it).
-    waiting: std::collections::VecDeque<(u64, Waker)>,
-}
-
-impl Turnstile {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The next ticket.
-    pub fn take(&self) -> u64 {
-        let mut s = self.0.lock();
-        s.issued += 1;
-        s.issued - 1
-    }
-
-    /// Completes when it is `ticket`'s turn.
-    pub fn turn(&self, ticket: u64) -> Turn<'_> {
-        Turn {
-            turnstile: self,
-            ticket,
-            registered: false,
-        }
-    }
-
-    /// The current turn is over: wake the holder of the next ticket.
-    pub fn done(&self) {
-        let next = {
-            let mut s = self.0.lock();
-            s.serving += 1;
-            let serving = s.serving;
-            match s.waiting.iter().position(|(t, _)| *t == serving) {
-                Some(0) => s.waiting.pop_front().map(|(_, w)| w),
-                Some(i) => s.waiting.remove(i).map(|(_, w)| w),
-                None => None,
-            }
-        };
-        if let Some(w) = next {
-            w.wake();
-        }
-    }
-}
-
-/// Future of [`Turnstile::turn`].
-pub struct Turn<'a> {
-    turnstile: &'a Turnstile,
-    ticket: u64,
-    registered: bool,
-}
-
-impl Future for Turn<'_> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.turnstile.0.lock();
-        if s.serving == self.ticket {
-            return Poll::Ready(());
-        }
-        if !self.registered {
-            let ticket = self.ticket;
-            s.waiting.push_back((ticket, cx.waker().clone()));
-            drop(s);
-            self.registered = true;
-        }
-        Poll::Pending
-    }
-}
-
 struct JoinState<T> {
     value: Option<T>,
     done: Event,
@@ -344,26 +260,6 @@ impl<T> Future for JoinHandle<T> {
 mod tests {
     use super::*;
     use crate::engine::{now, sleep, Executor, RunOutcome};
-
-    #[test]
-    fn turns_come_in_ticket_order_whatever_the_order_of_waiting() {
-        let ex = Executor::new();
-        let gate = Arc::new(Turnstile::new());
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let tickets: Vec<u64> = (0..4).map(|_| gate.take()).collect();
-        // Holders start waiting in reverse order; each holds its turn 5 ps.
-        for &t in tickets.iter().rev() {
-            let (gate, log) = (gate.clone(), log.clone());
-            ex.spawn(async move {
-                gate.turn(t).await;
-                log.lock().push((t, now()));
-                sleep(5).await;
-                gate.done();
-            });
-        }
-        assert_eq!(ex.run(), RunOutcome::Finished);
-        assert_eq!(*log.lock(), vec![(0, 0), (1, 5), (2, 10), (3, 15)]);
-    }
 
     #[test]
     fn a_signal_wakes_those_waiting_past_what_they_saw_and_fires_again() {

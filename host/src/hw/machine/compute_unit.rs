@@ -258,13 +258,8 @@ impl Machine {
         // The next command's turn comes before this one's waiters run.
         {
             let mut q = unit.queue(st).lock();
-            if q.records.is_empty() {
-                q.phase = Phase::Idle;
-            } else {
-                q.phase = Phase::Scheduled;
-                drop(q);
-                engine::call_soon(call);
-            }
+            let more = !q.records.is_empty();
+            q.phase.pass_turn(more, call);
         }
         drop(inputs);
         done.set();

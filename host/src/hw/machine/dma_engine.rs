@@ -184,13 +184,8 @@ impl Machine {
                 .slots
                 .pop_front()
                 .expect("an engine in setup has a command");
-            if q.slots.is_empty() {
-                q.phase = Phase::Idle;
-            } else {
-                q.phase = Phase::Scheduled;
-                drop(q);
-                engine::call_soon(call);
-            }
+            let more = !q.slots.is_empty();
+            q.phase.pass_turn(more, call);
             slot
         };
         let mut cmds = self.dma_commands.lock();

@@ -77,6 +77,20 @@ pub(super) enum Phase {
     Stuck,
 }
 
+impl Phase {
+    /// The head command left its engine: the next one's turn (`more`: a
+    /// command is queued), by `call` — before the leaving one's waiters
+    /// run, where a task per command was woken.
+    pub(super) fn pass_turn(&mut self, more: bool, call: Call) {
+        if more {
+            *self = Phase::Scheduled;
+            engine::call_soon(call);
+        } else {
+            *self = Phase::Idle;
+        }
+    }
+}
+
 impl Machine {
     /// The call that serves `what` on the running executor.
     pub(super) fn engine_call(self: &Arc<Self>, what: Served) -> Call {
