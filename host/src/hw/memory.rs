@@ -119,8 +119,25 @@ fn chunks(offset: u64, len: u64) -> impl Iterator<Item = (u64, usize, usize, usi
 
 impl MemoryStore {
     pub fn new(budget: Arc<MemoryBudget>) -> Self {
+        Self::with_pages(budget, PageTable::default())
+    }
+
+    /// A store for a machine of `pes` PEs in `dims` (cubes per SIP, PEs
+    /// per cube) with TCMs of `tcm_bytes`: their pages are found by index
+    /// (see [`PageTable::for_machine`]).
+    pub fn for_machine(
+        budget: Arc<MemoryBudget>,
+        dims: (u32, u32),
+        pes: u64,
+        tcm_bytes: u64,
+    ) -> Self {
+        let table = PageTable::for_machine(dims, pes, tcm_bytes.div_ceil(PAGE));
+        Self::with_pages(budget, table)
+    }
+
+    fn with_pages(budget: Arc<MemoryBudget>, pages: PageTable<Page>) -> Self {
         MemoryStore {
-            pages: PageTable::default(),
+            pages,
             spare: Vec::new(),
             buffers: 0,
             budget,
@@ -462,15 +479,15 @@ impl MemoryStore {
             } else {
                 // Straight into the destination page (its own buffer, so
                 // no input page shares it); the input buffers are held by
-                // reference count while it is written.
+                // reference count while it is written. (Held first: a
+                // buffer the destination shares with an input is shared
+                // either way, so the destination gets its own all the same.)
                 let range = doff..doff + n as usize;
-                self.page_mut(dst.0, dp, range.clone())?;
                 let held: [(Option<Page>, usize); N] = std::array::from_fn(|k| {
                     let (page, within) = page_of(inputs[k].1 + at);
                     (self.pages.get(inputs[k].0, page).cloned(), within)
                 });
-                let page = self.pages.get_mut(dkey.0, dkey.1).expect("just made");
-                let out = Arc::get_mut(page).expect("page_mut unshared it");
+                let out = self.page_mut(dst.0, dp, range.clone())?;
                 f(
                     std::array::from_fn(|k| {
                         let (p, within) = &held[k];

@@ -8,6 +8,12 @@
 //! in cache, where a map of every page was not (and every page lookup of a
 //! DMA or a MATH command missed). A segment goes when its last page does,
 //! so zeroing memory gives the table's memory back too.
+//!
+//! A table made for a machine ([`PageTable::for_machine`]) finds the
+//! segments of the PEs' TCMs without hashing: a ring step's pages are all
+//! in TCM (its IPCQ slots and scratch), on a thousand PEs taken in turn,
+//! so its lookups miss the cache; an index by PE and segment costs one
+//! read where the hash map's probe cost a hash and two.
 
 use crate::address::Space;
 use rustc_hash::FxHashMap;
@@ -39,7 +45,9 @@ impl<P> Segment<P> {
 
 /// A sparse map (space, page number) → `P`.
 pub struct PageTable<P> {
+    /// Every segment not in `tcm`.
     segments: FxHashMap<(Space, u64), Box<Segment<P>>>,
+    tcm: TcmIndex<P>,
     len: usize,
 }
 
@@ -47,8 +55,112 @@ impl<P> Default for PageTable<P> {
     fn default() -> Self {
         PageTable {
             segments: FxHashMap::default(),
+            tcm: TcmIndex::none(),
             len: 0,
         }
+    }
+}
+
+/// Entries of a [`TcmIndex`] at most (16 MiB of `u32`s, mostly never
+/// touched: a PE's entries are written when its TCM is).
+const TCM_INDEX_MAX: u64 = 1 << 22;
+
+/// The segments of every PE's TCM, found by index: entry
+/// `pe.flat_index(dims) * segs + segment` is 0, or 1 + the segment's place
+/// in `held`.
+struct TcmIndex<P> {
+    /// (cubes per SIP, PEs per cube) of the machine.
+    dims: (u32, u32),
+    /// PEs of the machine.
+    pes: u64,
+    /// Segments of a TCM the index covers (0: none; later ones are hashed).
+    segs: u64,
+    /// Made at the first TCM write (zeroed: untouched pages cost nothing).
+    entries: Vec<u32>,
+    held: Vec<Option<Box<Segment<P>>>>,
+    /// Places in `held` free for reuse.
+    free: Vec<u32>,
+}
+
+impl<P> TcmIndex<P> {
+    fn none() -> Self {
+        TcmIndex {
+            dims: (0, 0),
+            pes: 0,
+            segs: 0,
+            entries: Vec::new(),
+            held: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// The entry of `space`'s segment `seg`, when the index covers it.
+    #[inline]
+    fn entry(&self, space: Space, seg: u64) -> Option<usize> {
+        match space {
+            Space::Tcm(pe) if seg < self.segs && pe.cube < self.dims.0 && pe.pe < self.dims.1 => {
+                let i = pe.flat_index(self.dims);
+                (i < self.pes).then_some((i * self.segs + seg) as usize)
+            }
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn get(&self, entry: usize) -> Option<&Segment<P>> {
+        let k = *self.entries.get(entry)?;
+        self.held[k.checked_sub(1)? as usize].as_deref()
+    }
+
+    #[inline]
+    fn get_mut(&mut self, entry: usize) -> Option<&mut Segment<P>> {
+        let k = *self.entries.get(entry)?;
+        self.held[k.checked_sub(1)? as usize].as_deref_mut()
+    }
+
+    /// The segment at `entry`, made empty when absent.
+    fn get_or_make(&mut self, entry: usize) -> &mut Segment<P> {
+        if self.entries.is_empty() {
+            self.entries = vec![0; (self.pes * self.segs) as usize];
+        }
+        if self.entries[entry] == 0 {
+            let place = match self.free.pop() {
+                Some(k) => {
+                    self.held[k as usize] = Some(Segment::empty());
+                    k
+                }
+                None => {
+                    self.held.push(Some(Segment::empty()));
+                    (self.held.len() - 1) as u32
+                }
+            };
+            self.entries[entry] = place + 1;
+        }
+        let k = self.entries[entry] as usize - 1;
+        self.held[k]
+            .as_deref_mut()
+            .expect("an entry names a held segment")
+    }
+
+    /// Drop the (empty) segment at `entry`.
+    fn remove(&mut self, entry: usize) {
+        let k = std::mem::take(&mut self.entries[entry]) - 1;
+        self.held[k as usize] = None;
+        self.free.push(k);
+    }
+
+    /// Every segment held, with its space and number.
+    fn segments(&self) -> impl Iterator<Item = ((Space, u64), &Segment<P>)> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, &k)| k != 0)
+            .map(move |(i, &k)| {
+                let (pe, seg) = (i as u64 / self.segs, i as u64 % self.segs);
+                let space = Space::Tcm(crate::topology::PeCoord::from_flat_index(pe, self.dims));
+                let segment = self.held[k as usize - 1].as_deref().expect("held");
+                ((space, seg), segment)
+            })
     }
 }
 
@@ -57,6 +169,39 @@ fn split(page: u64) -> (u64, usize) {
 }
 
 impl<P> PageTable<P> {
+    /// A table for a machine of `pes` PEs in `dims` (cubes per SIP, PEs
+    /// per cube) whose TCMs are `tcm_pages` pages each: their segments are
+    /// indexed (as many of each TCM's first segments as
+    /// [`TCM_INDEX_MAX`] entries allow), the rest hashed.
+    pub fn for_machine(dims: (u32, u32), pes: u64, tcm_pages: u64) -> Self {
+        let segs = tcm_pages
+            .div_ceil(SEGMENT_PAGES)
+            .min(TCM_INDEX_MAX / pes.max(1));
+        PageTable {
+            tcm: TcmIndex {
+                dims,
+                pes,
+                segs,
+                ..TcmIndex::none()
+            },
+            ..Self::default()
+        }
+    }
+
+    fn segment(&self, space: Space, seg: u64) -> Option<&Segment<P>> {
+        match self.tcm.entry(space, seg) {
+            Some(e) => self.tcm.get(e),
+            None => self.segments.get(&(space, seg)).map(|b| &**b),
+        }
+    }
+
+    fn segment_mut(&mut self, space: Space, seg: u64) -> Option<&mut Segment<P>> {
+        match self.tcm.entry(space, seg) {
+            Some(e) => self.tcm.get_mut(e),
+            None => self.segments.get_mut(&(space, seg)).map(|b| &mut **b),
+        }
+    }
+
     /// Pages held.
     pub fn len(&self) -> usize {
         self.len
@@ -68,12 +213,12 @@ impl<P> PageTable<P> {
 
     pub fn get(&self, space: Space, page: u64) -> Option<&P> {
         let (seg, slot) = split(page);
-        self.segments.get(&(space, seg))?.slots[slot].as_ref()
+        self.segment(space, seg)?.slots[slot].as_ref()
     }
 
     pub fn get_mut(&mut self, space: Space, page: u64) -> Option<&mut P> {
         let (seg, slot) = split(page);
-        self.segments.get_mut(&(space, seg))?.slots[slot].as_mut()
+        self.segment_mut(space, seg)?.slots[slot].as_mut()
     }
 
     /// The page, made by `make` when absent: one hash lookup either way.
@@ -86,6 +231,16 @@ impl<P> PageTable<P> {
     ) -> Result<&mut P, E> {
         use std::collections::hash_map::Entry;
         let (seg, slot) = split(page);
+        if let Some(e) = self.tcm.entry(space, seg) {
+            if self.tcm.get(e).is_none_or(|s| s.slots[slot].is_none()) {
+                // Made before its segment, so that a refusal leaves none.
+                let p = make()?;
+                self.len += 1;
+                return Ok(self.tcm.get_or_make(e).fill(slot, p));
+            }
+            let segment = self.tcm.get_mut(e).expect("present");
+            return Ok(segment.slots[slot].as_mut().expect("present"));
+        }
         let segment = match self.segments.entry((space, seg)) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => {
@@ -110,10 +265,13 @@ impl<P> PageTable<P> {
     /// Put `p` at the page; returns what it replaces.
     pub fn insert(&mut self, space: Space, page: u64, p: P) -> Option<P> {
         let (seg, slot) = split(page);
-        let segment = self
-            .segments
-            .entry((space, seg))
-            .or_insert_with(Segment::empty);
+        let segment = match self.tcm.entry(space, seg) {
+            Some(e) => self.tcm.get_or_make(e),
+            None => self
+                .segments
+                .entry((space, seg))
+                .or_insert_with(Segment::empty),
+        };
         let old = segment.slots[slot].replace(p);
         if old.is_none() {
             segment.used += 1;
@@ -124,30 +282,42 @@ impl<P> PageTable<P> {
 
     pub fn remove(&mut self, space: Space, page: u64) -> Option<P> {
         let (seg, slot) = split(page);
-        let segment = self.segments.get_mut(&(space, seg))?;
+        let segment = self.segment_mut(space, seg)?;
         let old = segment.slots[slot].take()?;
         segment.used -= 1;
+        let emptied = segment.used == 0;
         self.len -= 1;
-        if segment.used == 0 {
-            self.segments.remove(&(space, seg));
+        if emptied {
+            match self.tcm.entry(space, seg) {
+                Some(e) => self.tcm.remove(e),
+                None => drop(self.segments.remove(&(space, seg))),
+            }
         }
         Some(old)
     }
 
+    /// Segments held (indexed or hashed).
+    #[cfg(test)]
+    fn segment_count(&self) -> usize {
+        self.segments.len() + self.tcm.segments().count()
+    }
+
     /// Every page in (space, page number) order.
     pub fn sorted(&self) -> Vec<((Space, u64), &P)> {
-        let mut keys: Vec<&(Space, u64)> = self.segments.keys().collect();
-        keys.sort();
-        keys.into_iter()
-            .flat_map(|&(space, seg)| {
-                self.segments[&(space, seg)]
-                    .slots
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(i, p)| {
-                        p.as_ref()
-                            .map(|p| ((space, seg * SEGMENT_PAGES + i as u64), p))
-                    })
+        let mut segments: Vec<((Space, u64), &Segment<P>)> = self
+            .segments
+            .iter()
+            .map(|(&key, s)| (key, &**s))
+            .chain(self.tcm.segments())
+            .collect();
+        segments.sort_by_key(|&(key, _)| key);
+        segments
+            .into_iter()
+            .flat_map(|((space, seg), segment)| {
+                segment.slots.iter().enumerate().filter_map(move |(i, p)| {
+                    p.as_ref()
+                        .map(|p| ((space, seg * SEGMENT_PAGES + i as u64), p))
+                })
             })
             .collect()
     }
@@ -159,14 +329,59 @@ mod tests {
 
     #[test]
     fn pages_come_and_go_with_their_segments() {
-        let mut t = PageTable::default();
+        pages_come_and_go(PageTable::default());
+        // The same with the TCM segments of 16 PEs indexed (two of each).
+        pages_come_and_go(PageTable::for_machine((2, 4), 16, 2 * SEGMENT_PAGES - 7));
+    }
+
+    /// Indexed TCM segments and hashed ones (HBM, SRAM, a TCM segment
+    /// past the indexed ones, a PE outside the machine) side by side.
+    #[test]
+    fn indexed_and_hashed_segments_sort_together() {
+        let mut t = PageTable::for_machine((2, 4), 16, SEGMENT_PAGES);
+        let tcm = |sip, cube, pe| Space::Tcm(crate::topology::PeCoord { sip, cube, pe });
+        let (a, b, far) = (tcm(1, 1, 3), tcm(0, 0, 0), tcm(9, 0, 0));
+        let hbm = Space::Hbm { sip: 0, cube: 0 };
+        for (space, page, v) in [
+            (a, 5, 'a'),
+            (a, SEGMENT_PAGES + 2, 'b'),
+            (b, 7, 'c'),
+            (far, 1, 'd'),
+            (hbm, 3, 'e'),
+        ] {
+            assert_eq!(t.insert(space, page, v), None);
+        }
+        assert_eq!(t.tcm.segments().count(), 2, "a and b's first segments");
+        assert_eq!(t.segment_count(), 5);
+        let mut want = vec![
+            ((a, 5), &'a'),
+            ((a, SEGMENT_PAGES + 2), &'b'),
+            ((b, 7), &'c'),
+            ((far, 1), &'d'),
+            ((hbm, 3), &'e'),
+        ];
+        want.sort_by_key(|&(k, _)| k);
+        assert_eq!(t.sorted(), want);
+        assert_eq!(t.remove(a, 5), Some('a'));
+        assert_eq!(
+            t.tcm.segments().count(),
+            1,
+            "an emptied indexed segment goes"
+        );
+        assert_eq!(t.insert(tcm(0, 1, 2), 0, 'f'), None);
+        assert_eq!(t.tcm.held.len(), 2, "its place is reused");
+        assert_eq!(t.get(tcm(0, 1, 2), 0), Some(&'f'));
+        assert_eq!(t.get(a, 5), None);
+    }
+
+    fn pages_come_and_go(mut t: PageTable<char>) {
         let s = Space::Hbm { sip: 1, cube: 2 };
         let o = Space::Sram { sip: 0, cube: 0 };
         assert_eq!(t.insert(s, 3, 'a'), None);
         assert_eq!(t.insert(s, SEGMENT_PAGES + 1, 'b'), None);
         assert_eq!(t.insert(o, 3, 'c'), None);
         assert_eq!(t.insert(s, 3, 'd'), Some('a'));
-        assert_eq!((t.len(), t.segments.len()), (3, 3));
+        assert_eq!((t.len(), t.segment_count()), (3, 3));
         assert_eq!(t.get(s, 3), Some(&'d'));
         assert!(!t.contains(s, 4) && !t.contains(Space::Hbm { sip: 1, cube: 3 }, 3));
         *t.get_mut(o, 3).unwrap() = 'e';
@@ -193,7 +408,7 @@ mod tests {
             Err(())
         );
         assert_eq!(
-            (t.len(), t.segments.len()),
+            (t.len(), t.segment_count()),
             (3, 3),
             "a refusal adds nothing"
         );
@@ -205,11 +420,15 @@ mod tests {
             t.get_or_try_insert_with(fresh, 9, || Ok::<_, ()>('y')),
             Ok(&mut 'y')
         );
-        assert_eq!((t.len(), t.segments.len()), (5, 4));
+        assert_eq!((t.len(), t.segment_count()), (5, 4));
         assert_eq!(t.remove(s, 4), Some('x'));
         assert_eq!(t.remove(fresh, 9), Some('y'));
         assert_eq!(t.remove(s, 3), Some('d'));
         assert_eq!(t.remove(s, 3), None);
-        assert_eq!((t.len(), t.segments.len()), (2, 2), "an empty segment goes");
+        assert_eq!(
+            (t.len(), t.segment_count()),
+            (2, 2),
+            "an empty segment goes"
+        );
     }
 }

@@ -346,12 +346,18 @@ impl Machine {
             gemm_max: (spec.pe.gemm.max_m, spec.pe.gemm.max_n, spec.pe.gemm.max_k),
             local_rate: spec.pe.attach.rate(),
         };
+        let memory = MemoryStore::for_machine(
+            budget.clone(),
+            spec.pe_dims(),
+            pe_count as u64,
+            spec.pe.tcm_kib << 10,
+        );
         Arc::new(Machine {
             router: PathRouter::new(topo.clone()),
             links: Mutex::new(LinkTable::new(topo.clone())),
             topo,
             timing,
-            memory: Mutex::new(MemoryStore::new(budget.clone())),
+            memory: Mutex::new(memory),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             vmap: Arc::default(),
