@@ -32,6 +32,17 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// Every BinOp, in declaration order (an element's index is its
+    /// discriminant: the recorded command list stores it as a byte).
+    pub const ALL: [BinOp; 6] = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Max,
+        BinOp::Min,
+        BinOp::Div,
+    ];
+
     /// The name as the WIT spells it.
     pub const fn name(self) -> &'static str {
         match self {
@@ -46,6 +57,10 @@ impl BinOp {
 }
 
 impl Dtype {
+    /// Every dtype, in declaration order (an element's index is its
+    /// discriminant: the recorded command list stores it as a byte).
+    pub const ALL: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+
     pub const fn itemsize(self) -> u64 {
         match self {
             Dtype::F16 | Dtype::Bf16 => 2,

@@ -23,6 +23,16 @@ pub enum CompositeOp {
 }
 
 impl CompositeOp {
+    /// Every CompositeOp, in declaration order (an element's index is its
+    /// discriminant: the recorded command list stores it as a byte).
+    pub const ALL: [CompositeOp; 5] = [
+        CompositeOp::Gemm,
+        CompositeOp::GemmAcc,
+        CompositeOp::GemmBias,
+        CompositeOp::GemmRelu,
+        CompositeOp::GemmBiasRelu,
+    ];
+
     /// The name as the WIT spells it.
     pub const fn name(self) -> &'static str {
         match self {

@@ -21,6 +21,18 @@ pub enum UnaryOp {
 }
 
 impl UnaryOp {
+    /// Every UnaryOp, in declaration order (an element's index is its
+    /// discriminant: the recorded command list stores it as a byte).
+    pub const ALL: [UnaryOp; 7] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Relu,
+        UnaryOp::Recip,
+    ];
+
     /// The name as the WIT spells it.
     pub const fn name(self) -> &'static str {
         match self {
@@ -56,6 +68,10 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
+    /// Every ReduceOp, in declaration order (an element's index is its
+    /// discriminant: the recorded command list stores it as a byte).
+    pub const ALL: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+
     pub const fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",

@@ -19,6 +19,7 @@ pub mod batch;
 pub mod bench;
 pub mod bindings;
 pub mod collective;
+pub mod command_codec;
 pub mod commands;
 pub mod compile_cache;
 pub mod describe;
