@@ -67,7 +67,7 @@ struct PeState {
     /// share one `Dir` per direction; an installed entry never changes):
     /// a send finds its entry without the port's map of names.
     last_tx: Mutex<Option<(super::blocked::Dir, Arc<crate::hw::ipcq::TxEntry>)>>,
-    outstanding: Mutex<Vec<Event>>,
+    outstanding: Mutex<std::collections::VecDeque<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
     /// Per receive direction (`None`: round-robin), the event set when the
     /// last receive issued on it has claimed its message: receives and
@@ -435,7 +435,7 @@ impl Machine {
                     gemm: Mutex::default(),
                     ipcq: Mutex::new(None),
                     last_tx: Mutex::new(None),
-                    outstanding: Mutex::new(Vec::new()),
+                    outstanding: Mutex::default(),
                     blocked_on: Mutex::new(None),
                     claims: Mutex::new(Default::default()),
                     scratch: OnceLock::new(),
@@ -641,17 +641,24 @@ impl Machine {
 
     fn track(&self, pe: &PeState, done: &Event) {
         let mut o = pe.outstanding.lock();
-        // Forget finished commands now and then (amortised O(1)), so a
-        // long kernel holds only what is still in flight.
+        // Forget finished commands, so a long kernel holds only what is
+        // still in flight: those at the front (most finish in issue order,
+        // and the front was issued a command or two ago, still in cache),
+        // and now and then all of them (amortised O(1); a scan touches
+        // every event, long out of cache when a thousand PEs take turns).
+        while o.front().is_some_and(Event::is_set) {
+            o.pop_front();
+        }
         if o.len() >= 64 && o.len().is_power_of_two() {
             o.retain(|e| !e.is_set());
         }
-        o.push(done.clone());
+        o.push_back(done.clone());
     }
 
-    /// Completion events of every command `pe` issued since the last call.
+    /// Completion events of every command `pe` issued since the last call
+    /// and not seen finished yet, in issue order.
     pub fn take_outstanding(&self, pe: PeCoord) -> Vec<Event> {
-        std::mem::take(&mut *self.pe(pe).outstanding.lock())
+        std::mem::take(&mut *self.pe(pe).outstanding.lock()).into()
     }
 
     /// Copies (`src`, `dst`, bytes) that the host asks `pe`'s DMA engine
