@@ -297,16 +297,21 @@ mod tests {
     use crate::engine::{Executor, RunOutcome};
     use crate::hw::dtype::Dtype;
 
+    /// The test machine, its first PE, 8 f16 in HBM to load, an executor.
+    fn machine_with_a_source() -> (Arc<Machine>, PeCoord, crate::hw::TensorRef, Executor) {
+        let (m, pe) = super::super::test_machine();
+        let src = m
+            .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[8], Dtype::F16)
+            .unwrap();
+        (m, pe, src, Executor::new())
+    }
+
     /// The engine is busy for a command's setup only: the next command's
     /// setup starts while the first one's bytes are still in flight, so
     /// two small loads land one setup apart.
     #[test]
     fn the_next_command_sets_up_while_the_transfer_is_in_flight() {
-        let (m, pe) = super::super::test_machine();
-        let src = m
-            .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[8], Dtype::F16)
-            .unwrap();
-        let ex = Executor::new();
+        let (m, pe, src, ex) = machine_with_a_source();
         let mm = m.clone();
         let h = ex.spawn(async move {
             let a = mm.load(pe, src.addr(), &[8], Dtype::F16).unwrap();
@@ -337,11 +342,7 @@ mod tests {
     /// (the scan of every event held happened at 64, 128, ... before).
     #[test]
     fn commands_finished_in_order_are_forgotten_at_once() {
-        let (m, pe) = super::super::test_machine();
-        let src = m
-            .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[8], Dtype::F16)
-            .unwrap();
-        let ex = Executor::new();
+        let (m, pe, src, ex) = machine_with_a_source();
         let mm = m.clone();
         let h = ex.spawn(async move {
             let mut longest = 0;
