@@ -586,16 +586,10 @@ mod tests {
         assert_eq!(l.encoded.len(), 17, "a byte per tag, id, index and enum");
     }
 
-    /// The default machine and its first PE.
+    /// The default machine (its spec too) and its first PE.
     fn default_machine() -> (crate::config::TopologySpec, Arc<Machine>, PeCoord) {
-        let spec = crate::config::TopologySpec::default_embedded();
-        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
-        let pe = PeCoord {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
-        (spec, machine, pe)
+        let (machine, pe) = crate::hw::machine::test_machine();
+        (machine.topo.spec.clone(), machine, pe)
     }
 
     /// Replay `list` on `pe` until the simulation ends.

@@ -119,7 +119,7 @@ impl Machine {
         if q.phase == Phase::Idle {
             q.phase = Phase::Scheduled;
             drop(q);
-            let index = pe.flat_index(self.topo.spec.pe_dims()) as usize;
+            let index = self.pe_index(pe);
             engine::call_soon(self.engine_call(unit.served(index)));
         }
     }
@@ -128,9 +128,7 @@ impl Machine {
     /// command on.
     pub(super) fn serve_unit(self: &Arc<Self>, call: Call, index: usize, unit: UnitKind) {
         let pe = || self.pe_at(index);
-        let st = self.pes[index]
-            .get()
-            .expect("a PE with a command has state");
+        let st = self.state_at(index);
         let mut q = unit.queue(st).lock();
         match q.phase {
             Phase::Busy { start, end } if engine::now() >= end => {

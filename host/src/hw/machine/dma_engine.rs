@@ -94,7 +94,7 @@ impl Machine {
         )?;
         self.track(st, &done);
         let logged = self.issue_marks(pe, Some(&done));
-        let index = pe.flat_index(spec.pe_dims()) as usize;
+        let index = self.pe_index(pe);
         let slot = self.dma_commands.lock().put(DmaCmd {
             pe: index,
             what,
@@ -121,9 +121,7 @@ impl Machine {
     /// A call for the DMA engine of the PE of state index `index`: move
     /// its head command on.
     pub(super) fn serve_dma(self: &Arc<Self>, call: Call, index: usize) {
-        let st = self.pes[index]
-            .get()
-            .expect("a PE with a command has state");
+        let st = self.state_at(index);
         let mut q = st.dma.lock();
         match q.phase {
             Phase::Scheduled | Phase::Waiting => {

@@ -210,9 +210,9 @@ pub struct Machine {
     dma_commands: Mutex<dma_engine::DmaCommands>,
 }
 
-/// The default machine and its first PE (for the engines' unit tests).
+/// The default machine and its first PE (for unit tests).
 #[cfg(test)]
-fn test_machine() -> (Arc<Machine>, PeCoord) {
+pub(crate) fn test_machine() -> (Arc<Machine>, PeCoord) {
     let spec = crate::config::TopologySpec::default_embedded();
     let m = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
     let pe = PeCoord {
@@ -425,7 +425,7 @@ impl Machine {
     /// machine is given comes from its topology or a resolved address).
     fn pe(&self, pe: PeCoord) -> &PeState {
         self.pes
-            .get(pe.flat_index(self.topo.spec.pe_dims()) as usize)
+            .get(self.pe_index(pe))
             .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
             .get_or_init(|| {
                 Box::new(PeState {
@@ -446,6 +446,19 @@ impl Machine {
     /// The PE of state index `index`.
     fn pe_at(&self, index: usize) -> PeCoord {
         PeCoord::from_flat_index(index as u64, self.topo.spec.pe_dims())
+    }
+
+    /// The state index of `pe` (what an engine call names it by).
+    fn pe_index(&self, pe: PeCoord) -> usize {
+        pe.flat_index(self.topo.spec.pe_dims()) as usize
+    }
+
+    /// The state of the PE of state index `index`, which has issued a
+    /// command (so its state exists).
+    fn state_at(&self, index: usize) -> &PeState {
+        self.pes[index]
+            .get()
+            .expect("a PE with a command has state")
     }
 
     /// Every PE that has state, in `PeCoord` order.
