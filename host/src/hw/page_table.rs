@@ -17,6 +17,7 @@
 
 use crate::address::Space;
 use rustc_hash::FxHashMap;
+use slab::Slab;
 
 /// Pages per segment (1 MiB of 4 KiB pages).
 pub const SEGMENT_PAGES: u64 = 256;
@@ -66,7 +67,7 @@ impl<P> Default for PageTable<P> {
 const TCM_INDEX_MAX: u64 = 1 << 22;
 
 /// The segments of every PE's TCM, found by index: entry
-/// `pe.flat_index(dims) * segs + segment` is 0, or 1 + the segment's place
+/// `pe.flat_index(dims) * segs + segment` is 0, or 1 + the segment's key
 /// in `held`.
 struct TcmIndex<P> {
     /// (cubes per SIP, PEs per cube) of the machine.
@@ -77,9 +78,8 @@ struct TcmIndex<P> {
     segs: u64,
     /// Made at the first TCM write (zeroed: untouched pages cost nothing).
     entries: Vec<u32>,
-    held: Vec<Option<Box<Segment<P>>>>,
-    /// Places in `held` free for reuse.
-    free: Vec<u32>,
+    /// The segments (a freed key is used again first).
+    held: Slab<Box<Segment<P>>>,
 }
 
 impl<P> TcmIndex<P> {
@@ -89,8 +89,7 @@ impl<P> TcmIndex<P> {
             pes: 0,
             segs: 0,
             entries: Vec::new(),
-            held: Vec::new(),
-            free: Vec::new(),
+            held: Slab::new(),
         }
     }
 
@@ -109,13 +108,15 @@ impl<P> TcmIndex<P> {
     #[inline]
     fn get(&self, entry: usize) -> Option<&Segment<P>> {
         let k = *self.entries.get(entry)?;
-        self.held[k.checked_sub(1)? as usize].as_deref()
+        self.held.get(k.checked_sub(1)? as usize).map(|s| &**s)
     }
 
     #[inline]
     fn get_mut(&mut self, entry: usize) -> Option<&mut Segment<P>> {
         let k = *self.entries.get(entry)?;
-        self.held[k.checked_sub(1)? as usize].as_deref_mut()
+        self.held
+            .get_mut(k.checked_sub(1)? as usize)
+            .map(|s| &mut **s)
     }
 
     /// The segment at `entry`, made empty when absent.
@@ -124,29 +125,18 @@ impl<P> TcmIndex<P> {
             self.entries = vec![0; (self.pes * self.segs) as usize];
         }
         if self.entries[entry] == 0 {
-            let place = match self.free.pop() {
-                Some(k) => {
-                    self.held[k as usize] = Some(Segment::empty());
-                    k
-                }
-                None => {
-                    self.held.push(Some(Segment::empty()));
-                    (self.held.len() - 1) as u32
-                }
-            };
-            self.entries[entry] = place + 1;
+            let key = self.held.insert(Segment::empty());
+            // At most one segment per entry: fewer than TCM_INDEX_MAX.
+            self.entries[entry] = key as u32 + 1;
         }
         let k = self.entries[entry] as usize - 1;
-        self.held[k]
-            .as_deref_mut()
-            .expect("an entry names a held segment")
+        &mut self.held[k]
     }
 
     /// Drop the (empty) segment at `entry`.
     fn remove(&mut self, entry: usize) {
         let k = std::mem::take(&mut self.entries[entry]) - 1;
-        self.held[k as usize] = None;
-        self.free.push(k);
+        self.held.remove(k as usize);
     }
 
     /// Every segment held, with its space and number.
@@ -158,8 +148,7 @@ impl<P> TcmIndex<P> {
             .map(move |(i, &k)| {
                 let (pe, seg) = (i as u64 / self.segs, i as u64 % self.segs);
                 let space = Space::Tcm(crate::topology::PeCoord::from_flat_index(pe, self.dims));
-                let segment = self.held[k as usize - 1].as_deref().expect("held");
-                ((space, seg), segment)
+                ((space, seg), &*self.held[k as usize - 1])
             })
     }
 }
@@ -369,7 +358,11 @@ mod tests {
             "an emptied indexed segment goes"
         );
         assert_eq!(t.insert(tcm(0, 1, 2), 0, 'f'), None);
-        assert_eq!(t.tcm.held.len(), 2, "its place is reused");
+        // An entry is 1 + its segment's key: a's (key 0, freed) is used again.
+        let entry = |t: &PageTable<char>, space| t.tcm.entries[t.tcm.entry(space, 0).unwrap()];
+        assert_eq!((entry(&t, a), entry(&t, b)), (0, 2));
+        assert_eq!(entry(&t, tcm(0, 1, 2)), 1, "its key is used again");
+        assert_eq!(t.tcm.held.len(), 2);
         assert_eq!(t.get(tcm(0, 1, 2), 0), Some(&'f'));
         assert_eq!(t.get(a, 5), None);
     }

@@ -13,7 +13,6 @@
 //! transfer with one more call at its end — each where the task per
 //! command was polled, so every table and trace is as before.
 
-use super::command_table::CommandTable;
 use super::engine_calls::{Phase, Served};
 use super::{DmaKind, Machine, PeState};
 use crate::address::Space;
@@ -60,8 +59,8 @@ pub(super) struct DmaQueue {
 }
 
 /// Every DMA command issued and not landed, by slot (an engine's queue
-/// and a landing call name their slots).
-pub(super) type DmaCommands = CommandTable<DmaCmd>;
+/// and a landing call name their slots; a freed slot is used again first).
+pub(super) type DmaCommands = slab::Slab<DmaCmd>;
 
 fn time_fault(what: DmaKind, nbytes: u64, start: Ps) -> impl Fn(TimeOverflow) -> HwError {
     move |source| HwError::TimeOverflow {
@@ -95,7 +94,7 @@ impl Machine {
         self.track(st, &done);
         let logged = self.issue_marks(pe, Some(&done));
         let index = self.pe_index(pe);
-        let slot = self.dma_commands.lock().put(DmaCmd {
+        let slot = self.dma_commands.lock().insert(DmaCmd {
             pe: index,
             what,
             src,
@@ -108,6 +107,7 @@ impl Machine {
             staged: None,
             span: (0, 0),
         });
+        let slot = u32::try_from(slot).expect("fewer than 2^32 commands in flight");
         let mut q = st.dma.lock();
         q.slots.push_back(slot);
         if q.phase == Phase::Idle {
@@ -131,8 +131,8 @@ impl Machine {
                     .expect("an engine with a phase has a command");
                 let start = engine::now();
                 let (what, nbytes) = {
-                    let mut cmds = self.dma_commands.lock();
-                    let head = cmds.get(slot);
+                    let cmds = self.dma_commands.lock();
+                    let head = &cmds[slot as usize];
                     let waker = engine::call_waker(call);
                     for t in &head.inputs {
                         if !t.ready.is_set_or_wake(&waker) {
@@ -148,7 +148,7 @@ impl Machine {
                         q.phase = Phase::Stuck;
                         q.slots.pop_front();
                         drop(q);
-                        self.dma_commands.lock().remove(slot);
+                        self.dma_commands.lock().remove(slot as usize);
                         let fail = time_fault(what, nbytes, start);
                         return self.set_fault(self.pe_at(index), what.name(), fail(e));
                     }
@@ -186,8 +186,9 @@ impl Machine {
             q.phase.pass_turn(more, call);
             slot
         };
+        let slot = slot as usize;
         let mut cmds = self.dma_commands.lock();
-        let cmd = cmds.get(slot);
+        let cmd = &mut cmds[slot];
         let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
         cmd.staged = Some(self.memory.lock().stage(src.0, src.1, nbytes));
         let path = cmd.path.take().expect("a command is booked once");
@@ -203,23 +204,19 @@ impl Machine {
                 return self.set_fault(self.pe_at(pe), what.name(), fail(e));
             }
         };
-        self.dma_commands.lock().get(slot).span = (start, end);
+        self.dma_commands.lock()[slot].span = (start, end);
         if end > engine::now() {
-            engine::call_at(
-                end,
-                Machine::sibling_call(call, Served::Landing(slot as usize)),
-            );
+            engine::call_at(end, Machine::sibling_call(call, Served::Landing(slot)));
         } else {
-            self.land_transfer(slot as usize);
+            self.land_transfer(slot);
         }
     }
 
     /// A call for the transfer of the command in `slot`: its bytes land,
     /// then its counts and log, then its waiters.
     pub(super) fn land_transfer(&self, slot: usize) {
-        let slot = slot as u32;
         let mut cmds = self.dma_commands.lock();
-        let cmd = cmds.get(slot);
+        let cmd = &mut cmds[slot];
         let (pe, what, src, dst, nbytes, span) =
             (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
         let staged = cmd.staged.take().expect("a landing transfer has started");

@@ -15,7 +15,6 @@
 //!   as the transfer starts and land at its end.
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
-mod command_table;
 mod compute;
 mod compute_unit;
 mod dma_engine;
