@@ -18,7 +18,9 @@
 # Everything lives under target/pgo (KERNBENCH_PGO_DIR to move it), apart
 # from the normal build's target directory, so that neither rebuilds the
 # other. The guest components are never instrumented: host/build.rs builds
-# them without the outer RUSTFLAGS.
+# them without the outer RUSTFLAGS. (Build scripts and proc macros are, and
+# write profiles of their own into the merge: harmless, their functions are
+# not the host's.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -28,7 +30,8 @@ for arg in "$@"; do
     case "$arg" in
         --bench) bench=true ;;
         -h | --help)
-            sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+            # This header, up to the first line that is not a comment.
+            awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
             exit 0
             ;;
         *)
@@ -53,9 +56,13 @@ if [ ! -x "$profdata" ]; then
     exit 1
 fi
 
+# The caller's own RUSTFLAGS (e.g. -Ctarget-cpu=native) go into both builds:
+# the profile only fits code built the same way.
+flags=${RUSTFLAGS:-}
+
 echo "== 1/4 instrumented build ($pgo/instrumented)"
 rm -rf "$raw"
-RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR="$pgo/instrumented" \
+RUSTFLAGS="$flags -Cprofile-generate=$raw" CARGO_TARGET_DIR="$pgo/instrumented" \
     cargo build --release -p kernbench-host --bin kernbench-host --bench scale
 instrumented="$pgo/instrumented/release/kernbench-host"
 
@@ -86,7 +93,7 @@ echo "== 3/4 merging the profiles"
 "$profdata" merge -o "$merged" "$raw"
 
 echo "== 4/4 build with the profile ($pgo/optimized)"
-use_flags="-Cprofile-use=$merged"
+use_flags="$flags -Cprofile-use=$merged"
 RUSTFLAGS="$use_flags" CARGO_TARGET_DIR="$pgo/optimized" \
     cargo build --release -p kernbench-host --bin kernbench-host --bench scale
 echo "profile-guided build: $pgo/optimized/release/kernbench-host"
