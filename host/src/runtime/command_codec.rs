@@ -89,7 +89,7 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
         Command::Scale { a, factor, out } => {
             w.tag(Tag::Scale);
             w.u32(a);
-            w.0.extend_from_slice(&factor.to_le_bytes());
+            w.bytes(&factor.to_le_bytes());
             w.u32(out);
         }
         Command::Unary { op, a, out } => {
@@ -269,6 +269,11 @@ impl Writer<'_> {
 
     fn byte(&mut self, b: u8) {
         self.0.push(b);
+    }
+
+    /// Bytes as they are (what [`Reader::take`] reads back).
+    fn bytes(&mut self, b: &[u8]) {
+        self.0.extend_from_slice(b);
     }
 
     fn u64(&mut self, mut v: u64) {
