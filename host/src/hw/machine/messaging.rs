@@ -432,7 +432,7 @@ impl Machine {
         dtype: Dtype,
         dst: Option<u64>,
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'a {
-        let turn = self.claim_turn(pe, dir);
+        let turn = self.claim_turn(pe, dir, false);
         self.recv_in_turn(pe, dir, shape, dtype, dst, turn, true)
     }
 
@@ -447,7 +447,7 @@ impl Machine {
         shape: Shape,
         dtype: Dtype,
     ) -> crate::engine::JoinHandle<Result<TensorRef, HwError>> {
-        let turn = self.claim_turn(pe, dir.as_ref());
+        let turn = self.claim_turn(pe, dir.as_ref(), true);
         let m = self.clone();
         crate::engine::spawn(async move {
             m.recv_in_turn(pe, dir.as_ref(), shape, dtype, None, turn, false)
@@ -478,16 +478,27 @@ impl Machine {
         out
     }
 
-    /// The previous claim on `dir` to wait for, and this receive's own.
-    fn claim_turn(&self, pe: PeCoord, dir: Option<&Dir>) -> (Option<Event>, Event) {
-        let mine = Event::new();
+    /// The previous claim on `dir` to wait for, and this receive's own
+    /// when `later_may_wait` (a `recv_async` task: the kernel goes on and
+    /// may issue receives on `dir` before this one has claimed). A
+    /// receive the kernel waits for needs none: its kernel issues nothing
+    /// until it has returned, so no later claim can come before its own;
+    /// it leaves the direction's entry empty (no event to make, and no
+    /// cold one to read at the next receive).
+    fn claim_turn(
+        &self,
+        pe: PeCoord,
+        dir: Option<&Dir>,
+        later_may_wait: bool,
+    ) -> (Option<Event>, Option<Event>) {
+        let mine = later_may_wait.then(Event::new);
         let same = |d: &Option<Dir>| match (d, dir) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
             (a, b) => a.is_none() && b.is_none(),
         };
         let mut claims = self.pe(pe).claims.lock();
         let prev = match claims.iter_mut().find(|(d, _)| same(d)) {
-            Some((_, last)) => Some(std::mem::replace(last, mine.clone())),
+            Some((_, last)) => std::mem::replace(last, mine.clone()),
             None => {
                 claims.push((dir.cloned(), mine.clone()));
                 None
@@ -504,14 +515,16 @@ impl Machine {
         shape: Shape,
         dtype: Dtype,
         dst: Option<u64>,
-        (prev, mine): (Option<Event>, Event),
+        (prev, mine): (Option<Event>, Option<Event>),
         report: bool,
     ) -> Result<TensorRef, HwError> {
         if let Some(prev) = prev {
             prev.wait().await;
         }
         let claimed = self.take_arrival(pe, dir, report).await;
-        mine.set();
+        if let Some(mine) = mine {
+            mine.set();
+        }
         let m = self;
         let want = dtype.nbytes(&shape)?;
         let (queue, arrival) = claimed?;

@@ -91,8 +91,9 @@ struct PeState {
 }
 
 /// A receive direction (`None`: round-robin) and the event of the last
-/// receive that claimed on it.
-type Claim = (Option<super::blocked::Dir>, Event);
+/// receive that claims on it and that later receives must wait for (`None`:
+/// none; see `Machine::claim_turn`).
+type Claim = (Option<super::blocked::Dir>, Option<Event>);
 
 /// What a DMA command is for: it names the command in traces and faults,
 /// and its op in the log. One byte in the command's task.
