@@ -61,17 +61,12 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             // One direction name per kernel, the PE's own, as a replayed
             // kernel's calls share their command list's.
             let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
+            let shape = Shape::from_slice(&[n_elem]);
             for _ in 0..rounds * (ranks - 1) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
                 m.send(pe, &east, out).await.unwrap();
                 let recv = m
-                    .recv(
-                        pe,
-                        Some(&west),
-                        Shape::from_slice(&[n_elem]),
-                        Dtype::F16,
-                        None,
-                    )
+                    .recv(pe, Some(&west), &shape, Dtype::F16, None)
                     .await
                     .unwrap();
                 acc = m.binary(pe, BinOp::Add, &acc, &recv).unwrap();

@@ -326,9 +326,10 @@ impl tl::Host for KernelHost {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         let d = dir.as_deref().map(Dir::from);
+        let shape = shape.into();
         let fut = self
             .machine
-            .recv(self.pe, d.as_ref(), shape.into(), dtype_in(dtype), None);
+            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), None);
         let t = fut
             .await
             .map_err(|e| self.fail(call::recv(dir.as_deref(), None), e))?;
@@ -344,13 +345,10 @@ impl tl::Host for KernelHost {
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         self.machine.queue_room(self.pe).await;
         let d = dir.as_deref().map(Dir::from);
-        let fut = self.machine.recv(
-            self.pe,
-            d.as_ref(),
-            shape.into(),
-            dtype_in(dtype),
-            Some(dst_addr),
-        );
+        let shape = shape.into();
+        let fut = self
+            .machine
+            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), Some(dst_addr));
         let t = fut
             .await
             .map_err(|e| self.fail(call::recv(dir.as_deref(), Some(dst_addr)), e))?;

@@ -428,7 +428,7 @@ impl Machine {
         self: &'a Arc<Self>,
         pe: PeCoord,
         dir: Option<&'a Dir>,
-        shape: Shape,
+        shape: &'a Shape,
         dtype: Dtype,
         dst: Option<u64>,
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'a {
@@ -450,7 +450,7 @@ impl Machine {
         let turn = self.claim_turn(pe, dir.as_ref(), true);
         let m = self.clone();
         crate::engine::spawn(async move {
-            m.recv_in_turn(pe, dir.as_ref(), shape, dtype, None, turn, false)
+            m.recv_in_turn(pe, dir.as_ref(), &shape, dtype, None, turn, false)
                 .await
         })
     }
@@ -512,22 +512,68 @@ impl Machine {
         self: &Arc<Self>,
         pe: PeCoord,
         dir: Option<&Dir>,
-        shape: Shape,
+        shape: &Shape,
         dtype: Dtype,
         dst: Option<u64>,
         (prev, mine): (Option<Event>, Option<Event>),
         report: bool,
     ) -> Result<TensorRef, HwError> {
+        // This future sits in the replay's state and is copied there whole
+        // per receive: it holds only what its waits need (the looking is
+        // `look_for_arrival`'s), and no wait is inside a `match` on a
+        // look (its temporaries would be held across the wait).
         if let Some(prev) = prev {
             prev.wait().await;
         }
-        let claimed = self.take_arrival(pe, dir, report).await;
+        // The direction's index among the receive queues (for the blocked
+        // state), found with its queue.
+        let mut rx: RxDir = None;
+        let (queue, arrival) = loop {
+            let next_message = match self.look_for_arrival(pe, dir, &mut rx) {
+                Ok(Ok(taken)) => break taken,
+                Ok(Err(next_message)) => next_message,
+                Err(e) => {
+                    if let Some(mine) = mine {
+                        mine.set();
+                    }
+                    return Err(e);
+                }
+            };
+            // Nothing to take yet: wait for the next message to any of
+            // the PE's queues (`report`: show the PE as blocked meanwhile,
+            // not for a `recv_async` task, which the kernel is not waiting
+            // for).
+            if report {
+                self.set_blocked(pe, Some(Blocked::RecvWaiting { rx }));
+            }
+            next_message.await;
+            if report {
+                self.set_blocked(pe, None);
+            }
+        };
+        // Claimed: wait for its data (a later receive on `dir` waits for
+        // this one's data too, as it did when the wait was part of the
+        // claim).
+        if !arrival.ready.is_set() {
+            if report {
+                self.set_blocked(
+                    pe,
+                    Some(Blocked::RecvInFlight {
+                        rx,
+                        from: arrival.from,
+                    }),
+                );
+            }
+            arrival.ready.wait().await;
+            if report {
+                self.set_blocked(pe, None);
+            }
+        }
         if let Some(mine) = mine {
             mine.set();
         }
         let m = self;
-        let want = dtype.nbytes(&shape)?;
-        let (queue, arrival) = claimed?;
+        let want = dtype.nbytes(shape)?;
         if report {
             // The kernel waited for the message's data.
             m.observe(pe, "wait", std::slice::from_ref(&arrival.ready), &[]);
@@ -547,7 +593,7 @@ impl Machine {
             (q.strict, q.space, q.slot_offset(arrival.slot))
         };
         let differs = if strict {
-            arrival.shape != shape || arrival.dtype != dtype
+            arrival.shape != *shape || arrival.dtype != dtype
         } else {
             arrival.nbytes != want
         };
@@ -568,7 +614,7 @@ impl Machine {
         let slot = TensorInner::build(
             space,
             offset,
-            &shape,
+            shape,
             dtype,
             arrival.ready,
             Hold::Slot {
@@ -579,11 +625,11 @@ impl Machine {
         match dst {
             None => Ok(slot),
             Some(addr) => {
-                let view = m.view(addr, &shape, dtype)?;
+                let view = m.view(addr, shape, dtype)?;
                 let out = TensorInner::build(
                     view.space,
                     view.offset,
-                    &shape,
+                    shape,
                     dtype,
                     Event::new(),
                     Hold::None,
@@ -602,103 +648,72 @@ impl Machine {
         }
     }
 
-    /// Claim the next message from `dir` and wait for its data; `report`:
-    /// show the PE as blocked meanwhile (not for a `recv_async` task: the
-    /// kernel is not waiting for it).
-    async fn take_arrival(
-        self: &Arc<Self>,
+    /// Claim the next message from `dir` (any: round-robin, preferring
+    /// one whose data has landed), or, when there is none, the wait for
+    /// the next message to any of `pe`'s queues. Sets `rx` to the
+    /// direction's index when `dir` names one.
+    #[allow(clippy::type_complexity)]
+    fn look_for_arrival(
+        &self,
         pe: PeCoord,
         dir: Option<&Dir>,
-        report: bool,
-    ) -> Result<(SharedQueue, Arrival), HwError> {
-        let st = self.pe(pe);
-        // The direction's index among the receive queues (for the blocked
-        // state), found with its queue.
-        let mut rx: RxDir = None;
-        loop {
-            let (picked, notify) = {
-                let mut guard = st.ipcq.lock();
-                let port = guard
-                    .as_mut()
-                    .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
-                let n = port.rx.len();
-                let mut picked = None;
-                match dir {
-                    Some(d) => {
-                        // By pointer first: a recorded kernel names the
-                        // queue's own `Dir` (no name read, no miss).
-                        let i = port
-                            .rx
-                            .iter()
-                            .position(|(name, _)| Arc::ptr_eq(name, d))
-                            .or_else(|| port.rx_index(d))
-                            .ok_or_else(|| HwError::InvalidDirection {
-                                pe: pe.to_string(),
-                                dir: d.to_string(),
-                                installed: port.installed_dirs(),
-                            })?;
-                        rx = Some(i as u32);
-                        let q = &port.rx[i].1;
+        rx: &mut RxDir,
+    ) -> Result<Result<(SharedQueue, Arrival), crate::engine::SignalWait>, HwError> {
+        let mut guard = self.pe(pe).ipcq.lock();
+        let port = guard
+            .as_mut()
+            .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
+        let n = port.rx.len();
+        match dir {
+            Some(d) => {
+                // By pointer first: a recorded kernel names the queue's own
+                // `Dir` (no name read, no miss).
+                let i = port
+                    .rx
+                    .iter()
+                    .position(|(name, _)| Arc::ptr_eq(name, d))
+                    .or_else(|| port.rx_index(d))
+                    .ok_or_else(|| HwError::InvalidDirection {
+                        pe: pe.to_string(),
+                        dir: d.to_string(),
+                        installed: port.installed_dirs(),
+                    })?;
+                *rx = Some(i as u32);
+                let q = &port.rx[i].1;
+                let mut qg = q.lock();
+                if let Some(a) = qg.arrivals.pop_front() {
+                    qg.taken += 1;
+                    drop(qg);
+                    return Ok(Ok((q.clone(), a)));
+                }
+            }
+            None => {
+                // Prefer a message whose data has landed, in round-robin order.
+                for landed_only in [true, false] {
+                    for i in 0..n {
+                        let idx = (port.rr + i) % n;
+                        let q = &port.rx[idx].1;
                         let mut qg = q.lock();
-                        if let Some(a) = qg.arrivals.pop_front() {
+                        if qg
+                            .arrivals
+                            .front()
+                            .is_some_and(|a| !landed_only || a.ready.is_set())
+                        {
+                            let a = qg.arrivals.pop_front().unwrap();
                             qg.taken += 1;
                             drop(qg);
-                            picked = Some((q.clone(), a));
-                        }
-                    }
-                    None => {
-                        // Prefer a message whose data has landed, in round-robin order.
-                        for landed_only in [true, false] {
-                            for i in 0..n {
-                                let idx = (port.rr + i) % n;
-                                let q = &port.rx[idx].1;
-                                let mut qg = q.lock();
-                                if qg
-                                    .arrivals
-                                    .front()
-                                    .is_some_and(|a| !landed_only || a.ready.is_set())
-                                {
-                                    let a = qg.arrivals.pop_front().unwrap();
-                                    qg.taken += 1;
-                                    drop(qg);
-                                    picked = Some((q.clone(), a));
-                                    port.rr = (idx + 1) % n;
-                                    break;
-                                }
-                            }
-                            if picked.is_some() {
-                                break;
-                            }
+                            let q = q.clone();
+                            port.rr = (idx + 1) % n;
+                            return Ok(Ok((q, a)));
                         }
                     }
                 }
-                // Nothing to take: wait for the next message to any of the
-                // PE's queues (the generation read under the port's lock,
-                // so none appended after this look is missed).
-                let notify = picked
-                    .is_none()
-                    .then(|| port.rx_notify.wait_past(port.rx_notify.generation()));
-                (picked, notify)
-            };
-            let blocked = |what| {
-                if report {
-                    self.set_blocked(pe, what);
-                }
-            };
-            if let Some((q, a)) = picked {
-                if !a.ready.is_set() {
-                    blocked(Some(Blocked::RecvInFlight { rx, from: a.from }));
-                    a.ready.wait().await;
-                    blocked(None);
-                }
-                return Ok((q, a));
             }
-            blocked(Some(Blocked::RecvWaiting { rx }));
-            if let Some(notify) = notify {
-                notify.await;
-            }
-            blocked(None);
         }
+        // Nothing to take: wait for the next message to any of the PE's
+        // queues (the generation read under the port's lock, so none
+        // appended after this look is missed).
+        Ok(Err(port.rx_notify.wait_past(port.rx_notify.generation())))
     }
 
     fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
@@ -726,6 +741,22 @@ mod tests {
     use super::*;
     use crate::config::ccl::NeighbourTopology;
     use crate::config::TopologySpec;
+
+    /// A receive's future stays small: it sits in the replay's state and
+    /// is copied there whole per receive, so its size is lines a ring
+    /// step touches (480 bytes with the claim's looking inside it, 256
+    /// without). Some room for other compilers' layouts.
+    #[test]
+    fn a_receive_s_future_holds_only_what_its_waits_need() {
+        let (m, pe) = crate::hw::machine::test_machine();
+        let (dir, shape): (Dir, Shape) = (Arc::from("W"), Shape::from_slice(&[8]));
+        let recv = m.recv(pe, Some(&dir), &shape, Dtype::F16, None);
+        assert!(
+            std::mem::size_of_val(&recv) <= 288,
+            "{}",
+            std::mem::size_of_val(&recv)
+        );
+    }
 
     /// A kernel's recorded receives name a direction by its queue's own
     /// `Dir` (found by pointer); any other name is a new one.
