@@ -457,7 +457,7 @@ mod tests {
 
     /// The replay's future stays small: a ring step touches the lines of
     /// it that its awaits write (768 bytes when a receive was awaited
-    /// through a closure and held its claim's looking, 424 since).
+    /// through a closure and held its claim's looking, 360 since).
     #[test]
     fn the_replay_s_future_stays_small() {
         let (m, pe) = crate::hw::machine::test_machine();
