@@ -113,6 +113,26 @@ pub struct TxEntry {
     pub peer_notify: Signal,
 }
 
+impl TxEntry {
+    /// What a send on this direction needs.
+    pub fn target(&self) -> SendTarget {
+        SendTarget {
+            peer: self.peer,
+            queue: self.queue.clone(),
+            peer_notify: self.peer_notify.clone(),
+        }
+    }
+}
+
+/// What a send needs of its direction's [`TxEntry`]: kept in the sending
+/// PE's state, whose lines a send touches anyway.
+#[derive(Debug, Clone)]
+pub struct SendTarget {
+    pub peer: PeCoord,
+    pub queue: SharedQueue,
+    pub peer_notify: Signal,
+}
+
 /// The IPCQ block of one PE: its neighbour table and receive queues.
 #[derive(Debug, Default)]
 pub struct IpcqPort {

@@ -294,6 +294,9 @@ pub async fn replay(
         pe: pe.to_string(),
         source,
     };
+    // Held in this future, whose lines a step touches anyway: the list
+    // itself is not read again after its first command.
+    let (dirs, shapes) = (&list.dirs[..], &list.shapes[..]);
     for command in list.iter() {
         match command {
             Command::Load {
@@ -302,7 +305,7 @@ pub async fn replay(
                 dtype,
                 out,
             } => {
-                let shape = &list.shapes[shape as usize];
+                let shape = &shapes[shape as usize];
                 machine.queue_room(pe).await;
                 let t = machine
                     .load(pe, addr, shape, dtype)
@@ -317,7 +320,7 @@ pub async fn replay(
                     .map_err(|e| fail(call::store(addr), e))?;
             }
             Command::Send { dir, value } => {
-                let dir = &list.dirs[dir as usize];
+                let dir = &dirs[dir as usize];
                 // The send holds its value until the message has left.
                 let v = the(&live, value).clone();
                 machine
@@ -331,7 +334,7 @@ pub async fn replay(
                 shape,
                 dtype,
             } => {
-                let (dir, shape) = (&list.dirs[dir as usize], &list.shapes[shape as usize]);
+                let (dir, shape) = (&dirs[dir as usize], &shapes[shape as usize]);
                 machine
                     .send_addr(pe, dir, addr, shape, dtype)
                     .await
@@ -357,8 +360,8 @@ pub async fn replay(
                     Command::RecvInto { dst, .. } => Some(dst),
                     _ => None,
                 };
-                let dir = dir.map(|d| &list.dirs[d as usize]);
-                let shape = &list.shapes[shape as usize];
+                let dir = dir.map(|d| &dirs[d as usize]);
+                let shape = &shapes[shape as usize];
                 if dst.is_some() {
                     machine.queue_room(pe).await;
                 }
@@ -430,8 +433,8 @@ pub async fn replay(
                 dtype,
                 fut,
             } => {
-                let dir = dir.map(|d| list.dirs[d as usize].clone());
-                let shape = list.shapes[shape as usize].clone();
+                let dir = dir.map(|d| dirs[d as usize].clone());
+                let shape = shapes[shape as usize].clone();
                 let task = machine.recv_async(pe, dir.clone(), shape, dtype);
                 futures[fut as usize] = Some((task, dir));
             }

@@ -12,7 +12,7 @@ use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir, RxDir};
 use crate::hw::dtype::Dtype;
-use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SharedQueue, TxEntry};
+use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SendTarget, SharedQueue, TxEntry};
 use crate::hw::oplog::Actor;
 use crate::hw::tensor::Hold;
 use crate::topology::{NodeId, PeCoord};
@@ -268,31 +268,32 @@ impl Machine {
     /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
     /// no such direction, or a message larger than a slot. These depend
     /// on the installed tables only, so a kernel can be told at once.
-    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
-        let tx = self.tx_entry(pe, dir)?;
-        Self::fits_slot(tx, nbytes)
+    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<SendTarget, HwError> {
+        Self::fits_slot(self.tx_entry(pe, dir)?.target(), nbytes)
     }
 
-    /// [`Machine::sendable`] for a send on `dir`, remembered per PE.
-    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
+    /// [`Machine::sendable`] for a send on `dir`, remembered per PE: the
+    /// target is kept in the PE's state, so a send does not read its
+    /// direction's entry (a line of its own, cold at a thousand ranks).
+    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<SendTarget, HwError> {
         let st = self.pe(pe);
         let known = match &*st.last_tx.lock() {
-            Some((d, tx)) if Arc::ptr_eq(d, dir) => Some(tx.clone()),
+            Some((d, target)) if Arc::ptr_eq(d, dir) => Some(target.clone()),
             _ => None,
         };
-        let tx = match known {
-            Some(tx) => tx,
+        let target = match known {
+            Some(target) => target,
             None => {
-                let tx = self.tx_entry(pe, dir)?;
-                *st.last_tx.lock() = Some((dir.clone(), tx.clone()));
-                tx
+                let target = self.tx_entry(pe, dir)?.target();
+                *st.last_tx.lock() = Some((dir.clone(), target.clone()));
+                target
             }
         };
-        Self::fits_slot(tx, nbytes)
+        Self::fits_slot(target, nbytes)
     }
 
     /// `tx` when a message of `nbytes` fits its slots.
-    fn fits_slot(tx: Arc<TxEntry>, nbytes: u64) -> Result<Arc<TxEntry>, HwError> {
+    fn fits_slot(tx: SendTarget, nbytes: u64) -> Result<SendTarget, HwError> {
         let slot_size = tx.queue.lock().slot_size;
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });

@@ -70,10 +70,11 @@ struct PeState {
     math: Mutex<compute_unit::UnitQueue>,
     outstanding: Mutex<std::collections::VecDeque<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
-    /// The direction it last sent on and its entry (a kernel's sends
-    /// share one `Dir` per direction; an installed entry never changes):
-    /// a send finds its entry without the port's map of names.
-    last_tx: Mutex<Option<(super::blocked::Dir, Arc<crate::hw::ipcq::TxEntry>)>>,
+    /// The direction it last sent on and its entry's target (a kernel's
+    /// sends share one `Dir` per direction; an installed entry never
+    /// changes): a send finds where it goes without the port's map of
+    /// names or the entry.
+    last_tx: Mutex<Option<(super::blocked::Dir, crate::hw::ipcq::SendTarget)>>,
     /// The allocator of its TCM (scratch); other spaces' are in
     /// `Machine::blocks`.
     scratch: OnceLock<Arc<Mutex<RangeAlloc>>>,
