@@ -88,12 +88,20 @@ pub(super) struct StageRecord {
     pub logged: Option<Box<IssueMarks>>,
 }
 
-/// A compute unit's commands, oldest first.
+/// A compute unit's commands, oldest first: slots of
+/// [`Machine::stage_records`].
 #[derive(Default)]
 pub(super) struct UnitQueue {
-    records: VecDeque<StageRecord>,
+    slots: VecDeque<u32>,
     phase: Phase,
 }
+
+/// Every compute record issued and not completed, by slot: one table for
+/// all PEs, like the DMA commands. A freed slot is used again first, so a
+/// record is written into memory the step before wrote (in cache); a
+/// queue of records per PE was written where that PE's last step left
+/// it, long out of cache at hundreds of ranks.
+pub(super) type StageRecords = slab::Slab<StageRecord>;
 
 /// A stage as traces and errors name it.
 pub(super) fn describe(op: &ComputeOp, out: &Option<TensorRef>) -> String {
@@ -114,8 +122,10 @@ impl Machine {
     ) {
         let st = self.pe(pe);
         self.track(st, &record.done);
+        let slot = self.stage_records.lock().insert(record);
+        let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
         let mut q = unit.queue(st).lock();
-        q.records.push_back(record);
+        q.slots.push_back(slot);
         if q.phase == Phase::Idle {
             q.phase = Phase::Scheduled;
             drop(q);
@@ -136,10 +146,9 @@ impl Machine {
                 self.complete_head((index, st), unit, call, (start, end));
             }
             Phase::Scheduled | Phase::Waiting => {
-                let head = q
-                    .records
-                    .front()
-                    .expect("a unit with a phase has a command");
+                let slot = *q.slots.front().expect("a unit with a phase has a command");
+                let records = self.stage_records.lock();
+                let head = &records[slot as usize];
                 // Its inputs in order, as a task awaiting each would.
                 let waker = engine::call_waker(call);
                 let waits = head
@@ -153,11 +162,14 @@ impl Machine {
                     }
                 }
                 let start = engine::now();
-                let Ok(end) = crate::units::add(start, head.busy) else {
+                let busy = head.busy;
+                let Ok(end) = crate::units::add(start, busy) else {
                     let what = format!("{} issued at {start} ps", describe(&head.op, &head.out));
+                    drop(records);
                     q.phase = Phase::Stuck;
-                    let dropped = q.records.pop_front();
+                    q.slots.pop_front();
                     drop(q);
+                    let dropped = self.stage_records.lock().remove(slot as usize);
                     drop(dropped);
                     let source = crate::units::TimeOverflow;
                     return self.set_fault(
@@ -166,6 +178,7 @@ impl Machine {
                         HwError::TimeOverflow { what, source },
                     );
                 };
+                drop(records);
                 q.phase = Phase::Busy { start, end };
                 drop(q);
                 if end > start {
@@ -192,10 +205,11 @@ impl Machine {
         // Named only by the trace, the log and a fault.
         let pe = || self.pe_at(index);
         let (start, end) = span;
-        let record = {
+        let slot = {
             let mut q = unit.queue(st).lock();
-            q.records.pop_front().expect("a busy unit has a command")
+            q.slots.pop_front().expect("a busy unit has a command")
         };
+        let record = self.stage_records.lock().remove(slot as usize);
         let StageRecord {
             work,
             op,
@@ -256,7 +270,7 @@ impl Machine {
         // The next command's turn comes before this one's waiters run.
         {
             let mut q = unit.queue(st).lock();
-            let more = !q.records.is_empty();
+            let more = !q.slots.is_empty();
             q.phase.pass_turn(more, call);
         }
         drop(inputs);

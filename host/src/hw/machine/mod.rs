@@ -220,6 +220,9 @@ pub struct Machine {
     /// DMA commands between their issue and their landing (see
     /// [`dma_engine`]).
     dma_commands: Mutex<dma_engine::DmaCommands>,
+    /// Compute records between their issue and their completion (see
+    /// [`compute_unit`]).
+    stage_records: Mutex<compute_unit::StageRecords>,
 }
 
 /// The default machine and its first PE (for unit tests).
@@ -382,6 +385,7 @@ impl Machine {
             budget,
             engine_handler: Default::default(),
             dma_commands: Mutex::default(),
+            stage_records: Mutex::default(),
         })
     }
 
