@@ -80,8 +80,9 @@ struct PeState {
     scratch: OnceLock<Arc<Mutex<RangeAlloc>>>,
     ipcq: Mutex<Option<IpcqPort>>,
     /// Per receive direction (`None`: round-robin), the event set when the
-    /// last receive issued on it has claimed its message: receives and
-    /// `recv_async` futures on one direction claim in issue order. A PE
+    /// last `recv_async` issued on it has its message (a receive the
+    /// kernel waits for leaves none): receives and `recv_async` futures
+    /// on one direction claim in issue order. A PE
     /// receives on a handful of directions: a short list, searched by
     /// pointer first (a kernel's calls share one `Dir` per direction),
     /// with room for two in place (a ring's one or two; a mesh's four
