@@ -385,7 +385,6 @@ impl Machine {
                 m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
                 q.arrivals.push_back(Arrival {
                     slot,
-                    nbytes,
                     shape: value.shape.clone(),
                     dtype: value.dtype,
                     from: pe,
@@ -588,7 +587,7 @@ impl Machine {
                 format!(
                     "recv] {pe} dir={} nbytes={} seq={} from={} ({rx_dir})",
                     dir.map_or("any", |d| &**d),
-                    arrival.nbytes,
+                    arrival.nbytes(),
                     arrival.seq,
                     arrival.from
                 )
@@ -600,7 +599,7 @@ impl Machine {
             let differs = if strict {
                 arrival.shape != *shape || arrival.dtype != dtype
             } else {
-                arrival.nbytes != want
+                arrival.nbytes() != want
             };
             if differs {
                 return Err(HwError::Mismatch {
@@ -612,7 +611,7 @@ impl Machine {
                         arrival.from,
                         arrival.shape,
                         arrival.dtype.name(),
-                        arrival.nbytes
+                        arrival.nbytes()
                     ) + if strict { " (strict_validation: shape and dtype must match)" } else { "" },
                 });
             }
@@ -763,6 +762,12 @@ mod tests {
             "{}",
             std::mem::size_of_val(&recv)
         );
+    }
+
+    /// A message's record is one cache line (see [`Arrival`]).
+    #[test]
+    fn a_message_s_record_is_one_line() {
+        assert!(std::mem::size_of::<Arrival>() <= 64);
     }
 
     /// A kernel's recorded receives name a direction by its queue's own
