@@ -120,7 +120,7 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
                 let shape: Shape = shape.iter().map(|&x| x as u32).collect();
                 let dir = dir.map(|x| m.direction(pe, DIRS[x as usize % 3]));
                 let dst = into.map(|a| addr(&a, shared));
-                m.recv(pe, dir.as_ref(), shape, dtype(d), dst).await.ok()
+                m.recv(pe, dir.as_ref(), &shape, dtype(d), dst).await.ok()
             }
             Op::Binary { op, a, b } => {
                 let op =

@@ -268,8 +268,8 @@ impl Machine {
     /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
     /// no such direction, or a message larger than a slot. These depend
     /// on the installed tables only, so a kernel can be told at once.
-    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<SendTarget, HwError> {
-        Self::fits_slot(self.tx_entry(pe, dir)?.target(), nbytes)
+    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
+        Self::fits_slot(&self.tx_entry(pe, dir)?.queue, nbytes)
     }
 
     /// [`Machine::sendable`] for a send on `dir`, remembered per PE: the
@@ -289,22 +289,23 @@ impl Machine {
                 target
             }
         };
-        Self::fits_slot(target, nbytes)
+        Self::fits_slot(&target.queue, nbytes)?;
+        Ok(target)
     }
 
-    /// `tx` when a message of `nbytes` fits its slots.
-    fn fits_slot(tx: SendTarget, nbytes: u64) -> Result<SendTarget, HwError> {
-        let slot_size = tx.queue.lock().slot_size;
+    /// Whether a message of `nbytes` fits the slots of `queue`.
+    fn fits_slot(queue: &SharedQueue, nbytes: u64) -> Result<(), HwError> {
+        let slot_size = queue.lock().slot_size;
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });
         }
-        Ok(tx)
+        Ok(())
     }
 
     /// The checks of `tl.send` that need no simulated time (see
     /// [`Machine::sendable`]).
     pub fn check_send(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
-        self.sendable(pe, dir, nbytes).map(drop)
+        self.sendable(pe, dir, nbytes)
     }
 
     /// The checks of `tl.recv` that need no simulated time: `pe` has an
