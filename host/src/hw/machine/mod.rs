@@ -65,8 +65,8 @@ struct PeState {
     /// The DMA engine: an in-order queue of command records (see
     /// [`dma_engine`]).
     dma: Mutex<dma_engine::DmaQueue>,
-    /// The MATH unit and the matrix unit (`tl.gemm`): in-order queues of
-    /// command records (see [`compute_unit`]).
+    /// The MATH unit: an in-order queue of command records (see
+    /// [`compute_unit`]).
     math: Mutex<compute_unit::UnitQueue>,
     outstanding: Mutex<std::collections::VecDeque<Event>>,
     blocked_on: Mutex<Option<Blocked>>,
@@ -82,13 +82,14 @@ struct PeState {
     /// Per receive direction (`None`: round-robin), the event set when the
     /// last `recv_async` issued on it has its message (a receive the
     /// kernel waits for leaves none): receives and `recv_async` futures
-    /// on one direction claim in issue order. A PE
-    /// receives on a handful of directions: a short list, searched by
-    /// pointer first (a kernel's calls share one `Dir` per direction),
-    /// with room for two in place (a ring's one or two; a mesh's four
-    /// spill to the heap).
+    /// on one direction claim in issue order. A PE receives on a handful
+    /// of directions: a short list, searched by pointer first (a kernel's
+    /// calls share one `Dir` per direction), with room for two in place
+    /// (a ring's one or two; a mesh's four spill to the heap).
     claims: Mutex<smallvec::SmallVec<[Claim; 2]>>,
     routes: Mutex<RecentRoutes>,
+    /// The matrix unit (`tl.gemm`), queued as the MATH unit is; GEMM
+    /// kernels only, so last.
     gemm: Mutex<compute_unit::UnitQueue>,
 }
 
