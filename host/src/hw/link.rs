@@ -24,16 +24,30 @@ use crate::units::{self, Ps, Rate, TimeOverflow};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// The latest interval booked on a link (`(0, 0)`: none): all that the
-/// common reservation reads and writes. 16 bytes, four to a cache line, in
-/// the order links were first used: at hundreds of ranks the calendars no
-/// longer fit in cache, and the walk of a 30-hop route was a fifth of all
-/// cache misses of a run (callgrind's cache simulation, 512 ranks) while a
-/// calendar took a line; with the intervals before it beside it (32 bytes,
-/// two to a line) still ~21 misses per transfer at 256 ranks.
+/// The latest interval booked on a link (`end == 0`: none): all that the
+/// common reservation reads and writes. Kept as its end and its length,
+/// 12 bytes: at hundreds of ranks the calendars no longer fit in cache,
+/// and the walk of a 30-hop route was a fifth of all cache misses of a run
+/// (callgrind's cache simulation, 512 ranks) while a calendar took a line;
+/// with the intervals before it beside it (32 bytes, two to a line) still
+/// ~21 misses per transfer at 256 ranks; as (start, end), 16 bytes, 7.6
+/// misses a ring step. A length that does not fit 32 bits (an interval of
+/// more than 4.29 ms) is [`LONG`], its start kept in the table's
+/// [`LongStarts`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(align(16))]
-struct Last(Ps, Ps);
+#[repr(C, packed(4))]
+struct Last {
+    end: Ps,
+    len: u32,
+}
+
+/// [`Last::len`] of an interval whose start is in [`LongStarts`].
+const LONG: u32 = u32::MAX;
+
+/// The starts of the [`Last`] intervals too long for their `len`, by
+/// calendar index (entries of calendars whose last interval is short
+/// again are stale, and not read).
+type LongStarts = rustc_hash::FxHashMap<u32, Ps>;
 
 /// The intervals booked on a link before its [`Last`], oldest first: `None`
 /// while the link is uncontended (it then holds one interval at a time,
@@ -45,17 +59,35 @@ type Earlier = Option<Box<Intervals>>;
 
 /// One directed link's busy intervals, sorted by start and
 /// non-overlapping: its [`Last`] and its [`Earlier`] ones, each borrowed
-/// from its own table.
+/// from its own table, and the table's [`LongStarts`] with its index there.
 #[derive(Debug)]
 struct Calendar<'a> {
     last: &'a mut Last,
     earlier: &'a mut Earlier,
+    long: &'a mut LongStarts,
+    index: u32,
 }
 
 /// Intervals of a link under contention (a few; one allocation).
 type Intervals = SmallVec<[(Ps, Ps); 3]>;
 
 impl Calendar<'_> {
+    /// The last interval as (start, end); `(0, 0)`: none.
+    #[inline(always)]
+    fn last(&self) -> (Ps, Ps) {
+        let Last { end, len } = *self.last;
+        match len {
+            LONG => (self.long[&self.index], end),
+            len => (end - Ps::from(len), end),
+        }
+    }
+
+    /// Make `[start, end)` the last interval (`start <= end`).
+    #[inline(always)]
+    fn set_last(&mut self, start: Ps, end: Ps) {
+        set_last(self.last, self.long, self.index, start, end);
+    }
+
     /// Forget the intervals that ended by `now`, then take the earliest
     /// `start >= earliest` such that `[start, end)` is free, where
     /// `end = max(start + duration, min_end)`; reserves it. `now` is the
@@ -63,13 +95,13 @@ impl Calendar<'_> {
     /// (`earliest >= now`).
     #[inline(always)]
     fn book(
-        self,
+        mut self,
         now: Ps,
         earliest: Ps,
         duration: Ps,
         min_end: Ps,
     ) -> Result<(Ps, Ps), TimeOverflow> {
-        if self.last.1 > now {
+        if { self.last.end } > now {
             return self.book_live(now, earliest, duration, min_end);
         }
         // The common case (inlined in the walk of a route): everything on
@@ -78,11 +110,11 @@ impl Calendar<'_> {
         // earlier ones, if any, ended before `now`; left for the next
         // booking that reads them).
         let end = units::add(earliest, duration)?.max(min_end);
-        *self.last = if end > earliest {
-            Last(earliest, end)
+        if end > earliest {
+            self.set_last(earliest, end);
         } else {
-            Last(0, 0)
-        };
+            *self.last = Last::default();
+        }
         Ok((earliest, end))
     }
 
@@ -90,7 +122,7 @@ impl Calendar<'_> {
     /// (ends after `now`).
     #[inline(never)]
     fn book_live(
-        self,
+        mut self,
         now: Ps,
         earliest: Ps,
         duration: Ps,
@@ -98,16 +130,17 @@ impl Calendar<'_> {
     ) -> Result<(Ps, Ps), TimeOverflow> {
         // Nothing on it after `earliest`: the interval starts then and
         // comes last (what the search below finds, without searching).
-        if self.last.1 <= earliest {
+        let last = self.last();
+        if last.1 <= earliest {
             let end = units::add(earliest, duration)?.max(min_end);
             if end > earliest {
                 // The last interval becomes an earlier one; those before
                 // it that ended go.
                 let mut before = self.earlier.take().unwrap_or_default();
                 drop_ended(&mut before, now);
-                before.push((self.last.0, self.last.1));
+                before.push(last);
                 *self.earlier = Some(before);
-                *self.last = Last(earliest, end);
+                self.set_last(earliest, end);
             } else if let Some(before) = self.earlier {
                 drop_ended(before, now);
                 if before.is_empty() {
@@ -119,7 +152,7 @@ impl Calendar<'_> {
         // Contended (`last_end > earliest >= now`: the last interval
         // stays): search all of them for a gap.
         let mut busy: Intervals = self.earlier.take().map(|b| *b).unwrap_or_default();
-        busy.push((self.last.0, self.last.1));
+        busy.push(last);
         drop_ended(&mut busy, now);
         let mut start = earliest;
         // First interval that ends after `start`: the ones before it are
@@ -146,10 +179,24 @@ impl Calendar<'_> {
             }
         };
         let (start, end) = busy.pop().expect("the last interval stays");
-        *self.last = Last(start, end);
+        self.set_last(start, end);
         *self.earlier = (!busy.is_empty()).then(|| Box::new(busy));
         booked
     }
+}
+
+/// Make `[start, end)` (`start <= end`) the last interval of calendar
+/// `index`, whose [`Last`] is `last`.
+#[inline(always)]
+fn set_last(last: &mut Last, long: &mut LongStarts, index: u32, start: Ps, end: Ps) {
+    let len = match u32::try_from(end - start) {
+        Ok(len) if len != LONG => len,
+        _ => {
+            long.insert(index, start);
+            LONG
+        }
+    };
+    *last = Last { end, len };
 }
 
 /// Drop the intervals of `busy` that ended by `now` (a prefix: sorted and
@@ -197,6 +244,7 @@ pub struct LinkTable {
     /// Per calendar, its [`Last`] interval and its [`Earlier`] ones.
     lasts: Vec<Last>,
     earlier: Vec<Earlier>,
+    long: LongStarts,
     /// Per calendar, its link's (latency, rate) as an index into
     /// `figures`: a byte per hop beside the calendars, where a route's
     /// own table of hops took four cache lines per 30 hops.
@@ -216,9 +264,11 @@ pub struct RouteHops {
     /// Its calendars in order, as runs `(first, count)` of consecutive
     /// indices.
     runs: SmallVec<[(u32, u32); 2]>,
-    /// The figures (indices into [`LinkTable::figures`]) its links have:
-    /// the serialisation times a transfer computes, once each.
-    uses: SmallVec<[u8; 4]>,
+    /// The figures (indices into [`LinkTable::figures`]) its links have,
+    /// and how many of its links have each: the serialisation times a
+    /// transfer computes, once each, and the bound of an uncontended
+    /// transfer's times (see [`LinkTable::walk`]).
+    uses: SmallVec<[(u8, u32); 4]>,
     /// Its links in order (for the trace).
     links: Box<[LinkId]>,
 }
@@ -247,6 +297,7 @@ impl LinkTable {
             index: vec![UNUSED; topo.links.len()],
             lasts: Vec::new(),
             earlier: Vec::new(),
+            long: LongStarts::default(),
             figure: Vec::new(),
             figures: SmallVec::new(),
             topo,
@@ -283,7 +334,7 @@ impl LinkTable {
     /// calendars of one path, made together, sit together.
     pub fn route(&mut self, path: &[LinkId]) -> Route {
         let mut runs: SmallVec<[(u32, u32); 2]> = SmallVec::new();
-        let mut uses: SmallVec<[u8; 4]> = SmallVec::new();
+        let mut uses: SmallVec<[(u8, u32); 4]> = SmallVec::new();
         for &link in path {
             let calendar = self.calendar_index(link);
             match runs.last_mut() {
@@ -291,8 +342,9 @@ impl LinkTable {
                 _ => runs.push((calendar, 1)),
             }
             let figure = self.figure[calendar as usize];
-            if !uses.contains(&figure) {
-                uses.push(figure);
+            match uses.iter_mut().find(|(f, _)| *f == figure) {
+                Some((_, n)) => *n += 1,
+                None => uses.push((figure, 1)),
             }
         }
         Arc::new(RouteHops {
@@ -319,17 +371,27 @@ impl LinkTable {
             return units::add(t0, local_rate.duration_ps(bytes)?);
         }
         // A path has a handful of distinct (latency, rate) figures over
-        // tens of hops: each serialisation time is computed once.
+        // tens of hops: each serialisation time is computed once. The sum
+        // of every hop's latency and serialisation bounds the times of an
+        // uncontended walk (`None`: past the clock's horizon).
         let mut times: SmallVec<[(Ps, Ps); 16]> = smallvec::smallvec![(0, 0); self.figures.len()];
-        for &f in &route.uses {
+        let mut bound = Some(t0);
+        for &(f, n) in &route.uses {
             let (latency, rate) = self.figures[f as usize];
-            times[f as usize] = (latency, rate.duration_ps(bytes)?);
+            let duration = rate.duration_ps(bytes)?;
+            times[f as usize] = (latency, duration);
+            bound = bound.and_then(|b| {
+                Ps::from(n)
+                    .checked_mul(latency.checked_add(duration)?)?
+                    .checked_add(b)
+            });
         }
+        let unchecked_until = bound.is_some();
         match busy {
-            None => self.walk(route, &times, t0, |_, _| ()),
+            None => self.walk(route, &times, t0, unchecked_until, |_, _| ()),
             Some(b) => {
                 let mut links = route.links.iter();
-                self.walk(route, &times, t0, |start, end| {
+                self.walk(route, &times, t0, unchecked_until, |start, end| {
                     if let Some(&link) = links.next() {
                         b.push((link, start, end));
                     }
@@ -343,24 +405,56 @@ impl LinkTable {
     /// when the tail leaves the last. Generic over `booked` so that the
     /// walk without a trace has no per-hop branch: it is one of the
     /// hottest loops of a run (tens of hops per transfer).
+    ///
+    /// A hop whose link is idle (its last interval ended by `t0`) is
+    /// booked in place: its interval starts when the head arrives and
+    /// ends when its bytes have crossed, not before the tail left the hop
+    /// before (what [`Calendar::book`] gives such a link). While every
+    /// hop so far was idle, each time of the walk is at most `t0` plus
+    /// the latencies and serialisation times of the hops so far, so with
+    /// `fits` (that sum over the whole route fits the clock) those hops
+    /// need no overflow checks: a third of the walk's instructions. The
+    /// first busy hop goes through [`Calendar::book`], checked, and so
+    /// does every hop after it.
     #[inline(always)]
     fn walk(
         &mut self,
         route: &RouteHops,
         times: &[(Ps, Ps)],
         t0: Ps,
+        fits: bool,
         mut booked: impl FnMut(Ps, Ps),
     ) -> Result<Ps, TimeOverflow> {
         let mut head = t0; // when the head reaches the current link
         let mut prev_tail: Ps = t0; // when the tail left the previous link
+        let mut idle_so_far = fits;
         for &(first, count) in &route.runs {
             let run = first as usize..(first + count) as usize;
             let lasts = &mut self.lasts[run.clone()];
             let earlier = &mut self.earlier[run.clone()];
             let figure = &self.figure[run];
-            for ((last, earlier), &f) in lasts.iter_mut().zip(earlier).zip(figure) {
-                let calendar = Calendar { last, earlier };
-                let (start, end) = book_hop(calendar, times[f as usize], t0, head, prev_tail)?;
+            let hops = lasts.iter_mut().zip(earlier).zip(figure);
+            for (index, ((last, earlier), &f)) in (first..).zip(hops) {
+                let (latency, duration) = times[f as usize];
+                if idle_so_far && { last.end } <= t0 {
+                    let end = (head + duration).max(prev_tail);
+                    if end > head {
+                        set_last(last, &mut self.long, index, head, end);
+                    } else {
+                        *last = Last::default();
+                    }
+                    booked(head, end);
+                    (head, prev_tail) = (head + latency, end + latency);
+                    continue;
+                }
+                idle_so_far = false;
+                let calendar = Calendar {
+                    last,
+                    earlier,
+                    long: &mut self.long,
+                    index,
+                };
+                let (start, end) = book_hop(calendar, (latency, duration), t0, head, prev_tail)?;
                 (head, prev_tail) = (start.1, end.1);
                 booked(start.0, end.0);
             }
@@ -393,11 +487,9 @@ mod tests {
     }
 
     #[test]
-    fn a_last_interval_is_a_quarter_of_a_cache_line() {
-        // Four to a line, each within one: the reservation walk's cache
-        // misses scale with it.
-        assert_eq!(std::mem::size_of::<Last>(), 16);
-        assert_eq!(std::mem::align_of::<Last>(), 16);
+    fn a_last_interval_is_twelve_bytes() {
+        // The reservation walk's cache misses scale with it.
+        assert_eq!(std::mem::size_of::<Last>(), 12);
     }
 
     /// A calendar owned in one piece, for the tests of its rule.
@@ -405,6 +497,7 @@ mod tests {
     struct Owned {
         last: Last,
         earlier: Earlier,
+        long: LongStarts,
     }
 
     impl Owned {
@@ -418,8 +511,21 @@ mod tests {
             Calendar {
                 last: &mut self.last,
                 earlier: &mut self.earlier,
+                long: &mut self.long,
+                index: 7,
             }
             .book(now, earliest, duration, min_end)
+        }
+
+        /// Its last interval, `None` when it has none.
+        fn last(&mut self) -> Option<(Ps, Ps)> {
+            let cal = Calendar {
+                last: &mut self.last,
+                earlier: &mut self.earlier,
+                long: &mut self.long,
+                index: 7,
+            };
+            (*cal.last != Last::default()).then(|| cal.last())
         }
     }
 
@@ -456,27 +562,42 @@ mod tests {
         for _ in 0..2000 {
             let (mut cal, mut plain) = (Owned::default(), Vec::new());
             let mut now = 0;
+            // Half the calendars on a grid whose intervals are too long
+            // for a `Last`'s length (their starts kept aside).
+            let unit: u64 = if rng.random_bool(0.5) { 10 } else { 1 << 31 };
             for _ in 0..40 {
                 // Times on a coarse grid, so that ties and touching
                 // intervals happen; zero-length bookings included.
-                now += rng.random_range(0..4u64) * 10;
-                let earliest = now + rng.random_range(0..6u64) * 10;
-                let duration = rng.random_range(0..5u64) * 10;
-                let min_end = earliest + rng.random_range(0..4u64) * 10;
+                now += rng.random_range(0..4u64) * unit;
+                let earliest = now + rng.random_range(0..6u64) * unit;
+                let duration = rng.random_range(0..5u64) * unit;
+                let min_end = earliest + rng.random_range(0..4u64) * unit;
                 let got = cal.book(now, earliest, duration, min_end).unwrap();
                 let want = book_by_the_rule(&mut plain, now, earliest, duration, min_end);
                 assert_eq!(got, want);
                 let mut held: Vec<(Ps, Ps)> =
                     cal.earlier.iter().flat_map(|b| b.iter().copied()).collect();
-                if cal.last != Last(0, 0) {
-                    held.push((cal.last.0, cal.last.1));
-                }
+                held.extend(cal.last());
                 // The same live intervals (the calendar may still hold
                 // ones that ended by `now`: the next booking drops them).
                 held.retain(|&(_, e)| e > now);
                 assert_eq!(held, plain);
             }
         }
+    }
+
+    /// An interval longer than a `Last`'s length holds (4.29 ms) keeps
+    /// its exact start: a short transfer that wants the link while it runs
+    /// goes after it, not into a gap that is not there.
+    #[test]
+    fn a_long_interval_keeps_its_start() {
+        let mut cal = Owned::default();
+        let long = 5_000_000_000; // 5 ms
+        assert_eq!(cal.book(0, 100, long, 0).unwrap(), (100, 100 + long));
+        assert_eq!(cal.last(), Some((100, 100 + long)));
+        assert_eq!(cal.book(0, 200, 10, 0).unwrap(), (100 + long, 110 + long));
+        // The gap before it is still there.
+        assert_eq!(cal.book(0, 0, 50, 0).unwrap(), (0, 50));
     }
 
     #[test]
@@ -488,8 +609,8 @@ mod tests {
         let before = (cal.last, cal.earlier.clone());
         // Contended (the link is busy at 5) and past the clock's horizon.
         assert!(cal.book(0, 5, u64::MAX - 8, 0).is_err());
-        assert_eq!((cal.last, cal.earlier), before);
-        assert_eq!(before.0, Last(40, 50));
+        assert_eq!((cal.last, cal.earlier.clone()), before);
+        assert_eq!(cal.last(), Some((40, 50)));
         assert_eq!(
             before.1.as_deref().map(|v| v.to_vec()),
             Some(vec![(0, 10), (20, 30)])
@@ -546,6 +667,48 @@ mod tests {
         assert_eq!(links, &p[..]);
         // Each hop starts no earlier than the one before it.
         assert!(busy.windows(2).all(|w| w[0].1 <= w[1].1), "{busy:?}");
+    }
+
+    /// The walk's unchecked path for idle hops books what the checked
+    /// one (every hop through `Calendar::book`) books, on routes that share
+    /// links, idle and busy, with long intervals too.
+    #[test]
+    fn an_idle_hop_booked_in_place_is_booked_as_the_calendar_books_it() {
+        use rand::{RngExt, SeedableRng};
+        let t = Arc::new(build(&TopologySpec::default_embedded()).unwrap());
+        let paths = [
+            path(&t, "sip0.cube0.pe0", "sip1.cube0.pe0").0,
+            path(&t, "sip0.cube1.pe0", "sip1.cube0.pe0").0,
+            path(&t, "sip0.cube0.pe0", "sip0.cube1.pe0").0,
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        for _ in 0..50 {
+            let (mut fast, mut checked) = (LinkTable::new(t.clone()), LinkTable::new(t.clone()));
+            let routes: Vec<_> = paths
+                .iter()
+                .map(|p| (fast.route(p), checked.route(p)))
+                .collect();
+            let mut t0: Ps = 0;
+            for _ in 0..60 {
+                t0 += rng.random_range(0..3u64) * rng.random_range(1..2_000_000u64);
+                let bytes = [16u64, 4096, 1 << 20, 3 << 30][rng.random_range(0..4)];
+                let (a, b) = &routes[rng.random_range(0..routes.len())];
+                let time = |table: &mut LinkTable, r: &RouteHops, fits: bool| {
+                    let mut times = vec![(0, 0); table.figures.len()];
+                    for &(f, _) in &r.uses {
+                        let (latency, rate) = table.figures[f as usize];
+                        times[f as usize] = (latency, rate.duration_ps(bytes).unwrap());
+                    }
+                    let mut busy = Vec::new();
+                    let done = table
+                        .walk(r, &times, t0, fits, |s, e| busy.push((s, e)))
+                        .unwrap();
+                    (done, busy)
+                };
+                assert_eq!(time(&mut fast, a, true), time(&mut checked, b, false));
+            }
+            assert_eq!(fast.lasts, checked.lasts);
+        }
     }
 
     #[test]
