@@ -36,7 +36,18 @@ pub struct SizeOverflow {
 }
 
 /// Element count and byte count of `shape` with `itemsize`-byte elements.
+#[inline]
 pub fn tensor_size(shape: &[u32], itemsize: u64) -> Result<(u64, u64), SizeOverflow> {
+    // One dimension, the common case (every message of a ring): a 32-bit
+    // count of items of at most 32 bits each cannot overflow.
+    if let ([d], Ok(item)) = (shape, u32::try_from(itemsize)) {
+        let n = u64::from(*d);
+        return Ok((n, n * u64::from(item)));
+    }
+    tensor_size_checked(shape, itemsize)
+}
+
+fn tensor_size_checked(shape: &[u32], itemsize: u64) -> Result<(u64, u64), SizeOverflow> {
     let overflow = |what| SizeOverflow {
         shape: shape.to_vec(),
         itemsize,

@@ -154,8 +154,10 @@ pub struct IpcqPort {
     /// Receive queues in round-robin order (only ever appended), by name:
     /// the `Dir` a kernel's recorded receives name too (see
     /// [`crate::hw::Machine::direction`]), so a receive finds its queue
-    /// by pointer, without reading the name.
-    pub rx: Vec<(Dir, SharedQueue)>,
+    /// by pointer, without reading the name. Two in place, in the PE's
+    /// state: a ring's receive finds its queue without a line of its own
+    /// (a mesh's four spill to the heap).
+    pub rx: smallvec::SmallVec<[(Dir, SharedQueue); 2]>,
     pub rr: usize,
     /// Fires whenever a message is appended to any rx queue.
     pub rx_notify: Signal,
