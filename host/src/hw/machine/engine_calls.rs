@@ -118,14 +118,14 @@ impl Machine {
         self.register_handler(exec)
     }
 
+    /// The handler holds the machine (as the executor's tasks that run
+    /// its commands do): a weak reference was upgraded per call, two
+    /// locked instructions each, full barriers, four or five calls a ring
+    /// step.
     #[cold]
     fn register_handler(self: &Arc<Self>, exec: usize) -> HandlerId {
-        let m = Arc::downgrade(self);
-        let id = engine::register(std::rc::Rc::new(move |call: Call| {
-            if let Some(m) = m.upgrade() {
-                m.serve(call);
-            }
-        }));
+        let m = self.clone();
+        let id = engine::register(std::rc::Rc::new(move |call: Call| m.serve(call)));
         let h = &self.engine_handler;
         h.handler.store(id.index(), Ordering::Relaxed);
         h.executor.store(exec, Ordering::Release);
