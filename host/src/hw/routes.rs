@@ -1,7 +1,7 @@
 //! The routes a PE's DMA engine used last, resolved to link calendars.
 
 use super::link::{LinkTable, Route};
-use crate::engine::lock::Mutex;
+use crate::engine::lock::OneThread;
 use crate::routing::{PathRouter, RouteError};
 use crate::topology::NodeId;
 use smallvec::SmallVec;
@@ -23,7 +23,7 @@ impl RecentRoutes {
     pub(super) fn get(
         &mut self,
         router: &PathRouter,
-        links: &Mutex<LinkTable>,
+        links: &OneThread<LinkTable>,
         from: NodeId,
         to: NodeId,
     ) -> Result<Route, RouteError> {
@@ -51,7 +51,7 @@ mod tests {
     fn recent_routes_give_the_router_s_path_past_their_capacity() {
         let topo = Arc::new(crate::topology::build(&TopologySpec::default_embedded()).unwrap());
         let router = PathRouter::new(topo.clone());
-        let links = Mutex::new(LinkTable::new(topo));
+        let links = OneThread::new(LinkTable::new(topo));
         let from: NodeId = "sip0.cube0.pe0".parse().unwrap();
         let tos: Vec<NodeId> = (0..RECENT_ROUTES as u32 + 3)
             .map(|i| format!("sip{}.cube{}.pe0", i % 2, i / 2).parse().unwrap())

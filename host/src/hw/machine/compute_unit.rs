@@ -17,7 +17,7 @@
 
 use super::engine_calls::{Phase, Served};
 use super::{Machine, PeState, TensorRef};
-use crate::engine::{self, lock::Mutex, Call, Event};
+use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
@@ -39,7 +39,7 @@ pub(super) enum UnitKind {
 
 impl UnitKind {
     /// The unit's queue on `pe`.
-    fn queue(self, pe: &PeState) -> &Mutex<UnitQueue> {
+    fn queue(self, pe: &PeState) -> &OneThread<UnitQueue> {
         match self {
             UnitKind::Math => &pe.math,
             UnitKind::Gemm => &pe.gemm,

@@ -24,7 +24,7 @@ mod messaging;
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
 use crate::config::ccl::BufferKind;
-use crate::engine::lock::{Mutex, MutexGuard};
+use crate::engine::lock::{Mutex, MutexGuard, OneThread};
 use crate::engine::{self, Event};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
@@ -64,17 +64,17 @@ pub const COMMAND_QUEUE_DEPTH: usize = 4096;
 struct PeState {
     /// The DMA engine: an in-order queue of command records (see
     /// [`dma_engine`]).
-    dma: Mutex<dma_engine::DmaQueue>,
+    dma: OneThread<dma_engine::DmaQueue>,
     /// The MATH unit: an in-order queue of command records (see
     /// [`compute_unit`]).
-    math: Mutex<compute_unit::UnitQueue>,
-    outstanding: Mutex<std::collections::VecDeque<Event>>,
-    blocked_on: Mutex<Option<Blocked>>,
+    math: OneThread<compute_unit::UnitQueue>,
+    outstanding: OneThread<std::collections::VecDeque<Event>>,
+    blocked_on: OneThread<Option<Blocked>>,
     /// The direction it last sent on and its entry's target (a kernel's
     /// sends share one `Dir` per direction; an installed entry never
     /// changes): a send finds where it goes without the port's map of
     /// names or the entry.
-    last_tx: Mutex<Option<(super::blocked::Dir, crate::hw::ipcq::SendTarget)>>,
+    last_tx: OneThread<Option<(super::blocked::Dir, crate::hw::ipcq::SendTarget)>>,
     /// The allocator of its TCM (scratch); other spaces' are in
     /// `Machine::blocks`.
     scratch: OnceLock<Arc<Mutex<RangeAlloc>>>,
@@ -86,11 +86,11 @@ struct PeState {
     /// of directions: a short list, searched by pointer first (a kernel's
     /// calls share one `Dir` per direction), with room for two in place
     /// (a ring's one or two; a mesh's four spill to the heap).
-    claims: Mutex<smallvec::SmallVec<[Claim; 2]>>,
-    routes: Mutex<RecentRoutes>,
+    claims: OneThread<smallvec::SmallVec<[Claim; 2]>>,
+    routes: OneThread<RecentRoutes>,
     /// The matrix unit (`tl.gemm`), queued as the MATH unit is; GEMM
     /// kernels only, so last.
-    gemm: Mutex<compute_unit::UnitQueue>,
+    gemm: OneThread<compute_unit::UnitQueue>,
 }
 
 /// A receive direction (`None`: round-robin) and the event of the last
@@ -194,8 +194,8 @@ pub struct Machine {
     pub topo: Arc<Topology>,
     pub router: PathRouter,
     pub timing: EngineTiming,
-    memory: Mutex<MemoryStore>,
-    links: Mutex<LinkTable>,
+    memory: OneThread<MemoryStore>,
+    links: OneThread<LinkTable>,
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
     /// The allocators of every space but the TCMs (those are per PE).
@@ -205,7 +205,7 @@ pub struct Machine {
     /// IPCQ receive rings per space: (rings, bytes), to explain a full
     /// memory.
     ipcq_held: Mutex<FxHashMap<Space, (u32, u64)>>,
-    stats: Mutex<MachineStats>,
+    stats: OneThread<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow); the run stops with it.
     fault: Mutex<Option<String>>,
@@ -221,10 +221,10 @@ pub struct Machine {
     engine_handler: engine_calls::HandlerSlot,
     /// DMA commands between their issue and their landing (see
     /// [`dma_engine`]).
-    dma_commands: Mutex<dma_engine::DmaCommands>,
+    dma_commands: OneThread<dma_engine::DmaCommands>,
     /// Compute records between their issue and their completion (see
     /// [`compute_unit`]).
-    stage_records: Mutex<compute_unit::StageRecords>,
+    stage_records: OneThread<compute_unit::StageRecords>,
 }
 
 /// The default machine and its first PE (for unit tests).
@@ -371,23 +371,23 @@ impl Machine {
         );
         Arc::new(Machine {
             router: PathRouter::new(topo.clone()),
-            links: Mutex::new(LinkTable::new(topo.clone())),
+            links: OneThread::new(LinkTable::new(topo.clone())),
             topo,
             timing,
-            memory: Mutex::new(memory),
+            memory: OneThread::new(memory),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
-            stats: Mutex::new(MachineStats::default()),
+            stats: OneThread::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
             ccl_log: OnceLock::new(),
             oplog: OnceLock::new(),
             budget,
             engine_handler: Default::default(),
-            dma_commands: Mutex::default(),
-            stage_records: Mutex::default(),
+            dma_commands: OneThread::default(),
+            stage_records: OneThread::default(),
         })
     }
 
@@ -447,15 +447,15 @@ impl Machine {
             .unwrap_or_else(|| panic!("{pe} is not a PE of this machine"))
             .get_or_init(|| {
                 Box::new(PeState {
-                    routes: Mutex::default(),
-                    dma: Mutex::default(),
-                    math: Mutex::default(),
-                    gemm: Mutex::default(),
+                    routes: OneThread::default(),
+                    dma: OneThread::default(),
+                    math: OneThread::default(),
+                    gemm: OneThread::default(),
                     ipcq: Mutex::new(None),
-                    last_tx: Mutex::new(None),
-                    outstanding: Mutex::default(),
-                    blocked_on: Mutex::new(None),
-                    claims: Mutex::new(Default::default()),
+                    last_tx: OneThread::new(None),
+                    outstanding: OneThread::default(),
+                    blocked_on: OneThread::new(None),
+                    claims: OneThread::new(Default::default()),
                     scratch: OnceLock::new(),
                 })
             })
