@@ -1,9 +1,9 @@
 //! The locks of simulator state. [`Mutex`]: the pieces the engine thread
 //! touches all the time and the kernel-recording thread now and then
-//! ([`crate::runtime`]'s prerecording: the IPCQ tables, the address map,
+//! ([`crate::runtime`]'s prerecording: the IPCQ ports, the address map,
 //! events), never for long. [`OneThread`]: the pieces only the engine
-//! thread touches (the PE engines' queues, the command tables, the link
-//! calendars, the memory).
+//! thread touches (the PE engines' queues, the IPCQ rings, the command
+//! tables, the link calendars, the memory).
 //!
 //! A ring step takes ~40 of these locks. `std::sync::Mutex` releases with
 //! an atomic swap (it must see whether a thread sleeps on the lock), so
@@ -49,7 +49,8 @@ impl<T: ?Sized> std::fmt::Debug for Mutex<T> {
 
 /// The lock of state that only one thread ever touches: the engine
 /// thread's own (the DMA and compute queues of a PE, its routes and
-/// blocked state, the command tables, the link calendars, the memory).
+/// blocked state, the IPCQ rings, the command tables, the link calendars,
+/// the memory).
 ///
 /// A [`Mutex`] takes and gives back with a locked instruction each, a full
 /// barrier that lets no cache miss overlap it; a ring step took ~46 locks.
@@ -62,8 +63,9 @@ impl<T: ?Sized> std::fmt::Debug for Mutex<T> {
 /// panics before it touches the value (so the value is never shared, and
 /// `Sync` holds); so does the owner locking it twice (where a [`Mutex`]
 /// would spin forever). The kernel-recording helper thread touches only
-/// the installed tables (IPCQ ports and rings, the address map), which
-/// stay behind a [`Mutex`].
+/// the installed tables (the IPCQ ports, where each sending entry keeps
+/// a copy of its ring's slot size, and the address map), which stay
+/// behind a [`Mutex`].
 pub struct OneThread<T: ?Sized> {
     /// The owner's [`thread_token`] (0: none yet), [`HELD`] while locked.
     state: AtomicU32,

@@ -19,7 +19,7 @@
 use super::blocked::Dir;
 use super::dtype::Dtype;
 use crate::address::Space;
-use crate::engine::lock::Mutex;
+use crate::engine::lock::OneThread;
 use crate::engine::{Event, Signal};
 use crate::topology::PeCoord;
 use crate::units::Ps;
@@ -109,7 +109,7 @@ impl RxQueue {
     }
 }
 
-pub type SharedQueue = Arc<Mutex<RxQueue>>;
+pub type SharedQueue = Arc<OneThread<RxQueue>>;
 
 /// Where a direction sends to.
 #[derive(Debug, Clone)]
@@ -123,6 +123,9 @@ pub struct TxEntry {
     /// The peer's [`IpcqPort::rx_notify`] (a send wakes the peer without
     /// looking its port up: at a thousand ranks that was cache misses).
     pub peer_notify: Signal,
+    /// The ring's slot size, as installed (a copy: a send's check reads
+    /// it here, so the kernel-recording thread never locks the ring).
+    pub slot_size: u64,
 }
 
 impl TxEntry {

@@ -50,7 +50,11 @@ static ZEROS: AlignedPage = AlignedPage([0; PAGE as usize]);
 type PageKey = (Space, u64);
 
 /// One page buffer, shared by every page that holds the same bytes.
-type Page = Arc<[u8; PAGE as usize]>;
+/// `triomphe`'s `Arc`, which has no weak count: the standard one's
+/// `get_mut` (every write, to see that the buffer is unshared) is a
+/// compare-exchange on the buffer's count, a locked instruction on a line
+/// that is cold at hundreds of ranks; this one's is a load.
+type Page = triomphe::Arc<[u8; PAGE as usize]>;
 
 /// Bytes a DMA read and has not yet written: the source pages as they
 /// were (`None`: unwritten), from `first` bytes into the first one.
@@ -209,8 +213,8 @@ impl MemoryStore {
         *buffers += 1;
         let mut page = spare
             .pop()
-            .unwrap_or_else(|| Arc::new([0u8; PAGE as usize]));
-        let buf = Arc::get_mut(&mut page).expect("spare buffers are unshared");
+            .unwrap_or_else(|| Page::new([0u8; PAGE as usize]));
+        let buf = Page::get_mut(&mut page).expect("spare buffers are unshared");
         let src = keep.unwrap_or(ZERO_PAGE);
         buf[..overwritten.start].copy_from_slice(&src[..overwritten.start]);
         buf[overwritten.end..].copy_from_slice(&src[overwritten.end..]);
@@ -237,19 +241,19 @@ impl MemoryStore {
         let p = pages.get_or_try_insert_with(space, page, || {
             Self::fresh_buffer((budget, spare, buffers), space, None, overwritten.clone())
         })?;
-        if Arc::strong_count(p) != 1 {
+        if Page::strong_count(p) != 1 {
             // Replaces a shared buffer: the others still hold it, so
             // nothing is released.
             let own = Self::fresh_buffer((budget, spare, buffers), space, Some(p), overwritten)?;
             *p = own;
         }
-        Ok(Arc::get_mut(p).expect("unshared"))
+        Ok(Page::get_mut(p).expect("unshared"))
     }
 
     /// Forget a page buffer taken out of the map: its budget is released
     /// when no other page shares it.
     fn forget(&mut self, p: Page) {
-        if Arc::strong_count(&p) == 1 {
+        if Page::strong_count(&p) == 1 {
             self.buffers -= 1;
             self.budget.release(MemoryUse::SimulatedMemory, PAGE);
             if self.spare.len() < SPARE_PAGES {

@@ -7,7 +7,7 @@ use super::{DmaKind, IpcqSettings, Machine, Shape, TensorInner, TensorRef};
 use crate::address::Space;
 use crate::ccl::tables::{Neighbour, NeighbourTables};
 use crate::config::ccl::BufferKind;
-use crate::engine::lock::Mutex;
+use crate::engine::lock::OneThread;
 use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir, RxDir};
@@ -131,7 +131,7 @@ impl Machine {
             }
             let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
             let credit_latency = self.router.distance(&back).latency_ps;
-            let queue = Arc::new(Mutex::new(RxQueue {
+            let queue = Arc::new(OneThread::new(RxQueue {
                 space,
                 base,
                 slot_size: s.slot_size,
@@ -163,6 +163,7 @@ impl Machine {
                         peer_dir: rdir.as_str().into(),
                         queue,
                         peer_notify,
+                        slot_size: s.slot_size,
                     }),
                 );
         }
@@ -269,7 +270,7 @@ impl Machine {
     /// no such direction, or a message larger than a slot. These depend
     /// on the installed tables only, so a kernel can be told at once.
     fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
-        Self::fits_slot(&self.tx_entry(pe, dir)?.queue, nbytes)
+        Self::fits_slot(self.tx_entry(pe, dir)?.slot_size, nbytes)
     }
 
     /// [`Machine::sendable`] for a send on `dir`, remembered per PE: the
@@ -289,13 +290,12 @@ impl Machine {
                 target
             }
         };
-        Self::fits_slot(&target.queue, nbytes)?;
+        Self::fits_slot(target.queue.lock().slot_size, nbytes)?;
         Ok(target)
     }
 
-    /// Whether a message of `nbytes` fits the slots of `queue`.
-    fn fits_slot(queue: &SharedQueue, nbytes: u64) -> Result<(), HwError> {
-        let slot_size = queue.lock().slot_size;
+    /// Whether a message of `nbytes` fits slots of `slot_size` bytes.
+    fn fits_slot(slot_size: u64, nbytes: u64) -> Result<(), HwError> {
         if nbytes > slot_size {
             return Err(HwError::SlotTooSmall { nbytes, slot_size });
         }
