@@ -6,7 +6,7 @@ use super::alloc::RangeAlloc;
 use super::dtype::{BinOp, Dtype};
 use super::ipcq::SharedQueue;
 use crate::address::Space;
-use crate::engine::lock::Mutex;
+use crate::engine::lock::OneThread;
 use crate::engine::{self, Event};
 use crate::error::HwError;
 use smallvec::SmallVec;
@@ -17,7 +17,7 @@ pub(super) enum Hold {
     None,
     /// Scratch memory from an allocator.
     Block {
-        alloc: Arc<Mutex<RangeAlloc>>,
+        alloc: Arc<OneThread<RangeAlloc>>,
         offset: u64,
         len: u64,
     },

@@ -77,7 +77,7 @@ struct PeState {
     last_tx: OneThread<Option<(super::blocked::Dir, crate::hw::ipcq::SendTarget)>>,
     /// The allocator of its TCM (scratch); other spaces' are in
     /// `Machine::blocks`.
-    scratch: OnceLock<Arc<Mutex<RangeAlloc>>>,
+    scratch: OnceLock<Arc<OneThread<RangeAlloc>>>,
     ipcq: Mutex<Option<IpcqPort>>,
     /// Per receive direction (`None`: round-robin), the event set when the
     /// last `recv_async` issued on it has its message (a receive the
@@ -199,7 +199,7 @@ pub struct Machine {
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
     /// The allocators of every space but the TCMs (those are per PE).
-    blocks: Mutex<FxHashMap<Space, Arc<Mutex<RangeAlloc>>>>,
+    blocks: OneThread<FxHashMap<Space, Arc<OneThread<RangeAlloc>>>>,
     /// Virtual ranges of placed tensors, per SIP.
     vmap: Arc<Mutex<VirtualMap>>,
     /// IPCQ receive rings per space: (rings, bytes), to explain a full
@@ -376,7 +376,7 @@ impl Machine {
             timing,
             memory: OneThread::new(memory),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
-            blocks: Mutex::default(),
+            blocks: OneThread::default(),
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
             stats: OneThread::new(MachineStats::default()),
@@ -422,7 +422,7 @@ impl Machine {
         self.fault.lock().clone()
     }
 
-    fn allocator(&self, space: Space) -> Arc<Mutex<RangeAlloc>> {
+    fn allocator(&self, space: Space) -> Arc<OneThread<RangeAlloc>> {
         // A PE's scratch allocator sits with the PE: every MATH result
         // takes one, and the machine-wide map was a lock and a hash
         // lookup (a cache miss at a thousand ranks) per command.
@@ -430,12 +430,16 @@ impl Machine {
             return self
                 .pe(pe)
                 .scratch
-                .get_or_init(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
+                .get_or_init(|| {
+                    Arc::new(OneThread::new(RangeAlloc::new(space.size(&self.topo.spec))))
+                })
                 .clone();
         }
         let mut b = self.blocks.lock();
         b.entry(space)
-            .or_insert_with(|| Arc::new(Mutex::new(RangeAlloc::new(space.size(&self.topo.spec)))))
+            .or_insert_with(|| {
+                Arc::new(OneThread::new(RangeAlloc::new(space.size(&self.topo.spec))))
+            })
             .clone()
     }
 
