@@ -60,6 +60,10 @@ pub const COMMAND_QUEUE_DEPTH: usize = 4096;
 /// fields down to `routes`' first entry, eight lines (eleven before this
 /// order: 84.9 -> 81.6 misses of a 1 MiB L2 a step, 256 ranks); the
 /// matrix unit's queue, used by GEMM kernels only, comes last.
+///
+/// Every field but the IPCQ port is the engine thread's alone
+/// ([`OneThread`]: no locked instruction to take it); the kernel-recording
+/// helper thread reads the port (a send's and a receive's checks).
 #[repr(C, align(64))]
 struct PeState {
     /// The DMA engine: an in-order queue of command records (see
@@ -190,6 +194,12 @@ pub struct MachineStats {
 }
 
 /// The simulated machine.
+///
+/// What its commands change (memory, link calendars, command tables,
+/// allocators, counters, each PE's engines) is the engine thread's alone
+/// ([`OneThread`]); what the kernel-recording helper thread reads as well
+/// (the address map, the IPCQ ports) and the fault and logs are behind a
+/// [`Mutex`].
 pub struct Machine {
     pub topo: Arc<Topology>,
     pub router: PathRouter,
