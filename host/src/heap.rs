@@ -6,7 +6,7 @@
 //! malloc and free were ~190 instructions a pair and an eighth of a ring
 //! step, mimalloc's size-class free lists a fraction of that. A whole
 //! switch to mimalloc (or jemalloc) was slower on large sizes, though: a
-//! simulated 4 KiB page with its share count is a 4112-byte block, which
+//! simulated 4 KiB page with its share count is a 4104-byte block, which
 //! both put in a 5 KiB class, so pages straddle OS pages and the f16 adds
 //! over them ran 20 % slower. So the split is by size, below a page and
 //! from it. A block is always freed (and resized) with the layout it was

@@ -5,10 +5,12 @@
 //! thread touches (the PE engines' queues, the IPCQ rings, the command
 //! tables, the link calendars, the memory).
 //!
-//! A ring step takes ~40 of these locks. `std::sync::Mutex` releases with
-//! an atomic swap (it must see whether a thread sleeps on the lock), so
-//! each lock and unlock was two locked instructions, each a full memory
-//! barrier: a tenth of a native ring step. This one (the `spin` crate's)
+//! A ring step took ~46 [`Mutex`] locks (about ten are left: events,
+//! signals, the IPCQ ports; the rest are [`OneThread`]). `std::sync::Mutex`
+//! releases with an atomic swap (it must see whether a thread sleeps on
+//! the lock), so each lock and unlock was two locked instructions, each a
+//! full memory barrier: a tenth of a native ring step. This one (the
+//! `spin` crate's)
 //! releases with a plain store; a thread that finds it taken yields to
 //! the holder instead of sleeping, which costs nothing here because the
 //! two threads almost never want the same lock. There is no poisoning: a
@@ -57,9 +59,9 @@ impl<T: ?Sized> std::fmt::Debug for Mutex<T> {
 /// This one binds to the first thread that locks it and from then on
 /// takes and gives back with plain loads and stores of its state word (an
 /// experiment with no locked instruction in any lock ran 10–11 % faster on
-/// one core, at 256 and 1024 ranks; these ~30 of a step's locks took a
-/// 256-rank x 16 B run with 9 all-reduces from 0.88 to 0.82 s, interleaved
-/// runs of 2f60553 and this change). Any other thread that locks it
+/// one core, at 256 and 1024 ranks; the ~36 of a step's locks that are
+/// these took a 256-rank x 16 B run with 9 all-reduces from 0.84 to 0.76 s,
+/// interleaved runs). Any other thread that locks it
 /// panics before it touches the value (so the value is never shared, and
 /// `Sync` holds); so does the owner locking it twice (where a [`Mutex`]
 /// would spin forever). The kernel-recording helper thread touches only
@@ -90,9 +92,7 @@ impl<T> OneThread<T> {
             value: UnsafeCell::new(t),
         }
     }
-}
 
-impl<T> OneThread<T> {
     /// Its value (no lock: it is owned).
     pub fn into_inner(self) -> T {
         self.value.into_inner()

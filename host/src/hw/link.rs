@@ -386,12 +386,12 @@ impl LinkTable {
                     .checked_add(b)
             });
         }
-        let unchecked_until = bound.is_some();
+        let fits = bound.is_some();
         match busy {
-            None => self.walk(route, &times, t0, unchecked_until, |_, _| ()),
+            None => self.walk(route, &times, t0, fits, |_, _| ()),
             Some(b) => {
                 let mut links = route.links.iter();
-                self.walk(route, &times, t0, unchecked_until, |start, end| {
+                self.walk(route, &times, t0, fits, |start, end| {
                     if let Some(&link) = links.next() {
                         b.push((link, start, end));
                     }
@@ -413,9 +413,9 @@ impl LinkTable {
     /// hop so far was idle, each time of the walk is at most `t0` plus
     /// the latencies and serialisation times of the hops so far, so with
     /// `fits` (that sum over the whole route fits the clock) those hops
-    /// need no overflow checks: a third of the walk's instructions. The
-    /// first busy hop goes through [`Calendar::book`], checked, and so
-    /// does every hop after it.
+    /// need no overflow checks (a 30-hop walk's instructions 1629 -> 1510,
+    /// cachegrind). The first busy hop goes through [`Calendar::book`],
+    /// checked, and so does every hop after it.
     #[inline(always)]
     fn walk(
         &mut self,
