@@ -82,7 +82,7 @@ impl Calendar<'_> {
         }
     }
 
-    /// Make `[start, end)` the last interval (`start <= end`).
+    /// Make `[start, end)` the last interval (`start <= end`; empty: none).
     #[inline(always)]
     fn set_last(&mut self, start: Ps, end: Ps) {
         set_last(self.last, self.long, self.index, start, end);
@@ -110,11 +110,7 @@ impl Calendar<'_> {
         // earlier ones, if any, ended before `now`; left for the next
         // booking that reads them).
         let end = units::add(earliest, duration)?.max(min_end);
-        if end > earliest {
-            self.set_last(earliest, end);
-        } else {
-            *self.last = Last::default();
-        }
+        self.set_last(earliest, end);
         Ok((earliest, end))
     }
 
@@ -186,17 +182,18 @@ impl Calendar<'_> {
 }
 
 /// Make `[start, end)` (`start <= end`) the last interval of calendar
-/// `index`, whose [`Last`] is `last`.
+/// `index`, whose [`Last`] is `last`; an empty one leaves none (it holds
+/// the link for no time).
 #[inline(always)]
 fn set_last(last: &mut Last, long: &mut LongStarts, index: u32, start: Ps, end: Ps) {
-    let len = match u32::try_from(end - start) {
-        Ok(len) if len != LONG => len,
+    *last = match u32::try_from(end - start) {
+        Ok(0) => Last::default(),
+        Ok(len) if len != LONG => Last { end, len },
         _ => {
             long.insert(index, start);
-            LONG
+            Last { end, len: LONG }
         }
     };
-    *last = Last { end, len };
 }
 
 /// Drop the intervals of `busy` that ended by `now` (a prefix: sorted and
@@ -438,11 +435,7 @@ impl LinkTable {
                 let (latency, duration) = times[f as usize];
                 if idle_so_far && { last.end } <= t0 {
                     let end = (head + duration).max(prev_tail);
-                    if end > head {
-                        set_last(last, &mut self.long, index, head, end);
-                    } else {
-                        *last = Last::default();
-                    }
+                    set_last(last, &mut self.long, index, head, end);
                     booked(head, end);
                     (head, prev_tail) = (head + latency, end + latency);
                     continue;

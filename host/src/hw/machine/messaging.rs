@@ -266,14 +266,7 @@ impl Machine {
             })
     }
 
-    /// Where `pe` sends `nbytes` towards `dir`, or why it cannot: no IPCQ,
-    /// no such direction, or a message larger than a slot. These depend
-    /// on the installed tables only, so a kernel can be told at once.
-    fn sendable(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
-        Self::fits_slot(self.tx_entry(pe, dir)?.slot_size, nbytes)
-    }
-
-    /// [`Machine::sendable`] for a send on `dir`, remembered per PE: the
+    /// [`Machine::check_send`] for a send on `dir`, remembered per PE: the
     /// target is kept in the PE's state, so a send does not read its
     /// direction's entry (a line of its own, cold at a thousand ranks).
     fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<SendTarget, HwError> {
@@ -302,10 +295,12 @@ impl Machine {
         Ok(())
     }
 
-    /// The checks of `tl.send` that need no simulated time (see
-    /// [`Machine::sendable`]).
+    /// The checks of `tl.send` that need no simulated time: `pe` has an
+    /// IPCQ, sends towards `dir`, and a message of `nbytes` fits its
+    /// slots. These depend on the installed tables only (the recording
+    /// thread makes them), so a kernel can be told at once.
     pub fn check_send(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
-        self.sendable(pe, dir, nbytes)
+        Self::fits_slot(self.tx_entry(pe, dir)?.slot_size, nbytes)
     }
 
     /// The checks of `tl.recv` that need no simulated time: `pe` has an
