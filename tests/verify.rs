@@ -58,6 +58,38 @@ fn every_built_in_bench_passes_the_second_pass() {
     }
 }
 
+/// The bytes moved on their own thread (the default on a machine of more
+/// than one core) are the bytes the engine thread moves itself: the same
+/// rows, times, kernel rows and memory digest, bench by bench.
+#[test]
+fn bytes_moved_on_a_thread_are_the_bytes_moved_inline() {
+    for (bench, sips, args) in [
+        (
+            "ccl_allreduce",
+            5,
+            &["-b", "8", "-e", "256K", "-f", "8"][..],
+        ),
+        ("gemm_single_pe", 1, &["--sizes", "32,64"][..]),
+        ("gpt3_qkv", 2, &["--seq", "16", "--hidden", "64"][..]),
+    ] {
+        let go = |data_thread: bool| {
+            let req = kernbench::runtime::RunRequest {
+                data_thread,
+                ..request(bench, topo(sips), ccl(), None, args)
+            };
+            kernbench::runtime::run_bench(&loader(), req)
+                .unwrap_or_else(|e| panic!("{bench}, data thread {data_thread}: {e}"))
+        };
+        let (inline, threaded) = (go(false), go(true));
+        assert!(inline.memory_digest.is_some(), "{bench}");
+        assert_eq!(inline.memory_digest, threaded.memory_digest, "{bench}");
+        assert_eq!(inline.rows, threaded.rows, "{bench}");
+        assert_eq!(inline.kernel_rows, threaded.kernel_rows, "{bench}");
+        assert_eq!(inline.end_time_ps, threaded.end_time_ps, "{bench}");
+        assert!(inline.rows.iter().all(|r| r.wrong == 0), "{bench}");
+    }
+}
+
 /// The three probes of `race_probe`: a reordered but correct ring passes;
 /// a write–write race and a send from a released slot are caught with
 /// their ops named.

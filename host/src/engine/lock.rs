@@ -3,7 +3,7 @@
 //! ([`crate::runtime`]'s prerecording: the IPCQ ports, the address map,
 //! events), never for long. [`OneThread`]: the pieces only the engine
 //! thread touches (the PE engines' queues, the IPCQ rings, the command
-//! tables, the link calendars, the memory).
+//! tables, the link calendars).
 //!
 //! A ring step took ~46 [`Mutex`] locks (about ten are left: events,
 //! signals, the IPCQ ports; the rest are [`OneThread`]). `std::sync::Mutex`
@@ -51,8 +51,7 @@ impl<T: ?Sized> std::fmt::Debug for Mutex<T> {
 
 /// The lock of state that only one thread ever touches: the engine
 /// thread's own (the DMA and compute queues of a PE, its routes and
-/// blocked state, the IPCQ rings, the command tables, the link calendars,
-/// the memory).
+/// blocked state, the IPCQ rings, the command tables, the link calendars).
 ///
 /// A [`Mutex`] takes and gives back with a locked instruction each, a full
 /// barrier that lets no cache miss overlap it; a ring step took ~46 locks.

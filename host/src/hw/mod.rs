@@ -5,6 +5,7 @@
 pub mod alloc;
 pub mod blocked;
 pub mod compute_op;
+pub mod data_plane;
 pub mod dtype;
 pub mod gemm_ops;
 pub mod ipcq;

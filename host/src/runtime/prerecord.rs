@@ -139,10 +139,7 @@ impl<J: Job> Default for Prerecorder<J> {
     /// With a helper when this machine has more than one core (asked once
     /// per process: the answer reads the affinity mask and cgroup files).
     fn default() -> Self {
-        static CORES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        Self::new(
-            *CORES.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)),
-        )
+        Self::new(super::sim::more_than_one_core())
     }
 }
 

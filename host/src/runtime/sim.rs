@@ -49,6 +49,10 @@ pub struct RunRequest {
     /// Keep no bytes (`--timing-only`): same simulated times, no data,
     /// results not checked.
     pub timing_only: bool,
+    /// Move the bytes on a thread of their own while the engine goes on
+    /// (see [`crate::hw::data_plane`]): the same bytes and times. On by
+    /// default where the process may use more than one core.
+    pub data_thread: bool,
 }
 
 impl RunRequest {
@@ -73,8 +77,16 @@ impl RunRequest {
             record_ops: false,
             verify_data: None,
             timing_only: false,
+            data_thread: more_than_one_core(),
         }
     }
+}
+
+/// Whether this process may use more than one core (asked once: the
+/// answer reads the affinity mask and cgroup files).
+pub fn more_than_one_core() -> bool {
+    static CORES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
 /// What a run produced.
@@ -131,6 +143,8 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
             ));
         }
         machine.keep_no_bytes();
+    } else if req.data_thread {
+        machine.move_bytes_on_a_thread();
     }
     if req.record_ops || req.verify_data.is_some() {
         machine.record_ops();
@@ -162,11 +176,12 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let ex = Executor::new();
     let main = ex.spawn(session.clone().run_main());
     let outcome = ex.run();
+    machine.settle_data();
     // An engine fault (time past the clock's horizon, memory over budget)
     // stops the commands it hit; whatever then waited is its consequence.
-    if let Some(message) = machine.fault() {
+    if let Some((at, message)) = machine.fault() {
         return Err(SimError::Fault {
-            time_us: ps_to_us(ex.now()),
+            time_us: ps_to_us(at),
             message,
         });
     }

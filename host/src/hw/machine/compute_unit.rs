@@ -20,6 +20,7 @@ use super::{Machine, PeState, TensorRef};
 use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
+use crate::hw::data_plane::{Culprit, DataOp};
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
 use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
@@ -234,13 +235,20 @@ impl Machine {
                 .collect();
             let dst = (out.space, out.offset, out.nbytes());
             let unit_bytes = out.dtype.itemsize();
-            let written = {
-                let mut mem = self.memory.lock();
-                op.apply_to_memory(&mut mem, &regions, dst, unit_bytes)
-            };
-            if let Err(e) = written {
+            let written = self.submit_data(DataOp::Compute {
+                op: op.clone(),
+                inputs: regions,
+                out: dst,
+                unit: unit_bytes,
+                who: Culprit {
+                    pe: index,
+                    what: unit.name(),
+                    at: end,
+                },
+            });
+            if let Err(f) = written {
                 unit.queue(st).lock().phase = Phase::Stuck;
-                return self.set_fault(pe(), unit.name(), e.into());
+                return self.set_fault(pe(), unit.name(), f.error.into());
             }
         }
         match unit {

@@ -18,8 +18,8 @@ use super::{DmaKind, Machine, PeState};
 use crate::address::Space;
 use crate::engine::{self, Call, Event};
 use crate::error::HwError;
+use crate::hw::data_plane::{Culprit, DataOp};
 use crate::hw::link::{Route, RouteHops};
-use crate::hw::memory::Staged;
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
 use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
@@ -45,8 +45,6 @@ pub(super) struct DmaCmd {
     /// Its route (until it is booked).
     path: Option<Route>,
     logged: Option<Box<IssueMarks>>,
-    /// The source's bytes as they were when the transfer started.
-    staged: Option<Staged>,
     /// When the engine took it and when its bytes land.
     span: (Ps, Ps),
 }
@@ -104,7 +102,6 @@ impl Machine {
             done: Some(done),
             path: Some(path),
             logged,
-            staged: None,
             span: (0, 0),
         });
         let slot = u32::try_from(slot).expect("fewer than 2^32 commands in flight");
@@ -190,7 +187,12 @@ impl Machine {
         let mut cmds = self.dma_commands.lock();
         let cmd = &mut cmds[slot];
         let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
-        cmd.staged = Some(self.memory.lock().stage(src.0, src.1, nbytes));
+        let staged = self.submit_data(DataOp::Stage {
+            slot: slot as u32,
+            src,
+            len: nbytes,
+        });
+        debug_assert!(staged.is_ok(), "reading memory does not fail");
         let path = cmd.path.take().expect("a command is booked once");
         let pe = cmd.pe;
         drop(cmds);
@@ -219,12 +221,19 @@ impl Machine {
         let cmd = &mut cmds[slot];
         let (pe, what, src, dst, nbytes, span) =
             (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
-        let staged = cmd.staged.take().expect("a landing transfer has started");
-        let copied = self.memory.lock().land(staged, dst);
-        if let Err(e) = copied {
+        let landed = self.submit_data(DataOp::Land {
+            slot: slot as u32,
+            dst,
+            who: Culprit {
+                pe,
+                what: what.name(),
+                at: engine::now(),
+            },
+        });
+        if let Err(f) = landed {
             cmds.remove(slot);
             drop(cmds);
-            return self.set_fault(self.pe_at(pe), what.name(), e.into());
+            return self.set_fault(self.pe_at(pe), what.name(), f.error.into());
         }
         {
             let mut s = self.stats.lock();
@@ -330,6 +339,45 @@ mod tests {
             "the second transfer starts one setup later"
         );
         assert_eq!(m.stats().dma_commands, 2);
+    }
+
+    /// A landing the host-memory budget refuses is the run's fault, the
+    /// same (time, PE, unit, budget) whether the engine thread wrote the
+    /// bytes or the data thread did and the engine found out later.
+    #[test]
+    fn a_refused_landing_is_the_same_fault_on_either_thread() {
+        let fault = |threaded: bool| {
+            let spec = crate::config::TopologySpec::default_embedded();
+            let topo = Arc::new(crate::topology::build(&spec).unwrap());
+            // One page: the source's, written below.
+            let budget = Arc::new(crate::budget::MemoryBudget::new(4096));
+            let m = Machine::with_options(topo, false, budget);
+            if threaded {
+                m.move_bytes_on_a_thread();
+            }
+            let hbm = Space::Hbm { sip: 0, cube: 0 };
+            let src = m.alloc_tensor(hbm, &[8], Dtype::F16).unwrap();
+            m.host_write(hbm, src.offset, &Dtype::F16.from_f64(&[1.0; 8]))
+                .unwrap();
+            let pe = PeCoord {
+                sip: 0,
+                cube: 0,
+                pe: 0,
+            };
+            let ex = Executor::new();
+            let mm = m.clone();
+            ex.spawn(async move {
+                let t = mm.load(pe, src.addr(), &[8], Dtype::F16).unwrap();
+                t.ready.wait().await;
+            });
+            ex.run();
+            m.settle_data();
+            m.fault().expect("the landing was refused")
+        };
+        let (inline, threaded) = (fault(false), fault(true));
+        assert!(inline.0 > 0, "{inline:?}");
+        assert!(inline.1.contains("host memory budget"), "{inline:?}");
+        assert_eq!(inline, threaded);
     }
 
     /// Commands that finish in issue order are forgotten as the next is

@@ -29,6 +29,7 @@ use crate::engine::{self, Event};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
 use crate::hw::blocked::Blocked;
+use crate::hw::data_plane::{DataFault, DataOp, DataPlane};
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
 use crate::hw::link::LinkTable;
@@ -195,16 +196,19 @@ pub struct MachineStats {
 
 /// The simulated machine.
 ///
-/// What its commands change (memory, link calendars, command tables,
-/// allocators, counters, each PE's engines) is the engine thread's alone
+/// What its commands change (link calendars, command tables, allocators,
+/// counters, each PE's engines) is the engine thread's alone
 /// ([`OneThread`]); what the kernel-recording helper thread reads as well
 /// (the address map, the IPCQ ports) and the fault and logs are behind a
-/// [`Mutex`].
+/// [`Mutex`]. Memory is the [`DataPlane`]'s: written in the engine's
+/// order, by the engine thread or by a thread of its own.
 pub struct Machine {
     pub topo: Arc<Topology>,
     pub router: PathRouter,
     pub timing: EngineTiming,
-    memory: OneThread<MemoryStore>,
+    /// The memory store and the order of the commands' reads and writes
+    /// (see [`DataPlane`]).
+    data: DataPlane,
     links: OneThread<LinkTable>,
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
@@ -217,8 +221,8 @@ pub struct Machine {
     ipcq_held: Mutex<FxHashMap<Space, (u32, u64)>>,
     stats: OneThread<MachineStats>,
     /// The first error an engine hit while executing a command (time or
-    /// memory budget overflow); the run stops with it.
-    fault: Mutex<Option<String>>,
+    /// memory budget overflow) and its time; the run stops with it.
+    fault: Mutex<Option<(Ps, String)>>,
     /// Busy intervals for `--trace` (None: tracing off).
     pub trace: Option<TraceRecorder>,
     /// Where the CCL trace goes (`--ccl-trace`; unset: off).
@@ -384,7 +388,7 @@ impl Machine {
             links: OneThread::new(LinkTable::new(topo.clone())),
             topo,
             timing,
-            memory: OneThread::new(memory),
+            data: DataPlane::new(memory),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: OneThread::default(),
             vmap: Arc::default(),
@@ -405,12 +409,33 @@ impl Machine {
     /// every write and reads zeros; commands take the same simulated time.
     /// Call before anything is written.
     pub fn keep_no_bytes(&self) {
-        *self.memory.lock() = MemoryStore::timing_only(self.budget.clone());
+        *self.data.store() = MemoryStore::timing_only(self.budget.clone());
     }
 
     /// False once [`Machine::keep_no_bytes`] was called.
     pub fn keeps_bytes(&self) -> bool {
-        self.memory.lock().keeps_bytes()
+        self.data.store().keeps_bytes()
+    }
+
+    /// Move the commands' reads and writes of memory to a thread of their
+    /// own (see [`DataPlane`]). Call before anything is written.
+    pub fn move_bytes_on_a_thread(&self) {
+        self.data.use_a_thread();
+    }
+
+    /// Apply a command's effect on memory (now, or queued for the data
+    /// thread).
+    fn submit_data(&self, op: DataOp) -> Result<(), DataFault> {
+        self.data.submit(op)
+    }
+
+    /// Wait until every command's effect on memory has been applied; one
+    /// that failed on the data thread becomes the run's fault.
+    pub fn settle_data(&self) {
+        if let Some(f) = self.data.settle() {
+            let pe = self.pe_at(f.who.pe);
+            self.set_fault_at(f.who.at, pe, f.who.what, f.error.into());
+        }
     }
 
     pub fn stats(&self) -> MachineStats {
@@ -421,14 +446,22 @@ impl Machine {
     /// The command never completes, so whoever waits for it stalls and the
     /// run ends; [`Machine::fault`] then names the cause.
     fn set_fault(&self, pe: PeCoord, what: &str, e: HwError) {
+        self.set_fault_at(engine::try_now().unwrap_or(0), pe, what, e);
+    }
+
+    /// Record a fault of `pe`'s `what` at simulated time `at`; the
+    /// earliest is kept (the first of those at the same time). A write
+    /// the data thread could not make is found after the engine went on,
+    /// so it may come after a later fault.
+    fn set_fault_at(&self, at: Ps, pe: PeCoord, what: &str, e: HwError) {
         let mut f = self.fault.lock();
-        if f.is_none() {
-            *f = Some(format!("{what} on {pe}: {e}"));
+        if f.as_ref().is_none_or(|(t, _)| at < *t) {
+            *f = Some((at, format!("{what} on {pe}: {e}")));
         }
     }
 
-    /// The first engine fault of the run, if any.
-    pub fn fault(&self) -> Option<String> {
+    /// The earliest engine fault of the run, if any, and its time.
+    pub fn fault(&self) -> Option<(Ps, String)> {
         self.fault.lock().clone()
     }
 
@@ -550,7 +583,7 @@ impl Machine {
         // un-share the part of a shared page that the block covers (on a
         // budget refusal the block is freed with `t`).
         if zeroed {
-            self.memory.lock().zero(space, offset, len)?;
+            self.data.store().zero(space, offset, len)?;
             self.log_host_op(
                 "alloc_zero",
                 &t.ready,
@@ -620,7 +653,7 @@ impl Machine {
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
-        self.memory.lock().write(space, offset, data)?;
+        self.data.store().write(space, offset, data)?;
         if self.oplog.get().is_some() {
             let params = OpParams::HostWrite {
                 dst: (space, offset, data.len() as u64),
@@ -651,12 +684,13 @@ impl Machine {
 
     /// Digest of the whole memory store (see [`MemoryStore::digest`]).
     pub fn memory_digest(&self) -> String {
-        self.memory.lock().digest()
+        self.settle_data();
+        self.data.store().digest()
     }
 
     /// Host-side (zero simulated time) read.
     pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
-        self.memory.lock().read(space, offset, len)
+        self.data.store().read(space, offset, len)
     }
 
     /// Wait (in simulated time) until `pe` has fewer than
