@@ -30,6 +30,7 @@ use crate::engine::lock::OneThread;
 use crate::units::Ps;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 
@@ -105,8 +106,10 @@ impl Bytes {
                 Ok(())
             }
             DataOp::Land { slot, dst, who } => {
-                let staged = self.staged[slot as usize]
-                    .take()
+                let staged = self
+                    .staged
+                    .get_mut(slot as usize)
+                    .and_then(Option::take)
                     .expect("a landing transfer has started");
                 self.store
                     .land(staged, dst)
@@ -246,6 +249,8 @@ struct QueueState {
     busy: bool,
     stop: bool,
     fault: Option<DataFault>,
+    /// What a panic on the thread left (raised on the engine thread).
+    panic: Option<Box<dyn std::any::Any + Send>>,
 }
 
 impl Worker {
@@ -276,6 +281,10 @@ impl Worker {
         while st.busy || !st.batches.is_empty() {
             st = self.queue.idle.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        if let Some(panic) = st.panic.take() {
+            drop(st);
+            std::panic::resume_unwind(panic);
+        }
         st
     }
 
@@ -289,16 +298,18 @@ impl Worker {
 }
 
 impl Queue {
-    /// The thread's loop: apply batches in order until told to stop.
+    /// The thread's loop: apply batches in order until told to stop. A
+    /// panic (a bug) is kept for the engine thread, which raises it where
+    /// it next waits, as it would have met it applying the op itself.
     fn serve(&self, bytes: &Mutex<Bytes>) {
         let mut st = lock(&self.state);
         loop {
             if let Some(mut batch) = st.batches.pop_front() {
                 st.busy = true;
                 drop(st);
-                let mut fault = None;
-                {
+                let applied = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     let mut b = lock(bytes);
+                    let mut fault = None;
                     for op in batch.drain(..) {
                         if b.failed {
                             continue;
@@ -308,12 +319,22 @@ impl Queue {
                             fault = Some(f);
                         }
                     }
-                }
+                    fault
+                }));
                 st = lock(&self.state);
                 st.busy = false;
-                if st.fault.is_none() {
-                    st.fault = fault;
+                match applied {
+                    Ok(fault) => {
+                        if st.fault.is_none() {
+                            st.fault = fault;
+                        }
+                    }
+                    Err(panic) => {
+                        lock(bytes).failed = true;
+                        st.panic.get_or_insert(panic);
+                    }
                 }
+                batch.clear();
                 st.spare.push(batch);
                 if st.batches.is_empty() {
                     self.idle.notify_all();
@@ -408,6 +429,30 @@ mod tests {
         let (a, b) = (run(&inline), run(&threaded));
         assert!(a.iter().any(|&x| x != 0));
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_panic_on_the_thread_is_raised_where_the_engine_waits() {
+        // A landing with nothing staged is a bug of the caller: inline it
+        // panics at once; on the thread it must not leave the engine
+        // waiting forever.
+        let plane = DataPlane::new(MemoryStore::default());
+        plane.use_a_thread();
+        let land = DataOp::Land {
+            slot: 3,
+            dst: (HBM, 0),
+            who: who(),
+        };
+        plane.submit(land).unwrap();
+        let waited = std::panic::catch_unwind(AssertUnwindSafe(|| plane.settle()));
+        let panic = waited.expect_err("the thread's panic is raised here");
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+        assert!(text.is_some_and(|t| t.contains("started")));
+        // The thread is still there to be stopped.
+        drop(plane);
     }
 
     #[test]
