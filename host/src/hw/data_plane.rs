@@ -86,8 +86,8 @@ pub struct DataFault {
 }
 
 /// The store and the transfers in flight.
-pub struct Bytes {
-    pub store: MemoryStore,
+struct Bytes {
+    store: MemoryStore,
     /// Held source bytes per DMA command slot (see [`DataOp::Stage`]).
     staged: Vec<Option<Staged>>,
     /// Set by the first failed op; nothing is applied after it.

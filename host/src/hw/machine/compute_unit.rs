@@ -235,7 +235,7 @@ impl Machine {
                 .collect();
             let dst = (out.space, out.offset, out.nbytes());
             let unit_bytes = out.dtype.itemsize();
-            let written = self.submit_data(DataOp::Compute {
+            let written = self.data.submit(DataOp::Compute {
                 op: op.clone(),
                 inputs: regions,
                 out: dst,

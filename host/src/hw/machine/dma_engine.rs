@@ -187,7 +187,7 @@ impl Machine {
         let mut cmds = self.dma_commands.lock();
         let cmd = &mut cmds[slot];
         let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
-        let staged = self.submit_data(DataOp::Stage {
+        let staged = self.data.submit(DataOp::Stage {
             slot: slot as u32,
             src,
             len: nbytes,
@@ -221,7 +221,7 @@ impl Machine {
         let cmd = &mut cmds[slot];
         let (pe, what, src, dst, nbytes, span) =
             (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
-        let landed = self.submit_data(DataOp::Land {
+        let landed = self.data.submit(DataOp::Land {
             slot: slot as u32,
             dst,
             who: Culprit {

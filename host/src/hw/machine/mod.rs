@@ -29,7 +29,7 @@ use crate::engine::{self, Event};
 use crate::error::HwError;
 use crate::hw::alloc::RangeAlloc;
 use crate::hw::blocked::Blocked;
-use crate::hw::data_plane::{DataFault, DataOp, DataPlane};
+use crate::hw::data_plane::DataPlane;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
 use crate::hw::link::LinkTable;
@@ -421,12 +421,6 @@ impl Machine {
     /// own (see [`DataPlane`]). Call before anything is written.
     pub fn move_bytes_on_a_thread(&self) {
         self.data.use_a_thread();
-    }
-
-    /// Apply a command's effect on memory (now, or queued for the data
-    /// thread).
-    fn submit_data(&self, op: DataOp) -> Result<(), DataFault> {
-        self.data.submit(op)
     }
 
     /// Wait until every command's effect on memory has been applied; one
