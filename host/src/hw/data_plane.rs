@@ -179,27 +179,26 @@ impl DataPlane {
     /// Wait until every queued op has been applied; the first that failed
     /// since the last call, if any.
     pub fn settle(&self) -> Option<DataFault> {
+        self.drain()?.fault.take()
+    }
+
+    /// The store, every queued op applied (its failure, if any, is kept
+    /// for the next [`DataPlane::settle`]).
+    pub fn store(&self) -> StoreGuard<'_> {
+        drop(self.drain());
+        StoreGuard(lock(&self.bytes))
+    }
+
+    /// Hand the thread what is pending and wait until it has applied
+    /// everything; its state then (`None`: no thread).
+    fn drain(&self) -> Option<MutexGuard<'_, QueueState>> {
         let worker = self.worker.get()?;
         let mut pending = self.pending.lock();
         if !pending.is_empty() {
             worker.hand_over(&mut pending);
         }
         drop(pending);
-        worker.wait_idle()
-    }
-
-    /// The store, every queued op applied (its failure, if any, is kept
-    /// for the next [`DataPlane::settle`]).
-    pub fn store(&self) -> StoreGuard<'_> {
-        if let Some(worker) = self.worker.get() {
-            let mut pending = self.pending.lock();
-            if !pending.is_empty() {
-                worker.hand_over(&mut pending);
-            }
-            drop(pending);
-            worker.wait_idle_keeping_fault();
-        }
-        StoreGuard(lock(&self.bytes))
+        Some(worker.idle_state())
     }
 }
 
@@ -276,6 +275,8 @@ impl Worker {
         self.queue.work.notify_one();
     }
 
+    /// Wait until the thread has nothing left to apply; its panic, if it
+    /// had one, is raised here.
     fn idle_state(&self) -> MutexGuard<'_, QueueState> {
         let mut st = lock(&self.queue.state);
         while st.busy || !st.batches.is_empty() {
@@ -286,14 +287,6 @@ impl Worker {
             std::panic::resume_unwind(panic);
         }
         st
-    }
-
-    fn wait_idle(&self) -> Option<DataFault> {
-        self.idle_state().fault.take()
-    }
-
-    fn wait_idle_keeping_fault(&self) {
-        drop(self.idle_state());
     }
 }
 
