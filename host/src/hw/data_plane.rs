@@ -158,7 +158,8 @@ impl DataPlane {
     }
 
     /// Whether ops are applied on a thread of their own.
-    pub fn threaded(&self) -> bool {
+    #[cfg(test)]
+    fn threaded(&self) -> bool {
         self.worker.get().is_some()
     }
 
@@ -180,6 +181,12 @@ impl DataPlane {
     /// since the last call, if any.
     pub fn settle(&self) -> Option<DataFault> {
         self.drain()?.fault.take()
+    }
+
+    /// Whether the store keeps bytes (not `--timing-only`). Set before
+    /// anything is written, so it needs no wait for the thread.
+    pub fn keeps_bytes(&self) -> bool {
+        lock(&self.bytes).store.keeps_bytes()
     }
 
     /// The store, every queued op applied (its failure, if any, is kept

@@ -414,7 +414,7 @@ impl Machine {
 
     /// False once [`Machine::keep_no_bytes`] was called.
     pub fn keeps_bytes(&self) -> bool {
-        self.data.store().keeps_bytes()
+        self.data.keeps_bytes()
     }
 
     /// Move the commands' reads and writes of memory to a thread of their
