@@ -3,14 +3,20 @@
 //! f16 add throughput and host memory per rank.
 //!
 //! ```sh
-//! cargo bench -p kernbench-host --bench scale            # all figures
-//! cargo bench -p kernbench-host --bench scale -- quick   # skip the 1024-rank ring
+//! cargo bench -p kernbench-host --bench scale              # all figures
+//! cargo bench -p kernbench-host --bench scale -- quick     # skip the 1024-rank ring
+//! cargo bench -p kernbench-host --bench scale -- repeat=5  # best of 5 (default 3)
 //! ```
 //!
 //! Each run goes through the real host (library API, built-in components)
 //! exactly as `kernbench-host run` does; wall times exclude compiling the
 //! topology and include everything else (instances, simulation, checks).
 //! Every run's data is checked: a figure from a wrong result is refused.
+//!
+//! Each wall-time figure is the best of `repeat` runs, the median beside
+//! it: on a shared machine other work only ever adds wall time, so the
+//! least is the closest to the cost of the run itself (and the spread
+//! says how noisy the hour was).
 
 mod support;
 
@@ -22,20 +28,55 @@ use std::time::Instant;
 #[global_allocator]
 static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
 
-fn run(ranks: u32, bench: &str, algorithm: Option<&str>, args: &[&str]) -> (RunResult, f64) {
-    let loader = support::loader(ranks);
-    // Compiling the topology is outside the timed part.
-    let req = support::request(ranks, bench, algorithm, args);
-    let start = Instant::now();
-    let res = run_bench(&loader, req).unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
-    let wall = start.elapsed().as_secs_f64();
-    let wrong: u64 = res.rows.iter().map(|r| r.wrong).sum();
-    assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");
-    (res, wall)
+/// Wall times of the runs of one figure, in seconds.
+struct Walls(Vec<f64>);
+
+impl Walls {
+    fn best(&self) -> f64 {
+        self.0.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    fn median(&self) -> f64 {
+        let mut w = self.0.clone();
+        w.sort_by(f64::total_cmp);
+        w[w.len() / 2]
+    }
 }
 
-fn ring(ranks: u32, size: &str) -> (RunResult, f64) {
-    run(ranks, "ccl_allreduce", None, &["-b", size, "-e", size])
+/// `bench` run `times` times; the last run's result (every run's data is
+/// checked, and a run is deterministic) and every run's wall time.
+fn run(
+    times: usize,
+    ranks: u32,
+    bench: &str,
+    algorithm: Option<&str>,
+    args: &[&str],
+) -> (RunResult, Walls) {
+    let mut walls = Vec::new();
+    let mut last = None;
+    for _ in 0..times {
+        let loader = support::loader(ranks);
+        // Compiling the topology is outside the timed part.
+        let req = support::request(ranks, bench, algorithm, args);
+        let start = Instant::now();
+        let res =
+            run_bench(&loader, req).unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
+        walls.push(start.elapsed().as_secs_f64());
+        let wrong: u64 = res.rows.iter().map(|r| r.wrong).sum();
+        assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");
+        last = Some(res);
+    }
+    (last.expect("at least one run"), Walls(walls))
+}
+
+fn ring(times: usize, ranks: u32, size: &str) -> (RunResult, Walls) {
+    run(
+        times,
+        ranks,
+        "ccl_allreduce",
+        None,
+        &["-b", size, "-e", size],
+    )
 }
 
 fn line(what: &str, figure: String, note: String) {
@@ -45,7 +86,18 @@ fn line(what: &str, figure: String, note: String) {
 fn main() {
     kernbench::heap::keep_freed_memory();
     let quick = std::env::args().any(|a| a == "quick");
-    println!("{:<34} {:>16}   detail", "figure", "value");
+    let times = std::env::args()
+        .find_map(|a| a.strip_prefix("repeat=").map(str::to_string))
+        .map_or(3, |n| {
+            n.parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or_else(|| panic!("repeat={n}: a count of runs, at least 1"))
+        });
+    println!(
+        "{:<34} {:>16}   detail (wall: best of {times}, median in brackets)",
+        "figure", "value"
+    );
 
     // A ring step = send + recv + add on one rank; the seed ring does
     // p(p-1) of them (one MATH command each). Its cost is the marginal
@@ -54,44 +106,49 @@ fn main() {
     // in both); the whole first run's wall per step is in the detail.
     // The longer run first: were the process's first run slower (caches
     // cold), the figure would err high, not low.
-    let (r5, wall5) = run(
+    let (r5, walls5) = run(
+        times,
         256,
         "ccl_allreduce",
         None,
         &["-b", "16", "-e", "16", "-n", "5"],
     );
-    let (r1, wall1) = ring(256, "16");
+    let (r1, walls1) = ring(times, 256, "16");
     let (s1, s5) = (r1.stats.math_commands, r5.stats.math_commands);
+    let (wall1, wall5) = (walls1.best(), walls5.best());
     line(
         "ring step (256 ranks, 16 B)",
         format!("{:.2} us", (wall5 - wall1) * 1e6 / (s5 - s1) as f64),
         format!(
-            "{} more steps in {:.2} s more wall; {:.2} us a step with setup ({s1} steps in {wall1:.2} s)",
+            "{} more steps in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup ({s1} steps in {wall1:.2} s)",
             s5 - s1,
             wall5 - wall1,
+            walls5.median() - walls1.median(),
             wall1 * 1e6 / s1 as f64
         ),
     );
 
     if !quick {
-        let (r, wall) = ring(1024, "16");
+        let (r, walls) = ring(times, 1024, "16");
         line(
             "all-reduce 1024 ranks x 16 B",
-            format!("{wall:.2} s"),
+            format!("{:.2} s", walls.best()),
             format!(
-                "simulated {:.3} us, {:.2} us wall per step",
+                "({:.2} s) simulated {:.3} us, {:.2} us wall per step",
+                walls.median(),
                 r.end_time_ps as f64 / 1e6,
-                wall * 1e6 / r.stats.math_commands as f64
+                walls.best() * 1e6 / r.stats.math_commands as f64
             ),
         );
     }
 
-    let (r, wall) = ring(64, "1M");
+    let (r, walls) = ring(times, 64, "1M");
     line(
         "all-reduce 64 ranks x 1 MiB",
-        format!("{wall:.2} s"),
+        format!("{:.2} s", walls.best()),
         format!(
-            "simulated {:.3} us, {} DMA + {} MATH commands",
+            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands",
+            walls.median(),
             r.end_time_ps as f64 / 1e6,
             r.stats.dma_commands,
             r.stats.math_commands
@@ -118,13 +175,14 @@ fn main() {
     );
 
     for ranks in [256u32, 1024] {
-        let (r, wall) = run(ranks, "ccl_hello", Some("hello_send"), &[]);
+        let (r, walls) = run(1, ranks, "ccl_hello", Some("hello_send"), &[]);
         line(
             &format!("memory per rank ({ranks} ranks)"),
             format!("{} KiB", (r.memory_peak / ranks as u64) >> 10),
             format!(
-                "budgeted peak {} MiB (instances, pages, output); hello_send {wall:.2} s",
-                r.memory_peak >> 20
+                "budgeted peak {} MiB (instances, pages, output); hello_send {:.2} s",
+                r.memory_peak >> 20,
+                walls.best()
             ),
         );
     }
