@@ -24,8 +24,12 @@ use std::cell::RefCell;
 use std::panic::Location;
 use std::rc::Rc;
 
-/// Calls kept before they are submitted anyway (bounds guest memory).
-pub const BATCH_CALLS: usize = 4096;
+/// Calls kept before they are submitted anyway (bounds guest memory: a
+/// batch, its call sites and the copy `tl.submit` lowers it to take
+/// ~100 KB, which the initial heap of this tree's kernels holds, see
+/// `algorithms/kernel_heap.rs`; 4096 took ~370 KB, three more pages than
+/// a kernel starts with, so every launch grew its memory).
+pub const BATCH_CALLS: usize = 1024;
 
 #[derive(Default)]
 struct Pending {
@@ -55,10 +59,10 @@ impl Pending {
 
     /// Room for a whole batch at once: grown by doubling, a batch of calls
     /// was copied about once more on its way to the host (~1 MB of copies
-    /// per ring kernel at 1024 ranks). The room grows the kernel's linear
-    /// memory (the guest's heap starts nearly full: measured, three pages
-    /// and two `mprotect`s per launch at 64 ranks), though host pages are
-    /// touched only where calls are written.
+    /// per ring kernel at 1024 ranks). A kernel linked with the default
+    /// initial memory has ~50 KB of heap, so the room grows its linear
+    /// memory (two `mprotect`s a launch); host pages are touched only
+    /// where calls are written.
     #[cold]
     #[inline(never)]
     fn make_room(&mut self) {

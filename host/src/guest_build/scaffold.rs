@@ -140,8 +140,11 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
                 (
                     ".cargo/config.toml".into(),
                     "# A 128 KiB stack, as KernBench's own guests: every instance's memory\n\
-                     # is charged to the run's budget at its declared size.\n\
-                     [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\"]\n"
+                     # is charged to the run's budget at its declared size. A 192 KiB\n\
+                     # initial heap, as KernBench's own kernels: it holds the SDK's batch\n\
+                     # of calls, so a launch does not grow the kernel's memory.\n\
+                     [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\", \
+                     \"-C\", \"link-arg=--initial-heap=196608\"]\n"
                         .into(),
                 ),
                 (
