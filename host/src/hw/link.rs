@@ -371,7 +371,17 @@ impl LinkTable {
         // tens of hops: each serialisation time is computed once. The sum
         // of every hop's latency and serialisation bounds the times of an
         // uncontended walk (`None`: past the clock's horizon).
-        let mut times: SmallVec<[(Ps, Ps); 16]> = smallvec::smallvec![(0, 0); self.figures.len()];
+        // On the stack, not a `SmallVec` made by value: its 264 bytes were
+        // moved into place with a `memcpy` every transfer.
+        let mut on_stack = [(0, 0); 16];
+        let mut spilled = Vec::new();
+        let times: &mut [(Ps, Ps)] = match self.figures.len() {
+            n if n <= on_stack.len() => &mut on_stack[..n],
+            n => {
+                spilled.resize(n, (0, 0));
+                &mut spilled
+            }
+        };
         let mut bound = Some(t0);
         for &(f, n) in &route.uses {
             let (latency, rate) = self.figures[f as usize];
@@ -385,10 +395,10 @@ impl LinkTable {
         }
         let fits = bound.is_some();
         match busy {
-            None => self.walk(route, &times, t0, fits, |_, _| ()),
+            None => self.walk(route, times, t0, fits, |_, _| ()),
             Some(b) => {
                 let mut links = route.links.iter();
-                self.walk(route, &times, t0, fits, |start, end| {
+                self.walk(route, times, t0, fits, |start, end| {
                     if let Some(&link) = links.next() {
                         b.push((link, start, end));
                     }
