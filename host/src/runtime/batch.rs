@@ -50,10 +50,12 @@ pub struct Named<'a> {
 }
 
 impl Named<'_> {
-    pub fn dir(&self, index: u32) -> Result<String, BatchIdError> {
+    /// Direction `index` as the batch lists it (the calls that take it by
+    /// reference: a `String` made per call was ~a tenth of recording one).
+    pub fn dir_str(&self, index: u32) -> Result<&str, BatchIdError> {
         self.dirs
             .get(index as usize)
-            .cloned()
+            .map(String::as_str)
             .ok_or(BatchIdError::NoSuch {
                 kind: "direction",
                 index,
@@ -61,19 +63,32 @@ impl Named<'_> {
             })
     }
 
-    pub fn any_dir(&self, index: Option<u32>) -> Result<Option<String>, BatchIdError> {
-        index.map(|i| self.dir(i)).transpose()
+    pub fn any_dir_str(&self, index: Option<u32>) -> Result<Option<&str>, BatchIdError> {
+        index.map(|i| self.dir_str(i)).transpose()
     }
 
-    pub fn shape(&self, index: u32) -> Result<Vec<u32>, BatchIdError> {
+    /// Shape `index` as the batch lists it.
+    pub fn shape_slice(&self, index: u32) -> Result<&[u32], BatchIdError> {
         self.shapes
             .get(index as usize)
-            .cloned()
+            .map(Vec::as_slice)
             .ok_or(BatchIdError::NoSuch {
                 kind: "shape",
                 index,
                 len: self.shapes.len(),
             })
+    }
+
+    pub fn dir(&self, index: u32) -> Result<String, BatchIdError> {
+        self.dir_str(index).map(str::to_string)
+    }
+
+    pub fn any_dir(&self, index: Option<u32>) -> Result<Option<String>, BatchIdError> {
+        index.map(|i| self.dir(i)).transpose()
+    }
+
+    pub fn shape(&self, index: u32) -> Result<Vec<u32>, BatchIdError> {
+        self.shape_slice(index).map(<[u32]>::to_vec)
     }
 }
 
@@ -167,7 +182,10 @@ pub fn refusal(index: usize, e: wasmtime::Error) -> wasmtime::Result<(u32, Strin
 /// functions (`$aw` is `.await` for a host whose calls wait in simulated
 /// time, nothing for a recording one) and gives the refused call's index
 /// and message. The host has `batch: BatchIds` and `guard` fields; `tl`
-/// is its bindings' interface module.
+/// is its bindings' interface module. The calls a ring step makes that
+/// name a direction or a shape (`load`, `send`, `recv`, `recv-into`) go
+/// through the host's `load_named` / `send_named` / `recv_named`, the
+/// bodies of its `tl` functions taking them by reference.
 macro_rules! batch_call_fn {
     ($name:ident, $host:ty, [$($aw:tt)*], $($async:ident)?) => {
         $($async)? fn $name(
@@ -217,8 +235,8 @@ macro_rules! batch_call_fn {
             }
             let made = match call {
                 C::Load((addr, shape, dtype, _)) => {
-                    let shape = named.shape(shape)?;
-                    Some(host.load(addr, shape, dtype) $($aw)* ?)
+                    let shape = named.shape_slice(shape)?;
+                    Some(host.load_named(addr, shape, dtype) $($aw)* ?)
                 }
                 C::Store((addr, value)) => {
                     let v = t(host, value)?;
@@ -227,7 +245,7 @@ macro_rules! batch_call_fn {
                 }
                 C::Send((dir, value)) => {
                     let v = t(host, value)?;
-                    host.send(named.dir(dir)?, v) $($aw)* ?;
+                    host.send_named(named.dir_str(dir)?, v) $($aw)* ?;
                     None
                 }
                 C::SendAddr((dir, addr, shape, dtype)) => {
@@ -236,11 +254,8 @@ macro_rules! batch_call_fn {
                     None
                 }
                 C::Recv(tl::BatchRecv { dir, shape, dtype, into, .. }) => {
-                    let (dir, shape) = (named.any_dir(dir)?, named.shape(shape)?);
-                    Some(match into {
-                        None => host.recv(dir, shape, dtype) $($aw)* ?,
-                        Some(dst) => host.recv_into(dir, shape, dtype, dst) $($aw)* ?,
-                    })
+                    let (dir, shape) = (named.any_dir_str(dir)?, named.shape_slice(shape)?);
+                    Some(host.recv_named(dir, shape, dtype, into) $($aw)* ?)
                 }
                 C::Binary((op, a, b, _)) => {
                     let (a, b) = (t(host, a)?, t(host, b)?);

@@ -259,25 +259,27 @@ impl EagerHost {
         })
     }
 
-    fn receive(
+    /// `tl.recv` (`dst` none) and `tl.recv-into`, the direction and shape
+    /// by reference (see [`super::batch`]).
+    fn recv_named(
         &mut self,
-        dir: Option<String>,
-        shape: Vec<u32>,
+        dir: Option<&str>,
+        shape: &[u32],
         dtype: types::Dtype,
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
-        let dir_id = dir.as_deref().map(|d| self.dir(d));
+        let dir_id = dir.map(|d| self.dir(d));
         let accepted = self.accepted_recvs.contains(&dir_id);
-        if let Err(e) = self.check_receive((dir.as_deref(), accepted), &shape, dtype, dst) {
-            return Err(self.fail(call::recv(dir.as_deref(), dst), e));
+        if let Err(e) = self.check_receive((dir, accepted), shape, dtype, dst) {
+            return Err(self.fail(call::recv(dir, dst), e));
         }
         if !accepted && self.accepted_recvs.len() < MAX_ACCEPTED {
             self.accepted_recvs.push(dir_id);
         }
         let dir = dir_id;
-        let shape_id = self.list.shape(&shape);
-        self.produce(Shape::from_vec(shape), dtype, |out| match dst {
+        let shape_id = self.list.shape(shape);
+        self.produce(Shape::from_slice(shape), dtype, |out| match dst {
             None => Command::Recv {
                 dir,
                 shape: shape_id,
@@ -292,6 +294,43 @@ impl EagerHost {
                 out,
             },
         })
+    }
+
+    /// `tl.load`, the shape by reference.
+    fn load_named(
+        &mut self,
+        addr: u64,
+        shape: &[u32],
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let dtype = dtype_in(dtype);
+        if let Err(e) = self.machine.view(addr, shape, dtype) {
+            return Err(self.fail(call::load(addr, shape), e));
+        }
+        let shape_id = self.list.shape(shape);
+        self.produce(Shape::from_slice(shape), dtype, |out| Command::Load {
+            addr,
+            shape: shape_id,
+            dtype,
+            out,
+        })
+    }
+
+    /// `tl.send`, the direction by reference.
+    fn send_named(&mut self, dir: &str, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        let nbytes = v.dtype.nbytes(&v.shape)?;
+        let value = v.id;
+        let dir_id = self.dir(dir);
+        if !self.accepted_sends.contains(&(dir_id, nbytes)) {
+            if let Err(e) = self.machine.check_send(self.pe, dir, nbytes) {
+                return Err(self.fail(call::send(dir), e));
+            }
+            if self.accepted_sends.len() < MAX_ACCEPTED {
+                self.accepted_sends.push((dir_id, nbytes));
+            }
+        }
+        self.record(Command::Send { dir: dir_id, value })
     }
 }
 
@@ -398,17 +437,7 @@ impl tl::Host for EagerHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(dtype);
-        if let Err(e) = self.machine.view(addr, &shape, dtype) {
-            return Err(self.fail(call::load(addr, &shape), e));
-        }
-        let shape_id = self.list.shape(&shape);
-        self.produce(Shape::from_vec(shape), dtype, |out| Command::Load {
-            addr,
-            shape: shape_id,
-            dtype,
-            out,
-        })
+        self.load_named(addr, &shape, dtype)
     }
 
     fn store(&mut self, addr: u64, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
@@ -421,19 +450,7 @@ impl tl::Host for EagerHost {
     }
 
     fn send(&mut self, dir: String, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
-        let v = self.tensor(&value)?;
-        let nbytes = v.dtype.nbytes(&v.shape)?;
-        let value = v.id;
-        let dir_id = self.dir(&dir);
-        if !self.accepted_sends.contains(&(dir_id, nbytes)) {
-            if let Err(e) = self.machine.check_send(self.pe, &dir, nbytes) {
-                return Err(self.fail(call::send(&dir), e));
-            }
-            if self.accepted_sends.len() < MAX_ACCEPTED {
-                self.accepted_sends.push((dir_id, nbytes));
-            }
-        }
-        self.record(Command::Send { dir: dir_id, value })
+        self.send_named(&dir, value)
     }
 
     fn send_addr(
@@ -466,7 +483,7 @@ impl tl::Host for EagerHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        self.receive(dir, shape, dtype, None)
+        self.recv_named(dir.as_deref(), &shape, dtype, None)
     }
 
     fn recv_into(
@@ -476,7 +493,7 @@ impl tl::Host for EagerHost {
         dtype: types::Dtype,
         dst_addr: u64,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        self.receive(dir, shape, dtype, Some(dst_addr))
+        self.recv_named(dir.as_deref(), &shape, dtype, Some(dst_addr))
     }
 
     fn add(

@@ -102,6 +102,53 @@ impl KernelHost {
     fn push(&mut self, t: TensorRef) -> wasmtime::Result<Resource<KernelTensor>> {
         Ok(self.table.push(KernelTensor(t))?)
     }
+
+    /// `tl.load`, the shape by reference (see [`super::batch`]).
+    async fn load_named(
+        &mut self,
+        addr: u64,
+        shape: &[u32],
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.machine.queue_room(self.pe).await;
+        let t = self
+            .machine
+            .load(self.pe, addr, shape, dtype_in(dtype))
+            .map_err(|e| self.fail(call::load(addr, shape), e))?;
+        self.push(t)
+    }
+
+    /// `tl.send`, the direction by reference.
+    async fn send_named(
+        &mut self,
+        dir: &str,
+        value: Resource<KernelTensor>,
+    ) -> wasmtime::Result<()> {
+        let v = self.tensor(&value)?;
+        let d = Dir::from(dir);
+        let fut = self.machine.send(self.pe, &d, v);
+        fut.await.map_err(|e| self.fail(call::send(dir), e))
+    }
+
+    /// `tl.recv` (`dst` none) and `tl.recv-into`, by reference.
+    async fn recv_named(
+        &mut self,
+        dir: Option<&str>,
+        shape: &[u32],
+        dtype: types::Dtype,
+        dst: Option<u64>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        if dst.is_some() {
+            self.machine.queue_room(self.pe).await;
+        }
+        let d = dir.map(Dir::from);
+        let shape = shape.into();
+        let fut = self
+            .machine
+            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), dst);
+        let t = fut.await.map_err(|e| self.fail(call::recv(dir, dst), e))?;
+        self.push(t)
+    }
 }
 
 impl types::Host for KernelHost {}
@@ -276,12 +323,7 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let t = self
-            .machine
-            .load(self.pe, addr, &shape, dtype_in(dtype))
-            .map_err(|e| self.fail(call::load(addr, &shape), e))?;
-        self.push(t)
+        self.load_named(addr, &shape, dtype).await
     }
 
     async fn store(&mut self, addr: u64, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
@@ -293,10 +335,7 @@ impl tl::Host for KernelHost {
     }
 
     async fn send(&mut self, dir: String, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
-        let v = self.tensor(&value)?;
-        let d = Dir::from(dir.as_str());
-        let fut = self.machine.send(self.pe, &d, v);
-        fut.await.map_err(|e| self.fail(call::send(&dir), e))
+        self.send_named(&dir, value).await
     }
 
     async fn send_addr(
@@ -325,15 +364,7 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        let d = dir.as_deref().map(Dir::from);
-        let shape = shape.into();
-        let fut = self
-            .machine
-            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), None);
-        let t = fut
-            .await
-            .map_err(|e| self.fail(call::recv(dir.as_deref(), None), e))?;
-        self.push(t)
+        self.recv_named(dir.as_deref(), &shape, dtype, None).await
     }
 
     async fn recv_into(
@@ -343,16 +374,8 @@ impl tl::Host for KernelHost {
         dtype: types::Dtype,
         dst_addr: u64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let d = dir.as_deref().map(Dir::from);
-        let shape = shape.into();
-        let fut = self
-            .machine
-            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), Some(dst_addr));
-        let t = fut
+        self.recv_named(dir.as_deref(), &shape, dtype, Some(dst_addr))
             .await
-            .map_err(|e| self.fail(call::recv(dir.as_deref(), Some(dst_addr)), e))?;
-        self.push(t)
     }
 
     async fn add(
