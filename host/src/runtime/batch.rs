@@ -50,8 +50,9 @@ pub struct Named<'a> {
 }
 
 impl Named<'_> {
-    /// Direction `index` as the batch lists it (the calls that take it by
-    /// reference: a `String` made per call was ~a tenth of recording one).
+    /// Direction `index` as the batch lists it, for the calls that take it
+    /// by reference (a `String` and a `Vec` made per call were three
+    /// allocations a ring step while recording).
     pub fn dir_str(&self, index: u32) -> Result<&str, BatchIdError> {
         self.dirs
             .get(index as usize)
