@@ -554,3 +554,70 @@ fn check_contract(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmparser::{DataKind, Operator, Parser, Payload};
+
+    /// The bytes of a component's initial memory above its stack and data
+    /// (Rust links the stack first, then the data): the heap its allocator
+    /// has before the memory grows. `None` unless exactly one core module
+    /// defines a memory.
+    fn initial_heap_room(wasm: &[u8]) -> Option<u64> {
+        let (mut memories, mut data_end) = (Vec::new(), 0u64);
+        for payload in Parser::new(0).parse_all(wasm) {
+            match payload.ok()? {
+                Payload::MemorySection(s) => {
+                    for m in s {
+                        memories.push(m.ok()?.initial << 16);
+                    }
+                }
+                Payload::DataSection(s) => {
+                    for d in s {
+                        let d = d.ok()?;
+                        if let DataKind::Active { offset_expr, .. } = d.kind {
+                            if let Ok(Operator::I32Const { value }) =
+                                offset_expr.get_operators_reader().read()
+                            {
+                                data_end = data_end.max(value as u32 as u64 + d.data.len() as u64);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        match memories[..] {
+            [initial] => Some(initial.saturating_sub(data_end)),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn kernels_start_with_room_for_a_batch_and_benches_with_the_default() {
+        // algorithms/kernel_heap.rs links every Rust algorithm with a
+        // 192 KiB initial heap, so that a launch does not grow the
+        // kernel's memory (each growth is two `mprotect`s a launch); the
+        // benches keep the default (charged at their declared size for
+        // the whole run).
+        let room = |name: &str, kind: ComponentKind| {
+            let b = BUILTIN
+                .iter()
+                .find(|b| b.name == name && b.kind == kind)
+                .unwrap_or_else(|| panic!("built-in {name}"));
+            initial_heap_room(b.wasm).unwrap_or_else(|| panic!("{name}: one memory"))
+        };
+        for b in BUILTIN
+            .iter()
+            .filter(|b| b.kind == ComponentKind::Algorithm)
+        {
+            let r = room(b.name, ComponentKind::Algorithm);
+            assert!(r >= 192 << 10, "algorithm {}: {r} bytes of heap", b.name);
+        }
+        for bench in ["ccl_allreduce", "ccl_hello"] {
+            let r = room(bench, ComponentKind::Bench);
+            assert!(r < 128 << 10, "bench {bench}: {r} bytes of heap");
+        }
+    }
+}
