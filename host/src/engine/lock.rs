@@ -12,9 +12,9 @@
 //! full memory barrier: a tenth of a native ring step. This one (the
 //! `spin` crate's) releases with a plain store; a thread that finds it
 //! taken yields to the holder instead of sleeping, which costs nothing
-//! here because the two threads almost never want the same lock. There is no poisoning: a
-//! panic while a lock is held (a caught recording panic) releases it as
-//! it unwinds.
+//! here because the two threads almost never want the same lock. There
+//! is no poisoning: a panic while a lock is held (a caught recording
+//! panic) releases it as it unwinds.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;

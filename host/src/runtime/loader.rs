@@ -601,22 +601,18 @@ mod tests {
         // kernel's memory (each growth is two `mprotect`s a launch); the
         // benches keep the default (charged at their declared size for
         // the whole run).
-        let room = |name: &str, kind: ComponentKind| {
-            let b = BUILTIN
-                .iter()
-                .find(|b| b.name == name && b.kind == kind)
-                .unwrap_or_else(|| panic!("built-in {name}"));
-            initial_heap_room(b.wasm).unwrap_or_else(|| panic!("{name}: one memory"))
+        let room = |b: &BuiltinComponent| {
+            initial_heap_room(b.wasm).unwrap_or_else(|| panic!("{}: one memory", b.name))
         };
-        for b in BUILTIN
-            .iter()
-            .filter(|b| b.kind == ComponentKind::Algorithm)
-        {
-            let r = room(b.name, ComponentKind::Algorithm);
+        for b in Loader::builtins(ComponentKind::Algorithm) {
+            let r = room(b);
             assert!(r >= 192 << 10, "algorithm {}: {r} bytes of heap", b.name);
         }
         for bench in ["ccl_allreduce", "ccl_hello"] {
-            let r = room(bench, ComponentKind::Bench);
+            let b = Loader::builtins(ComponentKind::Bench)
+                .find(|b| b.name == bench)
+                .unwrap_or_else(|| panic!("built-in {bench}"));
+            let r = room(b);
             assert!(r < 128 << 10, "bench {bench}: {r} bytes of heap");
         }
     }
