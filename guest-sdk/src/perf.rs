@@ -413,7 +413,8 @@ fn collective(
 fn all_reduce_cubes(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<report::Row, String> {
     use torch::DpMode::{Replicate, RowWise};
     let cubes = sw.cubes;
-    let values = Values::new(ws * cubes, sw.dtype, sw.op, true);
+    // Inputs and reductions are read at a tile's positions.
+    let values = Values::at_positions_below(ws * cubes, sw.dtype, sw.op, true, count);
     let total = count * cubes as u64;
     let dp = torch::DpPolicy::new(RowWise, Replicate, cubes, 1);
     let rows = u32::try_from(count).map_err(|_| format!("{count} elements are too many"))?;
@@ -452,7 +453,7 @@ fn send_recv(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<Option<report
     if peer >= ws {
         return Ok(None);
     }
-    let values = Values::new(ws, sw.dtype, RedOp::Sum, false);
+    let values = Values::at_positions_below(ws, sw.dtype, RedOp::Sum, false, count);
     let t = zeros(count, sw.dtype, "buffer")?;
     let sender = rank.is_multiple_of(2);
     let time_ps = timed(

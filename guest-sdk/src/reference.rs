@@ -51,6 +51,9 @@ pub struct Values {
     reduces: bool,
     /// Ranks `r` with `(r + i) % stride == 0` contribute to element `i`.
     pub stride: u64,
+    /// The element positions the inputs and reductions are read at are
+    /// below this: what their tables hold (see [`Periodic::below`]).
+    positions: u64,
     /// The exact reduction of every element (reductions only).
     reductions: Option<Periodic>,
 }
@@ -59,6 +62,20 @@ impl Values {
     /// The values of a collective that reduces with `op` (`reduces`) or
     /// only moves data.
     pub fn new(contributors: u32, dtype: Dtype, op: RedOp, reduces: bool) -> Values {
+        Values::at_positions_below(contributors, dtype, op, reduces, u64::MAX)
+    }
+
+    /// [`Values::new`], whose inputs and reductions are read only at
+    /// element positions below `positions` (a buffer's length; the tables
+    /// of data-moving values shifted per rank, [`Values::data_base`], are
+    /// whole).
+    pub fn at_positions_below(
+        contributors: u32,
+        dtype: Dtype,
+        op: RedOp,
+        reduces: bool,
+        positions: u64,
+    ) -> Values {
         let stride = contributors.div_ceil(max_contributors(dtype)).max(1) as u64;
         let mut v = Values {
             contributors,
@@ -66,24 +83,29 @@ impl Values {
             op,
             reduces,
             stride,
+            positions,
             reductions: None,
         };
         if reduces {
             // The reduction is periodic in the element index (period
             // 48 × stride): tabulated once, not reduced per element.
             let period = v.input_period();
-            v.reductions = period.map(|p| Periodic::new(p, |i| v.reduce_exact(i)));
+            v.reductions = period.map(|p| Periodic::below(p, positions, |i| v.reduce_exact(i)));
         }
         v
     }
 
-    /// The values of `call` (its world size contributes).
+    /// The values of `call` (its world size contributes). Every position
+    /// they are read at is below the call's input buffer's length: the
+    /// inputs, and the reductions (of every input position, a rank's
+    /// block of them after reduce-scatter).
     pub fn of_call(call: &Call) -> Values {
         let reduces = matches!(
             call.collective,
             Collective::AllReduce | Collective::Reduce | Collective::ReduceScatter
         );
-        Values::new(call.world_size, call.dtype, call.op, reduces)
+        let (n_in, _) = call.buffers();
+        Values::at_positions_below(call.world_size, call.dtype, call.op, reduces, n_in)
     }
 
     /// Rank `rank`'s input element `i`.
@@ -147,50 +169,80 @@ impl Values {
 /// elements per rank: a piece is copied out of the table, and checked
 /// against it, with no division or call per element (per element, the
 /// f64 formulas cost the guest ~250 wasm instructions, a copy a few).
+///
+/// A sequence read only at positions below some bound (a call's buffer of
+/// 8 elements, where the period is 384) tabulates only those positions
+/// ([`Periodic::below`]): a rank's bench no longer weighs hundreds of
+/// reductions to check a handful of elements (at 1024 ranks x 16 B that
+/// was ~5 % of the run's wall time, on the thread the run waits for). A
+/// read past the tabulated positions panics; it never wraps early.
 #[derive(Debug, Clone)]
 pub struct Periodic {
+    period: u64,
+    /// `v(0) .. v(n - 1)`, `n` the period or the bound on the positions
+    /// read, whichever is less.
     table: Vec<f64>,
 }
 
 impl Periodic {
     /// `v(0)`, ..., `v(period - 1)`; `v` must repeat every `period`.
     pub fn new(period: u64, v: impl Fn(u64) -> f64) -> Periodic {
+        Periodic::below(period, u64::MAX, v)
+    }
+
+    /// The sequence `v` of period `period`, read only at positions below
+    /// `read_below`: tabulated up to the lesser of the two.
+    pub fn below(period: u64, read_below: u64, v: impl Fn(u64) -> f64) -> Periodic {
+        let period = period.max(1);
         Periodic {
-            table: (0..period.max(1)).map(v).collect(),
+            period,
+            table: (0..period.min(read_below)).map(v).collect(),
         }
     }
 
     /// Elements before it repeats.
     pub fn period(&self) -> u64 {
-        self.table.len() as u64
+        self.period
+    }
+
+    /// The table from position `phase` (< the period), `take` elements.
+    fn slice(&self, phase: usize, take: usize) -> &[f64] {
+        self.table.get(phase..phase + take).unwrap_or_else(|| {
+            panic!(
+                "positions {phase}..{} of a sequence of period {} read, {} tabulated",
+                phase + take,
+                self.period,
+                self.table.len()
+            )
+        })
     }
 
     /// Element `i` of the sequence.
     pub fn at(&self, i: u64) -> f64 {
-        self.table[(i % self.table.len() as u64) as usize]
+        self.slice((i % self.period) as usize, 1)[0]
     }
 
     /// Elements `first .. first + count`, appended to `out`.
     pub fn extend_piece(&self, first: u64, count: u64, out: &mut Vec<f64>) {
-        let p = self.table.len();
-        let mut phase = (first % p as u64) as usize;
+        let p = self.period as usize;
+        let mut phase = (first % self.period) as usize;
         let end = out.len() + count as usize;
         while out.len() < end {
             let take = (p - phase).min(end - out.len());
-            out.extend_from_slice(&self.table[phase..phase + take]);
+            out.extend_from_slice(self.slice(phase, take));
             phase = 0;
         }
     }
 
     /// How many of `got` (elements `first ..`) differ from the sequence.
     pub fn mismatches(&self, first: u64, got: &[f64]) -> u64 {
-        let p = self.table.len();
-        let mut phase = (first % p as u64) as usize;
+        let p = self.period as usize;
+        let mut phase = (first % self.period) as usize;
         let mut rest = got;
         let mut wrong = 0;
         while !rest.is_empty() {
             let take = (p - phase).min(rest.len());
-            let want = &self.table[phase..phase + take];
+            let want = self.slice(phase, take);
             wrong += rest[..take]
                 .iter()
                 .zip(want)
@@ -220,7 +272,7 @@ impl Values {
     /// small period.
     pub fn inputs(&self, rank: u32) -> Option<Periodic> {
         self.input_period()
-            .map(|p| Periodic::new(p, |i| self.value(rank, i)))
+            .map(|p| Periodic::below(p, self.positions, |i| self.value(rank, i)))
     }
 
     /// Data-moving values as one sequence at a shift per rank:
@@ -239,7 +291,8 @@ impl Values {
     /// [`Periodic`] sequence (reductions only).
     fn reduced_from(&self, shift: u64) -> Option<Periodic> {
         let t = self.reductions.as_ref()?;
-        Some(Periodic::new(t.period(), |j| t.at(shift + j)))
+        let below = self.positions.saturating_sub(shift);
+        Some(Periodic::below(t.period(), below, |j| t.at(shift + j)))
     }
 }
 
@@ -398,6 +451,30 @@ mod tests {
     }
 
     #[test]
+    fn a_sequence_read_below_a_bound_tabulates_only_that_far() {
+        let calls = std::cell::Cell::new(0);
+        let v = |i: u64| {
+            calls.set(calls.get() + 1);
+            (i % 384) as f64
+        };
+        let short = Periodic::below(384, 8, v);
+        assert_eq!((short.period(), calls.get()), (384, 8));
+        let mut piece = vec![];
+        short.extend_piece(2, 6, &mut piece);
+        assert_eq!(piece, [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(short.mismatches(0, &[0.0, 1.0, 9.0]), 1);
+        // A read past the tabulated positions is refused, not wrapped at 8.
+        let past = std::panic::catch_unwind(|| short.at(8));
+        assert!(past.is_err());
+        // Below a bound, the reductions are the whole period's.
+        let whole = Values::new(1024, Dtype::F16, RedOp::Sum, true);
+        let few = Values::at_positions_below(1024, Dtype::F16, RedOp::Sum, true, 8);
+        assert_eq!(whole.reductions.as_ref().unwrap().table.len(), 384);
+        assert_eq!(few.reductions.as_ref().unwrap().table.len(), 8);
+        assert!((0..8).all(|i| few.reduced(i) == whole.reduced(i)));
+    }
+
+    #[test]
     fn data_moving_values_are_exact_and_tell_ranks_apart() {
         for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
             let v = Values::new(8, dtype, RedOp::Sum, false);
@@ -471,7 +548,11 @@ mod tests {
                                     assert_eq!(table.mismatches(2, &bad[2..]), Some(2));
                                 }
                             }
-                            if let Some(p) = v.inputs(rank) {
+                            // Tabulated over the whole period, from any
+                            // position (a call's own tables stop at its
+                            // buffer's length).
+                            let whole = Values::new(ws, dtype, op, v.reduces);
+                            if let Some(p) = whole.inputs(rank) {
                                 for first in [0, 7, 5000] {
                                     let mut piece = vec![];
                                     p.extend_piece(first, 300, &mut piece);
@@ -507,6 +588,7 @@ mod tests {
         assert_eq!(expected(&red, &rv, 1, 0), None);
         assert_eq!(expected(&red, &rv, 2, 3), Some(rv.reduced(3)));
         let rs = call(Collective::ReduceScatter, 5);
-        assert_eq!(expected(&rs, &rv, 3, 1), Some(rv.reduced(16)));
+        let rsv = Values::of_call(&rs);
+        assert_eq!(expected(&rs, &rsv, 3, 1), Some(rsv.reduced(16)));
     }
 }
