@@ -58,7 +58,58 @@ pub(super) struct DmaQueue {
 
 /// Every DMA command issued and not landed, by slot (an engine's queue
 /// and a landing call name their slots; a freed slot is used again first).
-pub(super) type DmaCommands = slab::Slab<DmaCmd>;
+///
+/// Not a `slab::Slab`: its `remove` moves the command out (a 144-byte
+/// copy) to hand it back, and a landed command is only dropped. At 1024
+/// ranks a command has often left the cache by the time it lands
+/// (hundreds of other transfers ran meanwhile), and that copy read lines
+/// nothing else needed: ~1 % of the engine thread's replay samples
+/// (`perf`, 1024 x 16 B; 7 % in a profile of a slow hour). Here a command
+/// is dropped where it lies: at 256 ranks under cachegrind, 14 fewer
+/// instructions and 0.4 fewer last-level misses a ring step.
+#[derive(Default)]
+pub(super) struct DmaCommands {
+    slots: Vec<Option<DmaCmd>>,
+    /// Free slots, the latest freed last.
+    free: Vec<u32>,
+}
+
+impl DmaCommands {
+    /// Keep `cmd`; its slot.
+    fn insert(&mut self, cmd: DmaCmd) -> usize {
+        match self.free.pop() {
+            Some(slot) => {
+                self.slots[slot as usize] = Some(cmd);
+                slot as usize
+            }
+            None => {
+                self.slots.push(Some(cmd));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    /// Drop the command in `slot` (in place).
+    fn remove(&mut self, slot: usize) {
+        let held = &mut self.slots[slot];
+        assert!(held.is_some(), "DMA command slot {slot} removed twice");
+        *held = None;
+        self.free.push(slot as u32);
+    }
+}
+
+impl std::ops::Index<usize> for DmaCommands {
+    type Output = DmaCmd;
+    fn index(&self, slot: usize) -> &DmaCmd {
+        self.slots[slot].as_ref().expect("a DMA command in flight")
+    }
+}
+
+impl std::ops::IndexMut<usize> for DmaCommands {
+    fn index_mut(&mut self, slot: usize) -> &mut DmaCmd {
+        self.slots[slot].as_mut().expect("a DMA command in flight")
+    }
+}
 
 fn time_fault(what: DmaKind, nbytes: u64, start: Ps) -> impl Fn(TimeOverflow) -> HwError {
     move |source| HwError::TimeOverflow {
@@ -398,5 +449,37 @@ mod tests {
         });
         assert_eq!(ex.run(), RunOutcome::Finished);
         assert_eq!(h.try_take().unwrap(), (1, 1), "only the last load is held");
+    }
+
+    /// A landed command is dropped in its slot (its operands with it),
+    /// the slot is used again first, and removing it twice is a bug
+    /// caught at once.
+    #[test]
+    fn command_slots_drop_in_place_and_are_used_again_first() {
+        let (m, _, src, _) = machine_with_a_source();
+        let cmd = |nbytes| DmaCmd {
+            pe: 0,
+            what: DmaKind::Load,
+            src: (src.space, src.offset),
+            dst: (src.space, src.offset),
+            nbytes,
+            inputs: std::iter::once(src.clone()).collect(),
+            done: None,
+            path: None,
+            logged: None,
+            span: (0, 0),
+        };
+        let mut cmds = DmaCommands::default();
+        let (a, b) = (cmds.insert(cmd(1)), cmds.insert(cmd(2)));
+        assert_eq!((a, b, cmds[b].nbytes), (0, 1, 2));
+        assert_eq!(Arc::strong_count(&src), 3);
+        cmds.remove(a);
+        assert_eq!(Arc::strong_count(&src), 2, "its operand is released");
+        assert_eq!(cmds.insert(cmd(3)), a);
+        assert_eq!(cmds[a].nbytes, 3);
+        cmds.remove(b);
+        let twice = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cmds.remove(b)));
+        assert!(twice.is_err());
+        drop((cmds, m));
     }
 }
