@@ -20,7 +20,7 @@ use super::{Machine, PeState, TensorRef};
 use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
-use crate::hw::data_plane::{Culprit, DataOp};
+use crate::hw::data_plane::{ComputeWrite, Culprit, DataOp};
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
 use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
@@ -235,7 +235,7 @@ impl Machine {
                 .collect();
             let dst = (out.space, out.offset, out.nbytes());
             let unit_bytes = out.dtype.itemsize();
-            let written = self.data.submit(DataOp::Compute {
+            let written = self.data.submit(DataOp::Compute(Box::new(ComputeWrite {
                 op: op.clone(),
                 inputs: regions,
                 out: dst,
@@ -245,7 +245,7 @@ impl Machine {
                     what: unit.name(),
                     at: end,
                 },
-            });
+            })));
             if let Err(f) = written {
                 unit.queue(st).lock().phase = Phase::Stuck;
                 return self.set_fault(pe(), unit.name(), f.error.into());
