@@ -370,6 +370,8 @@ impl Drop for Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::MemoryBudget;
+    use crate::hw::dtype::{BinOp, Dtype};
 
     #[test]
     fn a_data_op_is_sixty_four_bytes() {
@@ -377,8 +379,6 @@ mod tests {
         // core: a ring step's three ops take three cache lines, not ten.
         assert_eq!(std::mem::size_of::<DataOp>(), 64);
     }
-    use crate::budget::MemoryBudget;
-    use crate::hw::dtype::{BinOp, Dtype};
 
     const HBM: Space = Space::Hbm { sip: 0, cube: 0 };
 
