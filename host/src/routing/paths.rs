@@ -46,28 +46,24 @@ pub(crate) struct Adjacency {
 impl Adjacency {
     /// Built in place in two passes over the links (count each node's
     /// out-links, then fill): no vector per node (1.7 M of them at 4096
-    /// SIPs, grown one push at a time).
+    /// SIPs, grown one push at a time). The links are read in id order
+    /// from the topology's table (the graph's edge `i` is link `i`), so
+    /// each node's out-links come out in id order with no sort, and no
+    /// lookup goes through the graph: 43.3 M -> 35.5 M instructions at 256
+    /// SIPs (callgrind). At 1024 SIPs the build is ~8 % of the engine
+    /// thread's work before the first step, most of it first touches of
+    /// its tables' memory.
     fn build(t: &Topology, view: View) -> Self {
         let n = t.node_count();
-        // The view's links, each with the node it leaves.
-        let out_links = || {
-            t.graph.edge_indices().filter_map(|e| {
-                let id = t.graph[e];
-                let link = &t.links[id as usize];
-                view.allows(link.kind).then(|| {
-                    let (a, b) = t.graph.edge_endpoints(e).expect("edge exists");
-                    let edge = Edge {
-                        to: b.index() as u32,
-                        id,
-                        latency: link.latency,
-                    };
-                    (a.index(), edge)
-                })
-            })
+        debug_assert_eq!(t.graph.edge_count(), t.links.len());
+        let in_view = || {
+            (0..)
+                .zip(&t.links)
+                .filter(|(_, link)| view.allows(link.kind))
         };
         let mut start = vec![0u32; n + 1];
-        for (a, _) in out_links() {
-            start[a + 1] += 1;
+        for (_, link) in in_view() {
+            start[link.from.index() + 1] += 1;
         }
         for i in 0..n {
             start[i + 1] += start[i];
@@ -79,12 +75,14 @@ impl Adjacency {
             latency: 0,
         };
         let mut links = vec![blank; start[n] as usize];
-        for (a, edge) in out_links() {
-            links[next[a] as usize] = edge;
+        for (id, link) in in_view() {
+            let a = link.from.index();
+            links[next[a] as usize] = Edge {
+                to: link.to.index() as u32,
+                id,
+                latency: link.latency,
+            };
             next[a] += 1;
-        }
-        for i in 0..n {
-            links[start[i] as usize..start[i + 1] as usize].sort_by_key(|e| e.id);
         }
         Adjacency { start, links }
     }
@@ -501,6 +499,34 @@ mod tests {
                 }
             }
             assert!(compared > 300, "{compared} paths compared");
+        }
+    }
+
+    /// Each node's out-links, read from the link table, are the graph's
+    /// edges out of it in the view, in id order.
+    #[test]
+    fn the_adjacency_is_the_graphs_out_edges_in_id_order() {
+        let r = router_for(&[("count: 4", "count: 3")]);
+        let t = r.topology();
+        for view in View::ALL {
+            let adj = r.adjacency(view);
+            for node in t.graph.node_indices() {
+                let mut want: Vec<(LinkId, u32)> = t
+                    .graph
+                    .edges(node)
+                    .filter(|e| view.allows(t.links[*e.weight() as usize].kind))
+                    .map(|e| {
+                        (
+                            *e.weight(),
+                            petgraph::visit::EdgeRef::target(&e).index() as u32,
+                        )
+                    })
+                    .collect();
+                want.sort();
+                let got: Vec<(LinkId, u32)> =
+                    adj.out(node.index()).iter().map(|e| (e.id, e.to)).collect();
+                assert_eq!(got, want, "{} in {view:?}", t.node(node));
+            }
         }
     }
 
