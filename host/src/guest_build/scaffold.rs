@@ -29,6 +29,13 @@ const C_RING: &str = include_str!("../../../algorithms/c/ring_allreduce/ring_all
 const JS_RING: &str = include_str!("../../../algorithms/js/ring_allreduce/ring_allreduce.js");
 const RS_RING: &str = include_str!("../../../algorithms/ring_allreduce/src/lib.rs");
 
+/// The initial heap, in bytes, every Rust kernel is linked with: this
+/// tree's algorithms (`algorithms/kernel_heap.rs`, a build script of the
+/// guests, which cannot name this constant; a test holds the two equal)
+/// and a new algorithm project's `.cargo/config.toml`. It holds the SDK's
+/// batch of calls, so that a launch does not grow the kernel's memory.
+pub const KERNEL_INITIAL_HEAP: u64 = 192 << 10;
+
 /// The files of a new project: (relative path, contents).
 fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>, BuildError> {
     let unsupported = |lang| {
@@ -139,13 +146,16 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
                 ("ccl.yaml".into(), ccl(&out)),
                 (
                     ".cargo/config.toml".into(),
-                    "# A 128 KiB stack, as KernBench's own guests: every instance's memory\n\
-                     # is charged to the run's budget at its declared size. A 192 KiB\n\
-                     # initial heap, as KernBench's own kernels: it holds the SDK's batch\n\
-                     # of calls, so a launch does not grow the kernel's memory.\n\
-                     [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\", \
-                     \"-C\", \"link-arg=--initial-heap=196608\"]\n"
-                        .into(),
+                    format!(
+                        "# A 128 KiB stack, as KernBench's own guests: every instance's memory\n\
+                         # is charged to the run's budget at its declared size. A {} KiB\n\
+                         # initial heap, as KernBench's own kernels: it holds the SDK's batch\n\
+                         # of calls, so a launch does not grow the kernel's memory.\n\
+                         [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\", \
+                         \"-C\", \"link-arg=--initial-heap={}\"]\n",
+                        KERNEL_INITIAL_HEAP >> 10,
+                        KERNEL_INITIAL_HEAP
+                    ),
                 ),
                 (
                     "README.md".into(),
@@ -187,4 +197,21 @@ pub fn create(dir: &Path, kind: Kind, lang: NewLang, name: &str) -> Result<PathB
         std::fs::write(&p, text).map_err(io(&p))?;
     }
     Ok(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This tree's kernels (their build script) and a new Rust algorithm
+    /// project are linked with the same initial heap.
+    #[test]
+    fn the_kernels_build_script_links_the_initial_heap_a_new_project_gets() {
+        let script = include_str!("../../../algorithms/kernel_heap.rs");
+        let want = format!("cargo:rustc-link-arg-cdylib=--initial-heap={KERNEL_INITIAL_HEAP}\"");
+        assert!(
+            script.contains(&want),
+            "kernel_heap.rs does not print {want}"
+        );
+    }
 }

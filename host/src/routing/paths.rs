@@ -506,6 +506,7 @@ mod tests {
     /// edges out of it in the view, in id order.
     #[test]
     fn the_adjacency_is_the_graphs_out_edges_in_id_order() {
+        use petgraph::visit::EdgeRef;
         let r = router_for(&[("count: 4", "count: 3")]);
         let t = r.topology();
         for view in View::ALL {
@@ -515,12 +516,7 @@ mod tests {
                     .graph
                     .edges(node)
                     .filter(|e| view.allows(t.links[*e.weight() as usize].kind))
-                    .map(|e| {
-                        (
-                            *e.weight(),
-                            petgraph::visit::EdgeRef::target(&e).index() as u32,
-                        )
-                    })
+                    .map(|e| (*e.weight(), e.target().index() as u32))
                     .collect();
                 want.sort();
                 let got: Vec<(LinkId, u32)> =

@@ -597,7 +597,7 @@ mod tests {
     #[test]
     fn kernels_start_with_room_for_a_batch_and_benches_with_the_default() {
         // algorithms/kernel_heap.rs links every Rust algorithm with a
-        // 192 KiB initial heap, so that a launch does not grow the
+        // 192 KiB initial heap (`KERNEL_INITIAL_HEAP`), so that a launch does not grow the
         // kernel's memory (each growth is two `mprotect`s a launch); the
         // benches keep the default (charged at their declared size for
         // the whole run).
@@ -606,7 +606,11 @@ mod tests {
         };
         for b in Loader::builtins(ComponentKind::Algorithm) {
             let r = room(b);
-            assert!(r >= 192 << 10, "algorithm {}: {r} bytes of heap", b.name);
+            assert!(
+                r >= crate::guest_build::scaffold::KERNEL_INITIAL_HEAP,
+                "algorithm {}: {r} bytes of heap",
+                b.name
+            );
         }
         for bench in ["ccl_allreduce", "ccl_hello"] {
             let b = Loader::builtins(ComponentKind::Bench)
