@@ -131,6 +131,11 @@ pub type LinkId = u32;
 /// One direction of a physical link. Its ends are graph indices (4 bytes
 /// each, not a 20-byte [`NodeId`]: a link is 32 bytes, and a 4096-SIP
 /// machine has 4.7 M of them); [`Topology::ends`] names them.
+///
+/// Every link is full duplex: links `2k` and `2k + 1` are the two
+/// directions of one, of the same kind, rate and latency (the build makes
+/// them together), so the graph is the same read backwards and the least
+/// latency from `a` to `b` is the least from `b` to `a`.
 #[derive(Debug, Clone)]
 pub struct Link {
     pub kind: LinkKind,
@@ -161,6 +166,11 @@ impl Topology {
     /// The node at graph index `i`.
     pub fn node(&self, i: NodeIndex) -> NodeId {
         self.graph[i]
+    }
+
+    /// The other direction of link `id` (see [`Link`]).
+    pub fn reverse(id: LinkId) -> LinkId {
+        id ^ 1
     }
 
     /// The nodes link `l` leads from and to.
@@ -199,6 +209,24 @@ mod tests {
             assert_eq!(t.node_index(&from), Some(l.from));
             assert_eq!(t.node_index(&to), Some(l.to));
             assert_ne!(from, to);
+        }
+    }
+
+    #[test]
+    fn every_link_has_its_reverse_beside_it_with_the_same_figures() {
+        let torus = crate::config::edited_default_topology(&[
+            ("count: 4", "count: 9"),
+            ("topology: ring_1d ", "topology: torus_2d "),
+            ("ports_per_edge: 1", "ports_per_edge: 2"),
+        ]);
+        for spec in [TopologySpec::default_embedded(), torus] {
+            let t = build(&spec).unwrap();
+            assert_eq!(t.links.len() % 2, 0);
+            for (id, l) in (0..).zip(&t.links) {
+                let r = &t.links[Topology::reverse(id) as usize];
+                assert_eq!((r.from, r.to), (l.to, l.from), "link {id}");
+                assert_eq!((r.kind, r.rate, r.latency), (l.kind, l.rate, l.latency));
+            }
         }
     }
 }

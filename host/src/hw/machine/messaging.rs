@@ -129,8 +129,10 @@ impl Machine {
                 let h = held.entry(space).or_default();
                 *h = (h.0 + 1, h.1 + len);
             }
-            let back = self.router.find_path(NodeId::Pe(*peer), NodeId::Pe(pe))?;
-            let credit_latency = self.router.distance(&back).latency_ps;
+            // A credit goes back from the peer to the sender.
+            let credit_latency = self
+                .router
+                .latency_back(NodeId::Pe(pe), NodeId::Pe(*peer))?;
             let queue = Arc::new(OneThread::new(RxQueue {
                 space,
                 base,
