@@ -24,7 +24,7 @@ pub mod metrics;
 mod paths;
 mod resolver;
 
-pub use paths::{Distance, Path, PathRouter};
+pub use paths::{Distance, Path, PathRouter, Warming};
 pub use resolver::{AddressResolver, Resolved};
 
 use crate::error::HwError;

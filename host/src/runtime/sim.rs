@@ -9,7 +9,7 @@ use crate::engine::{Executor, RunOutcome};
 use crate::error::SimError;
 use crate::hw::machine::MachineStats;
 use crate::hw::Machine;
-use crate::topology::Topology;
+use crate::topology::{Topology, View};
 use crate::units::{ps_to_us, Ps};
 use std::sync::Arc;
 
@@ -152,14 +152,21 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let bench = loader.load_bench(&req.bench)?;
     if req.memory_baseline > 0 {
         // What the host itself took since the baseline (the bench's compiled
-        // code, the device view's adjacency, built now rather than in the
-        // middle of the run) is the host's too, not room for the guests.
-        machine.router.adjacency(crate::topology::View::Noc);
+        // code) and the device view's routing tables (made below, on
+        // another thread, or with the first search) are the host's too,
+        // not room for the guests.
         let grown = MemoryBudget::process_resident().saturating_sub(req.memory_baseline);
-        limits
-            .budget
-            .charge(crate::budget::MemoryUse::Host, grown, "after loading")?;
+        let tables = machine.router.table_bytes();
+        limits.budget.charge(
+            crate::budget::MemoryUse::Host,
+            grown + tables,
+            "after loading",
+        )?;
     }
+    // The device view's routing tables are first needed when the benches
+    // have all started (the IPCQ install's searches): made meanwhile on
+    // the other core.
+    let _warming = more_than_one_core().then(|| machine.router.warm_in_background(View::Noc));
     let session = Session::new(
         machine.clone(),
         req.ccl,

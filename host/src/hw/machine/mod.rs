@@ -204,7 +204,7 @@ pub struct MachineStats {
 /// order, by the engine thread or by a thread of its own.
 pub struct Machine {
     pub topo: Arc<Topology>,
-    pub router: PathRouter,
+    pub router: Arc<PathRouter>,
     pub timing: EngineTiming,
     /// The memory store and the order of the commands' reads and writes
     /// (see [`DataPlane`]).
@@ -384,7 +384,7 @@ impl Machine {
             spec.pe.tcm_kib << 10,
         );
         Arc::new(Machine {
-            router: PathRouter::new(topo.clone()),
+            router: Arc::new(PathRouter::new(topo.clone())),
             links: OneThread::new(LinkTable::new(topo.clone())),
             topo,
             timing,
