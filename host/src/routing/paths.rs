@@ -343,8 +343,8 @@ impl PathRouter {
     /// [`crate::topology::Link`]), so it is the least latency from `from`
     /// to `to`: that path is the one searched (and cached), and the
     /// transfers from `from` to `to` then find it here instead of a search
-    /// of their own (an IPCQ install at 1024 ranks searched 2048 paths,
-    /// now 1024).
+    /// of their own (a 1024-rank ring all-reduce searched 2048 paths, the
+    /// install's way back and the sends' way forward; now 1024).
     pub fn latency_back(&self, from: NodeId, to: NodeId) -> Result<Ps, RouteError> {
         Ok(self.distance(&self.find_path(from, to)?).latency_ps)
     }

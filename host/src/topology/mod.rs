@@ -168,11 +168,6 @@ impl Topology {
         self.graph[i]
     }
 
-    /// The other direction of link `id` (see [`Link`]).
-    pub fn reverse(id: LinkId) -> LinkId {
-        id ^ 1
-    }
-
     /// The nodes link `l` leads from and to.
     pub fn ends(&self, l: &Link) -> (NodeId, NodeId) {
         (self.graph[l.from], self.graph[l.to])
@@ -222,8 +217,9 @@ mod tests {
         for spec in [TopologySpec::default_embedded(), torus] {
             let t = build(&spec).unwrap();
             assert_eq!(t.links.len() % 2, 0);
-            for (id, l) in (0..).zip(&t.links) {
-                let r = &t.links[Topology::reverse(id) as usize];
+            for (id, l) in t.links.iter().enumerate() {
+                // Links 2k and 2k + 1 (see `Link`).
+                let r = &t.links[id ^ 1];
                 assert_eq!((r.from, r.to), (l.to, l.from), "link {id}");
                 assert_eq!((r.kind, r.rate, r.latency), (l.kind, l.rate, l.latency));
             }
