@@ -29,6 +29,11 @@ const C_RING: &str = include_str!("../../../algorithms/c/ring_allreduce/ring_all
 const JS_RING: &str = include_str!("../../../algorithms/js/ring_allreduce/ring_allreduce.js");
 const RS_RING: &str = include_str!("../../../algorithms/ring_allreduce/src/lib.rs");
 
+/// The shadow stack, in bytes, every Rust guest is linked with: this
+/// tree's (its `.cargo/config.toml`, which cannot name this constant; a
+/// test holds the two equal) and a new project's.
+pub const GUEST_STACK: u64 = 128 << 10;
+
 /// The initial heap, in bytes, every Rust kernel is linked with: this
 /// tree's algorithms (`algorithms/kernel_heap.rs`, a build script of the
 /// guests, which cannot name this constant; a test holds the two equal)
@@ -147,13 +152,15 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
                 (
                     ".cargo/config.toml".into(),
                     format!(
-                        "# A 128 KiB stack, as KernBench's own guests: every instance's memory\n\
+                        "# A {} KiB stack, as KernBench's own guests: every instance's memory\n\
                          # is charged to the run's budget at its declared size. A {} KiB\n\
                          # initial heap, as KernBench's own kernels: it holds the SDK's batch\n\
                          # of calls, so a launch does not grow the kernel's memory.\n\
-                         [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size=131072\", \
+                         [target.wasm32-wasip2]\nrustflags = [\"-C\", \"link-arg=-zstack-size={}\", \
                          \"-C\", \"link-arg=--initial-heap={}\"]\n",
+                        GUEST_STACK >> 10,
                         KERNEL_INITIAL_HEAP >> 10,
+                        GUEST_STACK,
                         KERNEL_INITIAL_HEAP
                     ),
                 ),
@@ -202,6 +209,15 @@ pub fn create(dir: &Path, kind: Kind, lang: NewLang, name: &str) -> Result<PathB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This tree's guests and a new Rust project are linked with the same
+    /// stack.
+    #[test]
+    fn this_trees_guests_link_the_stack_a_new_project_gets() {
+        let config = include_str!("../../../.cargo/config.toml");
+        let want = format!("link-arg=-zstack-size={GUEST_STACK}\"");
+        assert!(config.contains(&want), ".cargo/config.toml lacks {want}");
+    }
 
     /// This tree's kernels (their build script) and a new Rust algorithm
     /// project are linked with the same initial heap.

@@ -235,6 +235,10 @@ impl PathRouter {
         })
     }
 
+    fn bound(&self) -> &SipBound {
+        self.bound.get_or_init(|| SipBound::new(&self.topo))
+    }
+
     /// Make now what a search in `view` uses: the view's adjacency, the
     /// links' tie-break ranks, the search bound and the scratch tables.
     /// At 1024 SIPs that is ~34 MB written for the first time (~7.5 K
@@ -242,7 +246,7 @@ impl PathRouter {
     pub fn warm(&self, view: View) {
         self.adjacency(view);
         self.rank();
-        self.bound.get_or_init(|| SipBound::new(&self.topo));
+        self.bound();
         let n = self.topo.node_count();
         self.scratch.lock().unwrap().size_for(n);
     }
@@ -411,7 +415,7 @@ impl PathRouter {
             return Some(Vec::new());
         }
         let adj = self.adjacency(view);
-        let bound = self.bound.get_or_init(|| SipBound::new(&self.topo));
+        let bound = self.bound();
         let to_sip = bound.sip_of[b.index()];
         // The least latency of the view's links into `b`.
         let floor = if bound.arrival_floor {

@@ -597,10 +597,10 @@ mod tests {
     #[test]
     fn kernels_start_with_room_for_a_batch_and_benches_with_the_default() {
         // algorithms/kernel_heap.rs links every Rust algorithm with a
-        // 192 KiB initial heap (`KERNEL_INITIAL_HEAP`), so that a launch does not grow the
-        // kernel's memory (each growth is two `mprotect`s a launch); the
-        // benches keep the default (charged at their declared size for
-        // the whole run).
+        // 192 KiB initial heap (`KERNEL_INITIAL_HEAP`), so that a launch
+        // does not grow the kernel's memory (each growth is two
+        // `mprotect`s a launch); the benches keep the default (charged at
+        // their declared size for the whole run).
         let room = |b: &BuiltinComponent| {
             initial_heap_room(b.wasm).unwrap_or_else(|| panic!("{}: one memory", b.name))
         };
