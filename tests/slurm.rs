@@ -107,6 +107,9 @@ impl Cluster {
         let host = run_ok(&mut Command::new("hostname"), "hostname");
         let conf = d.join("slurm.conf");
         let p = |s: &str| d.join(s).display().to_string();
+        // Two different ports: a controller and a node daemon on one port
+        // never come up.
+        let ports: [u16; 2] = common::free_ports();
         std::fs::write(
             &conf,
             format!(
@@ -138,8 +141,8 @@ impl Cluster {
                  SwitchType=switch/none\n\
                  NodeName=kbnode NodeAddr=127.0.0.1 NodeHostname={host} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN\n\
                  PartitionName=kb Nodes=kbnode Default=YES MaxTime=INFINITE State=UP\n",
-                ctld = common::free_port(),
-                slurmd = common::free_port(),
+                ctld = ports[0],
+                slurmd = ports[1],
                 sock = sock.display(),
                 state = p("state"),
                 spool = p("spool"),

@@ -280,9 +280,19 @@ pub fn word_after(text: &str, marker: &str) -> String {
 /// starts).
 #[allow(dead_code)]
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let [port] = free_ports();
+    port
+}
+
+/// `N` distinct loopback TCP ports free at the time of asking. Each is
+/// held until all are chosen: a port is released as soon as it is
+/// chosen, so two `free_port` calls in a row may get the same one (CI
+/// once gave slurmctld and slurmd both 38645, and the cluster never came
+/// up).
+#[allow(dead_code)]
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().unwrap().port())
 }
