@@ -44,6 +44,12 @@ pub(crate) struct Adjacency {
 }
 
 impl Adjacency {
+    /// The bytes of the adjacency of a view of `n` nodes and at most
+    /// `links` links.
+    fn bytes_at_most(n: u64, links: u64) -> u64 {
+        (n + 1) * std::mem::size_of::<u32>() as u64 + links * std::mem::size_of::<Edge>() as u64
+    }
+
     /// Built in place in two passes over the links (count each node's
     /// out-links, then fill): no vector per node (1.7 M of them at 4096
     /// SIPs, grown one push at a time). The links are read in id order
@@ -150,6 +156,11 @@ impl SipBound {
         }
     }
 
+    /// The bytes of the bound of a graph of `n` nodes.
+    fn bytes(n: u64) -> u64 {
+        n * std::mem::size_of::<u32>() as u64
+    }
+
     /// The bound from node `u` to a destination in SIP `to_sip`.
     fn from(&self, u: usize, to_sip: u32) -> Ps {
         if self.sip_of[u] == to_sip {
@@ -164,13 +175,21 @@ impl Scratch {
     /// Tables for a graph of `n` nodes, every node unreached.
     fn size_for(&mut self, n: usize) {
         if self.dist.len() != n {
-            self.dist = vec![(Ps::MAX, u32::MAX); n];
+            self.dist = vec![UNREACHED; n];
             self.pred = vec![NO_PRED; n];
         }
     }
+
+    /// The bytes of the tables [`Scratch::size_for`] makes for `n` nodes.
+    fn bytes_for(n: u64) -> u64 {
+        n * (std::mem::size_of_val(&UNREACHED) + std::mem::size_of_val(&NO_PRED)) as u64
+    }
 }
 
-/// A node not reached (yet).
+/// The (latency, hops) of a node not reached (yet).
+const UNREACHED: (Ps, u32) = (Ps::MAX, u32::MAX);
+
+/// The link a node not reached (yet) is reached by.
 const NO_PRED: (LinkId, u32) = (LinkId::MAX, u32::MAX);
 
 /// The helper thread of [`PathRouter::warm_in_background`], joined on drop.
@@ -254,13 +273,9 @@ impl PathRouter {
     /// The bytes of the tables [`PathRouter::warm`] makes for a view (at
     /// most: the adjacency is counted with every link of the machine).
     pub fn table_bytes(&self) -> u64 {
-        use std::mem::size_of;
         let (n, links) = (self.topo.node_count() as u64, self.topo.links.len() as u64);
-        let adjacency = (n + 1) * size_of::<u32>() as u64 + links * size_of::<Edge>() as u64;
-        let rank = links;
-        let bound = n * size_of::<u32>() as u64;
-        let scratch = n * (size_of::<(Ps, u32)>() + size_of::<(LinkId, u32)>()) as u64;
-        adjacency + rank + bound + scratch
+        // The ranks: a byte a link.
+        Adjacency::bytes_at_most(n, links) + links + SipBound::bytes(n) + Scratch::bytes_for(n)
     }
 
     /// [`PathRouter::warm`] on a helper thread, while the caller goes on
@@ -489,7 +504,7 @@ impl PathRouter {
         }
         path.reverse();
         for &i in touched.iter() {
-            dist[i as usize] = (Ps::MAX, u32::MAX);
+            dist[i as usize] = UNREACHED;
             pred[i as usize] = NO_PRED;
         }
         touched.clear();
