@@ -19,12 +19,12 @@
 //! ids, and with them routing tie-breaks, are deterministic.
 
 use super::layout::{self, CubeLayout, Pos};
+use super::node_index::{NodeIndexMap, Placed};
 use super::{CubePart, Link, LinkId, LinkKind, NodeId, Side, Topology};
 use crate::config::topology::{LinkSpec, SipTopology};
 use crate::config::{Origin, TopologySpec};
 use crate::error::ConfigError;
 use petgraph::graph::{DiGraph, NodeIndex};
-use rustc_hash::FxHashMap;
 use std::path::PathBuf;
 
 /// Where stage 3 keeps its layout.
@@ -40,14 +40,21 @@ pub enum LayoutCache {
 struct Builder {
     graph: DiGraph<NodeId, LinkId>,
     links: Vec<Link>,
-    index: FxHashMap<NodeId, NodeIndex>,
+    index: NodeIndexMap,
 }
 
 impl Builder {
-    /// `n`'s index, the node added if new (one hash lookup either way).
+    /// `n`'s index, the node added if new (one lookup in a table of one
+    /// SIP's nodes either way, see [`NodeIndexMap`]).
     fn node(&mut self, n: NodeId) -> NodeIndex {
-        let graph = &mut self.graph;
-        *self.index.entry(n).or_insert_with(|| graph.add_node(n))
+        match self.index.place(&n, self.graph.node_count()) {
+            Placed::At(i) => i,
+            Placed::New => {
+                let i = self.graph.add_node(n);
+                self.index.insert(n, i);
+                i
+            }
+        }
     }
 
     /// Links both ways between `a` and `b`, each node looked up once (the
@@ -84,7 +91,7 @@ impl Builder {
         self.graph.reserve_nodes(nodes);
         self.graph.reserve_edges(links);
         self.links.reserve_exact(links);
-        self.index.reserve(nodes);
+        self.index.reserve_rest(2 * sip_links);
     }
 }
 
@@ -251,7 +258,7 @@ fn stitch_sips(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout) {
     for (a, side, peer) in sip_links(spec) {
         for (s, d) in [(a, side), (peer, side.opposite())] {
             let port = NodeId::SipPort { sip: s, side: d };
-            if !b.index.contains_key(&port) {
+            if b.index.get(&port).is_none() {
                 let at = router(s, port_cube(spec, d), l.sip_port[&d]);
                 b.duplex(at, port, LinkKind::SipPortAttach, noc);
             }
@@ -292,8 +299,10 @@ pub fn build_with(
     let (layout, layout_source) = layout::load_or_generate(&spec, origin, path)?;
     let mut b = Builder::default();
     for sip in 0..spec.n_sips() {
+        b.index.begin_sip(sip, b.graph.node_count());
         attach_components(&mut b, &spec, &layout, sip);
         stitch_cubes(&mut b, &spec, &layout, sip);
+        b.index.end_sip(sip, b.graph.node_count());
         if sip == 0 {
             let more = spec.n_sips() as usize - 1;
             b.reserve_for(more, sip_links(&spec).len());
@@ -323,6 +332,7 @@ pub fn build(spec: &TopologySpec) -> Result<Topology, ConfigError> {
 mod tests {
     use super::*;
     use crate::config::DEFAULT_TOPOLOGY_YAML;
+    use rustc_hash::FxHashMap;
 
     fn spec(edits: &[(&str, &str)]) -> TopologySpec {
         crate::config::edited_default_topology(edits)
@@ -351,7 +361,7 @@ mod tests {
         assert_eq!(k[&LinkKind::Pcie], 2 * 2);
         assert!(!k.contains_key(&LinkKind::Ucie));
         // endpoint 1 of 2 sits on cube 16/2 = 8
-        assert!(b.index.contains_key(&"sip0.pcie1".parse().unwrap()));
+        assert!(b.index.get(&"sip0.pcie1".parse().unwrap()).is_some());
         let ep1 = b
             .links
             .iter()
@@ -379,7 +389,10 @@ mod tests {
             .collect();
         assert!(ucie.contains(&"sip0.cube0.ucie_E1>sip0.cube1.ucie_W1".to_string()));
         assert!(ucie.contains(&"sip0.cube3.ucie_S0>sip0.cube5.ucie_N0".to_string()));
-        assert!(!b.index.contains_key(&"sip0.cube0.ucie_W0".parse().unwrap()));
+        assert!(b
+            .index
+            .get(&"sip0.cube0.ucie_W0".parse().unwrap())
+            .is_none());
     }
 
     #[test]

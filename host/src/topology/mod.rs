@@ -8,6 +8,7 @@ mod builder;
 pub mod export;
 pub mod layout;
 pub mod naming;
+mod node_index;
 pub mod summary;
 
 pub use builder::{build, build_with, compile, LayoutCache};
@@ -17,7 +18,6 @@ pub use naming::{CubePart, NodeId, PeCoord, Side};
 use crate::config::TopologySpec;
 use crate::units::{Ps, Rate};
 use petgraph::graph::{DiGraph, NodeIndex};
-use rustc_hash::FxHashMap;
 
 /// The edge-kind catalog: what a link is. Every physical link is full
 /// duplex (two directed links of the same kind and figures).
@@ -155,12 +155,12 @@ pub struct Topology {
     pub layout_source: LayoutSource,
     pub graph: DiGraph<NodeId, LinkId>,
     pub links: Vec<Link>,
-    index: FxHashMap<NodeId, NodeIndex>,
+    index: node_index::NodeIndexMap,
 }
 
 impl Topology {
     pub fn node_index(&self, n: &NodeId) -> Option<NodeIndex> {
-        self.index.get(n).copied()
+        self.index.get(n)
     }
 
     /// The node at graph index `i`.
@@ -222,6 +222,47 @@ mod tests {
                 let r = &t.links[id ^ 1];
                 assert_eq!((r.from, r.to), (l.to, l.from), "link {id}");
                 assert_eq!((r.kind, r.rate, r.latency), (l.kind, l.rate, l.latency));
+            }
+        }
+    }
+
+    /// The node index (SIP 0's names and each SIP's block) names every
+    /// node of machines of each SIP shape, PCIe endpoints and UCIe ports
+    /// varied, at its graph index, and no node that is not there.
+    #[test]
+    fn every_node_is_found_at_its_graph_index_and_no_other_is() {
+        let edited = |e: &[(&str, &str)]| crate::config::edited_default_topology(e);
+        let specs = [
+            TopologySpec::default_embedded(),
+            edited(&[
+                ("count: 4", "count: 9"),
+                ("topology: ring_1d ", "topology: torus_2d "),
+                ("ports_per_edge: 1", "ports_per_edge: 2"),
+            ]),
+            edited(&[
+                ("count: 4", "count: 6"),
+                ("topology: ring_1d ", "topology: mesh_2d_no_wrap "),
+                ("# w: 2 ", "w: 3 "),
+                ("# h: 2 ", "h: 2 "),
+                ("endpoints: 1 ", "endpoints: 2 "),
+            ]),
+            edited(&[("count: 4", "count: 1"), ("endpoints: 1 ", "endpoints: 0 ")]),
+        ];
+        for spec in specs {
+            let t = build(&spec).unwrap();
+            let sips = spec.n_sips();
+            for i in t.graph.node_indices() {
+                let n = t.graph[i];
+                assert_eq!(t.node_index(&n), Some(i), "{n}");
+                assert_eq!(t.node_index(&n.with_sip(sips)), None, "{n} in SIP {sips}");
+            }
+            // A SIP port where the shape has none (the mesh's edges).
+            if spec.system.sips.topology == crate::config::topology::SipTopology::Mesh2dNoWrap {
+                let west = NodeId::SipPort {
+                    sip: 0,
+                    side: Side::W,
+                };
+                assert_eq!(t.node_index(&west), None);
             }
         }
     }

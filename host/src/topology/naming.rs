@@ -284,6 +284,23 @@ impl NodeId {
         }
     }
 
+    /// The same node of SIP `sip`.
+    pub fn with_sip(self, sip: u32) -> NodeId {
+        let mut n = self;
+        match &mut n {
+            NodeId::Router { sip: s, .. }
+            | NodeId::Hbm { sip: s, .. }
+            | NodeId::Sram { sip: s, .. }
+            | NodeId::MCpu { sip: s, .. }
+            | NodeId::Ucie { sip: s, .. }
+            | NodeId::SipPort { sip: s, .. }
+            | NodeId::IoCpu { sip: s }
+            | NodeId::PcieEp { sip: s, .. } => *s = sip,
+            NodeId::Pe(p) => p.sip = sip,
+        }
+        n
+    }
+
     /// The node kind, for summaries: `router`, `pe`, `hbm`, `sram`,
     /// `m_cpu`, `ucie`, `sip_port`, `io_cpu`, `pcie`.
     pub fn kind(self) -> &'static str {
