@@ -288,6 +288,19 @@ pub type Route = Arc<RouteHops>;
 /// A link no transfer has used yet.
 const UNUSED: u32 = u32::MAX;
 
+/// Distinct link figures whose times a reservation keeps on the stack
+/// (one per link kind at most: eleven).
+const FIGURES_ON_STACK: usize = 16;
+const _: () = assert!(FIGURES_ON_STACK == 16, "the idle walk indexes with `& 15`");
+
+/// A reservation's (latency, serialisation time) per figure: all of them,
+/// and the same in a fixed array when they fit one (the idle walk's).
+#[derive(Clone, Copy)]
+struct Times<'a> {
+    all: &'a [(Ps, Ps)],
+    on_stack: Option<&'a [(Ps, Ps); FIGURES_ON_STACK]>,
+}
+
 impl LinkTable {
     pub fn new(topo: Arc<Topology>) -> Self {
         LinkTable {
@@ -373,14 +386,14 @@ impl LinkTable {
         // uncontended walk (`None`: past the clock's horizon).
         // On the stack, not a `SmallVec` made by value: its 264 bytes were
         // moved into place with a `memcpy` every transfer.
-        let mut on_stack = [(0, 0); 16];
+        let mut on_stack = [(0, 0); FIGURES_ON_STACK];
         let mut spilled = Vec::new();
-        let times: &mut [(Ps, Ps)] = match self.figures.len() {
-            n if n <= on_stack.len() => &mut on_stack[..n],
-            n => {
-                spilled.resize(n, (0, 0));
-                &mut spilled
-            }
+        let n_figures = self.figures.len();
+        let times: &mut [(Ps, Ps)] = if n_figures <= FIGURES_ON_STACK {
+            &mut on_stack[..n_figures]
+        } else {
+            spilled.resize(n_figures, (0, 0));
+            &mut spilled
         };
         let mut bound = Some(t0);
         for &(f, n) in &route.uses {
@@ -394,6 +407,14 @@ impl LinkTable {
             });
         }
         let fits = bound.is_some();
+        let times = Times {
+            all: if n_figures <= FIGURES_ON_STACK {
+                &on_stack[..n_figures]
+            } else {
+                &spilled
+            },
+            on_stack: (n_figures <= FIGURES_ON_STACK).then_some(&on_stack),
+        };
         match busy {
             None => self.walk(route, times, t0, fits, |_, _| ()),
             Some(b) => {
@@ -423,11 +444,18 @@ impl LinkTable {
     /// need no overflow checks (a 30-hop walk's instructions 1629 -> 1510,
     /// cachegrind). The first busy hop goes through [`Calendar::book`],
     /// checked, and so does every hop after it.
+    ///
+    /// The idle hops at the start of each run of calendars are booked by a
+    /// loop of their own over the run's intervals and figures, with the
+    /// figures' times in a fixed array (no bounds check per hop) and the
+    /// rare interval too long for a [`Last`] left to the general loop:
+    /// a 30-hop neighbour send ~45 -> ~20 instructions a hop (callgrind,
+    /// `ring_native`).
     #[inline(always)]
     fn walk(
         &mut self,
         route: &RouteHops,
-        times: &[(Ps, Ps)],
+        times: Times<'_>,
         t0: Ps,
         fits: bool,
         mut booked: impl FnMut(Ps, Ps),
@@ -440,9 +468,38 @@ impl LinkTable {
             let lasts = &mut self.lasts[run.clone()];
             let earlier = &mut self.earlier[run.clone()];
             let figure = &self.figure[run];
-            let hops = lasts.iter_mut().zip(earlier).zip(figure);
-            for (index, ((last, earlier), &f)) in (first..).zip(hops) {
-                let (latency, duration) = times[f as usize];
+            // Hops of this run booked by the idle loop.
+            let mut idle = 0;
+            if let (true, Some(times)) = (idle_so_far, times.on_stack) {
+                for (last, &f) in lasts.iter_mut().zip(figure) {
+                    if { last.end } > t0 {
+                        break;
+                    }
+                    // `& 15`: a figure below 16 (they fit the array).
+                    let (latency, duration) = times[usize::from(f & 15)];
+                    let end = (head + duration).max(prev_tail);
+                    let len = end - head;
+                    if len >= Ps::from(LONG) {
+                        break;
+                    }
+                    *last = match len {
+                        0 => Last::default(),
+                        len => Last {
+                            end,
+                            len: len as u32,
+                        },
+                    };
+                    booked(head, end);
+                    (head, prev_tail) = (head + latency, end + latency);
+                    idle += 1;
+                }
+            }
+            let hops = lasts[idle..]
+                .iter_mut()
+                .zip(&mut earlier[idle..])
+                .zip(&figure[idle..]);
+            for (index, ((last, earlier), &f)) in (first + idle as u32..).zip(hops) {
+                let (latency, duration) = times.all[f as usize];
                 if idle_so_far && { last.end } <= t0 {
                     let end = (head + duration).max(prev_tail);
                     set_last(last, &mut self.long, index, head, end);
@@ -672,9 +729,11 @@ mod tests {
         assert!(busy.windows(2).all(|w| w[0].1 <= w[1].1), "{busy:?}");
     }
 
-    /// The walk's unchecked path for idle hops books what the checked
-    /// one (every hop through `Calendar::book`) books, on routes that share
-    /// links, idle and busy, with long intervals too.
+    /// The walk's unchecked path for idle hops (its idle loop and the
+    /// general loop's in-place booking) books what the checked one (every
+    /// hop through `Calendar::book`) books, on routes that share links,
+    /// idle and busy, with long intervals too (3 GiB at 1 GB/s: a
+    /// [`LONG`] one, which the idle loop leaves to the general loop).
     #[test]
     fn an_idle_hop_booked_in_place_is_booked_as_the_calendar_books_it() {
         use rand::{RngExt, SeedableRng};
@@ -697,14 +756,20 @@ mod tests {
                 let bytes = [16u64, 4096, 1 << 20, 3 << 30][rng.random_range(0..4)];
                 let (a, b) = &routes[rng.random_range(0..routes.len())];
                 let time = |table: &mut LinkTable, r: &RouteHops, fits: bool| {
-                    let mut times = vec![(0, 0); table.figures.len()];
+                    let mut times = [(0, 0); FIGURES_ON_STACK];
                     for &(f, _) in &r.uses {
                         let (latency, rate) = table.figures[f as usize];
                         times[f as usize] = (latency, rate.duration_ps(bytes).unwrap());
                     }
+                    // The unchecked walk with its idle loop, or the
+                    // general loop alone, checked.
+                    let times = Times {
+                        all: &times[..table.figures.len()],
+                        on_stack: fits.then_some(&times),
+                    };
                     let mut busy = Vec::new();
                     let done = table
-                        .walk(r, &times, t0, fits, |s, e| busy.push((s, e)))
+                        .walk(r, times, t0, fits, |s, e| busy.push((s, e)))
                         .unwrap();
                     (done, busy)
                 };
