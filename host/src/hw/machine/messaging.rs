@@ -100,6 +100,13 @@ impl Machine {
                 }
             }
         }
+        // Each new direction's credit latency is a path search (below):
+        // all of them first, on two threads where there are many.
+        let pairs: Vec<(NodeId, NodeId)> = new
+            .iter()
+            .map(|&(pe, n)| (NodeId::Pe(pe), NodeId::Pe(n.peer)))
+            .collect();
+        self.router.find_paths(&pairs);
         let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
         for &(
             pe,
