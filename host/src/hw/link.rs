@@ -389,7 +389,8 @@ impl LinkTable {
         let mut on_stack = [(0, 0); FIGURES_ON_STACK];
         let mut spilled = Vec::new();
         let n_figures = self.figures.len();
-        let times: &mut [(Ps, Ps)] = if n_figures <= FIGURES_ON_STACK {
+        let fit_on_stack = n_figures <= FIGURES_ON_STACK;
+        let times: &mut [(Ps, Ps)] = if fit_on_stack {
             &mut on_stack[..n_figures]
         } else {
             spilled.resize(n_figures, (0, 0));
@@ -408,12 +409,12 @@ impl LinkTable {
         }
         let fits = bound.is_some();
         let times = Times {
-            all: if n_figures <= FIGURES_ON_STACK {
+            all: if fit_on_stack {
                 &on_stack[..n_figures]
             } else {
                 &spilled
             },
-            on_stack: (n_figures <= FIGURES_ON_STACK).then_some(&on_stack),
+            on_stack: fit_on_stack.then_some(&on_stack),
         };
         match busy {
             None => self.walk(route, times, t0, fits, |_, _| ()),
@@ -449,7 +450,7 @@ impl LinkTable {
     /// loop of their own over the run's intervals and figures, with the
     /// figures' times in a fixed array (no bounds check per hop) and the
     /// rare interval too long for a [`Last`] left to the general loop:
-    /// a 30-hop neighbour send ~45 -> ~20 instructions a hop (callgrind,
+    /// a 30-hop neighbour send ~45 -> ~33 instructions a hop (callgrind,
     /// `ring_native`).
     #[inline(always)]
     fn walk(

@@ -6,8 +6,9 @@
 //! they stay in cache) and finds a node of any SIP from its name with the
 //! SIP set to 0, plus its SIP's block; the nodes added after the SIP blocks
 //! (the SIP ports, which differ from SIP to SIP) are kept by name. A map of
-//! every node was ~13 MB at 1024 SIPs, written in random order while the
-//! graph was built: a cache miss (and often a page fault) per node.
+//! every node (430 K at 1024 SIPs) was written in random order while the
+//! graph was built: a cache miss, and often a page fault, per node (a
+//! 1024-SIP build 122-142 -> 50-57 ms, `hello_send`'s RSS 275 -> 265 MB).
 
 use super::NodeId;
 use petgraph::graph::NodeIndex;
