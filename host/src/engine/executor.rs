@@ -139,17 +139,12 @@ impl Core {
         self.timers.borrow_mut().push(at, target);
     }
 
-    fn fire(&self, target: Target) {
-        match target {
-            Target::Task(id) => self.schedule(id as usize),
-            Target::Call(call) => self.ready.borrow_mut().push_back(call.pack()),
-            Target::Foreign(i) => {
-                let w = self.foreign.borrow_mut()[i as usize].take();
-                self.foreign_free.borrow_mut().push(i);
-                if let Some(w) = w {
-                    w.wake();
-                }
-            }
+    /// Wake the foreign waker a timer kept at `i`.
+    fn wake_foreign(&self, i: u32) {
+        let w = self.foreign.borrow_mut()[i as usize].take();
+        self.foreign_free.borrow_mut().push(i);
+        if let Some(w) = w {
+            w.wake();
         }
     }
 
@@ -160,6 +155,45 @@ impl Core {
                 slot.queued = true;
                 self.ready.borrow_mut().push_back(id);
             }
+        }
+    }
+
+    /// Run a ready-queue entry: a call, or a poll of a task (a task
+    /// queued twice, or finished meanwhile, has no future to poll).
+    fn run_ready(&self, id: usize) {
+        if id & CALL_BIT != 0 {
+            let call = Call::unpack(id);
+            // A call of another executor's handler (a waker left on an
+            // event by a run that ended) has no handler here.
+            let handler = self.handlers.borrow().get(call.handler.0 as usize).cloned();
+            if let Some(handler) = handler {
+                self.events.set(self.events.get() + 1);
+                handler(call);
+            }
+            return;
+        }
+        let fut = {
+            let mut slots = self.slots.borrow_mut();
+            let slot = &mut slots[id];
+            slot.queued = false;
+            slot.fut.take()
+        };
+        let Some(mut fut) = fut else { return };
+        self.events.set(self.events.get() + 1);
+        let waker = task_waker(id);
+        let mut cx = Context::from_waker(&waker);
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => {
+                let mut slots = self.slots.borrow_mut();
+                slots[id] = Slot {
+                    fut: None,
+                    queued: false,
+                    live: false,
+                };
+                self.free.borrow_mut().push(id);
+                self.live.set(self.live.get() - 1);
+            }
+            Poll::Pending => self.slots.borrow_mut()[id].fut = Some(fut),
         }
     }
 
@@ -316,47 +350,30 @@ impl Executor {
             loop {
                 let next = core.ready.borrow_mut().pop_front();
                 let Some(id) = next else { break };
-                if id & CALL_BIT != 0 {
-                    let call = Call::unpack(id);
-                    // A call of another executor's handler (a waker left
-                    // on an event by a run that ended) has no handler here.
-                    let handler = core.handlers.borrow().get(call.handler.0 as usize).cloned();
-                    if let Some(handler) = handler {
-                        core.events.set(core.events.get() + 1);
-                        handler(call);
-                    }
-                    continue;
-                }
-                let fut = {
-                    let mut slots = core.slots.borrow_mut();
-                    let slot = &mut slots[id];
-                    slot.queued = false;
-                    slot.fut.take()
-                };
-                let Some(mut fut) = fut else { continue };
-                core.events.set(core.events.get() + 1);
-                let waker = task_waker(id);
-                let mut cx = Context::from_waker(&waker);
-                match fut.as_mut().poll(&mut cx) {
-                    Poll::Ready(()) => {
-                        let mut slots = core.slots.borrow_mut();
-                        slots[id] = Slot {
-                            fut: None,
-                            queued: false,
-                            live: false,
-                        };
-                        core.free.borrow_mut().push(id);
-                        core.live.set(core.live.get() - 1);
-                    }
-                    Poll::Pending => core.slots.borrow_mut()[id].fut = Some(fut),
-                }
+                core.run_ready(id);
             }
-            // Fire the earliest timer, then run what it woke.
+            // Fire the earliest timer, then run what it woke. The ready
+            // queue is empty here, so a timer that wakes one of our tasks
+            // or a call runs it at once: what the queue would run next,
+            // without passing through it (three times a ring step).
             let next = core.timers.borrow_mut().pop();
             let Some((at, target)) = next else { break };
             debug_assert!(at >= core.now.get(), "time went backwards");
             core.now.set(at);
-            core.fire(target);
+            match target {
+                Target::Task(id) => {
+                    let runnable = core
+                        .slots
+                        .borrow()
+                        .get(id as usize)
+                        .is_some_and(|s| s.live && !s.queued);
+                    if runnable {
+                        core.run_ready(id as usize);
+                    }
+                }
+                Target::Call(call) => core.run_ready(call.pack()),
+                Target::Foreign(i) => core.wake_foreign(i),
+            }
         }
         match core.live.get() {
             0 => RunOutcome::Finished,
