@@ -80,6 +80,14 @@ struct Slot {
     live: bool,
 }
 
+impl Slot {
+    /// A wake would make it runnable: it has not finished and is not in
+    /// the ready queue already.
+    fn wakeable(&self) -> bool {
+        self.live && !self.queued
+    }
+}
+
 struct Core {
     /// Unique in the process (see [`executor_id`]).
     id: usize,
@@ -151,27 +159,36 @@ impl Core {
     fn schedule(&self, id: usize) {
         let mut slots = self.slots.borrow_mut();
         if let Some(slot) = slots.get_mut(id) {
-            if slot.live && !slot.queued {
+            if slot.wakeable() {
                 slot.queued = true;
                 self.ready.borrow_mut().push_back(id);
             }
         }
     }
 
-    /// Run a ready-queue entry: a call, or a poll of a task (a task
-    /// queued twice, or finished meanwhile, has no future to poll).
-    fn run_ready(&self, id: usize) {
-        if id & CALL_BIT != 0 {
-            let call = Call::unpack(id);
-            // A call of another executor's handler (a waker left on an
-            // event by a run that ended) has no handler here.
-            let handler = self.handlers.borrow().get(call.handler.0 as usize).cloned();
-            if let Some(handler) = handler {
-                self.events.set(self.events.get() + 1);
-                handler(call);
-            }
-            return;
+    /// Run a ready-queue entry: a packed call or a task id.
+    fn run_ready(&self, entry: usize) {
+        if entry & CALL_BIT != 0 {
+            self.run_call(Call::unpack(entry));
+        } else {
+            self.poll_task(entry);
         }
+    }
+
+    /// Run `call`'s handler.
+    fn run_call(&self, call: Call) {
+        // A call of another executor's handler (a waker left on an event
+        // by a run that ended) has no handler here.
+        let handler = self.handlers.borrow().get(call.handler.0 as usize).cloned();
+        if let Some(handler) = handler {
+            self.events.set(self.events.get() + 1);
+            handler(call);
+        }
+    }
+
+    /// Poll task `id` (a task queued twice, or finished meanwhile, has no
+    /// future to poll).
+    fn poll_task(&self, id: usize) {
         let fut = {
             let mut slots = self.slots.borrow_mut();
             let slot = &mut slots[id];
@@ -339,9 +356,7 @@ impl Executor {
         // (there was nowhere to queue them): poll every live task once.
         let live: Vec<usize> = {
             let slots = core.slots.borrow();
-            (0..slots.len())
-                .filter(|&i| slots[i].live && !slots[i].queued)
-                .collect()
+            (0..slots.len()).filter(|&i| slots[i].wakeable()).collect()
         };
         for id in live {
             core.schedule(id);
@@ -366,12 +381,12 @@ impl Executor {
                         .slots
                         .borrow()
                         .get(id as usize)
-                        .is_some_and(|s| s.live && !s.queued);
+                        .is_some_and(Slot::wakeable);
                     if runnable {
-                        core.run_ready(id as usize);
+                        core.poll_task(id as usize);
                     }
                 }
-                Target::Call(call) => core.run_ready(call.pack()),
+                Target::Call(call) => core.run_call(call),
                 Target::Foreign(i) => core.wake_foreign(i),
             }
         }

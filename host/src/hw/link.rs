@@ -291,7 +291,10 @@ const UNUSED: u32 = u32::MAX;
 /// Distinct link figures whose times a reservation keeps on the stack
 /// (one per link kind at most: eleven).
 const FIGURES_ON_STACK: usize = 16;
-const _: () = assert!(FIGURES_ON_STACK == 16, "the idle walk indexes with `& 15`");
+const _: () = assert!(
+    FIGURES_ON_STACK.is_power_of_two(),
+    "the idle walk masks a figure into the array"
+);
 
 /// A reservation's (latency, serialisation time) per figure: all of them,
 /// and the same in a fixed array when they fit one (the idle walk's).
@@ -476,8 +479,9 @@ impl LinkTable {
                     if { last.end } > t0 {
                         break;
                     }
-                    // `& 15`: a figure below 16 (they fit the array).
-                    let (latency, duration) = times[usize::from(f & 15)];
+                    // The mask keeps a figure that fits the array as it
+                    // is, and spares the bounds check.
+                    let (latency, duration) = times[usize::from(f) & (FIGURES_ON_STACK - 1)];
                     let end = (head + duration).max(prev_tail);
                     let len = end - head;
                     if len >= Ps::from(LONG) {

@@ -192,6 +192,10 @@ const UNREACHED: (Ps, u32) = (Ps::MAX, u32::MAX);
 /// The link a node not reached (yet) is reached by.
 const NO_PRED: (LinkId, u32) = (LinkId::MAX, u32::MAX);
 
+/// [`PathRouter::find_paths`] searches half of its pairs on a helper
+/// thread from this many (fewer are not worth a thread).
+const ON_A_HELPER_FROM: usize = 64;
+
 /// The helper thread of [`PathRouter::warm_in_background`], joined on drop.
 pub struct Warming(Option<std::thread::JoinHandle<()>>);
 
@@ -333,8 +337,6 @@ impl PathRouter {
     /// the engine thread's own, already charged. A pair that has no path
     /// is left for the caller's own search to report.
     pub fn find_paths(&self, pairs: &[(NodeId, NodeId)]) {
-        /// Fewer pairs than this are not worth a thread.
-        const ON_A_HELPER_FROM: usize = 64;
         let helper_ok = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
         let (mine, theirs) = if helper_ok && pairs.len() >= ON_A_HELPER_FROM {
             pairs.split_at(pairs.len() / 2)
@@ -649,8 +651,7 @@ mod tests {
     fn paths_found_in_a_batch_on_two_threads_are_the_paths_found_one_by_one() {
         let edits = [("count: 4", "count: 8")];
         let (cold, batch) = (router_for(&edits), router_for(&edits));
-        // Every PE of each SIP to a PE of the next: 512 pairs, enough for
-        // the helper.
+        // Every PE of each SIP to a PE of the next: 512 pairs.
         let pes: Vec<PeCoord> = batch.topology().pes().collect();
         let pairs: Vec<(NodeId, NodeId)> = pes
             .iter()
@@ -662,7 +663,7 @@ mod tests {
                 (NodeId::Pe(p), NodeId::Pe(next))
             })
             .collect();
-        assert!(pairs.len() >= 64);
+        assert!(pairs.len() >= ON_A_HELPER_FROM, "enough for the helper");
         let missing = n("sip9.cube0.pe0");
         let mut asked = pairs.clone();
         asked.push((n("sip0.cube0.pe0"), missing));

@@ -270,7 +270,18 @@ impl NodeId {
     }
 
     /// The SIP the node belongs to.
-    pub fn sip(self) -> u32 {
+    pub fn sip(mut self) -> u32 {
+        *self.sip_mut()
+    }
+
+    /// The same node of SIP `sip`.
+    pub fn with_sip(mut self, sip: u32) -> NodeId {
+        *self.sip_mut() = sip;
+        self
+    }
+
+    /// The node's SIP field (every kind of node has one).
+    fn sip_mut(&mut self) -> &mut u32 {
         match self {
             NodeId::Router { sip, .. }
             | NodeId::Hbm { sip, .. }
@@ -280,25 +291,8 @@ impl NodeId {
             | NodeId::SipPort { sip, .. }
             | NodeId::IoCpu { sip }
             | NodeId::PcieEp { sip, .. } => sip,
-            NodeId::Pe(p) => p.sip,
+            NodeId::Pe(p) => &mut p.sip,
         }
-    }
-
-    /// The same node of SIP `sip`.
-    pub fn with_sip(self, sip: u32) -> NodeId {
-        let mut n = self;
-        match &mut n {
-            NodeId::Router { sip: s, .. }
-            | NodeId::Hbm { sip: s, .. }
-            | NodeId::Sram { sip: s, .. }
-            | NodeId::MCpu { sip: s, .. }
-            | NodeId::Ucie { sip: s, .. }
-            | NodeId::SipPort { sip: s, .. }
-            | NodeId::IoCpu { sip: s }
-            | NodeId::PcieEp { sip: s, .. } => *s = sip,
-            NodeId::Pe(p) => p.sip = sip,
-        }
-        n
     }
 
     /// The node kind, for summaries: `router`, `pe`, `hbm`, `sram`,

@@ -47,19 +47,22 @@ impl NodeIndexMap {
         let sip = n.sip();
         if sip < self.sips {
             if let Some(&local) = self.block.get(&n.with_sip(0)) {
-                return Some(NodeIndex::new(
-                    (sip as usize) * (self.per_sip as usize) + local as usize,
-                ));
+                return Some(NodeIndex::new(self.block_start(sip) + local as usize));
             }
         }
         self.rest.get(n).copied()
+    }
+
+    /// The graph index of SIP `sip`'s first node (blocks of SIP 0's size).
+    fn block_start(&self, sip: u32) -> usize {
+        sip as usize * self.per_sip as usize
     }
 
     /// The builder starts SIP `sip`'s block; the graph holds `nodes`
     /// nodes. SIPs come in order, each block right after the last.
     pub fn begin_sip(&mut self, sip: u32, nodes: usize) {
         assert!(
-            sip == self.sips && nodes == sip as usize * self.per_sip as usize,
+            sip == self.sips && nodes == self.block_start(sip),
             "topology builder: SIP {sip} begun out of order ({nodes} nodes, {} SIPs of {} before)",
             self.sips,
             self.per_sip
@@ -80,7 +83,7 @@ impl NodeIndexMap {
         }
         assert_eq!(
             nodes,
-            (sip as usize + 1) * self.per_sip as usize,
+            self.block_start(sip + 1),
             "topology builder: SIP {sip} has not SIP 0's {} nodes",
             self.per_sip
         );
@@ -102,7 +105,7 @@ impl NodeIndexMap {
                     .block
                     .get(&n.with_sip(0))
                     .unwrap_or_else(|| panic!("topology builder: {n} has no counterpart in SIP 0"));
-                let at = sip as usize * self.per_sip as usize + local as usize;
+                let at = self.block_start(sip) + local as usize;
                 assert!(
                     at <= nodes,
                     "topology builder: {n} added out of SIP 0's order"
