@@ -492,3 +492,23 @@ fn a_closed_pipe_ends_the_output_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `KERNBENCH_PERF_MAP=1`: wasmtime writes `/tmp/perf-<pid>.map`, so that
+/// `perf report` names the guest's functions (the kernel's helpers, the
+/// SDK's calls) rather than bare addresses of compiled code.
+#[test]
+fn a_perf_map_names_the_guest_s_functions() {
+    let mut cmd = kb();
+    cmd.args(["run", "ccl_allreduce", "--", "-b", "8", "-e", "8"])
+        .env("KERNBENCH_PERF_MAP", "1")
+        .stdout(std::process::Stdio::null());
+    let child = cmd.spawn().unwrap();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let out = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(&map);
+    let _ = std::fs::remove_file(&map);
+    assert!(out.status.success());
+    let text = text.expect("no perf map written");
+    assert!(text.contains("ring_allreduce"), "{text:.2000}");
+    assert!(text.contains("kernbench_guest"), "{text:.2000}");
+}

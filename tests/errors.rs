@@ -203,7 +203,7 @@ fn a_wrong_direction_names_the_component_the_pe_and_the_call() {
     // Handed over in a batch, the call is still named where it was made
     // (not where the SDK submitted it).
     assert!(
-        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:29:"),
+        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:30:"),
         "{e}"
     );
     assert!(!e.contains("panicked at guest-sdk"), "{e}");
@@ -283,6 +283,22 @@ fn a_guest_over_its_memory_cap_or_stack_fails_cleanly() {
     );
     assert!(e.contains("recurse"), "{e}");
     assert!(e.lines().count() < 40, "{e}");
+}
+
+/// A recorded kernel's operands are checked as it records them: an add
+/// of two shapes is refused with both, at the call's place.
+#[test]
+fn operands_of_different_shapes_are_named_with_the_call() {
+    let e = faulty("1024", &loader()).to_string();
+    assert!(e.contains("faulty_kernel") && e.contains("on sip"), "{e}");
+    assert!(
+        e.contains("add of tensors with different shapes/dtypes: [512] f16 and [256] f16"),
+        "{e}"
+    );
+    assert!(
+        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:57:"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -71,7 +71,12 @@ impl Pending {
     }
 
     fn dir(&mut self, dir: &str) -> u32 {
-        intern(&mut self.dirs, dir, str::to_string)
+        intern(
+            &mut self.dirs,
+            dir.as_bytes(),
+            |_| dir.to_string(),
+            String::as_bytes,
+        )
     }
 
     fn any_dir(&mut self, dir: Option<&str>) -> Option<u32> {
@@ -79,7 +84,7 @@ impl Pending {
     }
 
     fn shape(&mut self, shape: &[u32]) -> u32 {
-        intern(&mut self.shapes, shape, <[u32]>::to_vec)
+        intern(&mut self.shapes, shape, <[u32]>::to_vec, Vec::as_slice)
     }
 
     fn tensor_id(&mut self) -> u32 {
@@ -118,19 +123,31 @@ impl Pending {
     }
 }
 
-/// The index of `key` in `table`, added if new.
-fn intern<K: ?Sized + PartialEq, V: std::borrow::Borrow<K>>(
+/// The index of `key` in `table` (each entry seen as `view` gives it),
+/// added as `make` makes it if new.
+fn intern<K: Copy + PartialEq, V>(
     table: &mut Vec<V>,
-    key: &K,
-    make: impl FnOnce(&K) -> V,
+    key: &[K],
+    make: impl FnOnce(&[K]) -> V,
+    view: impl Fn(&V) -> &[K],
 ) -> u32 {
-    match table.iter().position(|v| v.borrow() == key) {
+    match table.iter().position(|v| same(view(v), key)) {
         Some(i) => i as u32,
         None => {
             table.push(make(key));
             (table.len() - 1) as u32
         }
     }
+}
+
+/// `a == b`, element by element: a direction or a shape is a few
+/// elements, and `==` on slices of bytes or integers calls `memcmp`,
+/// which in wasm is a call into a byte loop of the C library (a ring
+/// step's three lookups were ~400 of the ~3 200 wasm instructions the
+/// kernel takes to record it, callgrind).
+#[inline]
+fn same<K: Copy + PartialEq>(a: &[K], b: &[K]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 type Shared = Rc<RefCell<Pending>>;

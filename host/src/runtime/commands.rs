@@ -184,13 +184,23 @@ impl CommandList {
 
     /// The index of `shape` in the list's shapes.
     pub fn shape(&mut self, shape: &[u32]) -> u32 {
-        intern(&mut self.shapes, shape, Shape::from_slice)
+        intern(&mut self.shapes, shape, Shape::from_slice, |s| s)
+    }
+
+    /// The shape of index `id` (one [`CommandList::shape`] gave).
+    pub fn shape_at(&self, id: u32) -> &[u32] {
+        &self.shapes[id as usize]
     }
 
     /// The index of direction `dir`, made by `make` when new (a recording
     /// kernel takes its PE's own, [`crate::hw::Machine::direction`]).
     pub fn dir(&mut self, dir: &str, make: impl FnOnce(&str) -> Dir) -> u32 {
-        intern(&mut self.dirs, dir, make)
+        intern(
+            &mut self.dirs,
+            dir.as_bytes(),
+            |_| make(dir),
+            |d| d.as_bytes(),
+        )
     }
 
     /// Host bytes the list holds (charged to the run's memory budget).
@@ -201,12 +211,19 @@ impl CommandList {
     }
 }
 
-fn intern<T: ?Sized + PartialEq, V: std::ops::Deref<Target = T>>(
+/// The index of `key` in `table` (each entry seen as `view` gives it),
+/// added as `make` makes it if new. Compared element by element: a
+/// direction or a shape is a few elements, and `==` on slices of bytes or
+/// integers is a call to `memcmp` (every recorded send and receive looks
+/// up its direction and its shape).
+fn intern<K: Copy + PartialEq, V>(
     table: &mut Vec<V>,
-    key: &T,
-    make: impl FnOnce(&T) -> V,
+    key: &[K],
+    make: impl FnOnce(&[K]) -> V,
+    view: impl Fn(&V) -> &[K],
 ) -> u32 {
-    match table.iter().position(|v| **v == *key) {
+    let same = |v: &[K]| v.len() == key.len() && v.iter().zip(key).all(|(x, y)| x == y);
+    match table.iter().position(|v| same(view(v))) {
         Some(i) => i as u32,
         None => {
             table.push(make(key));
@@ -482,6 +499,19 @@ mod tests {
         assert_eq!(l.dir("E", |d| Dir::from(d)), 0);
         assert_eq!(l.dir("W", |d| Dir::from(d)), 1);
         assert_eq!(l.dir("E", |d| Dir::from(d)), 0);
+        // Compared element by element: same length, other values; a
+        // prefix; the empty shape.
+        assert_eq!(l.shape(&[2]), 2);
+        assert_eq!(l.shape(&[8, 2, 1]), 3);
+        assert_eq!(l.shape(&[]), 4);
+        assert_eq!(l.shape(&[8, 2]), 1);
+        assert_eq!(l.dir("EW", |d| Dir::from(d)), 2);
+        assert_eq!(l.dir("", |d| Dir::from(d)), 3);
+        assert_eq!(l.dir("W", |d| Dir::from(d)), 1);
+        assert_eq!(
+            (l.shape_at(0), l.shape_at(3), l.shape_at(4)),
+            (&[8][..], &[8, 2, 1][..], &[][..])
+        );
         assert!(std::mem::size_of::<Command>() <= 32);
     }
 

@@ -27,7 +27,7 @@ use super::limits::{Guarded, InstanceGuard};
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
-use crate::hw::machine::{check_same_operands, Shape};
+use crate::hw::machine::check_same_operands;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
@@ -56,14 +56,17 @@ pub struct NeedsSimulatedTime {
 /// a tenth of recording a ring step).
 pub struct EagerTensor {
     id: TensorId,
-    shape: Shape,
+    /// Its shape's index in the list's shapes: a tensor made from another
+    /// shares its shape without a copy, and equal shapes have one index.
+    shape: u32,
     dtype: Dtype,
 }
 
 /// The host object behind a recorded kernel's `tl.recv-future` handle.
 pub struct EagerFuture {
     fut: u32,
-    shape: Shape,
+    /// Its shape's index in the list's shapes (see [`EagerTensor`]).
+    shape: u32,
     dtype: Dtype,
     /// Its id in [`EagerHost::unwaited`].
     id: u64,
@@ -153,7 +156,7 @@ impl EagerHost {
     /// command that produces it, given its id.
     fn produce(
         &mut self,
-        shape: Shape,
+        shape: u32,
         dtype: Dtype,
         make: impl FnOnce(TensorId) -> Command,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
@@ -186,9 +189,14 @@ impl EagerHost {
         b: Resource<EagerTensor>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))
-            .map_err(|e| self.fail(call::binary(op), e))?;
-        let (ia, ib, shape, dtype) = (a.id, b.id, a.shape.clone(), a.dtype);
+        // One shape index is one shape: only operands that differ in it
+        // (or in dtype) need the check that names what differs.
+        if (a.shape, a.dtype) != (b.shape, b.dtype) {
+            let (sa, sb) = (self.list.shape_at(a.shape), self.list.shape_at(b.shape));
+            check_same_operands(op, (sa, a.dtype), (sb, b.dtype))
+                .map_err(|e| self.fail(call::binary(op), e))?;
+        }
+        let (ia, ib, shape, dtype) = (a.id, b.id, a.shape, a.dtype);
         self.produce(shape, dtype, |out| Command::Binary {
             op,
             a: ia,
@@ -214,9 +222,9 @@ impl EagerHost {
         let c = c.map(|c| self.tensor(&c)).transpose()?;
         let shape = crate::hw::gemm_ops::composite_shape(
             op,
-            (&a.shape, a.dtype),
-            (&b.shape, b.dtype),
-            c.map(|c| &c.shape[..]),
+            (self.list.shape_at(a.shape), a.dtype),
+            (self.list.shape_at(b.shape), b.dtype),
+            c.map(|c| self.list.shape_at(c.shape)),
             self.machine.timing.gemm_max,
         );
         let (ia, ib, ic) = (a.id, b.id, c.map(|c| c.id));
@@ -227,15 +235,14 @@ impl EagerHost {
                 return Err(self.fail(call::composite(op, dtype), e));
             }
         };
-        self.produce(Shape::from_vec(vec![m, n]), dtype, |out| {
-            Command::Composite {
-                op,
-                a: ia,
-                b: ib,
-                c: ic,
-                dtype,
-                out,
-            }
+        let shape = self.list.shape(&[m, n]);
+        self.produce(shape, dtype, |out| Command::Composite {
+            op,
+            a: ia,
+            b: ib,
+            c: ic,
+            dtype,
+            out,
         })
     }
 
@@ -279,7 +286,7 @@ impl EagerHost {
         }
         let dir = dir_id;
         let shape_id = self.list.shape(shape);
-        self.produce(Shape::from_slice(shape), dtype, |out| match dst {
+        self.produce(shape_id, dtype, |out| match dst {
             None => Command::Recv {
                 dir,
                 shape: shape_id,
@@ -308,7 +315,7 @@ impl EagerHost {
             return Err(self.fail(call::load(addr, shape), e));
         }
         let shape_id = self.list.shape(shape);
-        self.produce(Shape::from_slice(shape), dtype, |out| Command::Load {
+        self.produce(shape_id, dtype, |out| Command::Load {
             addr,
             shape: shape_id,
             dtype,
@@ -319,7 +326,7 @@ impl EagerHost {
     /// `tl.send`, the direction by reference.
     fn send_named(&mut self, dir: &str, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
         let v = self.tensor(&value)?;
-        let nbytes = v.dtype.nbytes(&v.shape)?;
+        let nbytes = v.dtype.nbytes(self.list.shape_at(v.shape))?;
         let value = v.id;
         let dir_id = self.dir(dir);
         if !self.accepted_sends.contains(&(dir_id, nbytes)) {
@@ -341,7 +348,8 @@ impl crate::runtime::bindings::algorithm::kernbench::sim::ccl::Host for EagerHos
 
 impl tl::HostTensor for EagerHost {
     fn shape(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.tensor(&r)?.shape.to_vec())
+        let t = self.tensor(&r)?;
+        Ok(self.list.shape_at(t.shape).to_vec())
     }
     fn dtype(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<types::Dtype> {
         Ok(dtype_out(self.tensor(&r)?.dtype))
@@ -353,7 +361,7 @@ impl tl::HostTensor for EagerHost {
     }
     fn nbytes(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<u64> {
         let t = self.tensor(&r)?;
-        Ok(t.dtype.nbytes(&t.shape)?)
+        Ok(t.dtype.nbytes(self.list.shape_at(t.shape))?)
     }
     fn drop(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<()> {
         let t = self
@@ -369,7 +377,8 @@ impl tl::HostTensor for EagerHost {
 
 impl tl::HostRecvFuture for EagerHost {
     fn shape(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.table.get(&r)?.shape.to_vec())
+        let shape = self.table.get(&r)?.shape;
+        Ok(self.list.shape_at(shape).to_vec())
     }
     fn dtype(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<types::Dtype> {
         Ok(dtype_out(self.table.get(&r)?.dtype))
@@ -405,7 +414,7 @@ impl tl::Host for EagerHost {
         let id = self.unwaited.issued(dir.clone());
         Ok(self.table.push(EagerFuture {
             fut,
-            shape: Shape::from_vec(shape),
+            shape: shape_id,
             dtype,
             id,
         })?)
@@ -442,7 +451,10 @@ impl tl::Host for EagerHost {
 
     fn store(&mut self, addr: u64, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
         let v = self.tensor(&value)?;
-        if let Err(e) = self.machine.view(addr, &v.shape, v.dtype) {
+        if let Err(e) = self
+            .machine
+            .view(addr, self.list.shape_at(v.shape), v.dtype)
+        {
             return Err(self.fail(call::store(addr), e));
         }
         let value = v.id;
@@ -520,7 +532,7 @@ impl tl::Host for EagerHost {
         factor: f64,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let a = self.tensor(&a)?;
-        let (id, shape, dtype) = (a.id, a.shape.clone(), a.dtype);
+        let (id, shape, dtype) = (a.id, a.shape, a.dtype);
         self.produce(shape, dtype, |out| Command::Scale { a: id, factor, out })
     }
 
@@ -531,7 +543,7 @@ impl tl::Host for EagerHost {
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let op = unary_in(op);
         let a = self.tensor(&a)?;
-        let (id, shape, dtype) = (a.id, a.shape.clone(), a.dtype);
+        let (id, shape, dtype) = (a.id, a.shape, a.dtype);
         self.produce(shape, dtype, |out| Command::Unary { op, a: id, out })
     }
 
@@ -542,7 +554,7 @@ impl tl::Host for EagerHost {
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
         let a = self.tensor(&a)?;
-        let (id, shape) = (a.id, a.shape.clone());
+        let (id, shape) = (a.id, a.shape);
         self.produce(shape, dtype, |out| Command::Cast { a: id, dtype, out })
     }
 
@@ -575,8 +587,8 @@ impl tl::Host for EagerHost {
         let op = reduce_in(op);
         let a = self.tensor(&a)?;
         let (id, dtype) = (a.id, a.dtype);
-        let shape = match crate::hw::math_ops::reduced_shape(&a.shape, axis) {
-            Ok(s) => Shape::from_vec(s),
+        let shape = match crate::hw::math_ops::reduced_shape(self.list.shape_at(a.shape), axis) {
+            Ok(s) => self.list.shape(&s),
             Err(what) => return Err(self.fail(call::reduce(op, axis), HwError::Mismatch { what })),
         };
         self.produce(shape, dtype, |out| Command::Reduce {

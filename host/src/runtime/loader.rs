@@ -146,6 +146,9 @@ fn engine_config(opts: &LoaderOptions, pooling: bool) -> Result<Config, SimError
     config.consume_fuel(true);
     config.epoch_interruption(true);
     config.wasm_backtrace_details(wasmtime::WasmBacktraceDetails::Enable);
+    if std::env::var_os("KERNBENCH_PERF_MAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     let max_mem = opts.max_memory_mib << 20;
     if pooling {
         let mut pool = PoolingAllocationConfig::default();

@@ -7,6 +7,7 @@
 //! * 64 → loads from an address outside every memory;
 //! * 128 → allocates 1 GiB of guest memory (over the cap);
 //! * 256 → recurses without end (stack overflow);
+//! * 512 → adds two tensors of different shapes;
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -49,6 +50,11 @@ impl Algorithm for Faulty {
             }
             256 => {
                 std::hint::black_box(recurse(std::hint::black_box(1)));
+            }
+            512 => {
+                let a = tl.load(t_ptr, &[n], Dtype::F16);
+                let b = tl.load(t_ptr, &[n / 2], Dtype::F16);
+                tl.add(&a, &b);
             }
             _ => {
                 let t = tl.load(t_ptr, &[n], Dtype::F16);
