@@ -15,6 +15,7 @@ pub mod ccl;
 #[cfg(feature = "wasm")]
 pub mod components;
 pub mod config;
+pub mod cores;
 pub mod engine;
 pub mod error;
 #[cfg(all(feature = "guest-build", feature = "wasm"))]

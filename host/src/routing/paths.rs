@@ -233,6 +233,10 @@ fn is_north_south(kind: LinkKind, from: NodeId, to: NodeId) -> bool {
 }
 
 impl PathRouter {
+    /// The view of a device path ([`PathRouter::find_path`], and the
+    /// searches [`PathRouter::find_paths`] does ahead of it).
+    pub const DEVICE_VIEW: View = View::Noc;
+
     pub fn new(topo: Arc<Topology>) -> Self {
         PathRouter {
             resolver: AddressResolver::new(topo.clone()),
@@ -314,10 +318,10 @@ impl PathRouter {
             .ok_or_else(|| RouteError::UnknownNode(n.to_string()))
     }
 
-    /// Device path (view `noc`) from `from` to `to`; empty when they are
-    /// the same node.
+    /// Device path ([`PathRouter::DEVICE_VIEW`]) from `from` to `to`;
+    /// empty when they are the same node.
     pub fn find_path(&self, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
-        self.find_path_in(View::Noc, from, to)
+        self.find_path_in(Self::DEVICE_VIEW, from, to)
     }
 
     /// Path in a given view.
@@ -337,7 +341,7 @@ impl PathRouter {
     /// the engine thread's own, already charged. A pair that has no path
     /// is left for the caller's own search to report.
     pub fn find_paths(&self, pairs: &[(NodeId, NodeId)]) {
-        let helper_ok = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let helper_ok = crate::cores::more_than_one_core();
         let (mine, theirs) = if helper_ok && pairs.len() >= ON_A_HELPER_FROM {
             pairs.split_at(pairs.len() / 2)
         } else {
@@ -345,7 +349,7 @@ impl PathRouter {
         };
         let search = |pairs: &[(NodeId, NodeId)], scratch: &Mutex<Scratch>| {
             for &(from, to) in pairs {
-                let _ = self.find_path_with(View::Noc, from, to, scratch);
+                let _ = self.find_path_with(Self::DEVICE_VIEW, from, to, scratch);
             }
         };
         std::thread::scope(|scope| {

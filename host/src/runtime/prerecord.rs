@@ -139,7 +139,7 @@ impl<J: Job> Default for Prerecorder<J> {
     /// With a helper when this machine has more than one core (asked once
     /// per process: the answer reads the affinity mask and cgroup files).
     fn default() -> Self {
-        Self::new(super::sim::more_than_one_core())
+        Self::new(crate::cores::more_than_one_core())
     }
 }
 

@@ -77,16 +77,9 @@ impl RunRequest {
             record_ops: false,
             verify_data: None,
             timing_only: false,
-            data_thread: more_than_one_core(),
+            data_thread: crate::cores::more_than_one_core(),
         }
     }
-}
-
-/// Whether this process may use more than one core (asked once: the
-/// answer reads the affinity mask and cgroup files).
-pub fn more_than_one_core() -> bool {
-    static CORES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
 /// What a run produced.
@@ -166,7 +159,8 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     // The device view's routing tables are first needed when the benches
     // have all started (the IPCQ install's searches): made meanwhile on
     // the other core.
-    let _warming = more_than_one_core().then(|| machine.router.warm_in_background(View::Noc));
+    let _warming =
+        crate::cores::more_than_one_core().then(|| machine.router.warm_in_background(View::Noc));
     let session = Session::new(
         machine.clone(),
         req.ccl,
