@@ -235,7 +235,7 @@ impl Machine {
                 .collect();
             let dst = (out.space, out.offset, out.nbytes());
             let unit_bytes = out.dtype.itemsize();
-            let written = self.data.submit(DataOp::Compute(Box::new(ComputeWrite {
+            let written = self.data.submit(DataOp::Compute(ComputeWrite {
                 op: op.clone(),
                 inputs: regions,
                 out: dst,
@@ -245,7 +245,7 @@ impl Machine {
                     what: unit.name(),
                     at: end,
                 },
-            })));
+            }));
             if let Err(f) = written {
                 unit.queue(st).lock().phase = Phase::Stuck;
                 return self.set_fault(pe(), unit.name(), f.error.into());
