@@ -338,7 +338,7 @@ pub fn build_with(
         LayoutCache::File(p) => Some(p.as_path()),
     };
     let (layout, layout_source) = layout::load_or_generate(&spec, origin, path)?;
-    let b = build_sips(&spec, &layout, SipZero::Copied);
+    let b = build_sips(&spec, &layout, LaterSips::Copied);
     Ok(Topology {
         spec,
         layout,
@@ -351,7 +351,7 @@ pub fn build_with(
 
 /// How [`build_sips`] makes the SIPs after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SipZero {
+enum LaterSips {
     /// Each by stages 4 and 5, as SIP 0 (what a copy must equal).
     #[cfg(test)]
     Rebuilt,
@@ -360,13 +360,13 @@ enum SipZero {
 }
 
 /// Stages 4–6 for every SIP of `spec`.
-fn build_sips(spec: &TopologySpec, layout: &CubeLayout, later: SipZero) -> Builder {
+fn build_sips(spec: &TopologySpec, layout: &CubeLayout, later: LaterSips) -> Builder {
     let mut b = Builder::default();
     let mut sip_zero = None;
     for sip in 0..spec.n_sips() {
         b.index.begin_sip(sip, b.graph.node_count());
         match sip_zero {
-            Some(block) if later == SipZero::Copied => b.copy_sip_zero(sip, block),
+            Some(block) if later == LaterSips::Copied => b.copy_sip_zero(sip, block),
             _ => {
                 attach_components(&mut b, spec, layout, sip);
                 stitch_cubes(&mut b, spec, layout, sip);
@@ -578,8 +578,8 @@ mod tests {
             attach_components(&mut zero, &s, &l, 0);
             stitch_cubes(&mut zero, &s, &l, 0);
             assert!(zero.sip_zero_is_closed());
-            let copied = build_sips(&s, &l, SipZero::Copied);
-            let rebuilt = build_sips(&s, &l, SipZero::Rebuilt);
+            let copied = build_sips(&s, &l, LaterSips::Copied);
+            let rebuilt = build_sips(&s, &l, LaterSips::Rebuilt);
             let (c, r) = (structure(&copied), structure(&rebuilt));
             assert_eq!(c.len(), r.len(), "{} SIPs", s.n_sips());
             for (i, (c, r)) in c.iter().zip(&r).enumerate() {
