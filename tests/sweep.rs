@@ -206,12 +206,16 @@ fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
     let tmp = tempfile::tempdir().unwrap();
-    // Four points of 0.3 s each here (release build, 2026-11), one at a
-    // time; the 10 ms poll below needs them to outlast it by far.
+    // Eight points, one at a time, of ~0.45 s each (the test build,
+    // 2026-11-27): the interrupt below must come while points remain, so
+    // the seven after the first give it ~3 s. With four, the whole
+    // workspace's tests on two cores once left the 10 ms poll behind
+    // until the sweep had ended.
+    const POINTS: usize = 8;
     let file = sweep_file(
         tmp.path(),
         "slow.yaml",
-        "bench: ccl_allreduce\nargs: -b 1M -e 1M\naxes:\n  system.sips.count: [32, 33, 34, 35]\n",
+        "bench: ccl_allreduce\nargs: -b 1M -e 1M\naxes:\n  system.sips.count: [32, 33, 34, 35, 36, 37, 38, 39]\n",
     );
     let out = tmp.path().join("out");
     let mut running = sweep(&file, &out)
@@ -236,30 +240,30 @@ fn a_sweep_interrupted_by_ctrl_c_loses_only_its_running_point() {
     }
     assert!(!running.wait().unwrap().success());
     let records = || -> Vec<usize> {
-        (0..4)
+        (0..POINTS)
             .filter(|i| out.join(format!("points/{i:07}.json")).exists())
             .collect()
     };
     let done = records();
     assert!(
-        !done.is_empty() && done.len() < 4,
+        !done.is_empty() && done.len() < POINTS,
         "done before the interrupt: {done:?}"
     );
     let stamp = |i: usize| modified(&out, i);
     let before: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
     let err = fails(&mut sweep(&file, &out));
     assert!(
-        err.contains(&format!("({} of 4 points)", done.len())),
+        err.contains(&format!("({} of {POINTS} points)", done.len())),
         "{err}"
     );
     ok(sweep(&file, &out).arg("--resume"));
-    assert_eq!(records(), [0, 1, 2, 3]);
+    assert_eq!(records(), (0..POINTS).collect::<Vec<_>>());
     let after: Vec<_> = done.iter().map(|&i| stamp(i)).collect();
     assert_eq!(before, after, "a point done before the interrupt ran again");
     let table = csv(&out);
     assert_eq!(
         table.lines().filter(|l| l.contains(",ok,")).count(),
-        4,
+        POINTS,
         "{table}"
     );
 }
