@@ -272,10 +272,19 @@ impl PathRouter {
     /// page faults) and three passes over the 1.2 M links.
     pub fn warm(&self, view: View) {
         self.adjacency(view);
+        self.make_search_tables();
+    }
+
+    /// What a search needs besides a view's adjacency: the links'
+    /// tie-break ranks, the search bound and the search tables. Each is
+    /// made once, by whoever asks first.
+    fn make_search_tables(&self) {
         self.rank();
         self.bound();
-        let n = self.topo.node_count();
-        self.scratch.lock().unwrap().size_for(n);
+        self.scratch
+            .lock()
+            .unwrap()
+            .size_for(self.topo.node_count());
     }
 
     /// The bytes of the tables [`PathRouter::warm`] makes for a view (at
@@ -350,18 +359,12 @@ impl PathRouter {
         } else {
             (pairs, &[][..])
         };
-        // What a search needs besides the view's adjacency, made here
-        // while a warm-up helper may still be building that (1024 SIPs,
-        // test build: adjacency ~18 ms, then ranks ~3, bound ~4, search
-        // tables ~5 in turn): whoever comes first makes each, so the
-        // engine thread waits for the longest instead of for all four.
-        // The same tables either way.
-        self.rank();
-        self.bound();
-        self.scratch
-            .lock()
-            .unwrap()
-            .size_for(self.topo.node_count());
+        // Made here while a warm-up helper may still be building the
+        // view's adjacency (1024 SIPs, test build: adjacency ~18 ms, then
+        // ranks ~3, bound ~4, search tables ~5 in turn), so the engine
+        // thread waits for the longest instead of for all four. The same
+        // tables either way.
+        self.make_search_tables();
         let search = |pairs: &[(NodeId, NodeId)], scratch: &Mutex<Scratch>| {
             for &(from, to) in pairs {
                 let _ = self.find_path_with(Self::DEVICE_VIEW, from, to, scratch);
