@@ -1,7 +1,7 @@
 //! The build script of every Rust algorithm in this tree (each names it as
 //! `build = "../kernel_heap.rs"`): links the kernel component with an
-//! initial heap that holds the SDK's batch of calls (`BATCH_CALLS` calls,
-//! their call sites and the copy the call into the host lowers them to).
+//! initial heap that holds the SDK's batch of calls (`BATCH_CALLS` calls
+//! as bytes and their call sites) and what a kernel allocates besides.
 //!
 //! A kernel is instantiated for every launch, into a pooled instance slot
 //! that keeps its pages between launches. A kernel whose heap must grow

@@ -1,8 +1,13 @@
-//! [`Tl`] over `tl.submit` (WIT 0.1.2): a kernel's calls kept in guest
-//! memory and handed to the host in one call, when the kernel needs an
+//! [`Tl`] over `tl.submit-encoded` (WIT 0.1.3): a kernel's calls kept in
+//! guest memory, as the bytes that function reads, and handed to the host
+//! in one call, when the kernel needs an
 //! answer only the host has (an address, the time), when [`BATCH_CALLS`]
 //! are waiting, or when it ends. A call through the component model costs
-//! more than the call itself; a ring step makes seven.
+//! more than the call itself; a ring step makes seven. As bytes (a case
+//! byte, then LEB128 fields: ~2 bytes a field) the calls cross in one
+//! copy; as `tl.submit`'s `list<batch-call>` each 48-byte element is
+//! lowered here and lifted in the host, field by field (~190 instructions
+//! a call in all).
 //!
 //! The host makes the calls in order, exactly as if each had been made by
 //! itself (a `send` waits for a slot, a `recv` for its message), so the
@@ -17,7 +22,8 @@
 //! host refuses the call if they are not what this module expects); its
 //! address is not: [`Tensor::addr`] submits and asks.
 
-use crate::__algorithm::kernbench::sim::tl::{self, BatchCall};
+use crate::__algorithm::kernbench::sim::tl;
+use crate::batch_bytes::{case, Fields};
 use crate::kernel::reduced_shape;
 use crate::{BinOp, CompositeOp, Dtype, ReduceOp, Tensor, Tl, UnaryOp};
 use std::cell::RefCell;
@@ -25,11 +31,13 @@ use std::panic::Location;
 use std::rc::Rc;
 
 /// Calls kept before they are submitted anyway (bounds guest memory: a
-/// batch, its call sites and the copy `tl.submit` lowers it to take
-/// ~100 KB, which the initial heap of this tree's kernels holds, see
-/// `algorithms/kernel_heap.rs`; 4096 took ~370 KB, three more pages than
-/// a kernel starts with, so every launch grew its memory).
+/// batch and its call sites take ~20 KB, which the initial heap of this
+/// tree's kernels holds, see `algorithms/kernel_heap.rs`).
 pub const BATCH_CALLS: usize = 1024;
+
+/// Bytes reserved for a batch's calls: a ring step's calls take 3–6
+/// bytes each; a batch of longer ones grows its buffer.
+const BATCH_BYTES: usize = 8 * BATCH_CALLS;
 
 #[derive(Default)]
 struct Pending {
@@ -37,8 +45,9 @@ struct Pending {
     /// handful; sent with every submit).
     dirs: Vec<String>,
     shapes: Vec<Vec<u32>>,
-    calls: Vec<BatchCall>,
-    /// Where each call was made (for a refusal's message).
+    /// The calls, as `tl.submit-encoded` reads them.
+    calls: Vec<u8>,
+    /// Where each call was made (for a refusal's message); one per call.
     sites: Vec<&'static Location<'static>>,
     /// Tensor and future ids handed out and not in use again yet.
     free_tensors: Vec<u32>,
@@ -48,25 +57,34 @@ struct Pending {
 }
 
 impl Pending {
+    /// Start a call of `case` made at `site`: its fields follow.
     #[inline]
-    fn push(&mut self, call: BatchCall, site: &'static Location<'static>) {
+    fn call(&mut self, case: u8, site: &'static Location<'static>) -> Fields<'_> {
         if self.calls.capacity() == 0 {
             self.make_room();
         }
-        self.calls.push(call);
         self.sites.push(site);
+        self.calls.push(case);
+        Fields(&mut self.calls)
+    }
+
+    /// Submit when the batch is full (after a call's fields are written).
+    #[inline]
+    fn submit_if_full(&mut self) {
+        if self.sites.len() >= BATCH_CALLS {
+            self.submit();
+        }
     }
 
     /// Room for a whole batch at once: grown by doubling, a batch of calls
-    /// was copied about once more on its way to the host (~1 MB of copies
-    /// per ring kernel at 1024 ranks). A kernel linked with the default
-    /// initial memory has ~50 KB of heap, so the room grows its linear
-    /// memory (two `mprotect`s a launch); host pages are touched only
-    /// where calls are written.
+    /// was copied about once more on its way to the host. A kernel linked
+    /// with the default initial memory has ~50 KB of heap, so the room
+    /// grows its linear memory (two `mprotect`s a launch); host pages are
+    /// touched only where calls are written.
     #[cold]
     #[inline(never)]
     fn make_room(&mut self) {
-        self.calls.reserve_exact(BATCH_CALLS);
+        self.calls.reserve_exact(BATCH_BYTES);
         self.sites.reserve_exact(BATCH_CALLS);
     }
 
@@ -104,10 +122,10 @@ impl Pending {
     /// Hand the calls to the host; a refused call ends the kernel with
     /// the host's message and where the call was made.
     fn submit(&mut self) {
-        if self.calls.is_empty() {
+        if self.sites.is_empty() {
             return;
         }
-        let result = tl::submit(&self.dirs, &self.shapes, &self.calls);
+        let result = tl::submit_encoded(&self.dirs, &self.shapes, &self.calls);
         self.calls.clear();
         if let Err(e) = result {
             let site = self
@@ -181,7 +199,7 @@ pub struct BatchFuture {
 impl Drop for BatchTensor {
     fn drop(&mut self) {
         let mut p = self.pending.borrow_mut();
-        p.push(BatchCall::DropTensor(self.id), Location::caller());
+        p.call(case::DROP_TENSOR, Location::caller()).u32(self.id);
         p.free_tensors.push(self.id);
     }
 }
@@ -190,7 +208,7 @@ impl Drop for BatchFuture {
     fn drop(&mut self) {
         if !self.waited {
             let mut p = self.pending.borrow_mut();
-            p.push(BatchCall::DropFuture(self.id), Location::caller());
+            p.call(case::DROP_FUTURE, Location::caller()).u32(self.id);
             p.free_futures.push(self.id);
         }
     }
@@ -225,31 +243,44 @@ impl BatchTl {
         self.pending.borrow_mut().submit();
     }
 
-    /// Record `call` (made at `site`); submit when the batch is full.
-    fn call(&self, call: BatchCall, site: &'static Location<'static>) {
+    /// Record a call of `case` made at `site`: `intern` names its
+    /// directions and shapes in the batch, `fields` writes its fields with
+    /// them; submit when the batch is full. One borrow of the batch.
+    fn call<P>(
+        &self,
+        case: u8,
+        site: &'static Location<'static>,
+        intern: impl FnOnce(&mut Pending) -> P,
+        fields: impl FnOnce(&mut Fields<'_>, P),
+    ) {
         let mut p = self.pending.borrow_mut();
-        p.push(call, site);
-        if p.calls.len() >= BATCH_CALLS {
-            p.submit();
-        }
+        let named = intern(&mut p);
+        fields(&mut p.call(case, site), named);
+        p.submit_if_full();
     }
 
-    /// A new tensor of `shape` / `dtype`, made by the call `make` builds
-    /// from its id (and the batch, to name directions and shapes).
-    fn make(
+    /// A new tensor of `dtype`, made by a call of `case` made at `site`:
+    /// `intern` names its directions and shapes (and gives the new
+    /// tensor's shape first), `fields` writes its fields but the last,
+    /// which is the new tensor's id.
+    fn make<P>(
         &self,
-        shape: u32,
         dtype: Dtype,
+        case: u8,
         site: &'static Location<'static>,
-        make: impl FnOnce(&mut Pending, u32) -> BatchCall,
+        intern: impl FnOnce(&mut Pending) -> (u32, P),
+        fields: impl FnOnce(&mut Fields<'_>, P),
     ) -> BatchTensor {
-        let call = {
+        let (id, shape) = {
             let mut p = self.pending.borrow_mut();
+            let (shape, named) = intern(&mut p);
             let id = p.tensor_id();
-            (make(&mut p, id), id)
+            let mut f = p.call(case, site);
+            fields(&mut f, named);
+            f.u32(id);
+            p.submit_if_full();
+            (id, shape)
         };
-        let (call, id) = call;
-        self.call(call, site);
         BatchTensor {
             id,
             shape,
@@ -257,9 +288,7 @@ impl BatchTl {
             pending: self.pending.clone(),
         }
     }
-}
 
-impl BatchTl {
     /// `recv` (`into` none) and `recv_into`.
     fn receive(
         &self,
@@ -269,16 +298,25 @@ impl BatchTl {
         into: Option<u64>,
         site: &'static Location<'static>,
     ) -> BatchTensor {
-        let shape = self.pending.borrow_mut().shape(shape);
-        self.make(shape, dtype, site, |p, out| {
-            BatchCall::Recv(tl::BatchRecv {
-                dir: p.any_dir(dir),
-                shape,
-                dtype: dtype.into(),
-                into,
-                out,
-            })
+        let intern = |p: &mut Pending| {
+            let shape = p.shape(shape);
+            (shape, (p.any_dir(dir), shape))
+        };
+        self.make(dtype, case::RECV, site, intern, |f, (dir, shape)| {
+            f.opt_u32(dir).u32(shape).dtype(dtype).opt_u64(into);
         })
+    }
+
+    /// A call whose tensor has the shape of `a` (a binary, a scale, ...).
+    fn like(
+        &self,
+        a: &BatchTensor,
+        dtype: Dtype,
+        case: u8,
+        site: &'static Location<'static>,
+        fields: impl FnOnce(&mut Fields<'_>),
+    ) -> BatchTensor {
+        self.make(dtype, case, site, |_| (a.shape, ()), |f, ()| fields(f))
     }
 }
 
@@ -294,28 +332,43 @@ impl Tl for BatchTl {
     }
     #[track_caller]
     fn load(&self, addr: u64, shape: &[u32], dtype: Dtype) -> BatchTensor {
-        let shape = self.pending.borrow_mut().shape(shape);
-        self.make(shape, dtype, Location::caller(), |_, out| {
-            BatchCall::Load((addr, shape, dtype.into(), out))
+        let intern = |p: &mut Pending| {
+            let shape = p.shape(shape);
+            (shape, shape)
+        };
+        self.make(dtype, case::LOAD, Location::caller(), intern, |f, shape| {
+            f.u64(addr).u32(shape).dtype(dtype);
         })
     }
     #[track_caller]
     fn store(&self, addr: u64, value: &BatchTensor) {
-        self.call(BatchCall::Store((addr, value.id)), Location::caller());
+        self.call(
+            case::STORE,
+            Location::caller(),
+            |_| (),
+            |f, ()| {
+                f.u64(addr).u32(value.id);
+            },
+        );
     }
     #[track_caller]
     fn send(&self, dir: &str, value: &BatchTensor) {
-        let dir = self.pending.borrow_mut().dir(dir);
-        self.call(BatchCall::Send((dir, value.id)), Location::caller());
+        let intern = |p: &mut Pending| p.dir(dir);
+        self.call(case::SEND, Location::caller(), intern, |f, dir| {
+            f.u32(dir).u32(value.id);
+        });
     }
     #[track_caller]
     fn send_addr(&self, dir: &str, src_addr: u64, shape: &[u32], dtype: Dtype) {
-        let (dir, shape) = {
-            let mut p = self.pending.borrow_mut();
-            (p.dir(dir), p.shape(shape))
-        };
-        let call = BatchCall::SendAddr((dir, src_addr, shape, dtype.into()));
-        self.call(call, Location::caller());
+        let intern = |p: &mut Pending| (p.dir(dir), p.shape(shape));
+        self.call(
+            case::SEND_ADDR,
+            Location::caller(),
+            intern,
+            |f, (dir, shape)| {
+                f.u32(dir).u64(src_addr).u32(shape).dtype(dtype);
+            },
+        );
     }
     #[track_caller]
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> BatchTensor {
@@ -333,14 +386,18 @@ impl Tl for BatchTl {
     }
     #[track_caller]
     fn recv_async(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> BatchFuture {
-        let (call, id) = {
+        let (id, shape) = {
             let mut p = self.pending.borrow_mut();
             let id = p.future_id();
             let (dir, shape) = (p.any_dir(dir), p.shape(shape));
-            (BatchCall::RecvAsync((dir, shape, dtype.into(), id)), id)
+            p.call(case::RECV_ASYNC, Location::caller())
+                .opt_u32(dir)
+                .u32(shape)
+                .dtype(dtype)
+                .u32(id);
+            p.submit_if_full();
+            (id, shape)
         };
-        self.call(call, Location::caller());
-        let shape = self.pending.borrow_mut().shape(shape);
         BatchFuture {
             id,
             shape,
@@ -354,14 +411,16 @@ impl Tl for BatchTl {
         f.waited = true;
         let (fut, shape) = (f.id, f.shape);
         self.pending.borrow_mut().free_futures.push(fut);
-        self.make(shape, f.dtype, Location::caller(), |_, out| {
-            BatchCall::Wait((fut, out))
+        let intern = |_: &mut Pending| (shape, ());
+        self.make(f.dtype, case::WAIT, Location::caller(), intern, |f, ()| {
+            f.u32(fut);
         })
     }
     #[track_caller]
     fn binary(&self, op: BinOp, a: &BatchTensor, b: &BatchTensor) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Binary((op.into(), a.id, b.id, out));
-        self.make(a.shape, a.dtype, Location::caller(), call)
+        self.like(a, a.dtype, case::BINARY, Location::caller(), |f| {
+            f.binop(op).u32(a.id).u32(b.id);
+        })
     }
     #[track_caller]
     fn add(&self, a: &BatchTensor, b: &BatchTensor) -> BatchTensor {
@@ -370,18 +429,21 @@ impl Tl for BatchTl {
     }
     #[track_caller]
     fn scale(&self, a: &BatchTensor, factor: f64) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Scale((a.id, factor, out));
-        self.make(a.shape, a.dtype, Location::caller(), call)
+        self.like(a, a.dtype, case::SCALE, Location::caller(), |f| {
+            f.u32(a.id).f64(factor);
+        })
     }
     #[track_caller]
     fn unary(&self, op: UnaryOp, a: &BatchTensor) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Unary((op.into(), a.id, out));
-        self.make(a.shape, a.dtype, Location::caller(), call)
+        self.like(a, a.dtype, case::UNARY, Location::caller(), |f| {
+            f.unary_op(op).u32(a.id);
+        })
     }
     #[track_caller]
     fn cast(&self, a: &BatchTensor, dtype: Dtype) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Cast((a.id, dtype.into(), out));
-        self.make(a.shape, dtype, Location::caller(), call)
+        self.like(a, dtype, case::CAST, Location::caller(), |f| {
+            f.u32(a.id).dtype(dtype);
+        })
     }
     #[track_caller]
     fn gemm(&self, a: &BatchTensor, b: &BatchTensor, out_dtype: Dtype) -> BatchTensor {
@@ -397,36 +459,44 @@ impl Tl for BatchTl {
         out_dtype: Dtype,
     ) -> BatchTensor {
         // [m, k] x [k, n] -> [m, n]; other shapes are refused by the host.
-        let shape = {
-            let mut p = self.pending.borrow_mut();
+        let intern = |p: &mut Pending| {
             let (sa, sb) = (&p.shapes[a.shape as usize], &p.shapes[b.shape as usize]);
-            match (sa.as_slice(), sb.as_slice()) {
+            let shape = match (sa.as_slice(), sb.as_slice()) {
                 (&[m, _], &[_, n]) => p.shape(&[m, n]),
                 _ => a.shape,
-            }
+            };
+            (shape, ())
         };
         let c = c.map(|c| c.id);
-        let call = |_: &mut Pending, out| {
-            BatchCall::Composite(tl::BatchComposite {
-                op: op.into(),
-                a: a.id,
-                b: b.id,
-                c,
-                out_dtype: out_dtype.into(),
-                out,
-            })
-        };
-        self.make(shape, out_dtype, Location::caller(), call)
+        self.make(
+            out_dtype,
+            case::COMPOSITE,
+            Location::caller(),
+            intern,
+            |f, ()| {
+                f.composite_op(op)
+                    .u32(a.id)
+                    .u32(b.id)
+                    .opt_u32(c)
+                    .dtype(out_dtype);
+            },
+        )
     }
     #[track_caller]
     fn reduce(&self, op: ReduceOp, a: &BatchTensor, axis: u32) -> BatchTensor {
-        let call = |_: &mut Pending, out| BatchCall::Reduce((op.into(), a.id, axis, out));
-        let shape = {
-            let mut p = self.pending.borrow_mut();
+        let intern = |p: &mut Pending| {
             let out = reduced_shape(&p.shapes[a.shape as usize], axis);
-            p.shape(&out)
+            (p.shape(&out), ())
         };
-        self.make(shape, a.dtype, Location::caller(), call)
+        self.make(
+            a.dtype,
+            case::REDUCE,
+            Location::caller(),
+            intern,
+            |f, ()| {
+                f.reduce_op(op).u32(a.id).u32(axis);
+            },
+        )
     }
     fn now_ps(&self) -> u64 {
         self.flush();

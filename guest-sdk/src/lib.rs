@@ -9,6 +9,7 @@
 //! Pick the world with a cargo feature: `algorithm` or `bench` (one per
 //! crate: a component implements exactly one world).
 
+pub mod batch_bytes;
 mod collective;
 pub mod direct;
 mod dtype;

@@ -20,10 +20,10 @@ use semver::Version;
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
-pub const WIT_VERSION: &str = "0.1.2";
+pub const WIT_VERSION: &str = "0.1.3";
 /// Released versions, oldest first: all but the last frozen under
 /// `wit/history/`, the last is `wit/kernbench.wit`.
-pub const RELEASED: &[&str] = &["0.1.0", "0.1.1", "0.1.2"];
+pub const RELEASED: &[&str] = &["0.1.0", "0.1.1", "0.1.2", "0.1.3"];
 
 /// Why a component's WIT version is not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,7 +60,7 @@ pub fn package_at(version: &str) -> String {
     format!("{WIT_PACKAGE}@{version}")
 }
 
-/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.1.2)`.
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.1.3)`.
 pub fn host_description() -> String {
     format!(
         "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
@@ -68,7 +68,7 @@ pub fn host_description() -> String {
     )
 }
 
-/// The versions this host accepts, as a range (`0.1.0 ..= 0.1.2`).
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.1.3`).
 pub fn accepted_range() -> String {
     let host = host_version();
     let oldest = RELEASED
@@ -227,7 +227,7 @@ mod tests {
     fn newer_other_lines_and_pre_releases_are_refused_with_both_versions() {
         let newer = check_version(&v("0.1.9")).unwrap_err().to_string();
         assert!(
-            newer.contains("@0.1.9, newer than this host's kernbench:sim@0.1.2"),
+            newer.contains("@0.1.9, newer than this host's kernbench:sim@0.1.3"),
             "{newer}"
         );
         assert!(newer.contains("Upgrade kernbench-host"), "{newer}");
@@ -235,8 +235,8 @@ mod tests {
             let e = check_version(&v(g)).unwrap_err().to_string();
             assert!(
                 e.contains(&format!("built against kernbench:sim@{g}"))
-                    && e.contains("implements kernbench:sim@0.1.2")
-                    && e.contains("0.1.0 ..= 0.1.2")
+                    && e.contains("implements kernbench:sim@0.1.3")
+                    && e.contains("0.1.0 ..= 0.1.3")
                     && e.contains("Rebuild"),
                 "{g}: {e}"
             );
@@ -254,9 +254,10 @@ mod tests {
 
     #[test]
     fn a_component_is_judged_by_its_kernbench_names_only() {
+        let tl = format!("kernbench:sim/tl@{WIT_VERSION}");
         let names = [
             "wasi:cli/stdout@0.2.6",
-            "kernbench:sim/tl@0.1.2",
+            tl.as_str(),
             "kernbench:sim/ccl@0.1.0",
             "kernel",
         ];

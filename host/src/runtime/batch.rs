@@ -1,5 +1,6 @@
-//! `tl.submit` (WIT 0.1.2): a kernel's `tl` calls handed over as a list,
-//! in one host call instead of one host call each.
+//! `tl.submit` (WIT 0.1.2) and `tl.submit-encoded` (0.1.3, the same list
+//! as bytes, read by [`super::batch_bytes`]): a kernel's `tl` calls handed
+//! over as a list, in one host call instead of one host call each.
 //!
 //! A call through the component model costs ~1.5 K instructions of glue
 //! (the transition, lifting, the resource table, the call hook that
@@ -179,7 +180,8 @@ pub fn refusal(index: usize, e: wasmtime::Error) -> wasmtime::Result<(u32, Strin
 }
 
 /// Defines `fn $name(host, dirs, shapes, calls)`, the body of a host's
-/// `tl.submit`: makes the calls in order through the host's own `tl`
+/// `tl.submit`, and `fn $encoded(host, dirs, shapes, bytes)`, the body of
+/// its `tl.submit-encoded` (the calls read from bytes, then `$name`): makes the calls in order through the host's own `tl`
 /// functions (`$aw` is `.await` for a host whose calls wait in simulated
 /// time, nothing for a recording one) and gives the refused call's index
 /// and message. The host has `batch: BatchIds` and `guard` fields; `tl`
@@ -188,7 +190,104 @@ pub fn refusal(index: usize, e: wasmtime::Error) -> wasmtime::Result<(u32, Strin
 /// through the host's `load_named` / `send_named` / `recv_named`, the
 /// bodies of its `tl` functions taking them by reference.
 macro_rules! batch_call_fn {
-    ($name:ident, $host:ty, [$($aw:tt)*], $($async:ident)?) => {
+    ($name:ident, $encoded:ident, $host:ty, $cases:ident, [$($aw:tt)*], $($async:ident)?) => {
+        /// `tl.submit-encoded`: the calls read from their bytes
+        /// ([`$crate::runtime::batch_bytes`]), then made as `tl.submit`
+        /// makes them. A call that cannot be read is refused by its index
+        /// after the calls before it have been made.
+        $($async)? fn $encoded(
+            host: &mut $host,
+            dirs: Vec<String>,
+            shapes: Vec<Vec<u32>>,
+            bytes: Vec<u8>,
+        ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+            // A call takes three bytes or more.
+            let mut calls = Vec::with_capacity(bytes.len() / 3);
+            let mut reader = $crate::runtime::batch_bytes::BatchReader::new(&bytes);
+            let unread = loop {
+                match read_call(&mut reader) {
+                    Some(Ok(call)) => calls.push(call),
+                    Some(Err(e)) => break Some(e),
+                    None => break None,
+                }
+            };
+            if let Err(refused) = $name(host, dirs, shapes, calls) $($aw)* ? {
+                return Ok(Err(refused));
+            }
+            Ok(match unread {
+                None => Ok(()),
+                Some(e) => Err(tl::BatchError {
+                    index: e.index(),
+                    message: e.to_string(),
+                }),
+            })
+        }
+
+        /// The next call of a `tl.submit-encoded` batch (`None`: no more).
+        /// Inlined into the loop of its caller: passed to a call, the
+        /// reader would live in memory, its position stored after every
+        /// byte read.
+        #[inline(always)]
+        fn read_call(
+            r: &mut $crate::runtime::batch_bytes::BatchReader<'_>,
+        ) -> Option<Result<tl::BatchCall, $crate::runtime::batch_bytes::BatchBytesError>> {
+            use $crate::runtime::batch_bytes::{case, $cases as cases};
+            use tl::BatchCall as C;
+            let c = r.next_case()?;
+            // Fields are read in the order they are written (Rust
+            // evaluates a tuple's or a record's fields left to right).
+            let call = match c {
+                case::LOAD => C::Load((r.u64("addr"), r.u32("shape"), r.dtype("dtype"), r.u32("out"))),
+                case::STORE => C::Store((r.u64("addr"), r.u32("value"))),
+                case::SEND => C::Send((r.u32("dir"), r.u32("value"))),
+                case::SEND_ADDR => C::SendAddr((
+                    r.u32("dir"),
+                    r.u64("addr"),
+                    r.u32("shape"),
+                    r.dtype("dtype"),
+                )),
+                case::RECV => C::Recv(tl::BatchRecv {
+                    dir: r.opt_u32("dir"),
+                    shape: r.u32("shape"),
+                    dtype: r.dtype("dtype"),
+                    into: r.opt_u64("into"),
+                    out: r.u32("out"),
+                }),
+                case::BINARY => C::Binary((r.case_of("op", &cases::BINOPS, "a binop (0 ..= 5)"), r.u32("a"), r.u32("b"), r.u32("out"))),
+                case::SCALE => C::Scale((r.u32("a"), r.f64("factor"), r.u32("out"))),
+                case::UNARY => C::Unary((r.case_of("op", &cases::UNARY_OPS, "a unary-op (0 ..= 6)"), r.u32("a"), r.u32("out"))),
+                case::CAST => C::Cast((r.u32("a"), r.dtype("dtype"), r.u32("out"))),
+                case::REDUCE => C::Reduce((
+                    r.case_of("op", &cases::REDUCE_OPS, "a reduce-op (0 ..= 2)"),
+                    r.u32("a"),
+                    r.u32("axis"),
+                    r.u32("out"),
+                )),
+                case::COMPOSITE => C::Composite(tl::BatchComposite {
+                    op: r.case_of("op", &cases::COMPOSITE_OPS, "a composite-op (0 ..= 4)"),
+                    a: r.u32("a"),
+                    b: r.u32("b"),
+                    c: r.opt_u32("c"),
+                    out_dtype: r.dtype("out-dtype"),
+                    out: r.u32("out"),
+                }),
+                case::RECV_ASYNC => C::RecvAsync((
+                    r.opt_u32("dir"),
+                    r.u32("shape"),
+                    r.dtype("dtype"),
+                    r.u32("future"),
+                )),
+                case::WAIT => C::Wait((r.u32("future"), r.u32("out"))),
+                case::DROP_TENSOR => C::DropTensor(r.u32("id")),
+                case::DROP_FUTURE => C::DropFuture(r.u32("id")),
+                other => {
+                    r.unknown_case(other);
+                    C::DropTensor(0)
+                }
+            };
+            Some(r.finish(call))
+        }
+
         $($async)? fn $name(
             host: &mut $host,
             dirs: Vec<String>,

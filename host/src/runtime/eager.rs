@@ -618,6 +618,15 @@ impl tl::Host for EagerHost {
         submit_batch(self, dirs, shapes, calls)
     }
 
+    fn submit_encoded(
+        &mut self,
+        dirs: Vec<String>,
+        shapes: Vec<Vec<u32>>,
+        calls: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+        submit_encoded_batch(self, dirs, shapes, calls)
+    }
+
     /// A batch asks for a handle only for what a recorded tensor cannot
     /// tell (its address).
     fn batch_tensor(&mut self, _id: u32) -> wasmtime::Result<Resource<EagerTensor>> {
@@ -627,4 +636,172 @@ impl tl::Host for EagerHost {
     }
 }
 
-batch_call_fn!(submit_batch, EagerHost, [],);
+batch_call_fn!(
+    submit_batch,
+    submit_encoded_batch,
+    EagerHost,
+    eager_cases,
+    [],
+);
+
+#[cfg(test)]
+mod tests {
+    use super::{read_call, tl};
+    use crate::runtime::batch_bytes::BatchReader;
+    use kernbench_guest::batch_bytes::{case, Fields};
+    use kernbench_guest::{BinOp, CompositeOp, ReduceOp, UnaryOp};
+    use tl::BatchCall as C;
+
+    type G = kernbench_guest::Dtype;
+    type W = tl::Dtype;
+
+    /// Every call the Rust SDK writes (`kernbench_guest::batch_bytes`,
+    /// what `BatchTl` hands to `tl.submit-encoded`) reads back here as
+    /// the call it stands for: every case, every case of every enum (the
+    /// SDK's enums paired with the WIT's by name), options both ways and
+    /// varints of one to ten bytes.
+    #[test]
+    fn every_call_the_sdk_writes_reads_back_as_itself() {
+        let dtypes = [
+            (G::F16, W::F16),
+            (G::Bf16, W::Bf16),
+            (G::F32, W::F32),
+            (G::I32, W::I32),
+        ];
+        let binops = [
+            (BinOp::Add, tl::Binop::Add),
+            (BinOp::Sub, tl::Binop::Sub),
+            (BinOp::Mul, tl::Binop::Mul),
+            (BinOp::Max, tl::Binop::Max),
+            (BinOp::Min, tl::Binop::Min),
+            (BinOp::Div, tl::Binop::Div),
+        ];
+        let unary = [
+            (UnaryOp::Neg, tl::UnaryOp::Neg),
+            (UnaryOp::Abs, tl::UnaryOp::Abs),
+            (UnaryOp::Exp, tl::UnaryOp::Exp),
+            (UnaryOp::Log, tl::UnaryOp::Log),
+            (UnaryOp::Sqrt, tl::UnaryOp::Sqrt),
+            (UnaryOp::Relu, tl::UnaryOp::Relu),
+            (UnaryOp::Recip, tl::UnaryOp::Recip),
+        ];
+        let reduce = [
+            (ReduceOp::Sum, tl::ReduceOp::Sum),
+            (ReduceOp::Max, tl::ReduceOp::Max),
+            (ReduceOp::Min, tl::ReduceOp::Min),
+        ];
+        let composite = [
+            (CompositeOp::Gemm, tl::CompositeOp::Gemm),
+            (CompositeOp::GemmAcc, tl::CompositeOp::GemmAcc),
+            (CompositeOp::GemmBias, tl::CompositeOp::GemmBias),
+            (CompositeOp::GemmRelu, tl::CompositeOp::GemmRelu),
+            (CompositeOp::GemmBiasRelu, tl::CompositeOp::GemmBiasRelu),
+        ];
+        let mut bytes = Vec::new();
+        let mut want = Vec::new();
+        let mut call = |c: u8, want_call: C, write: &dyn Fn(&mut Fields<'_>)| {
+            bytes.push(c);
+            write(&mut Fields(&mut bytes));
+            want.push(want_call);
+        };
+        for (g, w) in dtypes {
+            call(case::LOAD, C::Load((u64::MAX, 300, w, 7)), &|f| {
+                f.u64(u64::MAX).u32(300).dtype(g).u32(7);
+            });
+            call(case::CAST, C::Cast((1, w, 2)), &|f| {
+                f.u32(1).dtype(g).u32(2);
+            });
+        }
+        call(case::STORE, C::Store((1 << 40, 65535)), &|f| {
+            f.u64(1 << 40).u32(65535);
+        });
+        call(case::SEND, C::Send((2, 9)), &|f| {
+            f.u32(2).u32(9);
+        });
+        call(case::SEND_ADDR, C::SendAddr((1, 0x8000, 3, W::I32)), &|f| {
+            f.u32(1).u64(0x8000).u32(3).dtype(G::I32);
+        });
+        for (dir, into) in [(None, Some(u64::MAX)), (Some(3), None)] {
+            let recv = tl::BatchRecv {
+                dir,
+                shape: 0,
+                dtype: W::F32,
+                into,
+                out: 1,
+            };
+            call(case::RECV, C::Recv(recv), &|f| {
+                f.opt_u32(dir).u32(0).dtype(G::F32).opt_u64(into).u32(1);
+            });
+        }
+        for (g, w) in binops {
+            call(case::BINARY, C::Binary((w, 1, 2, 3)), &|f| {
+                f.binop(g).u32(1).u32(2).u32(3);
+            });
+        }
+        call(case::SCALE, C::Scale((4, -2.5, 5)), &|f| {
+            f.u32(4).f64(-2.5).u32(5);
+        });
+        for (g, w) in unary {
+            call(case::UNARY, C::Unary((w, 1, 2)), &|f| {
+                f.unary_op(g).u32(1).u32(2);
+            });
+        }
+        for (g, w) in reduce {
+            call(case::REDUCE, C::Reduce((w, 1, 1, 2)), &|f| {
+                f.reduce_op(g).u32(1).u32(1).u32(2);
+            });
+        }
+        for (i, (g, w)) in composite.into_iter().enumerate() {
+            let c = (i % 2 == 0).then_some(3);
+            let made = tl::BatchComposite {
+                op: w,
+                a: 1,
+                b: 2,
+                c,
+                out_dtype: W::Bf16,
+                out: 4,
+            };
+            call(case::COMPOSITE, C::Composite(made), &|f| {
+                f.composite_op(g)
+                    .u32(1)
+                    .u32(2)
+                    .opt_u32(c)
+                    .dtype(G::Bf16)
+                    .u32(4);
+            });
+        }
+        for dir in [Some(1), None] {
+            call(case::RECV_ASYNC, C::RecvAsync((dir, 0, W::F16, 4)), &|f| {
+                f.opt_u32(dir).u32(0).dtype(G::F16).u32(4);
+            });
+        }
+        call(case::WAIT, C::Wait((4, 5)), &|f| {
+            f.u32(4).u32(5);
+        });
+        call(case::DROP_TENSOR, C::DropTensor(u32::MAX), &|f| {
+            f.u32(u32::MAX);
+        });
+        call(case::DROP_FUTURE, C::DropFuture(0), &|f| {
+            f.u32(0);
+        });
+
+        let mut r = BatchReader::new(&bytes);
+        let mut got = Vec::new();
+        while let Some(c) = read_call(&mut r) {
+            got.push(c.unwrap());
+        }
+        assert_eq!(format!("{got:?}"), format!("{want:?}"));
+        // A call cut anywhere is refused, not read: the first is a load
+        // of 15 bytes (its address a 10-byte varint), the last 2 bytes.
+        for end in 1..15 {
+            let e = read_call(&mut BatchReader::new(&bytes[..end])).unwrap();
+            assert!(e.unwrap_err().to_string().contains("the bytes end inside"));
+        }
+        let mut r = BatchReader::new(&bytes[..bytes.len() - 1]);
+        let last = std::iter::from_fn(|| read_call(&mut r)).last().unwrap();
+        assert!(last
+            .unwrap_err()
+            .to_string()
+            .contains("the bytes end inside"));
+    }
+}

@@ -517,6 +517,15 @@ impl tl::Host for KernelHost {
         submit_batch(self, dirs, shapes, calls).await
     }
 
+    async fn submit_encoded(
+        &mut self,
+        dirs: Vec<String>,
+        shapes: Vec<Vec<u32>>,
+        calls: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+        submit_encoded_batch(self, dirs, shapes, calls).await
+    }
+
     fn batch_tensor(&mut self, id: u32) -> wasmtime::Result<Resource<KernelTensor>> {
         let rep = self.batch.tensors.get(id)?;
         let t = self.tensor(&Resource::new_borrow(rep))?;
@@ -524,7 +533,7 @@ impl tl::Host for KernelHost {
     }
 }
 
-batch_call_fn!(submit_batch, KernelHost, [.await], async);
+batch_call_fn!(submit_batch, submit_encoded_batch, KernelHost, live_cases, [.await], async);
 
 /// One kernel launch on one PE.
 #[derive(Debug, Clone)]

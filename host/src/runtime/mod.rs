@@ -16,6 +16,7 @@
 //! * [`sim`]: drives a whole run on the executor and reports deadlocks.
 
 pub mod batch;
+pub mod batch_bytes;
 pub mod bench;
 pub mod bindings;
 pub mod collective;

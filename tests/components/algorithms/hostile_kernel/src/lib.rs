@@ -15,6 +15,10 @@
 //!   and panics with the host's answers, one per line;
 //! * 8192 → the hello ring, then a receive on the same direction of a
 //!   shape whose byte count overflows 64 bits;
+//! * 16384 → hands `tl.submit-encoded` bytes no SDK would write (an
+//!   unknown case after a good load, a call cut short, a dtype, an option
+//!   flag and a varint out of range), then drops the tensor the good load
+//!   made, and panics with the host's answers, one per line;
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -72,6 +76,7 @@ impl Algorithm for Hostile {
                 hello(tl, t_ptr, n);
             }
             4096 => malformed_batches(t_ptr, n),
+            16384 => malformed_encoded_batches(t_ptr, n),
             8192 => {
                 hello(tl, t_ptr, n);
                 tl.recv(Some("W"), &[1 << 31, 1 << 31, 2], Dtype::F16);
@@ -103,6 +108,16 @@ fn malformed_batches(t_ptr: u64, n: u32) {
         tl::submit(&dirs, &shapes, &[C::Load((t_ptr, 3, types::Dtype::F16, 1))]),
         tl::submit(&dirs, &shapes, &[C::Load((t_ptr, 0, types::Dtype::F16, 0))]),
     ];
+    panic_with(answers, "batch answers");
+}
+
+/// Panic with the host's answers to a kernel's batches, one per line.
+fn panic_with(
+    answers: impl IntoIterator<
+        Item = Result<(), kernbench_guest::__algorithm::kernbench::sim::tl::BatchError>,
+    >,
+    what: &str,
+) -> ! {
     let lines: Vec<String> = answers
         .into_iter()
         .map(|a| match a {
@@ -110,7 +125,32 @@ fn malformed_batches(t_ptr: u64, n: u32) {
             Err(e) => format!("call {}: {}", e.index, e.message),
         })
         .collect();
-    panic!("batch answers:\n{}", lines.join("\n"));
+    panic!("{what}:\n{}", lines.join("\n"));
+}
+
+/// Encoded batches that cannot be read, straight through the raw
+/// bindings (the layout is `tl.submit-encoded`'s in the WIT).
+fn malformed_encoded_batches(t_ptr: u64, n: u32) {
+    use kernbench_guest::__algorithm::kernbench::sim::tl;
+    let dirs = ["E".to_string()];
+    let shapes = [vec![n]];
+    let mut load = vec![0u8]; // load(addr, shape 0, f16, out 0)
+    let mut addr = t_ptr;
+    while addr >= 0x80 {
+        load.push(addr as u8 | 0x80);
+        addr >>= 7;
+    }
+    load.extend([addr as u8, 0, 0, 0]);
+    let answers = [
+        tl::submit_encoded(&dirs, &shapes, &[load.as_slice(), &[99]].concat()),
+        tl::submit_encoded(&dirs, &shapes, &[13]),
+        tl::submit_encoded(&dirs, &shapes, &[0, 0, 0, 7, 1]),
+        tl::submit_encoded(&dirs, &shapes, &[4, 2, 0, 0, 0, 1]),
+        tl::submit_encoded(&dirs, &shapes, &[13, 0xff, 0xff, 0xff, 0xff, 0x7f]),
+        // The first batch's load was made: its tensor 0 is live.
+        tl::submit_encoded(&dirs, &shapes, &[13, 0]),
+    ];
+    panic_with(answers, "encoded batch answers");
 }
 
 kernbench_guest::export_algorithm!(Hostile);

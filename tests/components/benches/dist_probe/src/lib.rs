@@ -16,7 +16,7 @@ impl Bench for Probe {
         let scenario = args.first().map(String::as_str).unwrap_or("");
         match scenario {
             "nccl" => dist::init_process_group("nccl").map_err(String::from),
-            // torch.__version__ (kernbench:sim@0.1.2), returned as the error text.
+            // torch.__version__ (kernbench:sim@0.1.3), returned as the error text.
             "version" => Err(format!("version: {}", torch::version())),
             "before-init" => {
                 assert!(!dist::is_initialized());
