@@ -4,10 +4,9 @@
 //! answer only the host has (an address, the time), when [`BATCH_CALLS`]
 //! are waiting, or when it ends. A call through the component model costs
 //! more than the call itself; a ring step makes seven. As bytes (a case
-//! byte, then LEB128 fields: ~2 bytes a field) the calls cross in one
-//! copy; as `tl.submit`'s `list<batch-call>` each 48-byte element is
-//! lowered here and lifted in the host, field by field (~190 instructions
-//! a call in all).
+//! byte, then LEB128 fields: ~1 byte a field) the calls cross in one
+//! copy; as `tl.submit`'s `list<batch-call>` each 48-byte element was
+//! built here, then lowered field by field (~90 instructions a call).
 //!
 //! The host makes the calls in order, exactly as if each had been made by
 //! itself (a `send` waits for a slot, a `recv` for its message), so the

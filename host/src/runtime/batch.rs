@@ -181,8 +181,9 @@ pub fn refusal(index: usize, e: wasmtime::Error) -> wasmtime::Result<(u32, Strin
 
 /// Defines `fn $name(host, dirs, shapes, calls)`, the body of a host's
 /// `tl.submit`, and `fn $encoded(host, dirs, shapes, bytes)`, the body of
-/// its `tl.submit-encoded` (the calls read from bytes, then `$name`): makes the calls in order through the host's own `tl`
-/// functions (`$aw` is `.await` for a host whose calls wait in simulated
+/// its `tl.submit-encoded` (the calls read from bytes with the enum tables
+/// of `batch_bytes::$cases`, then `$name`). `$name` makes the calls in
+/// order through the host's own `tl` functions (`$aw` is `.await` for a host whose calls wait in simulated
 /// time, nothing for a recording one) and gives the refused call's index
 /// and message. The host has `batch: BatchIds` and `guard` fields; `tl`
 /// is its bindings' interface module. The calls a ring step makes that
@@ -201,8 +202,8 @@ macro_rules! batch_call_fn {
             shapes: Vec<Vec<u32>>,
             bytes: Vec<u8>,
         ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-            // A call takes three bytes or more.
-            let mut calls = Vec::with_capacity(bytes.len() / 3);
+            // A call takes two bytes or more: room for all at once.
+            let mut calls = Vec::with_capacity(bytes.len() / 2);
             let mut reader = $crate::runtime::batch_bytes::BatchReader::new(&bytes);
             let unread = loop {
                 match read_call(&mut reader) {

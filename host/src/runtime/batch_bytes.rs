@@ -5,12 +5,14 @@
 //! 0 or 1 followed by `T` (the layout `wit/kernbench.wit` documents).
 //!
 //! `tl.submit` hands the same calls over as a `list<batch-call>`, which
-//! the component model lowers in the guest and lifts in the host element
-//! by element: ~450 instructions a ring step on each side, more than the
-//! host's own work for the step's five calls. As bytes, the list crosses
-//! as one copy. The bytes come from a guest, so every read is checked: a
-//! call that cannot be read is refused by its index and what is wrong,
-//! never a panic.
+//! the kernel builds and the component model lowers in the guest and
+//! lifts in the host element by element (~450 instructions a ring step on
+//! each side). As bytes, the list crosses as one copy and the kernel
+//! writes it as it goes; reading it here costs about what lifting did
+//! (~100 instructions a call: the calls are built as `batch-call`s for
+//! the one path both functions share). The bytes come from a guest, so
+//! every read is checked: a call that cannot be read is refused by its
+//! index and what is wrong, never a panic.
 //!
 //! This module owns the reading; [`super::batch::batch_call_fn`] builds
 //! each host's `tl::BatchCall` from it (each bindings module has its own
