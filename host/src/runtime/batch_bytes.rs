@@ -188,9 +188,8 @@ fn keep_first(bad: &mut Option<BatchBytesError>, e: BatchBytesError) {
 /// once.
 pub struct BatchReader<'a> {
     rest: &'a [u8],
-    /// The index of the call being read (calls started so far − 1).
-    index: u32,
-    started: bool,
+    /// The calls started so far (the one being read is the last).
+    calls: u32,
     /// The first failure of the call being read.
     bad: Option<BatchBytesError>,
 }
@@ -199,10 +198,14 @@ impl<'a> BatchReader<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
         BatchReader {
             rest: bytes,
-            index: 0,
-            started: false,
+            calls: 0,
             bad: None,
         }
+    }
+
+    /// The index of the call being read (0 before the first).
+    fn index(&self) -> u32 {
+        self.calls.saturating_sub(1)
     }
 
     /// The case byte of the next call; `None` when the bytes are all read
@@ -210,10 +213,7 @@ impl<'a> BatchReader<'a> {
     #[inline]
     pub fn next_case(&mut self) -> Option<u8> {
         let (&case, rest) = self.rest.split_first()?;
-        if self.started {
-            self.index += 1;
-        }
-        self.started = true;
+        self.calls += 1;
         self.rest = rest;
         Some(case)
     }
@@ -234,7 +234,8 @@ impl<'a> BatchReader<'a> {
     /// instructions a call where the fields are read in registers).
     #[inline(always)]
     fn fail(&mut self, e: impl FnOnce(u32) -> BatchBytesError) {
-        keep_first(&mut self.bad, e(self.index));
+        let e = e(self.index());
+        keep_first(&mut self.bad, e);
         self.rest = &[];
     }
 
@@ -445,7 +446,7 @@ mod tests {
         let bytes = [case::DROP_TENSOR, 3, case::SEND, 0, 9, 77];
         let mut r = BatchReader::new(&bytes);
         assert_eq!(r.next_case(), Some(case::DROP_TENSOR));
-        assert_eq!((r.index, r.u32("id")), (0, 3));
+        assert_eq!((r.index(), r.u32("id")), (0, 3));
         assert!(r.finish(()).is_ok());
         assert_eq!(r.next_case(), Some(case::SEND));
         assert_eq!((r.u32("dir"), r.u32("value")), (0, 9));
