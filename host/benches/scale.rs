@@ -12,6 +12,8 @@
 //! exactly as `kernbench-host run` does; wall times exclude compiling the
 //! topology and include everything else (instances, simulation, checks).
 //! Every run's data is checked: a figure from a wrong result is refused.
+//! The table goes to stdout; guests' output goes to stderr as in the CLI
+//! (the memory figures' `ccl_hello` prints a line per rank).
 //!
 //! Each wall-time figure is the best of `repeat` runs, the median beside
 //! it: on a shared machine other work only ever adds wall time, so the
