@@ -246,3 +246,39 @@ fn recorded_kernels_run_exactly_as_kernels_in_step() {
         assert_eq!(a.memory_digest, b.memory_digest, "{what}");
     }
 }
+
+#[test]
+fn kernels_launched_again_with_the_same_inputs_replay_their_kept_recording() {
+    // nccl-tests' habit: warm-up and timed iterations launch the same
+    // kernels again. Each launch after the first of a size, on each PE,
+    // replays the recording kept from the one before (a new size maps new
+    // tensors and passes new arguments: recorded again). The run equals
+    // the one in step with simulated time, which records nothing.
+    use kernbench::runtime::recording_memo::RecordingCounts;
+    let args = ["-b", "1K", "-e", "4K", "-f", "4", "-n", "3", "-w", "1"];
+    let a = run_with(&loader(), "ccl_allreduce", topo(4), ccl(), None, &args).unwrap();
+    let b = run_with(
+        &in_step_loader(),
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        None,
+        &args,
+    )
+    .unwrap();
+    assert_eq!(a.rows, b.rows);
+    assert!(a.rows.iter().all(|r| r.wrong == 0), "{:?}", a.rows);
+    assert_eq!(a.end_time_ps, b.end_time_ps);
+    assert_eq!(a.events, b.events);
+    assert_eq!(a.stats.dma_commands, b.stats.dma_commands);
+    assert_eq!(a.memory_digest, b.memory_digest);
+    // 2 sizes x 4 launches (1 warm-up, 3 timed) x 4 ranks.
+    assert_eq!(
+        a.recordings,
+        RecordingCounts {
+            recorded: 2 * 4,
+            reused: 2 * 3 * 4
+        }
+    );
+    assert_eq!(b.recordings, RecordingCounts::default());
+}

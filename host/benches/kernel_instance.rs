@@ -9,6 +9,7 @@ use kernbench::engine::Executor;
 use kernbench::hw::dtype::Dtype;
 use kernbench::hw::Machine;
 use kernbench::runtime::kernel::KernelLaunch;
+use kernbench::runtime::recording_memo::Source;
 use kernbench::runtime::{Loader, LoaderOptions};
 use kernbench::topology::{build, PeCoord};
 use std::sync::Arc;
@@ -36,7 +37,10 @@ fn bench(c: &mut Criterion) {
             let ex = Executor::new();
             let (a, m, l) = (algo.clone(), machine.clone(), launch.clone());
             let lim = limits.clone();
-            let h = ex.spawn(async move { a.run_kernel("ring_allreduce", m, &lim, l, None).await });
+            let h = ex.spawn(async move {
+                a.run_kernel("ring_allreduce", m, &lim, l, Source::record_here())
+                    .await
+            });
             ex.run();
             h.try_take().unwrap().unwrap();
         })

@@ -405,6 +405,12 @@ fn real_main() -> Result<()> {
                 kernbench::budget::human_bytes(res.memory_peak),
                 wall.elapsed().as_secs_f64()
             );
+            if res.recordings.reused > 0 {
+                eprintln!(
+                    "# kernel launches: {} recorded, {} replayed a recording kept from an equal launch",
+                    res.recordings.recorded, res.recordings.reused
+                );
+            }
             if let Some(v) = &res.verification {
                 // With --format json/csv stdout stays machine-readable.
                 match format {

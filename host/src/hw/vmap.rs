@@ -37,6 +37,9 @@ pub struct VirtualMap {
     maps: HashMap<u32, BTreeMap<u64, Mapping>>,
     /// Per SIP: free virtual space.
     free: HashMap<u32, RangeAlloc>,
+    /// Per SIP: mappings made and removed so far (see
+    /// [`VirtualMap::changes`]).
+    changes: HashMap<u32, u64>,
 }
 
 /// Virtual addresses start here (not 0, so that a small integer mistaken
@@ -60,8 +63,15 @@ impl VirtualMap {
             })
     }
 
+    /// How many times `sip`'s map has changed (a tensor mapped or
+    /// unmapped): equal counts, equal maps.
+    pub fn changes(&self, sip: u32) -> u64 {
+        self.changes.get(&sip).copied().unwrap_or(0)
+    }
+
     /// Remove the mappings of `[va, va + len)` on `sip` and free the space.
     fn release(&mut self, sip: u32, va: u64, len: u64) {
+        *self.changes.entry(sip).or_default() += 1;
         if let Some(m) = self.maps.get_mut(&sip) {
             let starts: Vec<u64> = m.range(va..va + len.max(1)).map(|(&s, _)| s).collect();
             for s in starts {
@@ -152,6 +162,7 @@ impl PlacedTensor {
         let va = {
             let mut m = map.lock();
             let va = m.reserve(sip, len)?;
+            *m.changes.entry(sip).or_default() += 1;
             let sip_map = m.maps.entry(sip).or_default();
             for (s, b) in specs.iter().zip(&blocks) {
                 if s.nbytes > 0 {

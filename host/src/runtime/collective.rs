@@ -8,7 +8,6 @@
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::KernelLaunch;
-use super::prerecord::KernelJob;
 use super::process_group::{Backend, ProcessGroup};
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::ccl::collective::{Call, Collective};
@@ -309,19 +308,11 @@ impl Session {
                     self.machine.clone(),
                     backend.algorithm.clone(),
                 );
-                let recording = comp.eager.is_some().then(|| {
-                    self.prerecorder.submit(KernelJob {
-                        component: comp.clone(),
-                        algorithm: algo.clone(),
-                        machine: machine.clone(),
-                        limits: self.limits.clone(),
-                        launch: launch.clone(),
-                    })
-                });
+                let source = self.kernel_source(&comp, &algo, &launch);
                 let errs = errors.clone();
                 let (limits, failures) = (self.limits.clone(), self.failures.clone());
                 let h = engine::spawn(async move {
-                    let run = comp.run_kernel(&algo, machine, &limits, launch, recording);
+                    let run = comp.run_kernel(&algo, machine, &limits, launch, source);
                     if let Err(e) = run.await {
                         // Recorded at once: if its peers then wait for it
                         // forever, the run reports this failure, not the wait.

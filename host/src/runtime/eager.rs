@@ -28,7 +28,7 @@ use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
 use crate::hw::machine::check_same_operands;
-use crate::hw::Machine;
+use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
@@ -93,6 +93,9 @@ pub struct EagerHost {
     /// kernel cannot change, so each is asked once per kernel.
     accepted_sends: Vec<(u32, u64)>,
     accepted_recvs: Vec<Option<u32>>,
+    /// A call addressed another SIP's virtual memory (its recording
+    /// depends on that SIP's address map; see [`super::recording_memo`]).
+    pub(crate) foreign_sip: std::cell::Cell<bool>,
 }
 
 impl Guarded for EagerHost {
@@ -125,7 +128,17 @@ impl EagerHost {
             batch: BatchIds::default(),
             accepted_sends: Vec::new(),
             accepted_recvs: Vec::new(),
+            foreign_sip: Default::default(),
         }
+    }
+
+    /// [`Machine::view`], noting an address of another SIP's virtual
+    /// memory.
+    fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
+        if crate::address::as_virtual(addr).is_some_and(|(sip, _)| sip != self.pe.sip) {
+            self.foreign_sip.set(true);
+        }
+        self.machine.view(addr, shape, dtype)
     }
 
     fn fail(&self, call: String, source: HwError) -> wasmtime::Error {
@@ -261,7 +274,7 @@ impl EagerHost {
             false => self.machine.check_recv(self.pe, dir),
         };
         dir_ok.and_then(|()| match dst {
-            Some(addr) => self.machine.view(addr, shape, dtype).map(drop),
+            Some(addr) => self.view(addr, shape, dtype).map(drop),
             None => dtype.nbytes(shape).map(drop).map_err(HwError::from),
         })
     }
@@ -311,7 +324,7 @@ impl EagerHost {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
         let dtype = dtype_in(dtype);
-        if let Err(e) = self.machine.view(addr, shape, dtype) {
+        if let Err(e) = self.view(addr, shape, dtype) {
             return Err(self.fail(call::load(addr, shape), e));
         }
         let shape_id = self.list.shape(shape);
@@ -451,10 +464,7 @@ impl tl::Host for EagerHost {
 
     fn store(&mut self, addr: u64, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
         let v = self.tensor(&value)?;
-        if let Err(e) = self
-            .machine
-            .view(addr, self.list.shape_at(v.shape), v.dtype)
-        {
+        if let Err(e) = self.view(addr, self.list.shape_at(v.shape), v.dtype) {
             return Err(self.fail(call::store(addr), e));
         }
         let value = v.id;
@@ -474,7 +484,6 @@ impl tl::Host for EagerHost {
     ) -> wasmtime::Result<()> {
         let dtype = dtype_in(dtype);
         let checked = self
-            .machine
             .view(src_addr, &shape, dtype)
             .and_then(|v| self.machine.check_send(self.pe, &dir, v.nbytes()));
         if let Err(e) = checked {

@@ -7,10 +7,9 @@ use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
 use super::commands::{call, replay, CommandList};
 use super::eager::{EagerHost, NeedsSimulatedTime};
-use crate::budget::MemoryUse;
 
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
-use super::prerecord::Ticket;
+use super::recording_memo::{Commands, Kept, Source};
 use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
@@ -554,12 +553,24 @@ pub struct AlgorithmComponent {
     pub eager: Option<EagerPre<EagerHost>>,
 }
 
+/// What recording a kernel ahead of simulated time gave.
+pub enum RecordOutcome {
+    /// Its calls, and how the guest ended.
+    Made(Recorded),
+    /// It asked for something only simulated time can answer (or
+    /// recording is off): it runs in step. `keepable`: the verdict
+    /// depends only on what a [`super::recording_memo::LaunchKey`] holds.
+    InStep { keepable: bool },
+}
+
 /// A kernel recorded ahead of simulated time.
 pub struct Recorded {
     list: CommandList,
     out: Output,
     /// How the guest failed after the recorded calls, if it did.
     pub(super) guest_error: Option<wasmtime::Error>,
+    /// A call addressed another SIP's virtual memory.
+    addresses_other_sips: bool,
 }
 
 impl AlgorithmComponent {
@@ -606,42 +617,67 @@ impl AlgorithmComponent {
     }
 
     /// Run the kernel on `launch.pe` to completion, then wait until every
-    /// command it issued has completed. The kernel is first recorded ahead
-    /// of simulated time and its calls replayed ([`super::eager`]) — by
-    /// the helper thread when `recording` is its ticket
-    /// ([`super::prerecord`]); one that needs simulated time to run runs
-    /// again, in step with it.
+    /// command it issued has completed. The kernel's calls come from
+    /// `source` ([`super::recording_memo`]): a kept recording of an equal
+    /// launch, or a new recording ([`super::eager`]) — by the helper
+    /// thread when the source holds its ticket ([`super::prerecord`]) —
+    /// whose calls are then replayed; one that needs simulated time to
+    /// run runs again, in step with it.
     pub async fn run_kernel(
         &self,
         algorithm: &str,
         machine: Arc<Machine>,
         limits: &RunLimits,
         launch: KernelLaunch,
-        recording: Option<Ticket>,
+        source: Source,
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let started = crate::engine::now();
         machine.note_kernel_start(pe);
-        let recorded = match recording {
-            Some(ticket) => ticket.take(&limits.budget, pe),
-            None => self.record(algorithm, &machine, limits, &launch),
-        };
-        match recorded? {
-            Some(rec) => {
-                let _flush = FlushOnDrop::new(pe.to_string(), rec.out.clone());
-                let bytes = rec.list.bytes();
-                limits
-                    .budget
-                    .charge(MemoryUse::KernelCommands, bytes, format_args!("{pe}"))
-                    .map_err(|e| self.failed(algorithm, pe, &wasmtime::Error::new(e), None))?;
-                let replayed = replay(&machine, pe, &rec.list).await;
-                drop(rec.list);
-                limits.budget.release(MemoryUse::KernelCommands, bytes);
-                if let Err(e) = replayed {
-                    return Err(self.failed(algorithm, pe, &wasmtime::Error::new(e), None));
+        let fail = |e: &wasmtime::Error, out: Option<&Output>| self.failed(algorithm, pe, e, out);
+        // (commands, the guest's output and error after them), or `None`:
+        // in step.
+        let plan = match source {
+            Source::Kept(Kept::Commands(commands)) => Some((commands, None, None)),
+            Source::Kept(Kept::InStep) => None,
+            Source::Record { ticket, memo } => {
+                let recorded = match ticket {
+                    Some(ticket) => ticket.take(&limits.budget, pe),
+                    None => self.record(algorithm, &machine, limits, &launch),
+                }?;
+                match recorded {
+                    RecordOutcome::InStep { keepable } => {
+                        if let (Some((memo, key)), true) = (memo, keepable) {
+                            memo.keep(key, Kept::InStep);
+                        }
+                        None
+                    }
+                    RecordOutcome::Made(rec) => {
+                        let commands = Commands::charge(rec.list, &limits.budget, pe)
+                            .map_err(|e| fail(&wasmtime::Error::new(e), None))?;
+                        if let Some((memo, key)) = memo {
+                            if rec.guest_error.is_none()
+                                && !rec.addresses_other_sips
+                                && rec.out.is_empty()
+                            {
+                                memo.keep(key, Kept::Commands(commands.clone()));
+                            }
+                        }
+                        Some((commands, Some(rec.out), rec.guest_error))
+                    }
                 }
-                if let Some(e) = rec.guest_error {
-                    return Err(self.failed(algorithm, pe, &e, Some(&rec.out)));
+            }
+        };
+        match plan {
+            Some((commands, out, guest_error)) => {
+                let _flush = out.clone().map(|out| FlushOnDrop::new(pe.to_string(), out));
+                let replayed = replay(&machine, pe, commands.list()).await;
+                drop(commands);
+                if let Err(e) = replayed {
+                    return Err(fail(&wasmtime::Error::new(e), None));
+                }
+                if let Some(e) = guest_error {
+                    return Err(fail(&e, out.as_ref()));
                 }
             }
             None => {
@@ -669,17 +705,17 @@ impl AlgorithmComponent {
     }
 
     /// Run the guest to completion at once, recording its `tl` calls;
-    /// `None` when it asked for something only simulated time can answer
-    /// (or recording is off).
+    /// [`RecordOutcome::InStep`] when it asked for something only
+    /// simulated time can answer (or recording is off).
     pub(super) fn record(
         &self,
         algorithm: &str,
         machine: &Arc<Machine>,
         limits: &RunLimits,
         launch: &KernelLaunch,
-    ) -> Result<Option<Recorded>, SimError> {
+    ) -> Result<RecordOutcome, SimError> {
         let Some(eager) = &self.eager else {
-            return Ok(None);
+            return Ok(RecordOutcome::InStep { keepable: true });
         };
         let pe = launch.pe;
         let who = pe.to_string();
@@ -692,7 +728,8 @@ impl AlgorithmComponent {
             .and_then(|inst| inst.call_kernel(&mut store, launch.t_ptr, &launch.args));
         if let Err(e) = &result {
             if e.downcast_ref::<NeedsSimulatedTime>().is_some() {
-                return Ok(None);
+                let keepable = !store.data().foreign_sip.get();
+                return Ok(RecordOutcome::InStep { keepable });
             }
         }
         // A future never waited for fails the kernel after its calls ran.
@@ -702,8 +739,9 @@ impl AlgorithmComponent {
         };
         let mut list = std::mem::take(&mut store.data_mut().list);
         list.shrink_to_fit();
-        Ok(Some(Recorded {
+        Ok(RecordOutcome::Made(Recorded {
             list,
+            addresses_other_sips: store.data().foreign_sip.get(),
             out: sb.output,
             guest_error: result.and(unwaited).err(),
         }))

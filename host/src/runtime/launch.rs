@@ -69,11 +69,15 @@ impl Session {
                 t_ptr: target.t_ptr,
                 args: a,
             };
+            let source = self.kernel_source(&component, kernel, &launch);
             let (comp, machine, limits) =
                 (component.clone(), self.machine.clone(), self.limits.clone());
             let (errs, name) = (errors.clone(), kernel.to_string());
             let h = engine::spawn(async move {
-                if let Err(e) = comp.run_kernel(&name, machine, &limits, launch, None).await {
+                if let Err(e) = comp
+                    .run_kernel(&name, machine, &limits, launch, source)
+                    .await
+                {
                     errs.lock().unwrap().push(e.to_string());
                 }
             });

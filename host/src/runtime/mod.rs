@@ -6,7 +6,8 @@
 //! * [`eager`]: a kernel run ahead of simulated time, its `tl.*` calls
 //!   recorded; [`commands`]: the recorded list and its replay on the
 //!   machine (how most kernels run: no Store alive while simulated);
-//!   [`prerecord`]: recording them ahead on a helper thread.
+//!   [`prerecord`]: recording them ahead on a helper thread;
+//!   [`recording_memo`]: recordings kept for the next equal launch.
 //! * [`bench`]: the `torch.*` surface for bench instances (one Store per
 //!   rank).
 //! * [`session`]: one run — process group init, spawn, reports;
@@ -35,6 +36,7 @@ pub mod loader;
 pub mod p2p;
 pub mod prerecord;
 pub mod process_group;
+pub mod recording_memo;
 pub mod session;
 pub mod sim;
 pub mod wasi;

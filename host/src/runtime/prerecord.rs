@@ -24,7 +24,7 @@
 //! launch may be recorded before the free, and then fails at that call
 //! when replayed rather than when recorded (an error either way).
 
-use super::kernel::{AlgorithmComponent, KernelLaunch, Recorded};
+use super::kernel::{AlgorithmComponent, KernelLaunch, RecordOutcome, Recorded};
 use super::limits::RunLimits;
 use crate::budget::{MemoryBudget, MemoryUse};
 use crate::error::SimError;
@@ -43,9 +43,9 @@ pub trait Job: Send + 'static {
     fn clean(output: &Self::Output) -> bool;
 }
 
-/// What a kernel's recording gives: its calls, or `None` when it needs
+/// What a kernel's recording gives: its calls, or that it needs
 /// simulated time (see [`AlgorithmComponent::record`]).
-pub type Recording = Result<Option<Recorded>, SimError>;
+pub type Recording = Result<RecordOutcome, SimError>;
 
 /// A kernel to record.
 pub struct KernelJob {
@@ -73,8 +73,8 @@ impl Job for KernelJob {
     fn clean(output: &Recording) -> bool {
         matches!(
             output,
-            Ok(None)
-                | Ok(Some(Recorded {
+            Ok(RecordOutcome::InStep { .. })
+                | Ok(RecordOutcome::Made(Recorded {
                     guest_error: None,
                     ..
                 }))

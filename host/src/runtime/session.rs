@@ -112,6 +112,8 @@ pub struct Session {
     pub(super) failures: Failures,
     /// Records launched kernels ahead on a helper thread.
     pub(super) prerecorder: super::prerecord::Prerecorder,
+    /// Recordings kept for the next equal launch on their PE.
+    pub(super) recordings: Arc<super::recording_memo::RecordingMemo>,
 }
 
 /// Root causes of a run, in the order they happened: (who, message).
@@ -166,6 +168,7 @@ impl Session {
             row_observer: OnceLock::new(),
             failures: Failures::default(),
             prerecorder: Default::default(),
+            recordings: Default::default(),
         })
     }
 

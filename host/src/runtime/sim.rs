@@ -114,6 +114,10 @@ pub struct RunResult {
     pub trace_dropped: Option<u64>,
     /// No bytes were kept: times only, `wrong` counts mean nothing.
     pub timing_only: bool,
+    /// Kernel launches that recorded their kernel, and those that replayed
+    /// a recording kept from an equal launch (see
+    /// [`super::recording_memo`]).
+    pub recordings: super::recording_memo::RecordingCounts,
 }
 
 /// Run a bench to completion.
@@ -252,5 +256,6 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
         memory_peak: limits.budget.peak(),
         trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),
+        recordings: session.recordings.counts(),
     })
 }

@@ -255,6 +255,16 @@ pub struct Output {
     pub stderr: CapturePipe,
 }
 
+impl Output {
+    /// Nothing was written to either pipe (not even what was cut).
+    pub fn is_empty(&self) -> bool {
+        [&self.stdout, &self.stderr].iter().all(|p| {
+            let (kept, dropped) = p.contents();
+            kept.is_empty() && dropped == 0
+        })
+    }
+}
+
 /// A sandboxed WASI context and its output pipes.
 pub struct Sandbox {
     pub ctx: WasiCtx,

@@ -186,6 +186,10 @@ impl Machine {
                 }
             }
         }
+        if !new.is_empty() {
+            self.ipcq_changes
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(new.len())
     }
 

@@ -219,6 +219,9 @@ pub struct Machine {
     /// IPCQ receive rings per space: (rings, bytes), to explain a full
     /// memory.
     ipcq_held: Mutex<FxHashMap<Space, (u32, u64)>>,
+    /// Calls of [`Machine::extend_ipcq`] that added directions (see
+    /// [`Machine::layout_version`]).
+    ipcq_changes: std::sync::atomic::AtomicU64,
     stats: OneThread<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow) and its time; the run stops with it.
@@ -393,6 +396,7 @@ impl Machine {
             blocks: OneThread::default(),
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
+            ipcq_changes: Default::default(),
             stats: OneThread::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
@@ -614,6 +618,17 @@ impl Machine {
         let len = dtype.nbytes(shape)?;
         let (space, offset) = self.translate(addr, len)?;
         TensorInner::build(space, offset, shape, dtype, Event::done(), Hold::None)
+    }
+
+    /// The version of what a kernel's recording reads of the machine
+    /// (see [`crate::runtime::recording_memo`]): SIP `sip`'s address map
+    /// and the IPCQ tables. Equal versions, equal answers to every check
+    /// of a recording that addresses no other SIP's virtual memory.
+    pub fn layout_version(&self, sip: u32) -> (u64, u64) {
+        (
+            self.vmap.lock().changes(sip),
+            self.ipcq_changes.load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// The physical `(space, offset)` of `[addr, addr + len)`.

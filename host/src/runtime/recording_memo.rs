@@ -1,0 +1,284 @@
+//! Recordings kept for the next launch of the same kernel on the same PE.
+//!
+//! A kernel's recording ([`super::eager`]) is a function of what the guest
+//! is given and of what it may ask the host: the component and algorithm,
+//! the launch (PE, tensor address, arguments), and the two parts of the
+//! machine a recording reads — the address map and the IPCQ tables, which
+//! [`Machine::layout_version`] versions (the map per SIP: a rank's
+//! allocations do not disturb its neighbours' kept recordings). Nothing
+//! else reaches the guest: its sandbox is seeded by its PE, clocks stop a
+//! recording, and no `tl` call hands data back. So a launch whose
+//! [`LaunchKey`] equals the last one's on its PE would record the same
+//! calls again; instead it replays the commands kept from that one. A benchmark's timed loop (`-n 20 -w
+//! 5`, nccl-tests' habit) launches the same kernels 25 times per size:
+//! the 24 after the first skip instantiating and running the guest. The
+//! replay is of the same commands, so every table, time and byte is the
+//! one a fresh recording gives.
+//!
+//! Kept: recordings the guest finished without an error and without
+//! output (a failing or printing kernel is recorded again, so that its
+//! error and output come from a run of the guest) that addressed no other
+//! SIP's virtual memory (the key holds its own SIP's map only), and the
+//! verdict that a
+//! kernel needs simulated time (it then runs in step at once, without a
+//! recording attempt first). One per PE, the latest: a launch with another
+//! key replaces it. Kept commands stay charged to the run's budget as
+//! recorded kernel calls ([`Commands`]) until no launch and no memo holds
+//! them.
+
+use super::commands::CommandList;
+use super::kernel::AlgorithmComponent;
+use super::prerecord::{KernelJob, Ticket};
+use super::session::Session;
+use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
+use crate::hw::Machine;
+use crate::topology::PeCoord;
+use rustc_hash::FxHashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Everything a kernel's recording depends on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchKey {
+    component: String,
+    algorithm: String,
+    pe: PeCoord,
+    t_ptr: u64,
+    args: Vec<i64>,
+    /// [`Machine::layout_version`] of the PE's SIP at the launch.
+    layout: (u64, u64),
+}
+
+impl LaunchKey {
+    pub fn new(
+        component: &AlgorithmComponent,
+        algorithm: &str,
+        launch: &super::kernel::KernelLaunch,
+        machine: &Machine,
+    ) -> Self {
+        LaunchKey {
+            component: component.name.clone(),
+            algorithm: algorithm.to_string(),
+            pe: launch.pe,
+            t_ptr: launch.t_ptr,
+            args: launch.args.clone(),
+            layout: machine.layout_version(launch.pe.sip),
+        }
+    }
+}
+
+/// A recorded kernel's commands, charged to the run's budget (as
+/// [`MemoryUse::KernelCommands`]) for as long as anything holds them.
+pub struct Commands {
+    list: CommandList,
+    bytes: u64,
+    budget: Arc<MemoryBudget>,
+}
+
+impl Commands {
+    /// `list`, charged to `budget` on behalf of `who`.
+    pub fn charge(
+        list: CommandList,
+        budget: &Arc<MemoryBudget>,
+        who: impl std::fmt::Display,
+    ) -> Result<Arc<Commands>, BudgetExceeded> {
+        let bytes = list.bytes();
+        budget.charge(MemoryUse::KernelCommands, bytes, who)?;
+        Ok(Arc::new(Commands {
+            list,
+            bytes,
+            budget: budget.clone(),
+        }))
+    }
+
+    pub fn list(&self) -> &CommandList {
+        &self.list
+    }
+}
+
+impl Drop for Commands {
+    fn drop(&mut self) {
+        self.budget.release(MemoryUse::KernelCommands, self.bytes);
+    }
+}
+
+/// What a launch can take from the memo instead of a recording.
+#[derive(Clone)]
+pub enum Kept {
+    /// Replay these.
+    Commands(Arc<Commands>),
+    /// The kernel needs simulated time: run it in step.
+    InStep,
+}
+
+/// How many launches recorded their kernel and how many took a kept
+/// recording.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordingCounts {
+    pub recorded: u64,
+    pub reused: u64,
+}
+
+/// The kept recordings of one run, one per PE.
+#[derive(Default)]
+pub struct RecordingMemo {
+    by_pe: Mutex<FxHashMap<PeCoord, (LaunchKey, Kept)>>,
+    recorded: AtomicU64,
+    reused: AtomicU64,
+}
+
+impl RecordingMemo {
+    /// What was kept for `key`'s PE, if it was kept for this very key.
+    pub fn find(&self, key: &LaunchKey) -> Option<Kept> {
+        let kept = self
+            .by_pe
+            .lock()
+            .unwrap()
+            .get(&key.pe)
+            .filter(|(k, _)| k == key)
+            .map(|(_, kept)| kept.clone());
+        if kept.is_some() {
+            self.reused.fetch_add(1, Ordering::Relaxed);
+        }
+        kept
+    }
+
+    /// Keep `kept` for `key` (replacing what its PE kept before).
+    pub fn keep(&self, key: LaunchKey, kept: Kept) {
+        self.by_pe.lock().unwrap().insert(key.pe, (key, kept));
+    }
+
+    pub fn counts(&self) -> RecordingCounts {
+        RecordingCounts {
+            recorded: self.recorded.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Where a launched kernel's calls come from.
+pub enum Source {
+    /// A recording kept from an equal launch.
+    Kept(Kept),
+    /// A new recording: by the helper thread when `ticket` is given, else
+    /// where the kernel's task first runs; kept in `memo` under `key`
+    /// when it may be.
+    Record {
+        ticket: Option<Ticket>,
+        memo: Option<(Arc<RecordingMemo>, LaunchKey)>,
+    },
+}
+
+impl Source {
+    /// A recording made where the kernel's task first runs, not kept.
+    pub fn record_here() -> Source {
+        Source::Record {
+            ticket: None,
+            memo: None,
+        }
+    }
+}
+
+impl Session {
+    /// Where the calls of `component`'s kernel launched as `launch` come
+    /// from: a kept recording of an equal launch, else a new recording
+    /// queued for the helper thread (and kept for the next launch).
+    pub(super) fn kernel_source(
+        &self,
+        component: &AlgorithmComponent,
+        algorithm: &str,
+        launch: &super::kernel::KernelLaunch,
+    ) -> Source {
+        if component.eager.is_none() {
+            return Source::record_here();
+        }
+        let key = LaunchKey::new(component, algorithm, launch, &self.machine);
+        if let Some(kept) = self.recordings.find(&key) {
+            return Source::Kept(kept);
+        }
+        self.recordings.recorded.fetch_add(1, Ordering::Relaxed);
+        let ticket = self.prerecorder.submit(KernelJob {
+            component: component.clone(),
+            algorithm: algorithm.to_string(),
+            machine: self.machine.clone(),
+            limits: self.limits.clone(),
+            launch: launch.clone(),
+        });
+        Source::Record {
+            ticket: Some(ticket),
+            memo: Some((self.recordings.clone(), key)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(pe: u32, args: Vec<i64>, layout: (u64, u64)) -> LaunchKey {
+        LaunchKey {
+            component: "ring_allreduce".into(),
+            algorithm: "ring".into(),
+            pe: PeCoord {
+                sip: pe,
+                cube: 0,
+                pe: 0,
+            },
+            t_ptr: 1 << 32,
+            args,
+            layout,
+        }
+    }
+
+    fn one_store() -> CommandList {
+        CommandList::from_commands([super::super::commands::Command::Store { addr: 64, value: 0 }])
+    }
+
+    fn commands(budget: &Arc<MemoryBudget>) -> Arc<Commands> {
+        Commands::charge(CommandList::default(), budget, "test").unwrap()
+    }
+
+    #[test]
+    fn a_launch_takes_what_was_kept_for_an_equal_one_on_its_pe() {
+        let budget = Arc::new(MemoryBudget::unlimited());
+        let memo = RecordingMemo::default();
+        let k = key(0, vec![8, 4, 8], (3, 1));
+        memo.keep(k.clone(), Kept::Commands(commands(&budget)));
+        assert!(matches!(memo.find(&k), Some(Kept::Commands(_))));
+        // Another PE, other arguments, a changed address map or IPCQ.
+        for other in [
+            key(1, vec![8, 4, 8], (3, 1)),
+            key(0, vec![8, 4, 16], (3, 1)),
+            key(0, vec![8, 4, 8], (4, 1)),
+            key(0, vec![8, 4, 8], (3, 2)),
+        ] {
+            assert!(memo.find(&other).is_none(), "{other:?}");
+        }
+        assert_eq!(memo.counts().reused, 1);
+        // The verdict "needs simulated time" is kept too.
+        let k1 = key(1, vec![1], (0, 0));
+        memo.keep(k1.clone(), Kept::InStep);
+        assert!(matches!(memo.find(&k1), Some(Kept::InStep)));
+    }
+
+    #[test]
+    fn kept_commands_are_charged_until_the_last_holder_lets_go() {
+        let budget = Arc::new(MemoryBudget::unlimited());
+        let c = Commands::charge(one_store(), &budget, "test").unwrap();
+        let bytes = c.list().bytes();
+        assert!(bytes > 0);
+        assert_eq!(budget.used_by(MemoryUse::KernelCommands), bytes);
+        let memo = RecordingMemo::default();
+        let k = key(0, vec![], (0, 0));
+        memo.keep(k.clone(), Kept::Commands(c.clone()));
+        drop(c);
+        assert_eq!(budget.used_by(MemoryUse::KernelCommands), bytes, "kept");
+        // A launch with another key on the same PE replaces it.
+        memo.keep(key(0, vec![1], (0, 0)), Kept::InStep);
+        assert_eq!(budget.used_by(MemoryUse::KernelCommands), 0, "released");
+        assert!(memo.find(&k).is_none());
+        // Refused by a budget too small: the launch fails as before.
+        let small = Arc::new(MemoryBudget::new(1));
+        assert!(Commands::charge(one_store(), &small, "pe").is_err());
+    }
+}
