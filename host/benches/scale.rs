@@ -104,8 +104,10 @@ fn main() {
     // A ring step = send + recv + add on one rank; the seed ring does
     // p(p-1) of them (one MATH command each). Its cost is the marginal
     // one: the same run with four more all-reduces, less the run with
-    // one, over the steps they add (setup, instances and recording are
-    // in both); the whole first run's wall per step is in the detail.
+    // one, over the steps they add (setup, instances and the first
+    // recording are in both; since 8d761ff the four more launches replay
+    // the kept recording, see runtime/recording_memo.rs); the whole first
+    // run's wall per step, its recording included, is in the detail.
     // The longer run first: were the process's first run slower (caches
     // cold), the figure would err high, not low.
     let (r5, walls5) = run(
@@ -122,7 +124,7 @@ fn main() {
         "ring step (256 ranks, 16 B)",
         format!("{:.2} us", (wall5 - wall1) * 1e6 / (s5 - s1) as f64),
         format!(
-            "{} more steps in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup ({s1} steps in {wall1:.2} s)",
+            "{} more steps (recordings kept) in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup and recording ({s1} steps in {wall1:.2} s)",
             s5 - s1,
             wall5 - wall1,
             walls5.median() - walls1.median(),
