@@ -19,12 +19,13 @@
 //! output (a failing or printing kernel is recorded again, so that its
 //! error and output come from a run of the guest) that addressed no other
 //! SIP's virtual memory (the key holds its own SIP's map only), and the
-//! verdict that a
-//! kernel needs simulated time (it then runs in step at once, without a
-//! recording attempt first). One per PE, the latest: a launch with another
-//! key replaces it. Kept commands stay charged to the run's budget as
-//! recorded kernel calls ([`Commands`]) until no launch and no memo holds
-//! them.
+//! verdict that a kernel needs simulated time (it then runs in step at
+//! once, without a recording attempt first). One per PE and kernel
+//! (component and algorithm: a bench that alternates collectives keeps
+//! each one's), the latest: a launch of the same kernel with another key
+//! (a new size, a new tensor) replaces it. Kept commands stay charged to
+//! the run's budget as recorded kernel calls ([`Commands`]) until no
+//! launch and no memo holds them.
 
 use super::commands::CommandList;
 use super::kernel::AlgorithmComponent;
@@ -64,6 +65,10 @@ impl LaunchKey {
             args: launch.args.clone(),
             layout: machine.layout_version(launch.pe.sip),
         }
+    }
+
+    fn slot(&self) -> Slot {
+        (self.pe, self.component.clone(), self.algorithm.clone())
     }
 }
 
@@ -119,22 +124,26 @@ pub struct RecordingCounts {
     pub reused: u64,
 }
 
-/// The kept recordings of one run, one per PE.
+/// Where a kept recording is kept: one per PE and kernel.
+type Slot = (PeCoord, String, String);
+
+/// The kept recordings of one run, one per PE and kernel.
 #[derive(Default)]
 pub struct RecordingMemo {
-    by_pe: Mutex<FxHashMap<PeCoord, (LaunchKey, Kept)>>,
+    by_slot: Mutex<FxHashMap<Slot, (LaunchKey, Kept)>>,
     recorded: AtomicU64,
     reused: AtomicU64,
 }
 
 impl RecordingMemo {
-    /// What was kept for `key`'s PE, if it was kept for this very key.
+    /// What was kept for `key`'s PE and kernel, if it was kept for this
+    /// very key.
     pub fn find(&self, key: &LaunchKey) -> Option<Kept> {
         let kept = self
-            .by_pe
+            .by_slot
             .lock()
             .unwrap()
-            .get(&key.pe)
+            .get(&key.slot())
             .filter(|(k, _)| k == key)
             .map(|(_, kept)| kept.clone());
         if kept.is_some() {
@@ -143,9 +152,10 @@ impl RecordingMemo {
         kept
     }
 
-    /// Keep `kept` for `key` (replacing what its PE kept before).
+    /// Keep `kept` for `key` (replacing what was kept for its PE and
+    /// kernel before).
     pub fn keep(&self, key: LaunchKey, kept: Kept) {
-        self.by_pe.lock().unwrap().insert(key.pe, (key, kept));
+        self.by_slot.lock().unwrap().insert(key.slot(), (key, kept));
     }
 
     pub fn counts(&self) -> RecordingCounts {
@@ -259,6 +269,12 @@ mod tests {
         let k1 = key(1, vec![1], (0, 0));
         memo.keep(k1.clone(), Kept::InStep);
         assert!(matches!(memo.find(&k1), Some(Kept::InStep)));
+        // Another kernel on the same PE is kept beside it, not instead.
+        let mut other_kernel = k.clone();
+        other_kernel.algorithm = "tree".into();
+        memo.keep(other_kernel.clone(), Kept::InStep);
+        assert!(matches!(memo.find(&k), Some(Kept::Commands(_))));
+        assert!(matches!(memo.find(&other_kernel), Some(Kept::InStep)));
     }
 
     #[test]

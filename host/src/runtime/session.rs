@@ -112,7 +112,8 @@ pub struct Session {
     pub(super) failures: Failures,
     /// Records launched kernels ahead on a helper thread.
     pub(super) prerecorder: super::prerecord::Prerecorder,
-    /// Recordings kept for the next equal launch on their PE.
+    /// Recordings kept for the next equal launch of their kernel on their
+    /// PE.
     pub(super) recordings: Arc<super::recording_memo::RecordingMemo>,
 }
 
