@@ -407,7 +407,7 @@ fn real_main() -> Result<()> {
             );
             if res.recordings.reused > 0 {
                 eprintln!(
-                    "# kernel launches: {} recorded, {} replayed a recording kept from an equal launch",
+                    "# kernel launches: {} recorded, {} reused the recording of an equal launch",
                     res.recordings.recorded, res.recordings.reused
                 );
             }

@@ -8,12 +8,13 @@
 //! allocations do not disturb its neighbours' kept recordings). Nothing
 //! else reaches the guest: its sandbox is seeded by its PE, clocks stop a
 //! recording, and no `tl` call hands data back. So a launch whose
-//! [`LaunchKey`] equals the last one's on its PE would record the same
-//! calls again; instead it replays the commands kept from that one. A benchmark's timed loop (`-n 20 -w
-//! 5`, nccl-tests' habit) launches the same kernels 25 times per size:
-//! the 24 after the first skip instantiating and running the guest. The
-//! replay is of the same commands, so every table, time and byte is the
-//! one a fresh recording gives.
+//! [`LaunchKey`] equals the last one's of its kernel on its PE would
+//! record the same calls again; instead it replays the commands kept from
+//! that one. A benchmark's timed loop (`-n 20 -w 5`, nccl-tests' habit)
+//! launches the same kernels 25 times per size: the 24 after the first
+//! skip instantiating and running the guest. The replay is of the same
+//! commands, so every table, time and byte is the one a fresh recording
+//! gives.
 //!
 //! Kept: recordings the guest finished without an error and without
 //! output (a failing or printing kernel is recorded again, so that its
@@ -116,8 +117,10 @@ pub enum Kept {
     InStep,
 }
 
-/// How many launches recorded their kernel and how many took a kept
-/// recording.
+/// How many launches recorded their kernel and how many reused what the
+/// recording of an equal launch left (its commands, or that the kernel
+/// needs simulated time). Launches of a loader that records nothing
+/// (`--in-step-kernels`) count in neither.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RecordingCounts {
     pub recorded: u64,
