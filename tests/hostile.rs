@@ -146,6 +146,24 @@ fn kernels_that_need_simulated_time_or_flood_the_queue_run_as_in_step() {
 }
 
 #[test]
+fn a_kernel_that_needs_simulated_time_is_kept_as_such_for_its_next_launches() {
+    // Mode 4 sleeps: its first launch's recording stops and it runs in
+    // step; the verdict is kept (runtime/recording_memo.rs), so its next
+    // two launches run in step at once. The run equals the one with no
+    // recording at all, launch by launch.
+    let args = ["collective", "4", "3"];
+    let kept = bench_err(&loader(), 2, &args);
+    assert_eq!(kept, bench_err(&in_step_loader(), 2, &args));
+    for r in 0..2 {
+        let line = kept
+            .lines()
+            .find(|l| l.contains(&format!("rank {r} took ")))
+            .unwrap_or_else(|| panic!("{kept}"));
+        assert_eq!(line.matches(", then ").count(), 2, "{line}");
+    }
+}
+
+#[test]
 fn malformed_batches_are_refused_by_name_and_leave_the_host_sound() {
     let e = kernel_err(&loader(), 2, 4096);
     let expected = [

@@ -137,16 +137,26 @@ impl Bench for Hostile {
                 std::hint::black_box(&v);
                 Ok(())
             }
+            // `collective ELEMS [TIMES]`: TIMES all-reduces (default 1),
+            // each one's time reported.
             "collective" => {
                 let elems: u32 = args[1].parse().map_err(|_| "collective ELEMS")?;
+                let times: u32 = args
+                    .get(2)
+                    .map_or(Ok(1), |n| n.parse())
+                    .map_err(|_| "collective ELEMS TIMES")?;
                 ahbm::set_device(rank)?;
                 let t = torch::zeros(&[elems], Dtype::F16, "x")?;
                 t.copy_from_f64(&vec![rank as f64 + 1.0; elems as usize])?;
-                let t0 = ahbm::now_ps();
-                dist::all_reduce(&t, "sum").map_err(String::from)?;
-                let dt = ahbm::now_ps() - t0;
+                let mut took = Vec::new();
+                for _ in 0..times {
+                    let t0 = ahbm::now_ps();
+                    dist::all_reduce(&t, "sum").map_err(String::from)?;
+                    took.push(format!("{} ps", ahbm::now_ps() - t0));
+                }
                 Err(format!(
-                    "rank {rank} took {dt} ps, got {:?}",
+                    "rank {rank} took {}, got {:?}",
+                    took.join(", then "),
                     &t.to_f64()[..1]
                 ))
             }
