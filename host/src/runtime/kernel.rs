@@ -645,27 +645,22 @@ impl AlgorithmComponent {
                     Some(ticket) => ticket.take(&limits.budget, pe),
                     None => self.record(algorithm, &machine, limits, &launch),
                 }?;
-                match recorded {
-                    RecordOutcome::InStep { keepable } => {
-                        if let (Some((memo, key)), true) = (memo, keepable) {
-                            memo.keep(key, Kept::InStep);
-                        }
-                        None
-                    }
+                let (plan, keep) = match recorded {
+                    RecordOutcome::InStep { keepable } => (None, keepable.then_some(Kept::InStep)),
                     RecordOutcome::Made(rec) => {
                         let commands = Commands::charge(rec.list, &limits.budget, pe)
                             .map_err(|e| fail(&wasmtime::Error::new(e), None))?;
-                        if let Some((memo, key)) = memo {
-                            if rec.guest_error.is_none()
-                                && !rec.addresses_other_sips
-                                && rec.out.is_empty()
-                            {
-                                memo.keep(key, Kept::Commands(commands.clone()));
-                            }
-                        }
-                        Some((commands, Some(rec.out), rec.guest_error))
+                        let clean = rec.guest_error.is_none()
+                            && !rec.addresses_other_sips
+                            && rec.out.is_empty();
+                        let keep = clean.then(|| Kept::Commands(commands.clone()));
+                        (Some((commands, Some(rec.out), rec.guest_error)), keep)
                     }
+                };
+                if let (Some((memo, key)), Some(kept)) = (memo, keep) {
+                    memo.keep_if_current(key, kept, machine.layout_version(pe.sip));
                 }
+                plan
             }
         };
         match plan {

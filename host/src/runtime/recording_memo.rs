@@ -21,7 +21,9 @@
 //! error and output come from a run of the guest) that addressed no other
 //! SIP's virtual memory (the key holds its own SIP's map only), and the
 //! verdict that a kernel needs simulated time (it then runs in step at
-//! once, without a recording attempt first). One per PE and kernel
+//! once, without a recording attempt first); each only if the layout
+//! did not change between the launch and the moment its recording is
+//! taken ([`RecordingMemo::keep_if_current`]). One per PE and kernel
 //! (component and algorithm: a bench that alternates collectives keeps
 //! each one's), the latest: a launch of the same kernel with another key
 //! (a new size, a new tensor) replaces it. Kept commands stay charged to
@@ -156,8 +158,22 @@ impl RecordingMemo {
     }
 
     /// Keep `kept` for `key` (replacing what was kept for its PE and
-    /// kernel before).
-    pub fn keep(&self, key: LaunchKey, kept: Kept) {
+    /// kernel before) if `now`, the machine's
+    /// [`Machine::layout_version`] when the recording is taken, is still
+    /// the one `key` was launched with: versions only grow, so the
+    /// recording, made between the two, saw that very layout. (A bench
+    /// that maps or frees memory on the SIP in the instant of the launch
+    /// may have changed it under the recording; such a recording is used
+    /// once and not kept.) Whether it was kept.
+    pub fn keep_if_current(&self, key: LaunchKey, kept: Kept, now: (u64, u64)) -> bool {
+        let current = key.layout == now;
+        if current {
+            self.keep(key, kept);
+        }
+        current
+    }
+
+    fn keep(&self, key: LaunchKey, kept: Kept) {
         self.by_slot.lock().unwrap().insert(key.slot(), (key, kept));
     }
 
@@ -272,6 +288,12 @@ mod tests {
         let k1 = key(1, vec![1], (0, 0));
         memo.keep(k1.clone(), Kept::InStep);
         assert!(matches!(memo.find(&k1), Some(Kept::InStep)));
+        // A recording taken after the layout changed is not kept.
+        let k2 = key(2, vec![1], (5, 1));
+        assert!(!memo.keep_if_current(k2.clone(), Kept::InStep, (6, 1)));
+        assert!(memo.find(&k2).is_none());
+        assert!(memo.keep_if_current(k2.clone(), Kept::InStep, (5, 1)));
+        assert!(memo.find(&k2).is_some());
         // Another kernel on the same PE is kept beside it, not instead.
         let mut other_kernel = k.clone();
         other_kernel.algorithm = "tree".into();
