@@ -24,7 +24,10 @@ use super::bindings::algorithm::kernbench::sim::types::Dtype;
 /// is the call's place in the batch (what `batch-error.index` reports).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BatchBytesError {
-    #[error("tl.submit-encoded: case {case} is not a batch-call case (0 ..= 14)")]
+    #[error(
+        "tl.submit-encoded: case {case} is not a batch-call case (0 ..= {})",
+        case::LAST
+    )]
     UnknownCase { index: u32, case: u8 },
     #[error("tl.submit-encoded: the bytes end inside the call's {field}")]
     CutShort { index: u32, field: &'static str },
@@ -33,7 +36,7 @@ pub enum BatchBytesError {
         index: u32,
         field: &'static str,
         value: u64,
-        what: &'static str,
+        what: Expected,
     },
     #[error(
         "tl.submit-encoded: the call's {field} runs past {bits} bits (its LEB128 is too long)"
@@ -43,6 +46,24 @@ pub enum BatchBytesError {
         field: &'static str,
         bits: u32,
     },
+}
+
+/// What a byte out of range should have been.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// A case of enum `kind`, which has `count` cases.
+    Case { kind: &'static str, count: usize },
+    /// An option's flag.
+    Flag,
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expected::Case { kind, count } => write!(f, "a {kind} (0 ..= {})", count - 1),
+            Expected::Flag => f.write_str("an option's 0 (none) or 1 (some)"),
+        }
+    }
 }
 
 impl BatchBytesError {
@@ -75,6 +96,8 @@ pub mod case {
     pub const WAIT: u8 = 12;
     pub const DROP_TENSOR: u8 = 13;
     pub const DROP_FUTURE: u8 = 14;
+    /// The last case.
+    pub const LAST: u8 = DROP_FUTURE;
 }
 
 /// `dtype`'s cases in declaration order: a byte is an index here.
@@ -331,14 +354,14 @@ impl<'a> BatchReader<'a> {
             0 => false,
             1 => true,
             b => {
-                self.out_of_range(field, b, "an option's 0 (none) or 1 (some)");
+                self.out_of_range(field, b, Expected::Flag);
                 false
             }
         }
     }
 
     #[cold]
-    fn out_of_range(&mut self, field: &'static str, value: u8, what: &'static str) {
+    fn out_of_range(&mut self, field: &'static str, value: u8, what: Expected) {
         self.fail(|index| BatchBytesError::OutOfRange {
             index,
             field,
@@ -348,14 +371,15 @@ impl<'a> BatchReader<'a> {
     }
 
     /// An enum's case by its index byte (`cases` in declaration order,
-    /// not empty; `what` names the enum and its range for the error).
+    /// not empty; `kind` names the enum for the error).
     #[inline(always)]
-    pub fn case_of<T: Copy>(&mut self, field: &'static str, cases: &[T], what: &'static str) -> T {
+    pub fn case_of<T: Copy>(&mut self, field: &'static str, cases: &[T], kind: &'static str) -> T {
         let b = self.byte(field);
         match cases.get(usize::from(b)) {
             Some(&c) => c,
             None => {
-                self.out_of_range(field, b, what);
+                let count = cases.len();
+                self.out_of_range(field, b, Expected::Case { kind, count });
                 cases[0]
             }
         }
@@ -363,7 +387,7 @@ impl<'a> BatchReader<'a> {
 
     #[inline(always)]
     pub fn dtype(&mut self, field: &'static str) -> Dtype {
-        self.case_of(field, &DTYPES, "a dtype (0 ..= 3)")
+        self.case_of(field, &DTYPES, "dtype")
     }
 }
 

@@ -95,7 +95,7 @@ pub struct EagerHost {
     accepted_recvs: Vec<Option<u32>>,
     /// A call addressed another SIP's virtual memory (its recording
     /// depends on that SIP's address map; see [`super::recording_memo`]).
-    pub(crate) foreign_sip: std::cell::Cell<bool>,
+    pub(crate) addresses_other_sips: std::cell::Cell<bool>,
 }
 
 impl Guarded for EagerHost {
@@ -128,7 +128,7 @@ impl EagerHost {
             batch: BatchIds::default(),
             accepted_sends: Vec::new(),
             accepted_recvs: Vec::new(),
-            foreign_sip: Default::default(),
+            addresses_other_sips: Default::default(),
         }
     }
 
@@ -136,7 +136,7 @@ impl EagerHost {
     /// memory.
     fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
         if crate::address::as_virtual(addr).is_some_and(|(sip, _)| sip != self.pe.sip) {
-            self.foreign_sip.set(true);
+            self.addresses_other_sips.set(true);
         }
         self.machine.view(addr, shape, dtype)
     }

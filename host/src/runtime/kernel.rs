@@ -723,7 +723,7 @@ impl AlgorithmComponent {
             .and_then(|inst| inst.call_kernel(&mut store, launch.t_ptr, &launch.args));
         if let Err(e) = &result {
             if e.downcast_ref::<NeedsSimulatedTime>().is_some() {
-                let keepable = !store.data().foreign_sip.get();
+                let keepable = !store.data().addresses_other_sips.get();
                 return Ok(RecordOutcome::InStep { keepable });
             }
         }
@@ -736,7 +736,7 @@ impl AlgorithmComponent {
         list.shrink_to_fit();
         Ok(RecordOutcome::Made(Recorded {
             list,
-            addresses_other_sips: store.data().foreign_sip.get(),
+            addresses_other_sips: store.data().addresses_other_sips.get(),
             out: sb.output,
             guest_error: result.and(unwaited).err(),
         }))

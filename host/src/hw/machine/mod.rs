@@ -620,10 +620,10 @@ impl Machine {
         TensorInner::build(space, offset, shape, dtype, Event::done(), Hold::None)
     }
 
-    /// The version of what a kernel's recording reads of the machine
-    /// (see [`crate::runtime::recording_memo`]): SIP `sip`'s address map
-    /// and the IPCQ tables. Equal versions, equal answers to every check
-    /// of a recording that addresses no other SIP's virtual memory.
+    /// The version of what a kernel's calls are checked against before
+    /// they run: SIP `sip`'s address map and the IPCQ tables. Equal
+    /// versions, equal answers to every such check of calls that address
+    /// no other SIP's virtual memory.
     pub fn layout_version(&self, sip: u32) -> (u64, u64) {
         (
             self.vmap.lock().changes(sip),
