@@ -87,6 +87,7 @@ impl Pending {
         self.sites.reserve_exact(BATCH_CALLS);
     }
 
+    #[inline(always)]
     fn dir(&mut self, dir: &str) -> u32 {
         intern(
             &mut self.dirs,
@@ -100,6 +101,7 @@ impl Pending {
         dir.map(|d| self.dir(d))
     }
 
+    #[inline(always)]
     fn shape(&mut self, shape: &[u32]) -> u32 {
         intern(&mut self.shapes, shape, <[u32]>::to_vec, Vec::as_slice)
     }
@@ -142,6 +144,7 @@ impl Pending {
 
 /// The index of `key` in `table` (each entry seen as `view` gives it),
 /// added as `make` makes it if new.
+#[inline(always)]
 fn intern<K: Copy + PartialEq, V>(
     table: &mut Vec<V>,
     key: &[K],
@@ -150,11 +153,16 @@ fn intern<K: Copy + PartialEq, V>(
 ) -> u32 {
     match table.iter().position(|v| same(view(v), key)) {
         Some(i) => i as u32,
-        None => {
-            table.push(make(key));
-            (table.len() - 1) as u32
-        }
+        None => add(table, make(key)),
     }
+}
+
+/// `value` as the new last entry of `table`; its index.
+#[cold]
+#[inline(never)]
+fn add<V>(table: &mut Vec<V>, value: V) -> u32 {
+    table.push(value);
+    (table.len() - 1) as u32
 }
 
 /// `a == b`, element by element: a direction or a shape is a few
