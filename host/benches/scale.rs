@@ -19,6 +19,14 @@
 //! it: on a shared machine other work only ever adds wall time, so the
 //! least is the closest to the cost of the run itself (and the spread
 //! says how noisy the hour was).
+//!
+//! The whole-run figures also give the processor time of their best run:
+//! of every thread of the process (the helpers: kernel recording, moving
+//! bytes, route searches) and of the engine thread alone (setup, the
+//! benches, the simulation, and the recordings it takes over). The first
+//! over the cores here bounds the wall time any division of the same work
+//! could reach; the second is the run's critical path while the engine
+//! thread is the one never idle.
 
 mod support;
 
@@ -30,18 +38,66 @@ use std::time::Instant;
 #[global_allocator]
 static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
 
-/// Wall times of the runs of one figure, in seconds.
-struct Walls(Vec<f64>);
+/// Processor time (user + system) so far, in seconds: of every thread
+/// the process has had (`RUSAGE_SELF`), and of the calling thread.
+fn cpu_seconds() -> (f64, f64) {
+    let of = |who| {
+        // SAFETY: `getrusage` fills the struct it is given; a zeroed
+        // `rusage` is a valid value of it.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        let ok = unsafe { libc::getrusage(who, &mut u) } == 0;
+        assert!(ok, "getrusage: {}", std::io::Error::last_os_error());
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        secs(u.ru_utime) + secs(u.ru_stime)
+    };
+    (of(libc::RUSAGE_SELF), of(libc::RUSAGE_THREAD))
+}
+
+/// One timed run: wall time, and processor time of the whole process and
+/// of the engine thread (the thread that calls `run_bench`), in seconds.
+#[derive(Clone, Copy)]
+struct Timed {
+    wall: f64,
+    cpu: f64,
+    engine: f64,
+}
+
+/// The timed runs of one figure.
+struct Walls(Vec<Timed>);
 
 impl Walls {
+    /// The run of least wall time.
+    fn best_run(&self) -> Timed {
+        *self
+            .0
+            .iter()
+            .min_by(|a, b| a.wall.total_cmp(&b.wall))
+            .expect("at least one run")
+    }
+
     fn best(&self) -> f64 {
-        self.0.iter().copied().fold(f64::INFINITY, f64::min)
+        self.best_run().wall
     }
 
     fn median(&self) -> f64 {
-        let mut w = self.0.clone();
+        let mut w: Vec<f64> = self.0.iter().map(|t| t.wall).collect();
         w.sort_by(f64::total_cmp);
         w[w.len() / 2]
+    }
+
+    /// The best run's processor time, and the least wall time that work
+    /// could take on the cores of this machine.
+    fn cpu_note(&self) -> String {
+        let t = self.best_run();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        format!(
+            "processor time {:.2} s ({:.2} s on the engine thread, {:.2} s on helpers): \
+             on {cores} cores no division of it ends before {:.2} s",
+            t.cpu,
+            t.engine,
+            t.cpu - t.engine,
+            t.cpu / cores as f64
+        )
     }
 }
 
@@ -60,10 +116,19 @@ fn run(
         let loader = support::loader(ranks);
         // Compiling the topology is outside the timed part.
         let req = support::request(ranks, bench, algorithm, args);
+        let (cpu0, engine0) = cpu_seconds();
         let start = Instant::now();
         let res =
             run_bench(&loader, req).unwrap_or_else(|e| panic!("{bench} on {ranks} ranks: {e}"));
-        walls.push(start.elapsed().as_secs_f64());
+        let wall = start.elapsed().as_secs_f64();
+        // `RUSAGE_SELF` counts every thread, running or ended: the
+        // helpers' time up to now is in it.
+        let (cpu1, engine1) = cpu_seconds();
+        walls.push(Timed {
+            wall,
+            cpu: cpu1 - cpu0,
+            engine: engine1 - engine0,
+        });
         let wrong: u64 = res.rows.iter().map(|r| r.wrong).sum();
         assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");
         last = Some(res);
@@ -138,10 +203,11 @@ fn main() {
             "all-reduce 1024 ranks x 16 B",
             format!("{:.2} s", walls.best()),
             format!(
-                "({:.2} s) simulated {:.3} us, {:.2} us wall per step",
+                "({:.2} s) simulated {:.3} us, {:.2} us wall per step; {}",
                 walls.median(),
                 r.end_time_ps as f64 / 1e6,
-                walls.best() * 1e6 / r.stats.math_commands as f64
+                walls.best() * 1e6 / r.stats.math_commands as f64,
+                walls.cpu_note()
             ),
         );
     }
@@ -151,11 +217,12 @@ fn main() {
         "all-reduce 64 ranks x 1 MiB",
         format!("{:.2} s", walls.best()),
         format!(
-            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands",
+            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {}",
             walls.median(),
             r.end_time_ps as f64 / 1e6,
             r.stats.dma_commands,
-            r.stats.math_commands
+            r.stats.math_commands,
+            walls.cpu_note()
         ),
     );
 
