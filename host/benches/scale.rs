@@ -63,9 +63,9 @@ struct Timed {
 }
 
 /// The timed runs of one figure.
-struct Walls(Vec<Timed>);
+struct Runs(Vec<Timed>);
 
-impl Walls {
+impl Runs {
     /// The run of least wall time.
     fn best_run(&self) -> Timed {
         *self
@@ -75,6 +75,7 @@ impl Walls {
             .expect("at least one run")
     }
 
+    /// The least wall time.
     fn best(&self) -> f64 {
         self.best_run().wall
     }
@@ -102,15 +103,15 @@ impl Walls {
 }
 
 /// `bench` run `times` times; the last run's result (every run's data is
-/// checked, and a run is deterministic) and every run's wall time.
+/// checked, and a run is deterministic) and every run's times.
 fn run(
     times: usize,
     ranks: u32,
     bench: &str,
     algorithm: Option<&str>,
     args: &[&str],
-) -> (RunResult, Walls) {
-    let mut walls = Vec::new();
+) -> (RunResult, Runs) {
+    let mut runs = Vec::new();
     let mut last = None;
     for _ in 0..times {
         let loader = support::loader(ranks);
@@ -124,7 +125,7 @@ fn run(
         // `RUSAGE_SELF` counts every thread, running or ended: the
         // helpers' time up to now is in it.
         let (cpu1, engine1) = cpu_seconds();
-        walls.push(Timed {
+        runs.push(Timed {
             wall,
             cpu: cpu1 - cpu0,
             engine: engine1 - engine0,
@@ -133,10 +134,10 @@ fn run(
         assert_eq!(wrong, 0, "{bench} on {ranks} ranks: {wrong} wrong elements");
         last = Some(res);
     }
-    (last.expect("at least one run"), Walls(walls))
+    (last.expect("at least one run"), Runs(runs))
 }
 
-fn ring(times: usize, ranks: u32, size: &str) -> (RunResult, Walls) {
+fn ring(times: usize, ranks: u32, size: &str) -> (RunResult, Runs) {
     run(
         times,
         ranks,
@@ -175,16 +176,16 @@ fn main() {
     // run's wall per step, its recording included, is in the detail.
     // The longer run first: were the process's first run slower (caches
     // cold), the figure would err high, not low.
-    let (r5, walls5) = run(
+    let (r5, runs5) = run(
         times,
         256,
         "ccl_allreduce",
         None,
         &["-b", "16", "-e", "16", "-n", "5"],
     );
-    let (r1, walls1) = ring(times, 256, "16");
+    let (r1, runs1) = ring(times, 256, "16");
     let (s1, s5) = (r1.stats.math_commands, r5.stats.math_commands);
-    let (wall1, wall5) = (walls1.best(), walls5.best());
+    let (wall1, wall5) = (runs1.best(), runs5.best());
     line(
         "ring step (256 ranks, 16 B)",
         format!("{:.2} us", (wall5 - wall1) * 1e6 / (s5 - s1) as f64),
@@ -192,37 +193,37 @@ fn main() {
             "{} more steps (recordings kept) in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup and recording ({s1} steps in {wall1:.2} s)",
             s5 - s1,
             wall5 - wall1,
-            walls5.median() - walls1.median(),
+            runs5.median() - runs1.median(),
             wall1 * 1e6 / s1 as f64
         ),
     );
 
     if !quick {
-        let (r, walls) = ring(times, 1024, "16");
+        let (r, runs) = ring(times, 1024, "16");
         line(
             "all-reduce 1024 ranks x 16 B",
-            format!("{:.2} s", walls.best()),
+            format!("{:.2} s", runs.best()),
             format!(
                 "({:.2} s) simulated {:.3} us, {:.2} us wall per step; {}",
-                walls.median(),
+                runs.median(),
                 r.end_time_ps as f64 / 1e6,
-                walls.best() * 1e6 / r.stats.math_commands as f64,
-                walls.cpu_note()
+                runs.best() * 1e6 / r.stats.math_commands as f64,
+                runs.cpu_note()
             ),
         );
     }
 
-    let (r, walls) = ring(times, 64, "1M");
+    let (r, runs) = ring(times, 64, "1M");
     line(
         "all-reduce 64 ranks x 1 MiB",
-        format!("{:.2} s", walls.best()),
+        format!("{:.2} s", runs.best()),
         format!(
             "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {}",
-            walls.median(),
+            runs.median(),
             r.end_time_ps as f64 / 1e6,
             r.stats.dma_commands,
             r.stats.math_commands,
-            walls.cpu_note()
+            runs.cpu_note()
         ),
     );
 
@@ -246,14 +247,14 @@ fn main() {
     );
 
     for ranks in [256u32, 1024] {
-        let (r, walls) = run(1, ranks, "ccl_hello", Some("hello_send"), &[]);
+        let (r, runs) = run(1, ranks, "ccl_hello", Some("hello_send"), &[]);
         line(
             &format!("memory per rank ({ranks} ranks)"),
             format!("{} KiB", (r.memory_peak / ranks as u64) >> 10),
             format!(
                 "budgeted peak {} MiB (instances, pages, output); hello_send {:.2} s",
                 r.memory_peak >> 20,
-                walls.best()
+                runs.best()
             ),
         );
     }
