@@ -153,14 +153,14 @@ fn intern<K: Copy + PartialEq, V>(
 ) -> u32 {
     match table.iter().position(|v| same(view(v), key)) {
         Some(i) => i as u32,
-        None => add(table, make(key)),
+        None => append_new(table, make(key)),
     }
 }
 
 /// `value` as the new last entry of `table`; its index.
 #[cold]
 #[inline(never)]
-fn add<V>(table: &mut Vec<V>, value: V) -> u32 {
+fn append_new<V>(table: &mut Vec<V>, value: V) -> u32 {
     table.push(value);
     (table.len() - 1) as u32
 }
