@@ -5,9 +5,15 @@
 //! and one task poll. Reported as events (hops) per second, for a small (64)
 //! and a large (4096) pending-event population: the timer heap's cost grows
 //! with the population.
+//!
+//! `phold_windows_*`: the same kind of model split into two partitions of
+//! LPs (`kernbench::engine::windows`), a hop to the other partition a
+//! message at least the lookahead later, run on one thread and on two:
+//! what the conservative windows cost and what a second core gives.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kernbench::engine::{sleep, Executor};
+use kernbench::engine::windows::{run_windows, Post, Windows};
+use kernbench::engine::{now, sleep, sleep_until, spawn_detached, Executor};
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -46,12 +52,62 @@ fn phold(jobs: u64) -> u64 {
     total
 }
 
+/// A job of the windowed model: hops `left` more times; a hop to the
+/// other partition (one in four) is a message `LOOKAHEAD` or more later.
+fn windowed_job(post: Rc<Post<(u64, u64)>>, mut seed: u64, left: u64) {
+    spawn_detached(async move {
+        for n in (0..left).rev() {
+            let u = (xorshift(&mut seed) >> 11) as f64 / (1u64 << 53) as f64;
+            sleep((-(1.0 - u).ln() * 1000.0) as u64 + 1).await;
+            if xorshift(&mut seed).is_multiple_of(4) && n > 0 {
+                let to = 1 - post.me();
+                post.send(to, now() + LOOKAHEAD, (seed, n));
+                return;
+            }
+        }
+    });
+}
+
+/// The least delay of a hop between partitions (ps).
+const LOOKAHEAD: u64 = 500;
+
+fn phold_windows(jobs: u64, threads: usize) -> u64 {
+    let hops = TOTAL_HOPS / jobs;
+    let ends = run_windows(
+        Windows {
+            parts: 2,
+            lookahead: LOOKAHEAD,
+            threads,
+        },
+        |p, post: Rc<Post<(u64, u64)>>| {
+            for j in (0..jobs).filter(|j| *j as usize % 2 == p) {
+                let seed = 0x9E37_79B9_7F4A_7C15u64 ^ (j + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+                windowed_job(post.clone(), seed, hops);
+            }
+            Box::new(move |at, (seed, left)| {
+                let post = post.clone();
+                spawn_detached(async move {
+                    sleep_until(at).await;
+                    windowed_job(post, seed, left);
+                });
+            })
+        },
+    );
+    ends.iter().map(|e| e.events).sum()
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine");
     g.throughput(Throughput::Elements(TOTAL_HOPS));
     g.sample_size(20);
     for jobs in [64u64, 4096] {
         g.bench_function(format!("phold_{jobs}_pending"), |b| b.iter(|| phold(jobs)));
+    }
+    for threads in [1usize, 2] {
+        g.bench_function(
+            format!("phold_windows_4096_pending_{threads}_threads"),
+            |b| b.iter(|| phold_windows(4096, threads)),
+        );
     }
     g.finish();
 }

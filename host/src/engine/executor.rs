@@ -103,6 +103,8 @@ struct Core {
     slots: RefCell<Vec<Slot>>,
     free: RefCell<Vec<usize>>,
     live: Cell<usize>,
+    /// Whether a windowed run ([`Executor::run_until`]) has begun.
+    started: Cell<bool>,
 }
 
 impl Default for Core {
@@ -120,6 +122,7 @@ impl Default for Core {
             slots: RefCell::default(),
             free: RefCell::default(),
             live: Cell::new(0),
+            started: Cell::new(false),
         }
     }
 }
@@ -167,6 +170,7 @@ impl Core {
     }
 
     /// Run a ready-queue entry: a packed call or a task id.
+    #[inline(always)]
     fn run_ready(&self, entry: usize) {
         if entry & CALL_BIT != 0 {
             self.run_call(Call::unpack(entry));
@@ -176,6 +180,7 @@ impl Core {
     }
 
     /// Run `call`'s handler.
+    #[inline(always)]
     fn run_call(&self, call: Call) {
         // A call of another executor's handler (a waker left on an event
         // by a run that ended) has no handler here.
@@ -188,6 +193,7 @@ impl Core {
 
     /// Poll task `id` (a task queued twice, or finished meanwhile, has no
     /// future to poll).
+    #[inline(always)]
     fn poll_task(&self, id: usize) {
         let fut = {
             let mut slots = self.slots.borrow_mut();
@@ -349,18 +355,69 @@ impl Executor {
 
     /// Run until no task is runnable and no timer is pending.
     pub fn run(&self) -> RunOutcome {
-        let prev = CURRENT.with(|c| c.replace(Rc::as_ptr(&self.core)));
-        let _restore = Restore(prev);
-        let core = &*self.core;
-        // Wakes that happened while no executor was running were dropped
-        // (there was nowhere to queue them): poll every live task once.
+        let _current = self.make_current();
+        self.core.poll_every_live_task();
+        self.core.drive(|timers| timers.pop());
+        self.outcome()
+    }
+
+    /// Run what happens before simulated time `end` — the runnable tasks
+    /// and calls, and the timers before `end`, in the order [`Executor::run`]
+    /// would — and keep the timers at `end` or later (a window of a
+    /// partitioned run, see [`super::windows`]). Returns the earliest kept
+    /// timer's time (`None`: none). The first call polls every live task
+    /// once, as `run` does; later ones only what was woken.
+    pub fn run_until(&self, end: Ps) -> Option<Ps> {
+        let _current = self.make_current();
+        if !self.core.started.replace(true) {
+            self.core.poll_every_live_task();
+        }
+        self.core.drive(|timers| timers.pop_before(end));
+        self.core.timers.borrow().next_at()
+    }
+
+    /// Run `f` as if inside this executor's run, at its current time: what
+    /// it spawns, wakes or schedules (`call_at`, `spawn`) goes to this
+    /// executor (e.g. a message from another partition, delivered between
+    /// two windows).
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _current = self.make_current();
+        f()
+    }
+
+    /// How a run stands now: finished, or stalled with tasks that cannot
+    /// go on.
+    pub fn outcome(&self) -> RunOutcome {
+        match self.core.live.get() {
+            0 => RunOutcome::Finished,
+            blocked => RunOutcome::Stalled { blocked },
+        }
+    }
+
+    /// This executor as the thread's current one until the guard drops.
+    fn make_current(&self) -> Restore {
+        Restore(CURRENT.with(|c| c.replace(Rc::as_ptr(&self.core))))
+    }
+}
+
+impl Core {
+    /// Wakes that happened while no executor was running were dropped
+    /// (there was nowhere to queue them): poll every live task once.
+    fn poll_every_live_task(&self) {
         let live: Vec<usize> = {
-            let slots = core.slots.borrow();
+            let slots = self.slots.borrow();
             (0..slots.len()).filter(|&i| slots[i].wakeable()).collect()
         };
         for id in live {
-            core.schedule(id);
+            self.schedule(id);
         }
+    }
+
+    /// Run ready work and fire the timers `next_timer` hands out, until
+    /// it hands out none and nothing is runnable.
+    #[inline(always)]
+    fn drive(&self, mut next_timer: impl FnMut(&mut TimerWheel<Target>) -> Option<(Ps, Target)>) {
+        let core = self;
         loop {
             loop {
                 let next = core.ready.borrow_mut().pop_front();
@@ -371,7 +428,7 @@ impl Executor {
             // queue is empty here, so a timer that wakes one of our tasks
             // or a call runs it at once: what the queue would run next,
             // without passing through it (three times a ring step).
-            let next = core.timers.borrow_mut().pop();
+            let next = next_timer(&mut core.timers.borrow_mut());
             let Some((at, target)) = next else { break };
             debug_assert!(at >= core.now.get(), "time went backwards");
             core.now.set(at);
@@ -389,10 +446,6 @@ impl Executor {
                 Target::Call(call) => core.run_call(call),
                 Target::Foreign(i) => core.wake_foreign(i),
             }
-        }
-        match core.live.get() {
-            0 => RunOutcome::Finished,
-            blocked => RunOutcome::Stalled { blocked },
         }
     }
 }

@@ -13,11 +13,16 @@
 //! Inside a running task, the free functions [`now`], [`sleep_until`],
 //! [`sleep`] and [`spawn`] reach the executor that is polling it (a
 //! thread-local set for the duration of [`Executor::run`], as tokio does).
+//!
+//! [`windows`] runs a model split into partitions, an executor each, on
+//! several threads in conservative windows of simulated time
+//! ([`Executor::run_until`] runs one window of one partition).
 
 mod executor;
 pub mod lock;
 mod sync;
 mod wheel;
+pub mod windows;
 
 pub use executor::{
     call_at, call_soon, call_waker, executor_id, now, register, sleep, sleep_until, spawn,

@@ -135,12 +135,106 @@ impl<T: Copy> TimerWheel<T> {
         }
     }
 
+    #[inline(always)]
     fn file(&mut self, idx: u32) {
         let at = self.nodes[idx as usize].at;
         let level = level_of(self.elapsed, at);
         let slot = ((at >> (BITS as usize * level)) & (SLOTS as u64 - 1)) as usize;
         Self::append(&mut self.nodes, &mut self.slots[level * SLOTS + slot], idx);
         self.occupied[level] |= 1 << slot;
+    }
+
+    /// The earliest timer's time, the wheel unchanged (`None`: empty).
+    /// Scans the one slot that holds it (a window's end, not a hot path).
+    pub fn next_at(&self) -> Option<Ps> {
+        if self.due.head != NIL {
+            return Some(self.due_at);
+        }
+        let (level, slot) = self.first_slot()?;
+        let mut idx = self.slots[level * SLOTS + slot].head;
+        let mut least = Ps::MAX;
+        while idx != NIL {
+            let node = &self.nodes[idx as usize];
+            least = least.min(node.at);
+            idx = node.next;
+        }
+        Some(least)
+    }
+
+    /// The lowest occupied level and its earliest occupied slot: the one
+    /// that holds the earliest timer outside the due list.
+    fn first_slot(&self) -> Option<(usize, usize)> {
+        let level = self.occupied.iter().position(|&o| o != 0)?;
+        let digit = (self.elapsed >> (BITS as usize * level)) & (SLOTS as u64 - 1);
+        // Every occupied slot of the lowest level is at or after the
+        // wheel's own digit there.
+        let slot = (self.occupied[level] & (!0u64 << digit)).trailing_zeros() as usize;
+        debug_assert!(slot < SLOTS, "occupied slot behind the wheel");
+        Some((level, slot))
+    }
+
+    /// [`TimerWheel::pop`] if the earliest timer is before `end`; else
+    /// `None` with every timer kept. The wheel's position never passes
+    /// `end` here, so timers pushed later at `end` or after (the next
+    /// window's) file as they would have.
+    pub fn pop_before(&mut self, end: Ps) -> Option<(Ps, T)> {
+        loop {
+            if self.due.head != NIL {
+                return (self.due_at < end).then(|| self.pop()).flatten();
+            }
+            let (level, slot) = self.first_slot()?;
+            // Every timer of the slot is at this time or later.
+            let start = self.slot_start(level, slot).max(self.elapsed);
+            if start >= end {
+                return None;
+            }
+            let list = self.slots[level * SLOTS + slot];
+            if list.head == list.tail {
+                // The lone timer of that slot is the earliest of all.
+                return (self.nodes[list.head as usize].at < end)
+                    .then(|| self.pop())
+                    .flatten();
+            }
+            // Several: `pop` files them a level down (or makes them the
+            // due list) with the position at `start`, before `end`, and
+            // hands out the earliest; its time is checked on the next
+            // turn, without taking it.
+            self.cascade(level, slot);
+        }
+    }
+
+    /// The first time slot `slot` of `level` covers (in the wheel's
+    /// current turn of that level).
+    fn slot_start(&self, level: usize, slot: usize) -> Ps {
+        let shift = BITS as usize * level;
+        let upper = shift + BITS as usize;
+        let high = if upper >= 64 {
+            0
+        } else {
+            self.elapsed & (!0u64 << upper)
+        };
+        high | ((slot as u64) << shift)
+    }
+
+    /// Take slot `slot` of `level` (several timers) and re-file them one
+    /// level down, or make them the due list at level 0, with the wheel's
+    /// position moved to the slot's start.
+    fn cascade(&mut self, level: usize, slot: usize) {
+        self.occupied[level] &= !(1u64 << slot);
+        let list = std::mem::replace(&mut self.slots[level * SLOTS + slot], EMPTY);
+        let start = self.slot_start(level, slot);
+        self.elapsed = self.elapsed.max(start);
+        if level == 0 {
+            self.due = list;
+            self.due_at = start;
+        } else {
+            let mut idx = list.head;
+            while idx != NIL {
+                let next = self.nodes[idx as usize].next;
+                self.file(idx);
+                idx = next;
+            }
+        }
     }
 
     /// The earliest timer, first-inserted first among equal times.
@@ -157,43 +251,20 @@ impl<T: Copy> TimerWheel<T> {
                 self.len -= 1;
                 return Some((node.at, node.item));
             }
-            let level = self.occupied.iter().position(|&o| o != 0)?;
-            let shift = BITS as usize * level;
-            let digit = (self.elapsed >> shift) & (SLOTS as u64 - 1);
-            // Every occupied slot of the lowest level is at or after the
-            // wheel's own digit there.
-            let slot = (self.occupied[level] & (!0u64 << digit)).trailing_zeros() as usize;
-            debug_assert!(slot < SLOTS, "occupied slot behind the wheel");
-            self.occupied[level] &= !(1u64 << slot);
-            let list = std::mem::replace(&mut self.slots[level * SLOTS + slot], EMPTY);
+            let (level, slot) = self.first_slot()?;
+            let list = self.slots[level * SLOTS + slot];
             if list.head == list.tail {
                 // A lone timer in the earliest slot of the lowest level is
                 // the earliest timer of all: hand it out without cascading.
+                self.occupied[level] &= !(1u64 << slot);
+                self.slots[level * SLOTS + slot] = EMPTY;
                 let node = self.nodes[list.head as usize];
                 self.free.push(list.head);
                 self.elapsed = node.at;
                 self.len -= 1;
                 return Some((node.at, node.item));
             }
-            let upper = shift + BITS as usize;
-            let high = if upper >= 64 {
-                0
-            } else {
-                self.elapsed & (!0u64 << upper)
-            };
-            let start = high | ((slot as u64) << shift);
-            self.elapsed = self.elapsed.max(start);
-            if level == 0 {
-                self.due = list;
-                self.due_at = start;
-            } else {
-                let mut idx = list.head;
-                while idx != NIL {
-                    let next = self.nodes[idx as usize].next;
-                    self.file(idx);
-                    idx = next;
-                }
-            }
+            self.cascade(level, slot);
         }
     }
 }
@@ -249,6 +320,66 @@ mod tests {
                 assert_eq!(wheel.pop(), Some((at, q)));
             }
             assert_eq!(wheel.pop(), None);
+        }
+    }
+
+    /// Windows: timers before each window's end popped in order, the
+    /// rest kept (and `next_at` naming the first of them), then pushes
+    /// at the window's end or later: the same order as a (time, seq) heap.
+    #[test]
+    fn pops_before_a_window_end_like_a_heap_and_keeps_the_rest() {
+        for (seed, spread, window) in [
+            (3u64, 4u64, 1u64),
+            (5, 1000, 37),
+            (11, 1 << 20, 5000),
+            (13, u64::MAX / 4, 1 << 40),
+        ] {
+            let mut s = seed;
+            let mut wheel = TimerWheel::default();
+            let mut heap = BinaryHeap::new();
+            let mut seq = 0u64;
+            let mut end = 0u64;
+            for round in 0..3_000 {
+                // The next window's pushes: at its start or later, as a
+                // message from another partition would be.
+                for _ in 0..xorshift(&mut s) % 4 {
+                    let r = xorshift(&mut s);
+                    let delta = if r.is_multiple_of(4) { 0 } else { r % spread };
+                    let at = end.saturating_add(delta);
+                    wheel.push(at, seq);
+                    heap.push(Reverse((at, seq)));
+                    seq += 1;
+                }
+                end = end.saturating_add(window);
+                loop {
+                    let want = match heap.peek() {
+                        Some(&Reverse((at, q))) if at < end => Some((at, q)),
+                        _ => None,
+                    };
+                    let got = wheel.pop_before(end);
+                    assert_eq!(got, want, "seed {seed} round {round} end {end}");
+                    if got.is_none() {
+                        break;
+                    }
+                    heap.pop();
+                    // An event in the window makes another, in the window
+                    // or after it.
+                    if xorshift(&mut s).is_multiple_of(2) {
+                        let (now, _) = got.unwrap();
+                        let at = now.saturating_add(xorshift(&mut s) % (2 * window));
+                        wheel.push(at, seq);
+                        heap.push(Reverse((at, seq)));
+                        seq += 1;
+                    }
+                }
+                let first = heap.peek().map(|Reverse((at, _))| *at);
+                assert_eq!(wheel.next_at(), first, "seed {seed} round {round}");
+                assert_eq!(wheel.len(), heap.len());
+            }
+            while let Some(Reverse((at, q))) = heap.pop() {
+                assert_eq!(wheel.pop(), Some((at, q)));
+            }
+            assert_eq!((wheel.pop(), wheel.next_at()), (None, None));
         }
     }
 

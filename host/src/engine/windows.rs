@@ -1,0 +1,418 @@
+//! Conservative parallel windows: a model split into partitions, each
+//! with its own [`Executor`] on one of a few threads, advancing together
+//! through windows of simulated time no longer than the *lookahead* — the
+//! least delay between an event in one partition and its effect in
+//! another (for the machine, an `inter_sip` link's 500 ns). What one
+//! partition does to another travels as a message posted with [`Post`]
+//! for a time at least the lookahead ahead, so it always falls in a later
+//! window, and is handed over between windows.
+//!
+//! The same partitions give the same run whatever the number of threads:
+//! within a window each partition runs alone, in the order its own
+//! executor gives; messages reach a partition sorted by (time, sender,
+//! sender's sequence), not in the order threads happened to post them.
+//! Windows skip empty stretches: the next starts at the earliest pending
+//! timer or message of any partition.
+//!
+//! Not yet used by the machine model (see the README, "What two
+//! simulation threads could give here"): it is the engine half of a
+//! simulation split by groups of SIPs.
+
+use super::executor::{now, Executor, RunOutcome};
+use crate::units::Ps;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::{Barrier, Mutex};
+
+/// A message on its way to another partition.
+struct Mail<M> {
+    at: Ps,
+    from: usize,
+    seq: u64,
+    msg: M,
+}
+
+/// A partition's way to post messages to the others (see the module doc).
+pub struct Post<M> {
+    me: usize,
+    parts: usize,
+    lookahead: Ps,
+    seq: Cell<u64>,
+    out: RefCell<Vec<(usize, Mail<M>)>>,
+}
+
+impl<M> Post<M> {
+    /// This partition's number.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Hand `msg` to partition `to` at simulated time `at`, which must be
+    /// at least the lookahead after now: a model that posts sooner has
+    /// no place in a conservative run (a bug of the model, so a panic).
+    pub fn send(&self, to: usize, at: Ps, msg: M) {
+        assert!(to < self.parts, "no partition {to} of {}", self.parts);
+        let earliest = now().saturating_add(self.lookahead);
+        assert!(
+            at >= earliest,
+            "partition {} posted for {at} ps, before now + the lookahead ({earliest} ps)",
+            self.me
+        );
+        let seq = self.seq.get();
+        self.seq.set(seq + 1);
+        self.out.borrow_mut().push((
+            to,
+            Mail {
+                at,
+                from: self.me,
+                seq,
+                msg,
+            },
+        ));
+    }
+}
+
+/// How a model is split and run.
+#[derive(Debug, Clone, Copy)]
+pub struct Windows {
+    /// Partitions of the model.
+    pub parts: usize,
+    /// The longest window: at most the least delay of a message.
+    pub lookahead: Ps,
+    /// Threads that run them (partition `p` on thread `p % threads`).
+    pub threads: usize,
+}
+
+/// How one partition's run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionEnd {
+    pub outcome: RunOutcome,
+    /// Timer events fired and task polls made.
+    pub events: u64,
+    /// Simulated time of its last event.
+    pub time: Ps,
+}
+
+/// What a message does on arrival: called between windows, inside the
+/// receiving partition's executor, with the message's time (typically it
+/// schedules the work for then with `call_at`, or spawns a task that
+/// sleeps until it).
+pub type Deliver<M> = Box<dyn FnMut(Ps, M)>;
+
+struct Partition<M> {
+    index: usize,
+    ex: Executor,
+    post: Rc<Post<M>>,
+    deliver: Deliver<M>,
+    /// Messages posted to it in the windows before, to deliver.
+    mail: Vec<Mail<M>>,
+}
+
+/// Run a model of `plan.parts` partitions to its end. `build(p, post)`
+/// makes partition `p` on the thread that will run it, inside its
+/// executor (so it can spawn its tasks there), and returns what to do
+/// with its messages. Returns each partition's end, in partition order.
+/// A panic in a partition ends every thread at the next window and is
+/// raised again here.
+pub fn run_windows<M, B>(plan: Windows, build: B) -> Vec<PartitionEnd>
+where
+    M: Send,
+    B: Fn(usize, Rc<Post<M>>) -> Deliver<M> + Sync,
+{
+    assert!(plan.parts > 0 && plan.lookahead > 0, "{plan:?}");
+    let threads = plan.threads.clamp(1, plan.parts);
+    let inboxes: Vec<Mutex<Vec<Mail<M>>>> = (0..plan.parts).map(|_| Mutex::default()).collect();
+    // Each thread's earliest pending timer or posted message (`None`:
+    // nothing), read by all after the window's first barrier.
+    let next: Vec<Mutex<Option<Ps>>> = (0..threads).map(|_| Mutex::default()).collect();
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let barrier = Barrier::new(threads);
+    let ends: Vec<Mutex<Vec<(usize, PartitionEnd)>>> =
+        (0..threads).map(|_| Mutex::default()).collect();
+    let panic = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (inboxes, next, failed, barrier, ends, panic, build) =
+                (&inboxes, &next, &failed, &barrier, &ends, &panic, &build);
+            scope.spawn(move || {
+                let step = |mine: &mut Vec<Partition<M>>, end: Ps| -> Option<Ps> {
+                    let mut earliest: Option<Ps> = None;
+                    let mut fold = |at: Ps| earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                    for part in mine.iter_mut() {
+                        let mut mail = std::mem::take(&mut part.mail);
+                        mail.sort_by_key(|m| (m.at, m.from, m.seq));
+                        let deliver = &mut part.deliver;
+                        part.ex.enter(|| {
+                            for m in mail {
+                                deliver(m.at, m.msg);
+                            }
+                        });
+                        if let Some(at) = part.ex.run_until(end) {
+                            fold(at);
+                        }
+                        for (to, mail) in part.post.out.take() {
+                            fold(mail.at);
+                            inboxes[to].lock().unwrap().push(mail);
+                        }
+                    }
+                    earliest
+                };
+                let mut mine: Vec<Partition<M>> = Vec::new();
+                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    for index in (t..plan.parts).step_by(threads) {
+                        let ex = Executor::new();
+                        let post = Rc::new(Post {
+                            me: index,
+                            parts: plan.parts,
+                            lookahead: plan.lookahead,
+                            seq: Cell::new(0),
+                            out: RefCell::default(),
+                        });
+                        let deliver = ex.enter(|| build(index, post.clone()));
+                        mine.push(Partition {
+                            index,
+                            ex,
+                            post,
+                            deliver,
+                            mail: Vec::new(),
+                        });
+                    }
+                }));
+                let note_panic = |p: Box<dyn std::any::Any + Send>| {
+                    failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    panic.lock().unwrap().get_or_insert(p);
+                };
+                if let Err(p) = made {
+                    note_panic(p);
+                }
+                let mut start: Ps = 0;
+                loop {
+                    let end = start.saturating_add(plan.lookahead);
+                    if !failed.load(std::sync::atomic::Ordering::SeqCst) {
+                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            step(&mut mine, end)
+                        })) {
+                            Ok(earliest) => *next[t].lock().unwrap() = earliest,
+                            Err(p) => note_panic(p),
+                        }
+                    }
+                    barrier.wait();
+                    // What the window posted, for the next one (not this
+                    // one: a partition run later in the window must not
+                    // see it sooner than one run earlier).
+                    for part in mine.iter_mut() {
+                        part.mail = std::mem::take(&mut *inboxes[part.index].lock().unwrap());
+                    }
+                    let global = next.iter().filter_map(|n| *n.lock().unwrap()).min();
+                    let stop = failed.load(std::sync::atomic::Ordering::SeqCst)
+                        || global.is_none()
+                        || end == Ps::MAX;
+                    // Every thread has read the others' figures before any
+                    // writes its next.
+                    barrier.wait();
+                    if stop {
+                        break;
+                    }
+                    start = global.map_or(end, |g| g.max(end));
+                }
+                let mut mine_ends = ends[t].lock().unwrap();
+                for part in &mine {
+                    mine_ends.push((
+                        part.index,
+                        PartitionEnd {
+                            outcome: part.ex.outcome(),
+                            events: part.ex.events_processed(),
+                            time: part.ex.now(),
+                        },
+                    ));
+                }
+            });
+        }
+    });
+    if let Some(p) = panic.into_inner().unwrap() {
+        std::panic::resume_unwind(p);
+    }
+    let mut all: Vec<(usize, PartitionEnd)> = ends
+        .into_iter()
+        .flat_map(|e| e.into_inner().unwrap())
+        .collect();
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, e)| e).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{sleep, sleep_until, spawn_detached};
+    use std::sync::Arc;
+
+    fn xorshift(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    const LPS: usize = 64;
+    const LOOKAHEAD: Ps = 500;
+
+    /// A hop of a job: (time, job, logical process), as logged by the
+    /// partition that made it.
+    type Hops = Vec<Vec<(Ps, u64, usize)>>;
+    type Log = Arc<Mutex<Hops>>;
+
+    /// Job `id`'s first random state.
+    fn seed_of(id: u64) -> u64 {
+        0x9E37_79B9 ^ ((id + 1) * 0x2545_F491)
+    }
+
+    /// A PHOLD job: hops `left` more times from LP to LP after random
+    /// delays; a hop to an LP of another partition (LP `l` belongs to
+    /// partition `l % parts`) is a message at least the lookahead later.
+    fn job(post: Rc<Post<(u64, u64, u64)>>, log: Log, id: u64, mut seed: u64, left: u64) {
+        spawn_detached(async move {
+            let parts = post.parts;
+            for n in (0..left).rev() {
+                sleep(xorshift(&mut seed) % 700 + 1).await;
+                let lp = (xorshift(&mut seed) % LPS as u64) as usize;
+                log.lock().unwrap()[post.me()].push((now(), id, lp));
+                let to = lp % parts;
+                if to != post.me() && n > 0 {
+                    // On a coarse grid: messages from several partitions
+                    // for the same time, whose order must not depend on
+                    // which thread posted first.
+                    let at =
+                        (now() + LOOKAHEAD).next_multiple_of(100) + xorshift(&mut seed) % 3 * 100;
+                    post.send(to, at, (id, seed, n));
+                    return;
+                }
+            }
+        });
+    }
+
+    fn phold(parts: usize, threads: usize, jobs: u64) -> (Vec<PartitionEnd>, Hops) {
+        let log: Log = Arc::new(Mutex::new(vec![Vec::new(); parts]));
+        let ends = run_windows(
+            Windows {
+                parts,
+                lookahead: LOOKAHEAD,
+                threads,
+            },
+            |p, post: Rc<Post<(u64, u64, u64)>>| {
+                for id in (0..jobs).filter(|j| *j as usize % parts == p) {
+                    job(post.clone(), log.clone(), id, seed_of(id), 200);
+                }
+                let (post, log) = (post.clone(), log.clone());
+                Box::new(move |at, (id, seed, left)| {
+                    // Delivered: logged in the order of delivery.
+                    log.lock().unwrap()[post.me()].push((at, id, usize::MAX));
+                    let (post, log) = (post.clone(), log.clone());
+                    spawn_detached(async move {
+                        sleep_until(at).await;
+                        job(post, log, id, seed, left);
+                    });
+                })
+            },
+        );
+        let log = Arc::try_unwrap(log).unwrap().into_inner().unwrap();
+        (ends, log)
+    }
+
+    #[test]
+    fn the_same_partitions_give_the_same_run_on_any_number_of_threads() {
+        let (one, log) = phold(4, 1, 40);
+        // Every hop happened, and jobs crossed partitions.
+        let hops = |l: &[(Ps, u64, usize)]| l.iter().filter(|h| h.2 != usize::MAX).count();
+        assert_eq!(log.iter().map(|l| hops(l)).sum::<usize>(), 40 * 200);
+        assert!(
+            log.iter().all(|l| l.len() > 1000),
+            "{:?}",
+            log.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        for threads in [2, 3, 4, 8] {
+            let (ends, again) = phold(4, threads, 40);
+            assert_eq!(ends, one, "{threads} threads");
+            assert!(again == log, "{threads} threads: another order of hops");
+        }
+        assert!(one.iter().all(|e| e.outcome == RunOutcome::Finished));
+    }
+
+    #[test]
+    fn one_partition_runs_as_the_executor_alone() {
+        // No messages: windows must not change what runs when.
+        let (ends, log) = phold(1, 1, 16);
+        let serial: Log = Arc::new(Mutex::new(vec![Vec::new()]));
+        let ex = Executor::new();
+        let post = Rc::new(Post {
+            me: 0,
+            parts: 1,
+            lookahead: LOOKAHEAD,
+            seq: Cell::new(0),
+            out: RefCell::default(),
+        });
+        ex.enter(|| {
+            for id in 0..16 {
+                job(post.clone(), serial.clone(), id, seed_of(id), 200);
+            }
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        assert_eq!(
+            ends,
+            vec![PartitionEnd {
+                outcome: RunOutcome::Finished,
+                events: ex.events_processed(),
+                time: ex.now(),
+            }]
+        );
+        assert!(log == *serial.lock().unwrap());
+    }
+
+    #[test]
+    fn a_message_sooner_than_the_lookahead_is_refused() {
+        let got = std::panic::catch_unwind(|| {
+            run_windows::<(), _>(
+                Windows {
+                    parts: 2,
+                    lookahead: LOOKAHEAD,
+                    threads: 2,
+                },
+                |p, post| {
+                    if p == 0 {
+                        spawn_detached(async move {
+                            sleep(10).await;
+                            post.send(1, now() + LOOKAHEAD - 1, ());
+                        });
+                    }
+                    Box::new(|_, _| {})
+                },
+            )
+        });
+        let message = got.expect_err("refused");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.contains("before now + the lookahead"), "{text}");
+    }
+
+    #[test]
+    fn a_partition_that_waits_forever_is_reported_stalled() {
+        let ends = run_windows::<(), _>(
+            Windows {
+                parts: 2,
+                lookahead: LOOKAHEAD,
+                threads: 2,
+            },
+            |p, _post| {
+                if p == 1 {
+                    // Waits for an event nobody sets.
+                    let never = crate::engine::Event::new();
+                    spawn_detached(async move { never.wait().await });
+                }
+                Box::new(|_, _| {})
+            },
+        );
+        assert_eq!(ends[0].outcome, RunOutcome::Finished);
+        assert_eq!(ends[1].outcome, RunOutcome::Stalled { blocked: 1 });
+    }
+}
