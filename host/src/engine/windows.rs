@@ -91,6 +91,9 @@ pub struct Post<M> {
     me: usize,
     parts: usize,
     lookahead: Ps,
+    /// The start of the window being run or about to run (messages are
+    /// delivered at it, whatever the executor's clock says).
+    window_start: Cell<Ps>,
     seq: Cell<u64>,
     out: RefCell<Vec<(usize, Mail<M>)>>,
 }
@@ -102,11 +105,15 @@ impl<M> Post<M> {
     }
 
     /// Hand `msg` to partition `to` at simulated time `at`, which must be
-    /// at least the lookahead after now: a model that posts sooner has
-    /// no place in a conservative run (a bug of the model, so a panic).
+    /// at least the lookahead after now (after the window's start, for a
+    /// message posted while one is delivered): a model that posts sooner
+    /// has no place in a conservative run (a bug of the model, so a
+    /// panic).
     pub fn send(&self, to: usize, at: Ps, msg: M) {
         assert!(to < self.parts, "no partition {to} of {}", self.parts);
-        let earliest = now().saturating_add(self.lookahead);
+        let earliest = now()
+            .max(self.window_start.get())
+            .saturating_add(self.lookahead);
         assert!(
             at >= earliest,
             "partition {} posted for {at} ps, before now + the lookahead ({earliest} ps)",
@@ -193,6 +200,7 @@ where
                     let mut earliest: Option<Ps> = None;
                     let mut fold = |at: Ps| earliest = Some(earliest.map_or(at, |e| e.min(at)));
                     for part in mine.iter_mut() {
+                        part.post.window_start.set(end - plan.lookahead);
                         let mut mail = std::mem::take(&mut part.mail);
                         mail.sort_by_key(|m| (m.at, m.from, m.seq));
                         let deliver = &mut part.deliver;
@@ -219,6 +227,7 @@ where
                             me: index,
                             parts: plan.parts,
                             lookahead: plan.lookahead,
+                            window_start: Cell::new(0),
                             seq: Cell::new(0),
                             out: RefCell::default(),
                         });
@@ -401,6 +410,7 @@ mod tests {
             me: 0,
             parts: 1,
             lookahead: LOOKAHEAD,
+            window_start: Cell::new(0),
             seq: Cell::new(0),
             out: RefCell::default(),
         });
@@ -447,6 +457,42 @@ mod tests {
             .cloned()
             .unwrap_or_default();
         assert!(text.contains("before now + the lookahead"), "{text}");
+    }
+
+    #[test]
+    fn a_message_posted_on_delivery_counts_from_the_window_s_start() {
+        // Partition 1 answers a message as it is delivered, for the
+        // message's own time: before the window's start + the lookahead,
+        // although its clock (its last event, long before) says otherwise.
+        let got = std::panic::catch_unwind(|| {
+            run_windows::<(), _>(
+                Windows {
+                    parts: 2,
+                    lookahead: LOOKAHEAD,
+                    threads: 1,
+                },
+                |p, post| {
+                    if p == 0 {
+                        let post = post.clone();
+                        spawn_detached(async move {
+                            sleep(10 * LOOKAHEAD).await;
+                            post.send(1, now() + LOOKAHEAD, ());
+                        });
+                    }
+                    Box::new(move |at, ()| {
+                        if p == 1 {
+                            post.send(0, at + LOOKAHEAD / 2, ());
+                        }
+                    })
+                },
+            )
+        });
+        let message = got.expect_err("refused");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.contains("partition 1 posted"), "{text}");
     }
 
     #[test]
