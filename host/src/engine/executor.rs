@@ -170,6 +170,11 @@ impl Core {
     }
 
     /// Run a ready-queue entry: a packed call or a task id.
+    ///
+    /// This, `run_call` and `poll_task` are forced inline: since `drive`
+    /// has two instances (`run` and `run_until`), the compiler made them
+    /// calls, and `run` took ~6 M more instructions in a 256-rank
+    /// `ring_native` of 65 536 steps (+0.9 %; `TimerWheel::file` too).
     #[inline(always)]
     fn run_ready(&self, entry: usize) {
         if entry & CALL_BIT != 0 {
@@ -386,7 +391,8 @@ impl Executor {
     }
 
     /// How a run stands now: finished, or stalled with tasks that cannot
-    /// go on.
+    /// go on (once no timer is pending and nothing is runnable; before,
+    /// the tasks counted may only be waiting).
     pub fn outcome(&self) -> RunOutcome {
         match self.core.live.get() {
             0 => RunOutcome::Finished,

@@ -140,7 +140,8 @@ pub struct Windows {
     pub parts: usize,
     /// The longest window: at most the least delay of a message.
     pub lookahead: Ps,
-    /// Threads that run them (partition `p` on thread `p % threads`).
+    /// Threads that run them (partition `p` on thread `p % threads`; at
+    /// most one a partition).
     pub threads: usize,
 }
 
@@ -431,31 +432,36 @@ mod tests {
         assert!(log == *serial.lock().unwrap());
     }
 
-    #[test]
-    fn a_message_sooner_than_the_lookahead_is_refused() {
-        let got = std::panic::catch_unwind(|| {
-            run_windows::<(), _>(
-                Windows {
-                    parts: 2,
-                    lookahead: LOOKAHEAD,
-                    threads: 2,
-                },
-                |p, post| {
-                    if p == 0 {
-                        spawn_detached(async move {
-                            sleep(10).await;
-                            post.send(1, now() + LOOKAHEAD - 1, ());
-                        });
-                    }
-                    Box::new(|_, _| {})
-                },
-            )
-        });
+    /// The message of the panic a 2-partition run on `threads` threads of
+    /// the model `build` makes ends with.
+    fn refusal(
+        threads: usize,
+        build: impl Fn(usize, Rc<Post<()>>) -> Deliver<()> + Sync + std::panic::RefUnwindSafe,
+    ) -> String {
+        let windows = Windows {
+            parts: 2,
+            lookahead: LOOKAHEAD,
+            threads,
+        };
+        let got = std::panic::catch_unwind(|| run_windows(windows, &build));
         let message = got.expect_err("refused");
-        let text = message
+        message
             .downcast_ref::<String>()
             .cloned()
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_message_sooner_than_the_lookahead_is_refused() {
+        let text = refusal(2, |p, post| {
+            if p == 0 {
+                spawn_detached(async move {
+                    sleep(10).await;
+                    post.send(1, now() + LOOKAHEAD - 1, ());
+                });
+            }
+            Box::new(|_, _| {})
+        });
         assert!(text.contains("before now + the lookahead"), "{text}");
     }
 
@@ -464,34 +470,20 @@ mod tests {
         // Partition 1 answers a message as it is delivered, for the
         // message's own time: before the window's start + the lookahead,
         // although its clock (its last event, long before) says otherwise.
-        let got = std::panic::catch_unwind(|| {
-            run_windows::<(), _>(
-                Windows {
-                    parts: 2,
-                    lookahead: LOOKAHEAD,
-                    threads: 1,
-                },
-                |p, post| {
-                    if p == 0 {
-                        let post = post.clone();
-                        spawn_detached(async move {
-                            sleep(10 * LOOKAHEAD).await;
-                            post.send(1, now() + LOOKAHEAD, ());
-                        });
-                    }
-                    Box::new(move |at, ()| {
-                        if p == 1 {
-                            post.send(0, at + LOOKAHEAD / 2, ());
-                        }
-                    })
-                },
-            )
+        let text = refusal(1, |p, post| {
+            if p == 0 {
+                let post = post.clone();
+                spawn_detached(async move {
+                    sleep(10 * LOOKAHEAD).await;
+                    post.send(1, now() + LOOKAHEAD, ());
+                });
+            }
+            Box::new(move |at, ()| {
+                if p == 1 {
+                    post.send(0, at + LOOKAHEAD / 2, ());
+                }
+            })
         });
-        let message = got.expect_err("refused");
-        let text = message
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default();
         assert!(text.contains("partition 1 posted"), "{text}");
     }
 
