@@ -90,7 +90,7 @@ impl Runs {
     /// could take on the cores of this machine.
     fn cpu_note(&self) -> String {
         let t = self.best_run();
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = kernbench::cores::count();
         format!(
             "processor time {:.2} s ({:.2} s on the engine thread, {:.2} s on helpers): \
              on {cores} cores no division of it ends before {:.2} s",

@@ -423,34 +423,33 @@ impl Core {
     /// it hands out none and nothing is runnable.
     #[inline(always)]
     fn drive(&self, mut next_timer: impl FnMut(&mut TimerWheel<Target>) -> Option<(Ps, Target)>) {
-        let core = self;
         loop {
             loop {
-                let next = core.ready.borrow_mut().pop_front();
+                let next = self.ready.borrow_mut().pop_front();
                 let Some(id) = next else { break };
-                core.run_ready(id);
+                self.run_ready(id);
             }
             // Fire the earliest timer, then run what it woke. The ready
             // queue is empty here, so a timer that wakes one of our tasks
             // or a call runs it at once: what the queue would run next,
             // without passing through it (three times a ring step).
-            let next = next_timer(&mut core.timers.borrow_mut());
+            let next = next_timer(&mut self.timers.borrow_mut());
             let Some((at, target)) = next else { break };
-            debug_assert!(at >= core.now.get(), "time went backwards");
-            core.now.set(at);
+            debug_assert!(at >= self.now.get(), "time went backwards");
+            self.now.set(at);
             match target {
                 Target::Task(id) => {
-                    let runnable = core
+                    let runnable = self
                         .slots
                         .borrow()
                         .get(id as usize)
                         .is_some_and(Slot::wakeable);
                     if runnable {
-                        core.poll_task(id as usize);
+                        self.poll_task(id as usize);
                     }
                 }
-                Target::Call(call) => core.run_call(call),
-                Target::Foreign(i) => core.wake_foreign(i),
+                Target::Call(call) => self.run_call(call),
+                Target::Foreign(i) => self.wake_foreign(i),
             }
         }
     }

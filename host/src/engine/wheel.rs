@@ -163,6 +163,7 @@ impl<T: Copy> TimerWheel<T> {
 
     /// The lowest occupied level and its earliest occupied slot: the one
     /// that holds the earliest timer outside the due list.
+    #[inline(always)]
     fn first_slot(&self) -> Option<(usize, usize)> {
         let level = self.occupied.iter().position(|&o| o != 0)?;
         let digit = (self.elapsed >> (BITS as usize * level)) & (SLOTS as u64 - 1);
@@ -180,7 +181,7 @@ impl<T: Copy> TimerWheel<T> {
     pub fn pop_before(&mut self, end: Ps) -> Option<(Ps, T)> {
         loop {
             if self.due.head != NIL {
-                return (self.due_at < end).then(|| self.pop()).flatten();
+                return (self.due_at < end).then(|| self.take_due());
             }
             let (level, slot) = self.first_slot()?;
             // Every timer of the slot is at this time or later.
@@ -192,13 +193,11 @@ impl<T: Copy> TimerWheel<T> {
             if list.head == list.tail {
                 // The lone timer of that slot is the earliest of all.
                 return (self.nodes[list.head as usize].at < end)
-                    .then(|| self.pop())
-                    .flatten();
+                    .then(|| self.take_lone(level, slot));
             }
-            // Several: `pop` files them a level down (or makes them the
-            // due list) with the position at `start`, before `end`, and
-            // hands out the earliest; its time is checked on the next
-            // turn, without taking it.
+            // Several: filed a level down (or made the due list) with the
+            // position at `start`, before `end`; the earliest of them is
+            // checked on the next turn, without taking it.
             self.cascade(level, slot);
         }
     }
@@ -241,31 +240,45 @@ impl<T: Copy> TimerWheel<T> {
     pub fn pop(&mut self) -> Option<(Ps, T)> {
         loop {
             if self.due.head != NIL {
-                let idx = self.due.head;
-                let node = self.nodes[idx as usize];
-                self.due.head = node.next;
-                if node.next == NIL {
-                    self.due.tail = NIL;
-                }
-                self.free.push(idx);
-                self.len -= 1;
-                return Some((node.at, node.item));
+                return Some(self.take_due());
             }
             let (level, slot) = self.first_slot()?;
             let list = self.slots[level * SLOTS + slot];
             if list.head == list.tail {
                 // A lone timer in the earliest slot of the lowest level is
                 // the earliest timer of all: hand it out without cascading.
-                self.occupied[level] &= !(1u64 << slot);
-                self.slots[level * SLOTS + slot] = EMPTY;
-                let node = self.nodes[list.head as usize];
-                self.free.push(list.head);
-                self.elapsed = node.at;
-                self.len -= 1;
-                return Some((node.at, node.item));
+                return Some(self.take_lone(level, slot));
             }
             self.cascade(level, slot);
         }
+    }
+
+    /// The first timer of the (non-empty) due list. (This, `take_lone`
+    /// and `first_slot` are forced inline: they were `pop`'s own code,
+    /// on the hot path of every run.)
+    #[inline(always)]
+    fn take_due(&mut self) -> (Ps, T) {
+        let idx = self.due.head;
+        let node = self.nodes[idx as usize];
+        self.due.head = node.next;
+        if node.next == NIL {
+            self.due.tail = NIL;
+        }
+        self.free.push(idx);
+        self.len -= 1;
+        (node.at, node.item)
+    }
+
+    /// The one timer of slot `slot` of `level`, the earliest of all.
+    #[inline(always)]
+    fn take_lone(&mut self, level: usize, slot: usize) -> (Ps, T) {
+        let idx = std::mem::replace(&mut self.slots[level * SLOTS + slot], EMPTY).head;
+        self.occupied[level] &= !(1u64 << slot);
+        let node = self.nodes[idx as usize];
+        self.free.push(idx);
+        self.elapsed = node.at;
+        self.len -= 1;
+        (node.at, node.item)
     }
 }
 
@@ -280,6 +293,19 @@ mod tests {
         *s ^= *s >> 7;
         *s ^= *s << 17;
         *s
+    }
+
+    /// A timer at `at` in the wheel and in the reference heap, numbered
+    /// by `seq` in insertion order.
+    fn push_both(
+        wheel: &mut TimerWheel<u64>,
+        heap: &mut BinaryHeap<Reverse<(u64, u64)>>,
+        seq: &mut u64,
+        at: u64,
+    ) {
+        wheel.push(at, *seq);
+        heap.push(Reverse((at, *seq)));
+        *seq += 1;
     }
 
     /// Interleaved pushes and pops, checked against a (time, seq) heap.
@@ -302,9 +328,7 @@ mod tests {
                         r % spread.max(1)
                     } + 1;
                     let at = now.saturating_add(delta);
-                    wheel.push(at, seq);
-                    heap.push(Reverse((at, seq)));
-                    seq += 1;
+                    push_both(&mut wheel, &mut heap, &mut seq, at);
                 }
                 if round % 3 != 0 {
                     let got = wheel.pop();
@@ -346,9 +370,7 @@ mod tests {
                     let r = xorshift(&mut s);
                     let delta = if r.is_multiple_of(4) { 0 } else { r % spread };
                     let at = end.saturating_add(delta);
-                    wheel.push(at, seq);
-                    heap.push(Reverse((at, seq)));
-                    seq += 1;
+                    push_both(&mut wheel, &mut heap, &mut seq, at);
                 }
                 end = end.saturating_add(window);
                 loop {
@@ -367,9 +389,7 @@ mod tests {
                     if xorshift(&mut s).is_multiple_of(2) {
                         let (now, _) = got.unwrap();
                         let at = now.saturating_add(xorshift(&mut s) % (2 * window));
-                        wheel.push(at, seq);
-                        heap.push(Reverse((at, seq)));
-                        seq += 1;
+                        push_both(&mut wheel, &mut heap, &mut seq, at);
                     }
                 }
                 let first = heap.peek().map(|Reverse((at, _))| *at);

@@ -21,7 +21,9 @@
 use super::executor::{now, Executor, RunOutcome};
 use crate::units::Ps;
 use std::cell::{Cell, RefCell};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Mutex;
 
 /// The threads' meeting point between windows: each waits until all
@@ -42,10 +44,9 @@ struct SpinBarrier {
 
 impl SpinBarrier {
     fn new(threads: usize) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         SpinBarrier {
             threads,
-            spins: if threads <= cores {
+            spins: if threads <= crate::cores::count() {
                 SPINS_BEFORE_YIELDING
             } else {
                 0
@@ -99,6 +100,17 @@ pub struct Post<M> {
 }
 
 impl<M> Post<M> {
+    fn new(me: usize, parts: usize, lookahead: Ps) -> Self {
+        Post {
+            me,
+            parts,
+            lookahead,
+            window_start: Cell::new(0),
+            seq: Cell::new(0),
+            out: RefCell::default(),
+        }
+    }
+
     /// This partition's number.
     pub fn me(&self) -> usize {
         self.me
@@ -170,6 +182,126 @@ struct Partition<M> {
     mail: Vec<Mail<M>>,
 }
 
+impl<M> Partition<M> {
+    /// Partition `index`, made by `build` inside its own executor.
+    fn new<B>(index: usize, plan: Windows, build: &B) -> Self
+    where
+        B: Fn(usize, Rc<Post<M>>) -> Deliver<M>,
+    {
+        let ex = Executor::new();
+        let post = Rc::new(Post::new(index, plan.parts, plan.lookahead));
+        let deliver = ex.enter(|| build(index, post.clone()));
+        Partition {
+            index,
+            ex,
+            post,
+            deliver,
+            mail: Vec::new(),
+        }
+    }
+
+    /// Window `[start, end)`: deliver its mail, run it, post what it sent
+    /// to `inboxes`. Returns the earliest of its next timer and the
+    /// messages it sent.
+    fn run_window(&mut self, start: Ps, end: Ps, inboxes: &[Mutex<Vec<Mail<M>>>]) -> Option<Ps> {
+        self.post.window_start.set(start);
+        let mut mail = std::mem::take(&mut self.mail);
+        mail.sort_by_key(|m| (m.at, m.from, m.seq));
+        let deliver = &mut self.deliver;
+        self.ex.enter(|| {
+            for m in mail {
+                deliver(m.at, m.msg);
+            }
+        });
+        let mut earliest = self.ex.run_until(end);
+        for (to, mail) in self.post.out.take() {
+            earliest = Some(earliest.map_or(mail.at, |e| e.min(mail.at)));
+            inboxes[to].lock().unwrap().push(mail);
+        }
+        earliest
+    }
+
+    fn end(&self) -> PartitionEnd {
+        PartitionEnd {
+            outcome: self.ex.outcome(),
+            events: self.ex.events_processed(),
+            time: self.ex.now(),
+        }
+    }
+}
+
+/// What the threads of a run share.
+struct Shared<M> {
+    plan: Windows,
+    threads: usize,
+    /// Each partition's messages posted in the current window.
+    inboxes: Vec<Mutex<Vec<Mail<M>>>>,
+    /// Each thread's earliest pending timer or posted message (`None`:
+    /// nothing), read by all after a window's first barrier.
+    next: Vec<Mutex<Option<Ps>>>,
+    barrier: SpinBarrier,
+    /// The first panic of any thread; the others stop at the next window.
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    failed: AtomicBool,
+}
+
+impl<M> Shared<M> {
+    fn note_panic(&self, p: Box<dyn std::any::Any + Send>) {
+        self.failed.store(true, SeqCst);
+        self.panic.lock().unwrap().get_or_insert(p);
+    }
+
+    /// Thread `t`: make its partitions, run them window after window
+    /// with the other threads, and return how each ended.
+    fn thread<B>(&self, t: usize, build: &B) -> Vec<(usize, PartitionEnd)>
+    where
+        B: Fn(usize, Rc<Post<M>>) -> Deliver<M>,
+    {
+        let plan = self.plan;
+        let mut mine: Vec<Partition<M>> = Vec::new();
+        let made = catch_unwind(AssertUnwindSafe(|| {
+            for index in (t..plan.parts).step_by(self.threads) {
+                mine.push(Partition::new(index, plan, build));
+            }
+        }));
+        if let Err(p) = made {
+            self.note_panic(p);
+        }
+        let mut start: Ps = 0;
+        loop {
+            let end = start.saturating_add(plan.lookahead);
+            if !self.failed.load(SeqCst) {
+                let window = catch_unwind(AssertUnwindSafe(|| {
+                    mine.iter_mut()
+                        .filter_map(|part| part.run_window(start, end, &self.inboxes))
+                        .min()
+                }));
+                match window {
+                    Ok(earliest) => *self.next[t].lock().unwrap() = earliest,
+                    Err(p) => self.note_panic(p),
+                }
+            }
+            self.barrier.wait();
+            // What the window posted, for the next one (not this one: a
+            // partition run later in the window must not see it sooner
+            // than one run earlier).
+            for part in mine.iter_mut() {
+                part.mail = std::mem::take(&mut *self.inboxes[part.index].lock().unwrap());
+            }
+            let global = self.next.iter().filter_map(|n| *n.lock().unwrap()).min();
+            let stop = self.failed.load(SeqCst) || global.is_none() || end == Ps::MAX;
+            // Every thread has read the others' figures before any writes
+            // its next.
+            self.barrier.wait();
+            if stop {
+                break;
+            }
+            start = global.map_or(end, |g| g.max(end));
+        }
+        mine.iter().map(|part| (part.index, part.end())).collect()
+    }
+}
+
 /// Run a model of `plan.parts` partitions to its end. `build(p, post)`
 /// makes partition `p` on the thread that will run it, inside its
 /// executor (so it can spawn its tasks there), and returns what to do
@@ -183,125 +315,32 @@ where
 {
     assert!(plan.parts > 0 && plan.lookahead > 0, "{plan:?}");
     let threads = plan.threads.clamp(1, plan.parts);
-    let inboxes: Vec<Mutex<Vec<Mail<M>>>> = (0..plan.parts).map(|_| Mutex::default()).collect();
-    // Each thread's earliest pending timer or posted message (`None`:
-    // nothing), read by all after the window's first barrier.
-    let next: Vec<Mutex<Option<Ps>>> = (0..threads).map(|_| Mutex::default()).collect();
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let barrier = SpinBarrier::new(threads);
-    let ends: Vec<Mutex<Vec<(usize, PartitionEnd)>>> =
-        (0..threads).map(|_| Mutex::default()).collect();
-    let panic = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for t in 0..threads {
-            let (inboxes, next, failed, barrier, ends, panic, build) =
-                (&inboxes, &next, &failed, &barrier, &ends, &panic, &build);
-            scope.spawn(move || {
-                let step = |mine: &mut Vec<Partition<M>>, end: Ps| -> Option<Ps> {
-                    let mut earliest: Option<Ps> = None;
-                    let mut fold = |at: Ps| earliest = Some(earliest.map_or(at, |e| e.min(at)));
-                    for part in mine.iter_mut() {
-                        part.post.window_start.set(end - plan.lookahead);
-                        let mut mail = std::mem::take(&mut part.mail);
-                        mail.sort_by_key(|m| (m.at, m.from, m.seq));
-                        let deliver = &mut part.deliver;
-                        part.ex.enter(|| {
-                            for m in mail {
-                                deliver(m.at, m.msg);
-                            }
-                        });
-                        if let Some(at) = part.ex.run_until(end) {
-                            fold(at);
-                        }
-                        for (to, mail) in part.post.out.take() {
-                            fold(mail.at);
-                            inboxes[to].lock().unwrap().push(mail);
-                        }
-                    }
-                    earliest
-                };
-                let mut mine: Vec<Partition<M>> = Vec::new();
-                let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    for index in (t..plan.parts).step_by(threads) {
-                        let ex = Executor::new();
-                        let post = Rc::new(Post {
-                            me: index,
-                            parts: plan.parts,
-                            lookahead: plan.lookahead,
-                            window_start: Cell::new(0),
-                            seq: Cell::new(0),
-                            out: RefCell::default(),
-                        });
-                        let deliver = ex.enter(|| build(index, post.clone()));
-                        mine.push(Partition {
-                            index,
-                            ex,
-                            post,
-                            deliver,
-                            mail: Vec::new(),
-                        });
-                    }
-                }));
-                let note_panic = |p: Box<dyn std::any::Any + Send>| {
-                    failed.store(true, std::sync::atomic::Ordering::SeqCst);
-                    panic.lock().unwrap().get_or_insert(p);
-                };
-                if let Err(p) = made {
-                    note_panic(p);
-                }
-                let mut start: Ps = 0;
-                loop {
-                    let end = start.saturating_add(plan.lookahead);
-                    if !failed.load(std::sync::atomic::Ordering::SeqCst) {
-                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            step(&mut mine, end)
-                        })) {
-                            Ok(earliest) => *next[t].lock().unwrap() = earliest,
-                            Err(p) => note_panic(p),
-                        }
-                    }
-                    barrier.wait();
-                    // What the window posted, for the next one (not this
-                    // one: a partition run later in the window must not
-                    // see it sooner than one run earlier).
-                    for part in mine.iter_mut() {
-                        part.mail = std::mem::take(&mut *inboxes[part.index].lock().unwrap());
-                    }
-                    let global = next.iter().filter_map(|n| *n.lock().unwrap()).min();
-                    let stop = failed.load(std::sync::atomic::Ordering::SeqCst)
-                        || global.is_none()
-                        || end == Ps::MAX;
-                    // Every thread has read the others' figures before any
-                    // writes its next.
-                    barrier.wait();
-                    if stop {
-                        break;
-                    }
-                    start = global.map_or(end, |g| g.max(end));
-                }
-                let mut mine_ends = ends[t].lock().unwrap();
-                for part in &mine {
-                    mine_ends.push((
-                        part.index,
-                        PartitionEnd {
-                            outcome: part.ex.outcome(),
-                            events: part.ex.events_processed(),
-                            time: part.ex.now(),
-                        },
-                    ));
-                }
-            });
-        }
+    let shared = Shared {
+        plan,
+        threads,
+        inboxes: (0..plan.parts).map(|_| Mutex::default()).collect(),
+        next: (0..threads).map(|_| Mutex::default()).collect(),
+        barrier: SpinBarrier::new(threads),
+        panic: Mutex::new(None),
+        failed: AtomicBool::new(false),
+    };
+    let mut ends: Vec<(usize, PartitionEnd)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (shared, build) = (&shared, &build);
+                scope.spawn(move || shared.thread(t, build))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     });
-    if let Some(p) = panic.into_inner().unwrap() {
+    if let Some(p) = shared.panic.into_inner().unwrap() {
         std::panic::resume_unwind(p);
     }
-    let mut all: Vec<(usize, PartitionEnd)> = ends
-        .into_iter()
-        .flat_map(|e| e.into_inner().unwrap())
-        .collect();
-    all.sort_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, e)| e).collect()
+    ends.sort_by_key(|(i, _)| *i);
+    ends.into_iter().map(|(_, e)| e).collect()
 }
 
 #[cfg(test)]
@@ -407,14 +446,7 @@ mod tests {
         let (ends, log) = phold(1, 1, 16);
         let serial: Log = Arc::new(Mutex::new(vec![Vec::new()]));
         let ex = Executor::new();
-        let post = Rc::new(Post {
-            me: 0,
-            parts: 1,
-            lookahead: LOOKAHEAD,
-            window_start: Cell::new(0),
-            seq: Cell::new(0),
-            out: RefCell::default(),
-        });
+        let post = Rc::new(Post::new(0, 1, LOOKAHEAD));
         ex.enter(|| {
             for id in 0..16 {
                 job(post.clone(), serial.clone(), id, seed_of(id), 200);
