@@ -133,10 +133,10 @@ impl<T: ?Sized> OneThread<T> {
         if state == me | HELD {
             panic!("engine state locked twice by its own thread");
         }
-        if state != 0
+        if !(state == 0 || may_take_over(state, me))
             || self
                 .state
-                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(state, me, Ordering::Relaxed, Ordering::Relaxed)
                 .is_err()
         {
             panic!("engine state locked by a second thread (it is the engine thread's alone)");
@@ -179,23 +179,116 @@ impl<T: ?Sized> Drop for OneThreadGuard<'_, T> {
     }
 }
 
-/// This thread's number for [`OneThread`]: even, nonzero, never reused
-/// by another thread of the process.
+/// The bit of a [`thread_token`] that marks a thread of a windowed run
+/// (see [`windows_phase`]).
+const WINDOWS_THREAD: u32 = 2;
+
+/// The next thread token (see [`thread_token`]).
+static NEXT_TOKEN: AtomicU32 = AtomicU32::new(4);
+
+/// A windowed run: its threads' tokens (`first..end`, given out by
+/// [`windows_phase`] before its threads start) and the thread that ran it
+/// (blocked in it while they ran).
+struct Run {
+    first: u32,
+    end: u32,
+    serial: u32,
+    live: bool,
+}
+
+/// Every windowed run of the process, by `first` (read only where state
+/// changes threads, not where it is locked).
+static RUNS: std::sync::Mutex<Vec<Run>> = std::sync::Mutex::new(Vec::new());
+
+thread_local! {
+    static TOKEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// This thread's number for [`OneThread`]: a multiple of 4 (bit 0 is
+/// [`HELD`], bit 1 [`WINDOWS_THREAD`]), nonzero, never reused by another
+/// thread of the process.
 fn thread_token() -> u32 {
-    use std::cell::Cell;
-    thread_local! {
-        static TOKEN: Cell<u32> = const { Cell::new(0) };
-    }
     TOKEN.with(|t| match t.get() {
         0 => {
-            static NEXT: AtomicU32 = AtomicU32::new(2);
-            let token = NEXT.fetch_add(2, Ordering::Relaxed);
-            assert!(token != 0, "more than 2^31 threads");
+            let token = NEXT_TOKEN.fetch_add(4, Ordering::Relaxed);
+            assert!(token != 0, "more than 2^30 threads");
             t.set(token);
             token
         }
         token => token,
     })
+}
+
+/// Whether thread `me` may take state that thread `owner` bound and does
+/// not hold, because the model moved between an engine thread and the
+/// threads of its windowed runs ([`windows_phase`]): a thread of a run
+/// takes what the run's engine thread (blocked in the run) or a thread
+/// of one of its earlier runs (joined) left; the engine thread takes back
+/// what its ended runs' threads left. Each such owner is done with the
+/// state, and its last touch happened before the taker began (a thread's
+/// spawn and join order them), so the value is never shared. Two threads
+/// of one run that want the same state still meet the panic (the second
+/// finds the first's token), as does any other thread.
+fn may_take_over(owner: u32, me: u32) -> bool {
+    if owner & HELD != 0 {
+        return false;
+    }
+    let runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    let run_of = |token: u32| {
+        let i = runs.partition_point(|r| r.first <= token);
+        i.checked_sub(1)
+            .map(|i| &runs[i])
+            .filter(|r| token < r.end && token & WINDOWS_THREAD != 0)
+    };
+    let ended_run_of =
+        |token: u32, serial: u32| run_of(token).is_some_and(|r| !r.live && r.serial == serial);
+    match run_of(me) {
+        Some(mine) => owner == mine.serial || ended_run_of(owner, mine.serial),
+        None => ended_run_of(owner, me),
+    }
+}
+
+/// Run `f`, which runs a model on `threads` threads of its own (see
+/// [`super::windows`]) while this thread waits for them. `f` is given the
+/// first of their tokens: thread `t` calls [`become_windows_thread`]
+/// with it before it locks anything, and may then take the engine state
+/// this thread left (see [`may_take_over`]); this thread may take it back
+/// once `f` has returned.
+pub(crate) fn windows_phase<R>(threads: usize, f: impl FnOnce(u32) -> R) -> R {
+    let me = thread_token();
+    let first = {
+        let mut runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+        let span = u32::try_from(threads * 4).expect("fewer than 2^30 threads");
+        let first = NEXT_TOKEN.fetch_add(span, Ordering::Relaxed);
+        assert!(first.checked_add(span).is_some(), "more than 2^30 threads");
+        runs.push(Run {
+            first,
+            end: first + span,
+            serial: me,
+            live: true,
+        });
+        first
+    };
+    struct Ended(u32);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            let mut runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(r) = runs.iter_mut().find(|r| r.first == self.0) {
+                r.live = false;
+            }
+        }
+    }
+    let _ended = Ended(first);
+    f(first)
+}
+
+/// Make this new thread thread `t` of the windowed run whose first token
+/// is `first` (before it locks anything).
+pub(crate) fn become_windows_thread(first: u32, t: usize) {
+    TOKEN.with(|token| {
+        assert_eq!(token.get(), 0, "a windows thread is a new thread");
+        token.set((first + 4 * t as u32) | WINDOWS_THREAD);
+    });
 }
 
 #[cfg(test)]
@@ -231,6 +324,59 @@ mod tests {
         let here = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| *c.lock()));
         assert!(here.is_err());
         assert_eq!(Arc::try_unwrap(c).unwrap().into_inner(), 7);
+    }
+
+    /// Runs `body(t)` on `threads` threads of a windowed run of this
+    /// thread; whether each ended without a panic.
+    fn windowed(threads: usize, body: impl Fn(usize) + Sync) -> Vec<bool> {
+        windows_phase(threads, |first| {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let body = &body;
+                        s.spawn(move || {
+                            become_windows_thread(first, t);
+                            body(t)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().is_ok()).collect()
+            })
+        })
+    }
+
+    /// State moves from the engine thread to a thread of its windowed run
+    /// and back, and to a thread of its next run; two threads of one run
+    /// still cannot share it, nor can a thread outside the runs take it.
+    #[test]
+    fn state_moves_between_the_engine_thread_and_its_windowed_runs() {
+        let (a, b) = (OneThread::new(0), OneThread::new(0));
+        *a.lock() += 1;
+        *b.lock() += 1;
+        // Each run's thread takes its own; the engine thread takes back.
+        assert_eq!(windowed(2, |t| *[&a, &b][t].lock() += 10), [true, true]);
+        assert_eq!((*a.lock(), *b.lock()), (11, 11));
+        // Left by a run's thread, taken by the next run's.
+        assert_eq!(windowed(1, |_| *a.lock() += 100), [true]);
+        assert_eq!(windowed(1, |_| *a.lock() += 100), [true]);
+        assert_eq!(*a.lock(), 211);
+        // Two threads of one run: one of them is refused.
+        let c = OneThread::new(0);
+        let both = windowed(2, |_| {
+            let mut g = c.lock();
+            *g += 1;
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            drop(g);
+            *c.lock() += 1;
+        });
+        assert_eq!(both.iter().filter(|ok| **ok).count(), 1, "{both:?}");
+        // A thread outside the runs takes nothing from them.
+        let d = Arc::new(OneThread::new(0));
+        let dd = d.clone();
+        assert_eq!(windowed(1, move |_| *dd.lock() += 1), [true]);
+        let other = d.clone();
+        assert!(std::thread::spawn(move || *other.lock()).join().is_err());
+        assert_eq!(*d.lock(), 1);
     }
 
     #[test]

@@ -324,17 +324,24 @@ where
         panic: Mutex::new(None),
         failed: AtomicBool::new(false),
     };
-    let mut ends: Vec<(usize, PartitionEnd)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let (shared, build) = (&shared, &build);
-                scope.spawn(move || shared.thread(t, build))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    // The threads may take the engine state this thread left, and this
+    // one takes it back after (see `lock::windows_phase`).
+    let mut ends: Vec<(usize, PartitionEnd)> = super::lock::windows_phase(threads, |first| {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (shared, build) = (&shared, &build);
+                    scope.spawn(move || {
+                        super::lock::become_windows_thread(first, t);
+                        shared.thread(t, build)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
     });
     if let Some(p) = shared.panic.into_inner().unwrap() {
         std::panic::resume_unwind(p);
