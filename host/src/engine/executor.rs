@@ -105,6 +105,8 @@ struct Core {
     live: Cell<usize>,
     /// Whether a windowed run ([`Executor::run_until`]) has begun.
     started: Cell<bool>,
+    /// The partition of a windowed run it runs (see [`partition`]).
+    partition: Cell<usize>,
 }
 
 impl Default for Core {
@@ -122,6 +124,7 @@ impl Default for Core {
             slots: RefCell::default(),
             free: RefCell::default(),
             live: Cell::new(0),
+            partition: Cell::new(0),
             started: Cell::new(false),
         }
     }
@@ -390,6 +393,11 @@ impl Executor {
         f()
     }
 
+    /// Make it run partition `p` of a windowed run (see [`partition`]).
+    pub fn set_partition(&self, p: usize) {
+        self.core.partition.set(p);
+    }
+
     /// How a run stands now: finished, or stalled with tasks that cannot
     /// go on (once no timer is pending and nothing is runnable; before,
     /// the tasks counted may only be waiting).
@@ -503,6 +511,14 @@ pub fn register(handler: Handler) -> HandlerId {
 /// [`HandlerId`] is valid on the executor that registered it.
 pub fn executor_id() -> usize {
     with_current(|c| c.id)
+}
+
+/// The partition of a windowed run (see [`super::windows`]) that the
+/// running executor runs; 0 outside one, or outside any executor. A
+/// model split into partitions finds its partition's state by it.
+#[inline]
+pub fn partition() -> usize {
+    current().map_or(0, |c| c.partition.get())
 }
 
 /// Run `call` once every task and call runnable now has run, as a task

@@ -282,6 +282,11 @@ pub(crate) fn windows_phase<R>(threads: usize, f: impl FnOnce(u32) -> R) -> R {
     f(first)
 }
 
+/// Whether this thread is one of a windowed run's.
+pub fn is_windows_thread() -> bool {
+    thread_token() & WINDOWS_THREAD != 0
+}
+
 /// Make this new thread thread `t` of the windowed run whose first token
 /// is `first` (before it locks anything).
 pub(crate) fn become_windows_thread(first: u32, t: usize) {

@@ -25,7 +25,7 @@ mod wheel;
 pub mod windows;
 
 pub use executor::{
-    call_at, call_soon, call_waker, executor_id, now, register, sleep, sleep_until, spawn,
-    spawn_detached, try_now, Call, Executor, Handler, HandlerId, RunOutcome, Sleep,
+    call_at, call_soon, call_waker, executor_id, now, partition, register, sleep, sleep_until,
+    spawn, spawn_detached, try_now, Call, Executor, Handler, HandlerId, RunOutcome, Sleep,
 };
 pub use sync::{Event, JoinHandle, Signal, SignalWait};

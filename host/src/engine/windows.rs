@@ -189,6 +189,7 @@ impl<M> Partition<M> {
         B: Fn(usize, Rc<Post<M>>) -> Deliver<M>,
     {
         let ex = Executor::new();
+        ex.set_partition(index);
         let post = Rc::new(Post::new(index, plan.parts, plan.lookahead));
         let deliver = ex.enter(|| build(index, post.clone()));
         Partition {

@@ -195,23 +195,32 @@ impl Bytes {
 }
 
 /// See the module doc.
+///
+/// A machine split into partitions (see [`crate::engine::windows`]) has a
+/// queue of pending ops per partition, filled by its own thread; the
+/// thread applies a partition's batches in its order, and the batches of
+/// different partitions in the order they were handed over, which gives
+/// the same bytes because partitions write only their own SIPs' memory
+/// and read another's only through what a message carries. The held
+/// bytes of a transfer are kept under its partition's command slot.
 pub struct DataPlane {
     bytes: Arc<Mutex<Bytes>>,
-    /// Ops not yet handed to the thread (engine thread only).
-    pending: OneThread<Batch>,
+    /// Ops not yet handed to the thread, per partition (its thread only).
+    pending: Box<[OneThread<Batch>]>,
     /// Set by [`DataPlane::use_a_thread`]: ops go to the thread.
     worker: OnceLock<Worker>,
 }
 
 impl DataPlane {
-    pub fn new(store: MemoryStore) -> Self {
+    /// The data plane of `store` for a machine of `parts` partitions.
+    pub fn new(store: MemoryStore, parts: usize) -> Self {
         DataPlane {
             bytes: Arc::new(Mutex::new(Bytes {
                 store,
                 staged: Vec::new(),
                 failed: false,
             })),
-            pending: OneThread::default(),
+            pending: (0..parts.max(1)).map(|_| OneThread::default()).collect(),
             worker: OnceLock::new(),
         }
     }
@@ -231,16 +240,35 @@ impl DataPlane {
 
     /// Apply `op` now, or queue it for the thread (then `Ok`: a failure
     /// is found by [`DataPlane::settle`]).
-    pub fn submit(&self, op: DataOp) -> Result<(), DataFault> {
+    pub fn submit(&self, mut op: DataOp) -> Result<(), DataFault> {
+        self.in_partition(&mut op);
         let Some(worker) = self.worker.get() else {
             return lock(&self.bytes).apply(op);
         };
-        let mut pending = self.pending.lock();
+        let mut pending = match &*self.pending {
+            [one] => one,
+            all => &all[crate::engine::partition()],
+        }
+        .lock();
         pending.push(op);
         if pending.len() >= BATCH {
             worker.hand_over(&mut pending);
         }
         Ok(())
+    }
+
+    /// Make `op`'s command slot, its partition's, one of the whole
+    /// machine's (slot `s` of partition `p` of `n` is `s * n + p`), in
+    /// place (an op moved through a function was copied, ~64 bytes).
+    #[inline]
+    fn in_partition(&self, op: &mut DataOp) {
+        let parts = self.pending.len() as u32;
+        if parts == 1 {
+            return;
+        }
+        if let DataOp::Stage { slot, .. } | DataOp::Land { slot, .. } = op {
+            *slot = *slot * parts + crate::engine::partition() as u32;
+        }
     }
 
     /// Wait until every queued op has been applied; the first that failed
@@ -266,11 +294,17 @@ impl DataPlane {
     /// everything; its state then (`None`: no thread).
     fn drain(&self) -> Option<MutexGuard<'_, QueueState>> {
         let worker = self.worker.get()?;
-        let mut pending = self.pending.lock();
-        if !pending.is_empty() {
-            worker.hand_over(&mut pending);
+        // On a thread of a windowed run, its own partition's ops are all
+        // that can touch what it reads (the other partitions' threads own
+        // theirs); otherwise every partition's.
+        let own = crate::engine::lock::is_windows_thread()
+            .then(|| std::slice::from_ref(&self.pending[crate::engine::partition()]));
+        for pending in own.unwrap_or(&self.pending) {
+            let mut pending = pending.lock();
+            if !pending.is_empty() {
+                worker.hand_over(&mut pending);
+            }
         }
-        drop(pending);
         Some(worker.idle_state())
     }
 }
@@ -493,8 +527,8 @@ mod tests {
 
     #[test]
     fn the_thread_applies_what_the_engine_would_have() {
-        let inline = DataPlane::new(MemoryStore::default());
-        let threaded = DataPlane::new(MemoryStore::default());
+        let inline = DataPlane::new(MemoryStore::default(), 1);
+        let threaded = DataPlane::new(MemoryStore::default(), 1);
         threaded.use_a_thread();
         assert!(threaded.threaded() && !inline.threaded());
         let (a, b) = (run(&inline), run(&threaded));
@@ -507,7 +541,7 @@ mod tests {
         // A landing with nothing staged is a bug of the caller: inline it
         // panics at once; on the thread it must not leave the engine
         // waiting forever.
-        let plane = DataPlane::new(MemoryStore::default());
+        let plane = DataPlane::new(MemoryStore::default(), 1);
         plane.use_a_thread();
         let land = DataOp::Land {
             slot: 3,
@@ -532,7 +566,7 @@ mod tests {
         // another page) is refused, the second (on the input's page,
         // which needs no new one) is not applied after it.
         let budget = Arc::new(MemoryBudget::new(4096));
-        let plane = DataPlane::new(MemoryStore::new(budget));
+        let plane = DataPlane::new(MemoryStore::new(budget), 1);
         plane.use_a_thread();
         let add = |out: u64, at: Ps| {
             DataOp::Compute(ComputeWrite {

@@ -16,6 +16,7 @@
 //! the end of the ready queue rather than where that one was issued.
 
 use super::engine_calls::{Phase, Served};
+use super::partition::Partition;
 use super::{Machine, PeState, TensorRef};
 use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
@@ -123,7 +124,8 @@ impl Machine {
     ) {
         let st = self.pe(pe);
         self.track(st, &record.done);
-        let slot = self.stage_records.lock().insert(record);
+        let part = self.part_of(pe);
+        let slot = part.stage_records.lock().insert(record);
         let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
         let mut q = unit.queue(st).lock();
         q.slots.push_back(slot);
@@ -131,24 +133,30 @@ impl Machine {
             q.phase = Phase::Scheduled;
             drop(q);
             let index = self.pe_index(pe);
-            engine::call_soon(self.engine_call(unit.served(index)));
+            engine::call_soon(self.engine_call(part, unit.served(index)));
         }
     }
 
     /// A call for `unit` of the PE of state index `index`: move its head
     /// command on.
-    pub(super) fn serve_unit(self: &Arc<Self>, call: Call, index: usize, unit: UnitKind) {
+    pub(super) fn serve_unit(
+        self: &Arc<Self>,
+        part: &Partition,
+        call: Call,
+        index: usize,
+        unit: UnitKind,
+    ) {
         let pe = || self.pe_at(index);
         let st = self.state_at(index);
         let mut q = unit.queue(st).lock();
         match q.phase {
             Phase::Busy { start, end } if engine::now() >= end => {
                 drop(q);
-                self.complete_head((index, st), unit, call, (start, end));
+                self.complete_head(part, (index, st), unit, call, (start, end));
             }
             Phase::Scheduled | Phase::Waiting => {
                 let slot = *q.slots.front().expect("a unit with a phase has a command");
-                let records = self.stage_records.lock();
+                let records = part.stage_records.lock();
                 let head = &records[slot as usize];
                 // Its inputs in order, as a task awaiting each would.
                 let waker = engine::call_waker(call);
@@ -170,7 +178,7 @@ impl Machine {
                     q.phase = Phase::Stuck;
                     q.slots.pop_front();
                     drop(q);
-                    let dropped = self.stage_records.lock().remove(slot as usize);
+                    let dropped = part.stage_records.lock().remove(slot as usize);
                     drop(dropped);
                     let source = crate::units::TimeOverflow;
                     return self.set_fault(
@@ -186,7 +194,7 @@ impl Machine {
                     engine::call_at(end, call);
                 } else {
                     // A sleep until now ends at once.
-                    self.complete_head((index, st), unit, call, (start, end));
+                    self.complete_head(part, (index, st), unit, call, (start, end));
                 }
             }
             // A call with nothing to do (none is sent so; harmless).
@@ -198,6 +206,7 @@ impl Machine {
     /// its counts and log, the next command's turn, then its waiters.
     fn complete_head(
         self: &Arc<Self>,
+        part: &Partition,
         (index, st): (usize, &PeState),
         unit: UnitKind,
         call: Call,
@@ -210,7 +219,7 @@ impl Machine {
             let mut q = unit.queue(st).lock();
             q.slots.pop_front().expect("a busy unit has a command")
         };
-        let record = self.stage_records.lock().remove(slot as usize);
+        let record = part.stage_records.lock().remove(slot as usize);
         let StageRecord {
             work,
             op,
@@ -252,8 +261,8 @@ impl Machine {
             }
         }
         match unit {
-            UnitKind::Math => self.stats.lock().math_commands += 1,
-            UnitKind::Gemm => self.stats.lock().gemm_commands += 1,
+            UnitKind::Math => part.stats.lock().math_commands += 1,
+            UnitKind::Gemm => part.stats.lock().gemm_commands += 1,
         }
         if let (Some(out), Some(marks)) = (out, logged) {
             self.log_op(|| Completed {

@@ -14,6 +14,7 @@
 //! command was polled, so every table and trace is as before.
 
 use super::engine_calls::{Phase, Served};
+use super::partition::Partition;
 use super::{DmaKind, Machine, PeState};
 use crate::address::Space;
 use crate::engine::{self, Call, Event};
@@ -134,16 +135,17 @@ impl Machine {
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
         let st = self.pe(pe);
+        let part = self.part_of(pe);
         let path = st.routes.lock().get(
             &self.router,
-            &self.links,
+            &part.links,
             src.0.node_at(src.1, spec),
             dst.0.node_at(dst.1, spec),
         )?;
         self.track(st, &done);
         let logged = self.issue_marks(pe, Some(&done));
         let index = self.pe_index(pe);
-        let slot = self.dma_commands.lock().insert(DmaCmd {
+        let slot = part.dma_commands.lock().insert(DmaCmd {
             pe: index,
             what,
             src,
@@ -161,14 +163,14 @@ impl Machine {
         if q.phase == Phase::Idle {
             q.phase = Phase::Scheduled;
             drop(q);
-            engine::call_soon(self.engine_call(Served::Dma(index)));
+            engine::call_soon(self.engine_call(part, Served::Dma(index)));
         }
         Ok(())
     }
 
     /// A call for the DMA engine of the PE of state index `index`: move
     /// its head command on.
-    pub(super) fn serve_dma(self: &Arc<Self>, call: Call, index: usize) {
+    pub(super) fn serve_dma(self: &Arc<Self>, part: &Partition, call: Call, index: usize) {
         let st = self.state_at(index);
         let mut q = st.dma.lock();
         match q.phase {
@@ -179,7 +181,7 @@ impl Machine {
                     .expect("an engine with a phase has a command");
                 let start = engine::now();
                 let (what, nbytes) = {
-                    let cmds = self.dma_commands.lock();
+                    let cmds = part.dma_commands.lock();
                     let head = &cmds[slot as usize];
                     let waker = engine::call_waker(call);
                     for t in &head.inputs {
@@ -196,7 +198,7 @@ impl Machine {
                         q.phase = Phase::Stuck;
                         q.slots.pop_front();
                         drop(q);
-                        self.dma_commands.lock().remove(slot as usize);
+                        part.dma_commands.lock().remove(slot as usize);
                         let fail = time_fault(what, nbytes, start);
                         return self.set_fault(self.pe_at(index), what.name(), fail(e));
                     }
@@ -207,12 +209,12 @@ impl Machine {
                     engine::call_at(set_up, call);
                 } else {
                     // A sleep until now ends at once.
-                    self.start_transfer(st, call, start);
+                    self.start_transfer(part, st, call, start);
                 }
             }
             Phase::Busy { start, end: set_up } if engine::now() >= set_up => {
                 drop(q);
-                self.start_transfer(st, call, start);
+                self.start_transfer(part, st, call, start);
             }
             // A call with nothing to do (none is sent so; harmless).
             Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
@@ -223,7 +225,7 @@ impl Machine {
     /// at `start`): the engine's next command's turn, then the transfer
     /// starts — its bytes leave the source (seed 003 §8 item 6) and its
     /// route is booked — to land at its end.
-    fn start_transfer(self: &Arc<Self>, st: &PeState, call: Call, start: Ps) {
+    fn start_transfer(self: &Arc<Self>, part: &Partition, st: &PeState, call: Call, start: Ps) {
         let slot = {
             let mut q = st.dma.lock();
             let slot = q
@@ -235,7 +237,7 @@ impl Machine {
             slot
         };
         let slot = slot as usize;
-        let mut cmds = self.dma_commands.lock();
+        let mut cmds = part.dma_commands.lock();
         let cmd = &mut cmds[slot];
         let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
         let staged = self.data.submit(DataOp::Stage {
@@ -247,28 +249,28 @@ impl Machine {
         let path = cmd.path.take().expect("a command is booked once");
         let pe = cmd.pe;
         drop(cmds);
-        let booked = self.book_transfer(what, pe, &path, (src.0, dst.0), nbytes, start);
+        let booked = self.book_transfer(part, (what, pe), &path, (src.0, dst.0), nbytes, start);
         drop(path);
         let end = match booked {
             Ok(t) => t,
             Err(e) => {
-                self.dma_commands.lock().remove(slot);
+                part.dma_commands.lock().remove(slot);
                 let fail = time_fault(what, nbytes, start);
                 return self.set_fault(self.pe_at(pe), what.name(), fail(e));
             }
         };
-        self.dma_commands.lock()[slot].span = (start, end);
+        part.dma_commands.lock()[slot].span = (start, end);
         if end > engine::now() {
             engine::call_at(end, Machine::sibling_call(call, Served::Landing(slot)));
         } else {
-            self.land_transfer(slot);
+            self.land_transfer(part, slot);
         }
     }
 
     /// A call for the transfer of the command in `slot`: its bytes land,
     /// then its counts and log, then its waiters.
-    pub(super) fn land_transfer(&self, slot: usize) {
-        let mut cmds = self.dma_commands.lock();
+    pub(super) fn land_transfer(&self, part: &Partition, slot: usize) {
+        let mut cmds = part.dma_commands.lock();
         let cmd = &mut cmds[slot];
         let (pe, what, src, dst, nbytes, span) =
             (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
@@ -287,7 +289,7 @@ impl Machine {
             return self.set_fault(self.pe_at(pe), what.name(), f.error.into());
         }
         {
-            let mut s = self.stats.lock();
+            let mut s = part.stats.lock();
             s.dma_commands += 1;
             s.bytes_moved += nbytes;
         }
@@ -320,8 +322,8 @@ impl Machine {
     /// the engine's span from `start` and each link's busy interval.
     fn book_transfer(
         &self,
-        what: DmaKind,
-        pe: usize,
+        part: &Partition,
+        (what, pe): (DmaKind, usize),
         path: &RouteHops,
         (from, to): (Space, Space),
         nbytes: u64,
@@ -330,10 +332,10 @@ impl Machine {
         let now = engine::now();
         let rate = self.timing.local_rate;
         let Some(tr) = &self.trace else {
-            return self.links.lock().reserve(path, now, nbytes, rate, None);
+            return part.links.lock().reserve(path, now, nbytes, rate, None);
         };
         let mut busy = Vec::new();
-        let end = self
+        let end = part
             .links
             .lock()
             .reserve(path, now, nbytes, rate, Some(&mut busy))?;

@@ -3,6 +3,7 @@
 //! PE's state index or the DMA command whose transfer lands (the rest);
 //! the handler is registered on each executor the machine runs on, once.
 
+use super::partition::Partition;
 use super::Machine;
 use crate::engine::{self, Call, HandlerId};
 use crate::units::Ps;
@@ -92,10 +93,11 @@ impl Phase {
 }
 
 impl Machine {
-    /// The call that serves `what` on the running executor.
-    pub(super) fn engine_call(self: &Arc<Self>, what: Served) -> Call {
+    /// The call that serves `what` of partition `part` on the running
+    /// executor (which runs `part`).
+    pub(super) fn engine_call(self: &Arc<Self>, part: &Partition, what: Served) -> Call {
         Call {
-            handler: self.engine_handler(),
+            handler: self.engine_handler(part),
             arg: what.arg(),
         }
     }
@@ -108,36 +110,40 @@ impl Machine {
         }
     }
 
-    /// The handler of engine calls, registered once per executor.
-    fn engine_handler(self: &Arc<Self>) -> HandlerId {
+    /// The handler of `part`'s engine calls, registered once per
+    /// executor.
+    fn engine_handler(self: &Arc<Self>, part: &Partition) -> HandlerId {
         let exec = engine::executor_id();
-        let h = &self.engine_handler;
+        let h = &part.engine_handler;
         if h.executor.load(Ordering::Acquire) == exec {
             return HandlerId::from_index(h.handler.load(Ordering::Relaxed));
         }
-        self.register_handler(exec)
+        self.register_handler(part, exec)
     }
 
     /// The handler holds the machine (as the executor's tasks that run
     /// its commands do): a weak reference was upgraded per call, two
     /// locked instructions each, full barriers, four or five calls a ring
     /// step.
+    /// It serves its partition's engines: the calls it gets name only
+    /// the engine.
     #[cold]
-    fn register_handler(self: &Arc<Self>, exec: usize) -> HandlerId {
-        let m = self.clone();
-        let id = engine::register(std::rc::Rc::new(move |call: Call| m.serve(call)));
-        let h = &self.engine_handler;
+    fn register_handler(self: &Arc<Self>, part: &Partition, exec: usize) -> HandlerId {
+        let (m, mine) = (self.clone(), self.parts.get(part.index).clone());
+        let id = engine::register(std::rc::Rc::new(move |call: Call| m.serve(&mine, call)));
+        let h = &part.engine_handler;
         h.handler.store(id.index(), Ordering::Relaxed);
         h.executor.store(exec, Ordering::Release);
         id
     }
 
-    fn serve(self: &Arc<Self>, call: Call) {
+    fn serve(self: &Arc<Self>, part: &Partition, call: Call) {
+        use super::compute_unit::UnitKind;
         match Served::of(call.arg) {
-            Served::Math(i) => self.serve_unit(call, i, super::compute_unit::UnitKind::Math),
-            Served::Gemm(i) => self.serve_unit(call, i, super::compute_unit::UnitKind::Gemm),
-            Served::Dma(i) => self.serve_dma(call, i),
-            Served::Landing(slot) => self.land_transfer(slot),
+            Served::Math(i) => self.serve_unit(part, call, i, UnitKind::Math),
+            Served::Gemm(i) => self.serve_unit(part, call, i, UnitKind::Gemm),
+            Served::Dma(i) => self.serve_dma(part, call, i),
+            Served::Landing(slot) => self.land_transfer(part, slot),
         }
     }
 }

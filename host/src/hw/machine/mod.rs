@@ -1,7 +1,9 @@
 //! The machine: owns the memory store, link occupancy, per-PE engines and
 //! IPCQ ports, and issues commands on them in simulated time. The IPCQ
 //! commands (`send`, `recv`, table install) are in [`messaging`], the
-//! MATH and GEMM commands in [`compute`].
+//! MATH and GEMM commands in [`compute`]. A machine may be split into
+//! [`partition`]s of consecutive SIPs, each with its own link calendars,
+//! command tables and counters, to run on threads of their own.
 //!
 //! A PE *issues* commands and its engines *execute* them (DESIGN §3):
 //! `load`, `store`, `binary`, `scale` return a tensor at once; each command
@@ -20,6 +22,7 @@ mod compute_unit;
 mod dma_engine;
 mod engine_calls;
 mod messaging;
+mod partition;
 
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
@@ -32,7 +35,6 @@ use crate::hw::blocked::Blocked;
 use crate::hw::data_plane::DataPlane;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
-use crate::hw::link::LinkTable;
 use crate::hw::memory::MemoryStore;
 use crate::hw::oplog::{Actor, Completed, IssueMarks, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
@@ -209,7 +211,9 @@ pub struct Machine {
     /// The memory store and the order of the commands' reads and writes
     /// (see [`DataPlane`]).
     data: DataPlane,
-    links: OneThread<LinkTable>,
+    /// The link calendars, command tables, counters and engine handler,
+    /// by partition (see [`partition`]).
+    parts: partition::Partitions,
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
     /// The allocators of every space but the TCMs (those are per PE).
@@ -222,7 +226,6 @@ pub struct Machine {
     /// Calls of [`Machine::extend_ipcq`] that added directions (see
     /// [`Machine::layout_version`]).
     ipcq_changes: std::sync::atomic::AtomicU64,
-    stats: OneThread<MachineStats>,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow) and its time; the run stops with it.
     fault: Mutex<Option<(Ps, String)>>,
@@ -233,15 +236,6 @@ pub struct Machine {
     /// The op log (`--oplog`, `--verify-data`; unset: off, and free).
     oplog: OnceLock<Mutex<OpLog>>,
     budget: Arc<MemoryBudget>,
-    /// The engine handler that serves the PE engines, and the executor it
-    /// is registered on (see [`engine_calls`]).
-    engine_handler: engine_calls::HandlerSlot,
-    /// DMA commands between their issue and their landing (see
-    /// [`dma_engine`]).
-    dma_commands: OneThread<dma_engine::DmaCommands>,
-    /// Compute records between their issue and their completion (see
-    /// [`compute_unit`]).
-    stage_records: OneThread<compute_unit::StageRecords>,
 }
 
 /// The default machine and its first PE (for unit tests).
@@ -364,6 +358,19 @@ impl Machine {
     /// A machine that records a trace of every engine and link when
     /// `trace` is set, and charges its memory pages to `budget`.
     pub fn with_options(topo: Arc<Topology>, trace: bool, budget: Arc<MemoryBudget>) -> Arc<Self> {
+        Self::with_partitions(topo, trace, budget, 1)
+    }
+
+    /// A machine as [`Machine::with_options`] makes it, its SIPs split
+    /// into `parts` partitions of consecutive SIPs (see [`partition`]),
+    /// to run in a windowed run with partition `p`'s commands on the
+    /// executor of its partition `p`.
+    pub fn with_partitions(
+        topo: Arc<Topology>,
+        trace: bool,
+        budget: Arc<MemoryBudget>,
+        parts: usize,
+    ) -> Arc<Self> {
         let spec = &topo.spec;
         let pe_count = spec.system.sips.count as usize
             * spec.cubes_per_sip() as usize
@@ -388,24 +395,20 @@ impl Machine {
         );
         Arc::new(Machine {
             router: Arc::new(PathRouter::new(topo.clone())),
-            links: OneThread::new(LinkTable::new(topo.clone())),
+            parts: partition::Partitions::new(&topo, parts),
             topo,
             timing,
-            data: DataPlane::new(memory),
+            data: DataPlane::new(memory, parts),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: OneThread::default(),
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
-            stats: OneThread::new(MachineStats::default()),
             fault: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
             ccl_log: OnceLock::new(),
             oplog: OnceLock::new(),
             budget,
-            engine_handler: Default::default(),
-            dma_commands: OneThread::default(),
-            stage_records: OneThread::default(),
         })
     }
 
@@ -436,8 +439,48 @@ impl Machine {
         }
     }
 
+    /// The counters of every partition, summed.
     pub fn stats(&self) -> MachineStats {
-        *self.stats.lock()
+        self.parts.iter().fold(MachineStats::default(), |a, p| {
+            let b = *p.stats.lock();
+            MachineStats {
+                dma_commands: a.dma_commands + b.dma_commands,
+                math_commands: a.math_commands + b.math_commands,
+                gemm_commands: a.gemm_commands + b.gemm_commands,
+                bytes_moved: a.bytes_moved + b.bytes_moved,
+            }
+        })
+    }
+
+    /// The number of partitions (see [`Machine::with_partitions`]).
+    pub fn partitions(&self) -> usize {
+        self.parts.count()
+    }
+
+    /// The partition of SIP `sip`.
+    pub fn partition_of(&self, sip: u32) -> usize {
+        self.parts.of_sip(sip)
+    }
+
+    /// The engine state of the partition the running executor runs,
+    /// which must be `pe`'s: a command of another partition's PE would
+    /// book its links and queue its records in the wrong tables.
+    #[inline]
+    fn part_of(&self, pe: PeCoord) -> &partition::Partition {
+        let part = self.parts.current();
+        if self.parts.count() > 1 {
+            self.check_partition(pe);
+        }
+        part
+    }
+
+    #[cold]
+    fn check_partition(&self, pe: PeCoord) {
+        let (mine, running) = (self.parts.of_sip(pe.sip), engine::partition());
+        assert_eq!(
+            mine, running,
+            "{pe} (partition {mine}) issued a command on the executor of partition {running}"
+        );
     }
 
     /// Record an error an engine hit while executing a command of `pe`.

@@ -1,0 +1,246 @@
+//! The machine's engine state by partition: a group of consecutive SIPs
+//! whose link calendars, command tables, counters and engine handler are
+//! its own, so that in a windowed run (see [`crate::engine::windows`])
+//! each partition's thread touches only its own. A command finds its
+//! partition's state by the partition its executor runs
+//! ([`crate::engine::partition`]); a machine that is not split has one
+//! partition, and every executor runs partition 0.
+
+use super::compute_unit::StageRecords;
+use super::dma_engine::DmaCommands;
+use super::engine_calls::HandlerSlot;
+use super::MachineStats;
+use crate::engine::lock::OneThread;
+use crate::hw::link::LinkTable;
+use crate::topology::Topology;
+use std::sync::Arc;
+
+/// One partition's engine state.
+pub(super) struct Partition {
+    /// Its number.
+    pub(super) index: usize,
+    /// The calendars of the links its commands book (every link its
+    /// transfers cross, its own SIPs' or not).
+    pub(super) links: OneThread<LinkTable>,
+    /// Its DMA commands between their issue and their landing.
+    pub(super) dma_commands: OneThread<DmaCommands>,
+    /// Its compute records between their issue and their completion.
+    pub(super) stage_records: OneThread<StageRecords>,
+    pub(super) stats: OneThread<MachineStats>,
+    /// The engine handler on its executor.
+    pub(super) engine_handler: HandlerSlot,
+}
+
+/// The partitions of a machine and which SIPs each has.
+pub(super) struct Partitions {
+    /// Shared with the engine handler of each (which serves its own).
+    parts: Box<[Arc<Partition>]>,
+    /// Per SIP, its partition.
+    of_sip: Box<[u32]>,
+}
+
+impl Partitions {
+    /// `parts` partitions of `topo`'s SIPs, each a run of consecutive
+    /// SIPs, as even in size as the count allows.
+    pub(super) fn new(topo: &Arc<Topology>, parts: usize) -> Self {
+        let sips = topo.spec.n_sips() as usize;
+        assert!(
+            (1..=sips.max(1)).contains(&parts),
+            "{parts} partitions of {sips} SIPs"
+        );
+        Partitions {
+            parts: (0..parts)
+                .map(|index| {
+                    Arc::new(Partition {
+                        index,
+                        links: OneThread::new(LinkTable::new(topo.clone())),
+                        dma_commands: OneThread::default(),
+                        stage_records: OneThread::default(),
+                        stats: OneThread::default(),
+                        engine_handler: HandlerSlot::default(),
+                    })
+                })
+                .collect(),
+            of_sip: (0..sips).map(|s| (s * parts / sips) as u32).collect(),
+        }
+    }
+
+    /// The number of partitions.
+    pub(super) fn count(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The partition SIP `sip` is in.
+    pub(super) fn of_sip(&self, sip: u32) -> usize {
+        self.of_sip[sip as usize] as usize
+    }
+
+    /// The state of the partition the running executor runs.
+    #[inline]
+    pub(super) fn current(&self) -> &Partition {
+        match &*self.parts {
+            [one] => one,
+            parts => &parts[crate::engine::partition()],
+        }
+    }
+
+    /// Partition `index`.
+    pub(super) fn get(&self, index: usize) -> &Arc<Partition> {
+        &self.parts[index]
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Partition> {
+        self.parts.iter().map(|p| &**p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::Space;
+    use crate::config::ccl::{BufferKind, NeighbourTopology};
+    use crate::engine::windows::{run_windows, Windows};
+    use crate::engine::{self, Executor, RunOutcome};
+    use crate::hw::dtype::{BinOp, Dtype};
+    use crate::hw::machine::{IpcqSettings, Machine, Shape};
+    use crate::topology::PeCoord;
+    use std::sync::Mutex;
+
+    /// What a run of [`two_rings`] gives: each rank's result, when each
+    /// rank's kernel ended, the machine's counters.
+    type Rings = (Vec<Vec<f64>>, Vec<u64>, (u64, u64, u64));
+
+    /// Two rings of 4 ranks, on SIPs 0-3 and 4-7 of an 8-SIP machine split
+    /// into `parts` partitions, each rank summing the ring's vectors as
+    /// `ring_allreduce` does (send, receive, add, 3 times); with one
+    /// partition on one executor, else in windows on `threads` threads.
+    fn two_rings(parts: usize, threads: usize, data_thread: bool) -> Rings {
+        let mut spec = crate::config::TopologySpec::default_embedded();
+        spec.system.sips.count = 8;
+        let lookahead = crate::units::ns_to_ps(spec.system.inter_sip_link.latency_ns);
+        let topo = Arc::new(crate::topology::build(&spec).unwrap());
+        let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
+        let m = Machine::with_partitions(topo, false, budget, parts);
+        if data_thread {
+            m.move_bytes_on_a_thread();
+        }
+        let pes: Vec<PeCoord> = (0..8)
+            .map(|sip| PeCoord {
+                sip,
+                cube: 0,
+                pe: 0,
+            })
+            .collect();
+        let mut tables = crate::ccl::tables::NeighbourTables::new();
+        for ring in pes.chunks(4) {
+            let t = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (4, 1));
+            tables.extend(t.unwrap());
+        }
+        m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 1 << 10))
+            .unwrap();
+        let n = 64u32;
+        let inputs: Vec<_> = pes
+            .iter()
+            .map(|pe| {
+                let hbm = Space::Hbm {
+                    sip: pe.sip,
+                    cube: 0,
+                };
+                let t = m.alloc_tensor(hbm, &[n], Dtype::F16).unwrap();
+                let values: Vec<f64> = (0..n).map(|i| (pe.sip * 100 + i) as f64).collect();
+                m.host_write(hbm, t.offset, &Dtype::F16.from_f64(&values))
+                    .unwrap();
+                t
+            })
+            .collect();
+        let ends = Arc::new(Mutex::new(vec![0; pes.len()]));
+        let kernel = |rank: usize| {
+            let (m, pe, t, ends) = (m.clone(), pes[rank], inputs[rank].clone(), ends.clone());
+            engine::spawn_detached(async move {
+                let mut acc = m.load(pe, t.addr(), &[n], Dtype::F16).unwrap();
+                let mut current = acc.clone();
+                let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
+                let shape = Shape::from_slice(&[n]);
+                for _ in 0..3 {
+                    m.send(pe, &east, current.clone()).await.unwrap();
+                    let got = m.recv(pe, Some(&west), &shape, Dtype::F16, None);
+                    let got = got.await.unwrap();
+                    acc = m.binary(pe, BinOp::Add, &acc, &got).unwrap();
+                    current = got;
+                }
+                m.store(pe, t.addr(), &acc).unwrap();
+                for e in m.take_outstanding(pe) {
+                    e.wait().await;
+                }
+                ends.lock().unwrap()[rank] = engine::now();
+            });
+        };
+        if parts == 1 {
+            let ex = Executor::new();
+            ex.enter(|| (0..pes.len()).for_each(kernel));
+            assert_eq!(ex.run(), RunOutcome::Finished);
+        } else {
+            let plan = Windows {
+                parts,
+                lookahead,
+                threads,
+            };
+            let ended = run_windows(plan, |p, _post| {
+                (0..pes.len())
+                    .filter(|&r| m.partition_of(pes[r].sip) == p)
+                    .for_each(kernel);
+                Box::new(|_: u64, ()| unreachable!("the rings send no messages"))
+            });
+            assert!(ended.iter().all(|e| e.outcome == RunOutcome::Finished));
+        }
+        m.settle_data();
+        assert_eq!(m.fault(), None);
+        let results = inputs
+            .iter()
+            .map(|t| {
+                let bytes = m.host_read(t.space, t.offset, t.nbytes());
+                Dtype::F16.to_f64(&bytes)
+            })
+            .collect();
+        let s = m.stats();
+        let ends = ends.lock().unwrap().clone();
+        (
+            results,
+            ends,
+            (s.dma_commands, s.math_commands, s.bytes_moved),
+        )
+    }
+
+    /// Rings that stay inside their partitions run on partitions' own
+    /// state, on one thread or two, with the data thread or without, to
+    /// the same bytes, times and counts as on one executor.
+    #[test]
+    fn partitions_that_share_nothing_run_as_one_machine_does() {
+        let one = two_rings(1, 1, false);
+        let sum = |sips: std::ops::Range<u32>, i: u32| sips.map(|s| (s * 100 + i) as f64).sum();
+        for (rank, got) in one.0.iter().enumerate() {
+            let ring = if rank < 4 { 0..4 } else { 4..8 };
+            let want: Vec<f64> = (0..64).map(|i| sum(ring.clone(), i)).collect();
+            assert_eq!(*got, want, "rank {rank}");
+        }
+        assert!(one.1.iter().all(|&t| t > 0));
+        assert_eq!(one.2 .0, 8 * (3 + 2), "a load, 3 sends and a store each");
+        for (threads, data_thread) in [(1, false), (2, false), (2, true)] {
+            let split = two_rings(2, threads, data_thread);
+            assert_eq!(split, one, "{threads} thread(s), data thread {data_thread}");
+        }
+    }
+
+    #[test]
+    fn partitions_are_runs_of_consecutive_sips_of_even_size() {
+        let mut spec = crate::config::TopologySpec::default_embedded();
+        spec.system.sips.count = 10;
+        let topo = Arc::new(crate::topology::build(&spec).unwrap());
+        let p = Partitions::new(&topo, 3);
+        let of: Vec<usize> = (0..10).map(|s| p.of_sip(s)).collect();
+        assert_eq!(of, [0, 0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(p.count(), 3);
+        let one = Partitions::new(&topo, 1);
+        assert!((0..10).all(|s| one.of_sip(s) == 0));
+    }
+}
