@@ -8,11 +8,13 @@
 //! ```sh
 //! cargo bench -p kernbench-host --bench ring_native
 //! cargo bench -p kernbench-host --bench ring_native -- 64 steps=65536   # fewer steps (callgrind)
+//! cargo bench -p kernbench-host --bench ring_native -- 1024 parts=2      # and two rings on 1 / 2 threads
 //! ```
 
 use kernbench::address::Space;
 use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
+use kernbench::engine::windows::{run_windows, Windows};
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
 use kernbench::hw::machine::{IpcqSettings, Shape};
@@ -25,10 +27,23 @@ use std::time::Instant;
 #[global_allocator]
 static HEAP: kernbench::heap::SplitHeap = kernbench::heap::SplitHeap;
 
-fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
+/// How the ranks are run: `rings` rings of consecutive SIPs, on a
+/// machine of `parts` partitions (each ring inside one), in windows on
+/// `threads` threads (one partition: one executor, no windows).
+#[derive(Clone, Copy)]
+struct Split {
+    rings: u32,
+    parts: usize,
+    threads: usize,
+}
+
+fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;
-    let machine = Machine::new(Arc::new(kernbench::topology::build(&spec).unwrap()));
+    let lookahead = kernbench::units::ns_to_ps(spec.system.inter_sip_link.latency_ns);
+    let topo = Arc::new(kernbench::topology::build(&spec).unwrap());
+    let budget = Arc::new(kernbench::budget::MemoryBudget::unlimited());
+    let machine = Machine::with_partitions(topo, false, budget, split.parts);
     let pes: Vec<PeCoord> = (0..ranks)
         .map(|sip| PeCoord {
             sip,
@@ -36,25 +51,28 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             pe: 0,
         })
         .collect();
-    let tables =
-        kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (ranks, 1)).unwrap();
-    machine
-        .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
-        .unwrap();
-    let ex = Executor::new();
-    for &pe in &pes {
-        let m = machine.clone();
-        let t = m
-            .alloc_tensor(
-                Space::Hbm {
-                    sip: pe.sip,
-                    cube: 0,
-                },
-                &[n_elem],
-                Dtype::F16,
-            )
+    let per_ring = ranks / split.rings;
+    for ring in pes.chunks(per_ring as usize) {
+        let tables =
+            kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (per_ring, 1))
+                .unwrap();
+        machine
+            .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
             .unwrap();
-        ex.spawn(async move {
+    }
+    let inputs: Vec<_> = pes
+        .iter()
+        .map(|pe| {
+            let hbm = Space::Hbm {
+                sip: pe.sip,
+                cube: 0,
+            };
+            machine.alloc_tensor(hbm, &[n_elem], Dtype::F16).unwrap()
+        })
+        .collect();
+    let kernel = |rank: usize| {
+        let (m, pe, t) = (machine.clone(), pes[rank], inputs[rank].clone());
+        engine::spawn_detached(async move {
             let addr = t.addr();
             let mut acc = m.load(pe, addr, &[n_elem], Dtype::F16).unwrap();
             let mut current = None;
@@ -62,7 +80,7 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             // kernel's calls share their command list's.
             let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
             let shape = Shape::from_slice(&[n_elem]);
-            for _ in 0..rounds * (ranks - 1) {
+            for _ in 0..rounds * (per_ring - 1) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
                 m.send(pe, &east, out).await.unwrap();
                 let recv = m
@@ -78,11 +96,27 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32) -> (f64, u64) {
             }
             drop(t);
         });
-    }
+    };
     let start = Instant::now();
-    assert_eq!(ex.run(), RunOutcome::Finished);
+    if split.parts == 1 {
+        let ex = Executor::new();
+        ex.enter(|| (0..pes.len()).for_each(kernel));
+        assert_eq!(ex.run(), RunOutcome::Finished);
+    } else {
+        let plan = Windows {
+            parts: split.parts,
+            lookahead,
+            threads: split.threads,
+        };
+        let ends = run_windows(plan, |p, _post| {
+            (0..pes.len())
+                .filter(|&r| machine.partition_of(pes[r].sip) == p)
+                .for_each(kernel);
+            Box::new(|_: u64, ()| unreachable!("the rings stay in their partitions"))
+        });
+        assert!(ends.iter().all(|e| e.outcome == RunOutcome::Finished));
+    }
     let wall = start.elapsed().as_secs_f64();
-    let _ = engine::try_now();
     (wall, machine.stats().math_commands)
 }
 
@@ -100,14 +134,44 @@ fn main() {
     let target: u32 = std::env::args()
         .find_map(|a| a.strip_prefix("steps=").and_then(|n| n.parse().ok()))
         .unwrap_or(1 << 20);
-    println!("{:<34} {:>12}   detail", "figure", "value");
+    // `parts=2`: also two rings of half the ranks each, on one thread and
+    // then on two (a machine in two partitions, run in windows).
+    let parts: usize = std::env::args()
+        .find_map(|a| a.strip_prefix("parts=").and_then(|n| n.parse().ok()))
+        .unwrap_or(1);
+    println!("{:<44} {:>12}   detail", "figure", "value");
     for ranks in counts {
-        let rounds = (target / (ranks * (ranks - 1))).max(1);
-        let (wall, steps) = ring(ranks, 8, rounds);
-        println!(
-            "{:<34} {:>9.2} us   {steps} steps in {wall:.2} s (no wasm)",
+        let mut splits = vec![(
             format!("native ring step ({ranks} ranks, 16 B)"),
-            wall * 1e6 / steps as f64
-        );
+            Split {
+                rings: 1,
+                parts: 1,
+                threads: 1,
+            },
+        )];
+        if parts > 1 {
+            let rings = format!("{parts} rings of {}", ranks / parts as u32);
+            for (p, threads) in [(1, 1), (parts, 1), (parts, parts)] {
+                let how = match (p, threads) {
+                    (1, _) => "one executor".to_string(),
+                    (p, t) => format!("{p} partitions, {t} thread(s)"),
+                };
+                let split = Split {
+                    rings: parts as u32,
+                    parts: p,
+                    threads,
+                };
+                splits.push((format!("{rings}, {how}"), split));
+            }
+        }
+        for (name, split) in splits {
+            let per_ring = ranks / split.rings;
+            let rounds = (target / (ranks * (per_ring - 1))).max(1);
+            let (wall, steps) = ring(ranks, 8, rounds, split);
+            println!(
+                "{name:<44} {:>9.2} us   {steps} steps in {wall:.2} s (no wasm)",
+                wall * 1e6 / steps as f64
+            );
+        }
     }
 }
