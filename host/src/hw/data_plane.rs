@@ -70,7 +70,20 @@ pub enum DataOp<W = ComputeWrite> {
     },
     /// A compute command's write.
     Compute(W),
+    /// A transfer whose bytes land in another partition starts: its
+    /// source bytes as they are now are held in `cell`, which travels with
+    /// the mail that lands them (see [`crate::hw::mail`]).
+    StageInto {
+        cell: Arc<StagedCell>,
+        src: (Space, u64),
+        len: u64,
+    },
+    /// The bytes held in a cell (by another partition's transfer) land.
+    LandFrom(Box<(Arc<StagedCell>, (Space, u64), Culprit)>),
 }
+
+/// Bytes held for a transfer that lands in another partition.
+pub type StagedCell = Mutex<Option<Staged>>;
 
 impl<W> DataOp<W> {
     /// The same op with `f` of its write, if it has one.
@@ -79,6 +92,8 @@ impl<W> DataOp<W> {
             DataOp::Stage { slot, src, len } => DataOp::Stage { slot, src, len },
             DataOp::Land { slot, dst, who } => DataOp::Land { slot, dst, who },
             DataOp::Compute(w) => DataOp::Compute(f(w)),
+            DataOp::StageInto { cell, src, len } => DataOp::StageInto { cell, src, len },
+            DataOp::LandFrom(l) => DataOp::LandFrom(l),
         }
     }
 }
@@ -179,6 +194,19 @@ impl Bytes {
                     .land(staged, dst)
                     .map_err(|error| DataFault { who, error })
             }
+            DataOp::StageInto { cell, src, len } => {
+                *lock(&cell) = Some(self.store.stage(src.0, src.1, len));
+                Ok(())
+            }
+            DataOp::LandFrom(l) => {
+                let (cell, dst, who) = *l;
+                let staged = lock(&cell)
+                    .take()
+                    .expect("a transfer's bytes were held before its landing");
+                self.store
+                    .land(staged, dst)
+                    .map_err(|error| DataFault { who, error })
+            }
             DataOp::Compute(write) => {
                 let ComputeWrite {
                     op,
@@ -268,6 +296,18 @@ impl DataPlane {
         }
         if let DataOp::Stage { slot, .. } | DataOp::Land { slot, .. } = op {
             *slot = *slot * parts + crate::engine::partition() as u32;
+        }
+    }
+
+    /// Hand the running partition's pending ops to the thread now (so
+    /// that a partition that lands what they hold, later in simulated
+    /// time and so in a later window, finds them applied before its own).
+    pub fn hand_over_own(&self) {
+        if let Some(worker) = self.worker.get() {
+            let mut pending = self.pending[crate::engine::partition()].lock();
+            if !pending.is_empty() {
+                worker.hand_over(&mut pending);
+            }
         }
     }
 

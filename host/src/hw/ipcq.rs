@@ -76,6 +76,13 @@ pub struct RxQueue {
     /// The sender and its direction (this ring's name on its side).
     pub sender: PeCoord,
     pub sender_dir: super::blocked::Dir,
+    /// The receiver's copy of a ring whose sender is in another partition
+    /// of a split machine: that partition and the sender's copy, where
+    /// freed slots go (see [`crate::hw::mail`]).
+    pub credit_to: Option<(usize, std::sync::Weak<OneThread<RxQueue>>)>,
+    /// The sender's copy of a ring whose receiver is in another partition:
+    /// that partition and the receiver's copy, where messages go.
+    pub deliver_to: Option<(usize, SharedQueue)>,
 }
 
 impl RxQueue {
@@ -102,9 +109,19 @@ impl RxQueue {
         self.base + slot as u64 * self.slot_size
     }
 
-    /// Return `slot` at time `now`.
+    /// Return `slot` at time `now`: the sender sees it one credit latency
+    /// later (its copy of the ring gets it then, when it is another
+    /// partition's).
     pub fn release(&mut self, slot: u32, now: Ps) {
-        self.free.push_back((slot, now + self.credit_latency));
+        let visible = now + self.credit_latency;
+        if let Some((part, queue)) = &self.credit_to {
+            let queue = queue
+                .upgrade()
+                .expect("the sender's copy of a ring outlives its slots");
+            super::mail::post(*part, visible, super::mail::Mail::Credit { queue, slot });
+            return;
+        }
+        self.free.push_back((slot, visible));
         self.freed.notify();
     }
 }

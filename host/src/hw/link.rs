@@ -249,6 +249,9 @@ pub struct LinkTable {
     /// The distinct (latency, rate) of the links used so far: one per
     /// link kind at most (a link's figures are its kind's), so a handful.
     figures: SmallVec<[(Ps, Rate); 16]>,
+    /// On a machine split into partitions: each SIP's partition and this
+    /// table's (see [`LinkTable::for_partition`]).
+    owners: Option<(Arc<[u32]>, u32)>,
 }
 
 /// A path resolved to the calendars of one [`LinkTable`]: what a
@@ -268,6 +271,10 @@ pub struct RouteHops {
     uses: SmallVec<[(u8, u32); 4]>,
     /// Its links in order (for the trace).
     links: Box<[LinkId]>,
+    /// Its hops whose links another partition owns (see
+    /// [`LinkTable::for_partition`]): (hop, partition), in order; empty
+    /// on a machine that is not split.
+    foreign: Box<[(u32, u32)]>,
 }
 
 impl RouteHops {
@@ -278,6 +285,11 @@ impl RouteHops {
 
     pub fn is_empty(&self) -> bool {
         self.links.is_empty()
+    }
+
+    /// Its hops on links of other partitions: (hop, partition).
+    pub fn foreign(&self) -> &[(u32, u32)] {
+        &self.foreign
     }
 }
 
@@ -306,7 +318,16 @@ struct Times<'a> {
 
 impl LinkTable {
     pub fn new(topo: Arc<Topology>) -> Self {
+        Self::for_partition(topo, None)
+    }
+
+    /// The table of partition `me` of a machine whose SIP `s` is in
+    /// partition `of_sip[s]` (`None`: not split). A directed link is the
+    /// partition's of the SIP it leaves from; the routes it makes name
+    /// their hops on other partitions' links ([`RouteHops::foreign`]).
+    pub fn for_partition(topo: Arc<Topology>, owners: Option<(Arc<[u32]>, u32)>) -> Self {
         LinkTable {
+            owners,
             index: vec![UNUSED; topo.links.len()],
             lasts: Vec::new(),
             earlier: Vec::new(),
@@ -360,11 +381,45 @@ impl LinkTable {
                 None => uses.push((figure, 1)),
             }
         }
+        let foreign = match &self.owners {
+            None => Box::default(),
+            Some((of_sip, me)) => (0u32..)
+                .zip(path)
+                .filter_map(|(hop, &link)| {
+                    let from = self.topo.node(self.topo.links[link as usize].from);
+                    let part = of_sip[from.sip() as usize];
+                    (part != *me).then_some((hop, part))
+                })
+                .collect(),
+        };
         Arc::new(RouteHops {
             runs,
             uses,
             links: path.into(),
+            foreign,
         })
+    }
+
+    /// Book exactly `[start, end)` on `link` (`now`: the current simulated
+    /// time, at most `start`), as another partition's transfer booked it
+    /// in its own table; false if the link is busy for any of it (then the
+    /// calendar holds the interval a transfer arriving at `start` would
+    /// have taken instead, and the run is no longer the one-table run).
+    pub fn book_exact(
+        &mut self,
+        link: LinkId,
+        now: Ps,
+        (start, end): (Ps, Ps),
+    ) -> Result<bool, TimeOverflow> {
+        let index = self.calendar_index(link);
+        let calendar = Calendar {
+            last: &mut self.lasts[index as usize],
+            earlier: &mut self.earlier[index as usize],
+            long: &mut self.long,
+            index,
+        };
+        let got = calendar.book(now.min(start), start, end - start, end)?;
+        Ok(got == (start, end))
     }
 
     /// Reserve `route` for `bytes` starting at `t0` (the current simulated
@@ -531,6 +586,34 @@ impl LinkTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Another partition's interval is taken exactly when the link is
+    /// free for all of it (before, between or after what it holds), and
+    /// refused when it overlaps anything.
+    #[test]
+    fn an_exact_booking_is_taken_only_where_the_link_is_free() {
+        let topo = Arc::new(
+            crate::topology::build(&crate::config::TopologySpec::default_embedded()).unwrap(),
+        );
+        let mut t = LinkTable::new(topo);
+        assert_eq!(t.book_exact(3, 0, (100, 200)), Ok(true));
+        assert_eq!(
+            t.book_exact(3, 0, (150, 250)),
+            Ok(false),
+            "overlaps the first"
+        );
+        let mut t2 = LinkTable::new(t.topo.clone());
+        assert_eq!(t2.book_exact(3, 0, (100, 200)), Ok(true));
+        assert_eq!(t2.book_exact(3, 0, (300, 400)), Ok(true), "after");
+        assert_eq!(t2.book_exact(3, 0, (200, 300)), Ok(true), "between");
+        assert_eq!(t2.book_exact(3, 0, (40, 100)), Ok(true), "before");
+        assert_eq!(
+            t2.book_exact(3, 0, (399, 401)),
+            Ok(false),
+            "overlaps the last"
+        );
+        assert_eq!(t2.book_exact(4, 0, (150, 250)), Ok(true), "another link");
+    }
     use crate::config::TopologySpec;
     use crate::routing::{Distance, PathRouter};
     use crate::topology::build;

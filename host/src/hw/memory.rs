@@ -65,6 +65,16 @@ pub struct Staged {
     pages: smallvec::SmallVec<[Option<Page>; 2]>,
 }
 
+impl std::fmt::Debug for Staged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Staged {{ {} bytes from {} into a page }}",
+            self.len, self.first
+        )
+    }
+}
+
 pub struct MemoryStore {
     pages: PageTable<Page>,
     spare: Vec<Page>,

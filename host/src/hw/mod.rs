@@ -11,6 +11,7 @@ pub mod gemm_ops;
 pub mod ipcq;
 pub mod link;
 pub mod machine;
+pub mod mail;
 pub mod math_ops;
 pub mod memory;
 pub mod oplog;

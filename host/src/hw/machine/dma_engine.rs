@@ -34,11 +34,11 @@ use std::sync::Arc;
 /// at each step (a record moved from queue to queue was copied each time).
 pub(super) struct DmaCmd {
     /// The issuing PE's state index.
-    pe: usize,
-    what: DmaKind,
-    src: (Space, u64),
-    dst: (Space, u64),
-    nbytes: u64,
+    pub(super) pe: usize,
+    pub(super) what: DmaKind,
+    pub(super) src: (Space, u64),
+    pub(super) dst: (Space, u64),
+    pub(super) nbytes: u64,
     /// Tensors it reads (held until its bytes have landed).
     inputs: Operands,
     /// Set when its bytes have landed (taken then).
@@ -47,7 +47,12 @@ pub(super) struct DmaCmd {
     path: Option<Route>,
     logged: Option<Box<IssueMarks>>,
     /// When the engine took it and when its bytes land.
-    span: (Ps, Ps),
+    pub(super) span: (Ps, Ps),
+    /// A send to a PE of another partition: that partition and the
+    /// message (see [`super::crossings`]).
+    pub(super) remote: Option<Box<(usize, crate::hw::mail::Message)>>,
+    /// Its bytes land in another partition (which lands them).
+    pub(super) lands_elsewhere: bool,
 }
 
 /// A DMA engine's commands (slots in [`DmaCommands`]), oldest first.
@@ -91,7 +96,7 @@ impl DmaCommands {
     }
 
     /// Drop the command in `slot` (in place).
-    fn remove(&mut self, slot: usize) {
+    pub(super) fn remove(&mut self, slot: usize) {
         let held = &mut self.slots[slot];
         assert!(held.is_some(), "DMA command slot {slot} removed twice");
         *held = None;
@@ -112,7 +117,11 @@ impl std::ops::IndexMut<usize> for DmaCommands {
     }
 }
 
-fn time_fault(what: DmaKind, nbytes: u64, start: Ps) -> impl Fn(TimeOverflow) -> HwError {
+pub(super) fn time_fault(
+    what: DmaKind,
+    nbytes: u64,
+    start: Ps,
+) -> impl Fn(TimeOverflow) -> HwError {
     move |source| HwError::TimeOverflow {
         what: format!("a {} of {nbytes} bytes issued at {start} ps", what.name()),
         source,
@@ -132,6 +141,22 @@ impl Machine {
         nbytes: u64,
         inputs: Operands,
         done: Event,
+    ) -> Result<(), HwError> {
+        self.dma_with(what, pe, (src, dst), nbytes, inputs, done, None)
+    }
+
+    /// [`Machine::dma`], with the message it carries to a PE of another
+    /// partition, if it does.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dma_with(
+        self: &Arc<Self>,
+        what: DmaKind,
+        pe: PeCoord,
+        (src, dst): ((Space, u64), (Space, u64)),
+        nbytes: u64,
+        inputs: Operands,
+        done: Event,
+        remote: Option<Box<(usize, crate::hw::mail::Message)>>,
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
         let st = self.pe(pe);
@@ -156,6 +181,8 @@ impl Machine {
             path: Some(path),
             logged,
             span: (0, 0),
+            remote,
+            lands_elsewhere: false,
         });
         let slot = u32::try_from(slot).expect("fewer than 2^32 commands in flight");
         let mut q = st.dma.lock();
@@ -240,13 +267,17 @@ impl Machine {
         let mut cmds = part.dma_commands.lock();
         let cmd = &mut cmds[slot];
         let (what, src, dst, nbytes) = (cmd.what, cmd.src, cmd.dst, cmd.nbytes);
+        let path = cmd.path.take().expect("a command is booked once");
+        if !path.foreign().is_empty() {
+            drop(cmds);
+            return self.start_crossing(part, call, slot, start, path);
+        }
         let staged = self.data.submit(DataOp::Stage {
             slot: slot as u32,
             src,
             len: nbytes,
         });
         debug_assert!(staged.is_ok(), "reading memory does not fail");
-        let path = cmd.path.take().expect("a command is booked once");
         let pe = cmd.pe;
         drop(cmds);
         let booked = self.book_transfer(part, (what, pe), &path, (src.0, dst.0), nbytes, start);
@@ -274,15 +305,19 @@ impl Machine {
         let cmd = &mut cmds[slot];
         let (pe, what, src, dst, nbytes, span) =
             (cmd.pe, cmd.what, cmd.src, cmd.dst, cmd.nbytes, cmd.span);
-        let landed = self.data.submit(DataOp::Land {
-            slot: slot as u32,
-            dst,
-            who: Culprit {
-                pe,
-                what: what.name(),
-                at: engine::now(),
-            },
-        });
+        let landed = match cmd.lands_elsewhere {
+            // Its partition lands the bytes (see `super::crossings`).
+            true => Ok(()),
+            false => self.data.submit(DataOp::Land {
+                slot: slot as u32,
+                dst,
+                who: Culprit {
+                    pe,
+                    what: what.name(),
+                    at: engine::now(),
+                },
+            }),
+        };
         if let Err(f) = landed {
             cmds.remove(slot);
             drop(cmds);
@@ -470,6 +505,8 @@ mod tests {
             path: None,
             logged: None,
             span: (0, 0),
+            remote: None,
+            lands_elsewhere: false,
         };
         let mut cmds = DmaCommands::default();
         let (a, b) = (cmds.insert(cmd(1)), cmds.insert(cmd(2)));

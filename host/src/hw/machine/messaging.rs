@@ -140,7 +140,7 @@ impl Machine {
             let credit_latency = self
                 .router
                 .latency_back(NodeId::Pe(pe), NodeId::Pe(*peer))?;
-            let queue = Arc::new(OneThread::new(RxQueue {
+            let ring = || RxQueue {
                 space,
                 base,
                 slot_size: s.slot_size,
@@ -155,11 +155,30 @@ impl Machine {
                 n_slots: s.n_slots,
                 sender: pe,
                 sender_dir: dir.as_str().into(),
-            }));
+                credit_to: None,
+                deliver_to: None,
+            };
+            // A ring between partitions of a split machine has a copy on
+            // each side, each touched by its own partition's thread only
+            // (see crate::hw::mail): the sender's takes free slots, the
+            // receiver's holds messages; credits and messages go as mail.
+            let (sender_part, peer_part) = (self.partition_of(pe.sip), self.partition_of(peer.sip));
+            let (queue, rx_queue) = if sender_part == peer_part {
+                let queue = Arc::new(OneThread::new(ring()));
+                (queue.clone(), queue)
+            } else {
+                let receivers = Arc::new(OneThread::new(ring()));
+                let senders = Arc::new(OneThread::new(RxQueue {
+                    deliver_to: Some((peer_part, receivers.clone())),
+                    ..ring()
+                }));
+                receivers.lock().credit_to = Some((sender_part, Arc::downgrade(&senders)));
+                (senders, receivers)
+            };
             let peer_port = ports
                 .entry(*peer)
                 .or_insert_with(|| self.port_to_extend(*peer));
-            peer_port.rx.push((rdir.as_str().into(), queue.clone()));
+            peer_port.rx.push((rdir.as_str().into(), rx_queue));
             let peer_notify = peer_port.rx_notify.clone();
             ports
                 .entry(pe)
@@ -387,30 +406,48 @@ impl Machine {
                 drop(q);
                 l.observe(Actor::Pe(pe), "slot_credit", engine::now(), &[], &freed);
             });
-            let (space, offset) = {
+            let (space, offset, remote) = {
                 let mut q = tx.queue.lock();
                 let seq = q.sent;
                 q.sent += 1;
                 m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
-                q.arrivals.push_back(Arrival {
-                    slot,
-                    shape: value.shape.clone(),
-                    dtype: value.dtype,
-                    from: pe,
-                    ready: ready.clone(),
-                    seq,
-                });
-                tx.peer_notify.notify();
-                (q.space, q.slot_offset(slot))
+                let remote = match &q.deliver_to {
+                    // The receiver's copy gets it when it lands.
+                    Some((part, queue)) => Some(Box::new((
+                        *part,
+                        crate::hw::mail::Message {
+                            queue: queue.clone(),
+                            notify: tx.peer_notify.clone(),
+                            slot,
+                            shape: value.shape.clone(),
+                            dtype: value.dtype,
+                            from: pe,
+                            seq,
+                        },
+                    ))),
+                    None => {
+                        q.arrivals.push_back(Arrival {
+                            slot,
+                            shape: value.shape.clone(),
+                            dtype: value.dtype,
+                            from: pe,
+                            ready: ready.clone(),
+                            seq,
+                        });
+                        tx.peer_notify.notify();
+                        None
+                    }
+                };
+                (q.space, q.slot_offset(slot), remote)
             };
-            m.dma(
+            m.dma_with(
                 DmaKind::Send,
                 pe,
-                (value.space, value.offset),
-                (space, offset),
+                ((value.space, value.offset), (space, offset)),
                 nbytes,
                 smallvec::smallvec![value],
                 ready,
+                remote,
             )
         }
     }
@@ -702,6 +739,16 @@ impl Machine {
                 }
             }
             None => {
+                if self.partitions() > 1
+                    && port.rx.iter().any(|(_, q)| q.lock().credit_to.is_some())
+                {
+                    // Its messages from other partitions join its rings
+                    // when they land, not when they are sent: which comes
+                    // first round robin may differ (see `super::crossings`).
+                    self.diverge(|| {
+                        format!("{pe} receives round robin from rings of several partitions")
+                    });
+                }
                 // Prefer a message whose data has landed, in round-robin order.
                 for landed_only in [true, false] {
                     for i in 0..n {

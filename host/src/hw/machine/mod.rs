@@ -19,6 +19,7 @@
 
 mod compute;
 mod compute_unit;
+mod crossings;
 mod dma_engine;
 mod engine_calls;
 mod messaging;
@@ -229,6 +230,9 @@ pub struct Machine {
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow) and its time; the run stops with it.
     fault: Mutex<Option<(Ps, String)>>,
+    /// Why a run of a split machine is not the one-partition run, if it
+    /// is not (see [`crossings`]).
+    diverged: Mutex<Option<String>>,
     /// Busy intervals for `--trace` (None: tracing off).
     pub trace: Option<TraceRecorder>,
     /// Where the CCL trace goes (`--ccl-trace`; unset: off).
@@ -405,6 +409,7 @@ impl Machine {
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
             fault: Mutex::new(None),
+            diverged: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
             ccl_log: OnceLock::new(),
             oplog: OnceLock::new(),

@@ -36,7 +36,7 @@ pub(super) struct Partitions {
     /// Shared with the engine handler of each (which serves its own).
     parts: Box<[Arc<Partition>]>,
     /// Per SIP, its partition.
-    of_sip: Box<[u32]>,
+    of_sip: Arc<[u32]>,
 }
 
 impl Partitions {
@@ -48,12 +48,17 @@ impl Partitions {
             (1..=sips.max(1)).contains(&parts),
             "{parts} partitions of {sips} SIPs"
         );
+        let of_sip: Arc<[u32]> = (0..sips).map(|s| (s * parts / sips) as u32).collect();
+        let owners = |p: usize| (parts > 1).then(|| (of_sip.clone(), p as u32));
         Partitions {
             parts: (0..parts)
                 .map(|index| {
                     Arc::new(Partition {
                         index,
-                        links: OneThread::new(LinkTable::new(topo.clone())),
+                        links: OneThread::new(LinkTable::for_partition(
+                            topo.clone(),
+                            owners(index),
+                        )),
                         dma_commands: OneThread::default(),
                         stage_records: OneThread::default(),
                         stats: OneThread::default(),
@@ -61,7 +66,7 @@ impl Partitions {
                     })
                 })
                 .collect(),
-            of_sip: (0..sips).map(|s| (s * parts / sips) as u32).collect(),
+            of_sip,
         }
     }
 
@@ -106,15 +111,29 @@ mod tests {
     use crate::topology::PeCoord;
     use std::sync::Mutex;
 
-    /// What a run of [`two_rings`] gives: each rank's result, when each
+    /// What a run of [`rings`] gives: each rank's result, when each
     /// rank's kernel ended, the machine's counters.
     type Rings = (Vec<Vec<f64>>, Vec<u64>, (u64, u64, u64));
 
-    /// Two rings of 4 ranks, on SIPs 0-3 and 4-7 of an 8-SIP machine split
-    /// into `parts` partitions, each rank summing the ring's vectors as
-    /// `ring_allreduce` does (send, receive, add, 3 times); with one
-    /// partition on one executor, else in windows on `threads` threads.
-    fn two_rings(parts: usize, threads: usize, data_thread: bool) -> Rings {
+    /// Rings of `size` ranks on consecutive SIPs of an 8-SIP machine split
+    /// into `parts` partitions (4 SIPs each for 2), each rank summing its
+    /// ring's vectors as `ring_allreduce` does (send, receive, add, `size
+    /// - 1` times); with one partition on one executor, else in windows
+    /// on `threads` threads.
+    fn rings(size: usize, parts: usize, threads: usize, data_thread: bool) -> Rings {
+        let (rings, diverged) = rings_receiving(size, parts, (threads, data_thread), false);
+        assert_eq!(diverged, None);
+        rings
+    }
+
+    /// [`rings`], receiving round robin when `round_robin`; and why the
+    /// run diverged from the one-partition run, if it did.
+    fn rings_receiving(
+        size: usize,
+        parts: usize,
+        (threads, data_thread): (usize, bool),
+        round_robin: bool,
+    ) -> (Rings, Option<String>) {
         let mut spec = crate::config::TopologySpec::default_embedded();
         spec.system.sips.count = 8;
         let lookahead = crate::units::ns_to_ps(spec.system.inter_sip_link.latency_ns);
@@ -132,8 +151,8 @@ mod tests {
             })
             .collect();
         let mut tables = crate::ccl::tables::NeighbourTables::new();
-        for ring in pes.chunks(4) {
-            let t = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (4, 1));
+        for ring in pes.chunks(size) {
+            let t = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (size as u32, 1));
             tables.extend(t.unwrap());
         }
         m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 1 << 10))
@@ -147,7 +166,7 @@ mod tests {
                     cube: 0,
                 };
                 let t = m.alloc_tensor(hbm, &[n], Dtype::F16).unwrap();
-                let values: Vec<f64> = (0..n).map(|i| (pe.sip * 100 + i) as f64).collect();
+                let values: Vec<f64> = (0..n).map(|i| (pe.sip * 10 + i) as f64).collect();
                 m.host_write(hbm, t.offset, &Dtype::F16.from_f64(&values))
                     .unwrap();
                 t
@@ -161,9 +180,10 @@ mod tests {
                 let mut current = acc.clone();
                 let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
                 let shape = Shape::from_slice(&[n]);
-                for _ in 0..3 {
+                for _ in 1..size {
                     m.send(pe, &east, current.clone()).await.unwrap();
-                    let got = m.recv(pe, Some(&west), &shape, Dtype::F16, None);
+                    let from = (!round_robin).then_some(&west);
+                    let got = m.recv(pe, from, &shape, Dtype::F16, None);
                     let got = got.await.unwrap();
                     acc = m.binary(pe, BinOp::Add, &acc, &got).unwrap();
                     current = got;
@@ -185,11 +205,11 @@ mod tests {
                 lookahead,
                 threads,
             };
-            let ended = run_windows(plan, |p, _post| {
+            let ended = run_windows(plan, |p, post| {
                 (0..pes.len())
                     .filter(|&r| m.partition_of(pes[r].sip) == p)
                     .for_each(kernel);
-                Box::new(|_: u64, ()| unreachable!("the rings send no messages"))
+                m.enter_partition(p, post)
             });
             assert!(ended.iter().all(|e| e.outcome == RunOutcome::Finished));
         }
@@ -204,11 +224,8 @@ mod tests {
             .collect();
         let s = m.stats();
         let ends = ends.lock().unwrap().clone();
-        (
-            results,
-            ends,
-            (s.dma_commands, s.math_commands, s.bytes_moved),
-        )
+        let counts = (s.dma_commands, s.math_commands, s.bytes_moved);
+        ((results, ends, counts), m.diverged())
     }
 
     /// Rings that stay inside their partitions run on partitions' own
@@ -216,8 +233,8 @@ mod tests {
     /// the same bytes, times and counts as on one executor.
     #[test]
     fn partitions_that_share_nothing_run_as_one_machine_does() {
-        let one = two_rings(1, 1, false);
-        let sum = |sips: std::ops::Range<u32>, i: u32| sips.map(|s| (s * 100 + i) as f64).sum();
+        let one = rings(4, 1, 1, false);
+        let sum = |sips: std::ops::Range<u32>, i: u32| sips.map(|s| (s * 10 + i) as f64).sum();
         for (rank, got) in one.0.iter().enumerate() {
             let ring = if rank < 4 { 0..4 } else { 4..8 };
             let want: Vec<f64> = (0..64).map(|i| sum(ring.clone(), i)).collect();
@@ -226,7 +243,26 @@ mod tests {
         assert!(one.1.iter().all(|&t| t > 0));
         assert_eq!(one.2 .0, 8 * (3 + 2), "a load, 3 sends and a store each");
         for (threads, data_thread) in [(1, false), (2, false), (2, true)] {
-            let split = two_rings(2, threads, data_thread);
+            let split = rings(4, 2, threads, data_thread);
+            assert_eq!(split, one, "{threads} thread(s), data thread {data_thread}");
+        }
+    }
+
+    /// One ring over both partitions (SIP 3 sends to 4, 7 to 0): its
+    /// messages, credits and link bookings cross as mail, and the split
+    /// run gives the bytes, kernel end times and counts of one executor.
+    #[test]
+    fn a_ring_across_partitions_runs_as_one_machine_does() {
+        let one = rings(8, 1, 1, false);
+        for (rank, got) in one.0.iter().enumerate() {
+            let want: Vec<f64> = (0..64)
+                .map(|i| (0..8).map(|s| (s * 10 + i) as f64).sum())
+                .collect();
+            assert_eq!(*got, want, "rank {rank}");
+        }
+        assert_eq!(one.2 .0, 8 * (7 + 2));
+        for (threads, data_thread) in [(1, false), (2, false), (2, true)] {
+            let split = rings(8, 2, threads, data_thread);
             assert_eq!(split, one, "{threads} thread(s), data thread {data_thread}");
         }
     }
@@ -242,5 +278,93 @@ mod tests {
         assert_eq!(p.count(), 3);
         let one = Partitions::new(&topo, 1);
         assert!((0..10).all(|s| one.of_sip(s) == 0));
+    }
+
+    /// A receive that takes messages round robin from rings of both
+    /// partitions could take them in another order than one executor
+    /// would: the split run says it diverged (one executor never does).
+    #[test]
+    fn a_round_robin_receive_across_partitions_diverges() {
+        let (_, one) = rings_receiving(8, 1, (1, false), true);
+        assert_eq!(one, None);
+        let (_, split) = rings_receiving(8, 2, (2, false), true);
+        let why = split.expect("the split run diverged");
+        assert!(why.contains("round robin"), "{why}");
+    }
+
+    /// A message of partition 0 lands on SIP 4's PE through the PE's
+    /// link while that PE's own load of 1 MiB holds it: partition 0 booked
+    /// the link as if free, partition 1 finds it busy, and the run says it
+    /// diverged instead of giving other times than one executor.
+    #[test]
+    fn a_transfer_that_meets_another_partition_s_traffic_diverges() {
+        let run = |parts: usize| {
+            let mut spec = crate::config::TopologySpec::default_embedded();
+            spec.system.sips.count = 8;
+            let topo = Arc::new(crate::topology::build(&spec).unwrap());
+            let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
+            let m = Machine::with_partitions(topo, false, budget, parts);
+            let pe = |sip| PeCoord {
+                sip,
+                cube: 0,
+                pe: 0,
+            };
+            let (a, b) = (pe(3), pe(4));
+            let neighbour = crate::ccl::tables::Neighbour {
+                dir: "E".into(),
+                peer: b,
+                peer_dir: "W".into(),
+            };
+            let tables = crate::ccl::tables::NeighbourTables::from([(a, vec![neighbour])]);
+            m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 1 << 20))
+                .unwrap();
+            let hbm = |sip| Space::Hbm { sip, cube: 0 };
+            let small = m.alloc_tensor(hbm(3), &[64 << 10], Dtype::F16).unwrap();
+            let big = m.alloc_tensor(hbm(4), &[512 << 10], Dtype::F16).unwrap();
+            let (ms, mr) = (m.clone(), m.clone());
+            let sender = move || {
+                engine::spawn_detached(async move {
+                    let t = ms.load(a, small.addr(), &small.shape, Dtype::F16).unwrap();
+                    let east = ms.direction(a, "E");
+                    ms.send(a, &east, t).await.unwrap();
+                })
+            };
+            let receiver = move || {
+                engine::spawn_detached(async move {
+                    engine::sleep(400_000).await;
+                    let t = mr.load(b, big.addr(), &big.shape, Dtype::F16).unwrap();
+                    let west = mr.direction(b, "W");
+                    let shape = Shape::from_slice(&[64 << 10]);
+                    let got = mr.recv(b, Some(&west), &shape, Dtype::F16, None);
+                    got.await.unwrap();
+                    t.ready.wait().await;
+                })
+            };
+            if parts == 1 {
+                let ex = Executor::new();
+                ex.enter(|| {
+                    sender.clone()();
+                    receiver.clone()();
+                });
+                assert_eq!(ex.run(), RunOutcome::Finished);
+            } else {
+                let plan = Windows {
+                    parts,
+                    lookahead: m.lookahead(),
+                    threads: 2,
+                };
+                run_windows(plan, |p, post| {
+                    match p {
+                        0 => sender.clone()(),
+                        _ => receiver.clone()(),
+                    }
+                    m.enter_partition(p, post)
+                });
+            }
+            m.diverged()
+        };
+        assert_eq!(run(1), None);
+        let why = run(2).expect("the split run diverged");
+        assert!(why.contains("was busy"), "{why}");
     }
 }
