@@ -108,13 +108,14 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
             lookahead,
             threads: split.threads,
         };
-        let ends = run_windows(plan, |p, _post| {
+        let ends = run_windows(plan, |p, post| {
             (0..pes.len())
                 .filter(|&r| machine.partition_of(pes[r].sip) == p)
                 .for_each(kernel);
-            Box::new(|_: u64, ()| unreachable!("the rings stay in their partitions"))
+            machine.enter_partition(p, post)
         });
         assert!(ends.iter().all(|e| e.outcome == RunOutcome::Finished));
+        assert_eq!(machine.diverged(), None);
     }
     let wall = start.elapsed().as_secs_f64();
     (wall, machine.stats().math_commands)
@@ -134,8 +135,10 @@ fn main() {
     let target: u32 = std::env::args()
         .find_map(|a| a.strip_prefix("steps=").and_then(|n| n.parse().ok()))
         .unwrap_or(1 << 20);
-    // `parts=2`: also two rings of half the ranks each, on one thread and
-    // then on two (a machine in two partitions, run in windows).
+    // `parts=2`: also the same ring on a machine in two partitions, run in
+    // windows on one thread and on two; and two rings of half the ranks
+    // each, one per partition (nothing crosses), on one executor, then in
+    // windows on two threads.
     let parts: usize = std::env::args()
         .find_map(|a| a.strip_prefix("parts=").and_then(|n| n.parse().ok()))
         .unwrap_or(1);
@@ -151,17 +154,27 @@ fn main() {
         )];
         if parts > 1 {
             let rings = format!("{parts} rings of {}", ranks / parts as u32);
-            for (p, threads) in [(1, 1), (parts, 1), (parts, parts)] {
+            let runs = [
+                (1, parts, 1),
+                (1, parts, parts),
+                (parts, 1, 1),
+                (parts, parts, parts),
+            ];
+            for (n_rings, p, threads) in runs {
+                let what = match n_rings {
+                    1 => "the same ring".to_string(),
+                    _ => rings.clone(),
+                };
                 let how = match (p, threads) {
                     (1, _) => "one executor".to_string(),
                     (p, t) => format!("{p} partitions, {t} thread(s)"),
                 };
                 let split = Split {
-                    rings: parts as u32,
+                    rings: n_rings as u32,
                     parts: p,
                     threads,
                 };
-                splits.push((format!("{rings}, {how}"), split));
+                splits.push((format!("{what}, {how}"), split));
             }
         }
         for (name, split) in splits {
