@@ -218,7 +218,9 @@ pub struct Machine {
     /// Per-PE state, indexed densely by PE (created on first use).
     pes: Box<[OnceLock<Box<PeState>>]>,
     /// The allocators of every space but the TCMs (those are per PE).
-    blocks: OneThread<FxHashMap<Space, Arc<OneThread<RangeAlloc>>>>,
+    /// Behind a [`Mutex`]: the partitions of a split machine may each
+    /// allocate (each space's allocator is then its partition's).
+    blocks: Mutex<FxHashMap<Space, Arc<OneThread<RangeAlloc>>>>,
     /// Virtual ranges of placed tensors, per SIP.
     vmap: Arc<Mutex<VirtualMap>>,
     /// IPCQ receive rings per space: (rings, bytes), to explain a full
@@ -404,7 +406,7 @@ impl Machine {
             timing,
             data: DataPlane::new(memory, parts),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
-            blocks: OneThread::default(),
+            blocks: Mutex::default(),
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
