@@ -10,8 +10,14 @@
 //! own traffic and the transfer overlap, and the split run is no longer
 //! the one-table run: the machine records that it *diverged*, and whoever
 //! ran it runs it again on one partition (a run that diverges is never
-//! reported as a result). So a split machine gives the bytes and times
-//! of one that is not, or says it could not.
+//! reported as a result).
+//!
+//! Not yet closed: mail is scheduled when it is delivered, between
+//! windows, so a landing that falls on the same picosecond as events of
+//! its partition runs in another order among them than on one executor
+//! (there it was scheduled when its transfer started). That changes what
+//! follows only where the events of that picosecond contend (for a link,
+//! for an allocator), and nothing detects it yet.
 //!
 //! Bytes that land in another partition are read where the transfer
 //! starts (into a cell the data plane fills) and landed by the partition
