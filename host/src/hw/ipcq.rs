@@ -109,6 +109,30 @@ impl RxQueue {
         self.base + slot as u64 * self.slot_size
     }
 
+    /// The next message in send order, if it has arrived: on one executor
+    /// every message is here from its send on, in order; a ring whose
+    /// sender is in another partition gets each when it lands, and a later
+    /// message can land first (a short one, in a gap of a link a longer one
+    /// waits for), so a receive must not take it before the one sent
+    /// before it.
+    pub fn next_arrival(&self) -> Option<&Arrival> {
+        self.arrivals.front().filter(|a| a.seq == self.taken)
+    }
+
+    /// Take [`RxQueue::next_arrival`].
+    pub fn take_next_arrival(&mut self) -> Option<Arrival> {
+        self.next_arrival()?;
+        self.taken += 1;
+        self.arrivals.pop_front()
+    }
+
+    /// A message of another partition's sender that has landed, put in
+    /// send order among those not yet taken.
+    pub fn insert_landed(&mut self, arrival: Arrival) {
+        let at = self.arrivals.partition_point(|a| a.seq < arrival.seq);
+        self.arrivals.insert(at, arrival);
+    }
+
     /// Return `slot` at time `now`: the sender sees it one credit latency
     /// later (its copy of the ring gets it then, when it is another
     /// partition's).
@@ -201,5 +225,54 @@ impl IpcqPort {
         } else {
             d.join(", ")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message that lands before one sent earlier waits for it: the
+    /// receive takes them in send order.
+    #[test]
+    fn messages_are_taken_in_send_order_whatever_order_they_land_in() {
+        let pe = PeCoord {
+            sip: 0,
+            cube: 0,
+            pe: 0,
+        };
+        let mut q = RxQueue {
+            space: Space::Tcm(pe),
+            base: 0,
+            slot_size: 64,
+            free: VecDeque::new(),
+            freed: Signal::new(),
+            arrivals: VecDeque::new(),
+            credit_latency: 0,
+            strict: false,
+            poll_interval: None,
+            sent: 0,
+            taken: 0,
+            n_slots: 2,
+            sender: pe,
+            sender_dir: Arc::from("E"),
+            credit_to: None,
+            deliver_to: None,
+        };
+        let message = |seq: u64| Arrival {
+            slot: seq as u32,
+            shape: crate::hw::machine::Shape::from_slice(&[1]),
+            dtype: Dtype::F16,
+            from: pe,
+            ready: Event::done(),
+            seq,
+        };
+        q.insert_landed(message(1));
+        assert!(q.next_arrival().is_none(), "message 0 has not landed");
+        assert!(q.take_next_arrival().is_none());
+        q.insert_landed(message(0));
+        let taken: Vec<u64> = std::iter::from_fn(|| q.take_next_arrival().map(|a| a.seq)).collect();
+        assert_eq!(taken, [0, 1]);
+        assert_eq!(q.taken, 2);
     }
 }

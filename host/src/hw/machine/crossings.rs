@@ -22,8 +22,10 @@
 //! Bytes that land in another partition are read where the transfer
 //! starts (into a cell the data plane fills) and landed by the partition
 //! they land in, at the transfer's end; an IPCQ message joins the
-//! receiver's copy of its ring then, already landed (a receive waits for
-//! the landing either way). A receive that takes messages round robin
+//! receiver's copy of its ring then, already landed, in send order (a
+//! receive waits for the landing either way, and takes a message only
+//! after every one sent before it: a short message can land before a
+//! longer one sent earlier, in a gap of a link the longer one waits for). A receive that takes messages round robin
 //! from rings of several partitions could take them in another order
 //! than one table would: it makes the run diverge.
 
@@ -130,7 +132,7 @@ impl Machine {
             return self.set_fault_at(who.at, pe, who.what, f.error.into());
         }
         if let Some(msg) = message {
-            msg.queue.lock().arrivals.push_back(Arrival {
+            msg.queue.lock().insert_landed(Arrival {
                 slot: msg.slot,
                 shape: msg.shape,
                 dtype: msg.dtype,

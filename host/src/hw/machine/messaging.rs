@@ -732,8 +732,7 @@ impl Machine {
                 *rx = Some(i as u32);
                 let q = &port.rx[i].1;
                 let mut qg = q.lock();
-                if let Some(a) = qg.arrivals.pop_front() {
-                    qg.taken += 1;
+                if let Some(a) = qg.take_next_arrival() {
                     drop(qg);
                     return Ok(Ok((q.clone(), a)));
                 }
@@ -756,12 +755,10 @@ impl Machine {
                         let q = &port.rx[idx].1;
                         let mut qg = q.lock();
                         if qg
-                            .arrivals
-                            .front()
+                            .next_arrival()
                             .is_some_and(|a| !landed_only || a.ready.is_set())
                         {
-                            let a = qg.arrivals.pop_front().unwrap();
-                            qg.taken += 1;
+                            let a = qg.take_next_arrival().expect("looked at");
                             drop(qg);
                             let q = q.clone();
                             port.rr = (idx + 1) % n;
