@@ -105,4 +105,9 @@ pub enum SimError {
     /// A command-line value the run cannot use (the message names the flag).
     #[error("{0}")]
     Usage(String),
+    /// A run on a machine split into partitions could not give the
+    /// one-partition run's results (see `hw::machine::crossings`); run on
+    /// one partition, it does.
+    #[error("the run on a machine split into partitions was given up: {0}")]
+    SplitGivenUp(String),
 }

@@ -88,6 +88,12 @@ enum Cmd {
         /// as a run with data, results not checked (no #wrong column).
         #[arg(long)]
         timing_only: bool,
+        /// Experimental: split the machine into N partitions of consecutive
+        /// SIPs, each collective's kernels run by a thread per partition
+        /// (see the README, "The machine model on two threads"). A run the
+        /// split cannot give as one partition would fails, saying why.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+        partitions: Option<u32>,
         /// Draw busbw and time against size (one line per collective and
         /// algorithm) into this SVG file.
         #[arg(long, value_name = "FILE.svg")]
@@ -285,6 +291,7 @@ fn real_main() -> Result<()> {
             oplog,
             verify_data,
             timing_only,
+            partitions,
             plot,
             limits,
             args,
@@ -344,6 +351,8 @@ fn real_main() -> Result<()> {
                         _ => kernbench::verify::Strictness::Warn,
                     }),
                     timing_only,
+                    partitions: partitions.map(|n| n as usize),
+                    split_falls_back: true,
                     ..RunRequest::new(bench, topo, ccl)
                 },
             );

@@ -281,8 +281,10 @@ impl Session {
             }
             ep.errors.clone()
         };
-        // Launch now; each kernel starts at this caller's current time.
+        // Launch now; each kernel starts at this caller's current time (on
+        // a split machine, all at once when the last rank has joined).
         let mut launched = Vec::new();
+        let mut split = Vec::new();
         for &r in &ranks {
             let mut args = kargs.clone();
             args.extend([
@@ -309,6 +311,17 @@ impl Session {
                     backend.algorithm.clone(),
                 );
                 let source = self.kernel_source(&comp, &algo, &launch);
+                if machine.partitions() > 1 {
+                    split.push(super::split_run::SplitLaunch {
+                        component: comp,
+                        algorithm: algo,
+                        launch,
+                        source,
+                        joined_at: engine::now(),
+                        errors: errors.clone(),
+                    });
+                    continue;
+                }
                 let errs = errors.clone();
                 let (limits, failures) = (self.limits.clone(), self.failures.clone());
                 let h = engine::spawn(async move {
@@ -324,24 +337,47 @@ impl Session {
             }
         }
         let ws = pg.world_size;
-        let (all_joined, all_done) = {
+        let (all_joined, all_done, split) = {
             let mut epochs = pg.epochs.lock().unwrap();
             let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
             ep.joined.extend(ranks.iter().copied());
             ep.kernels_done.extend(launched);
+            ep.split.extend(split);
+            let mut split = Vec::new();
             if ep.joined.len() as u32 == ws {
                 ep.all_joined.set();
                 let kernels = std::mem::take(&mut ep.kernels_done);
+                split = std::mem::take(&mut ep.split);
                 let all_done = ep.all_done.clone();
-                engine::spawn_detached(async move {
-                    for k in kernels {
-                        k.wait().await;
-                    }
-                    all_done.set();
-                });
+                // On a split machine this task sets it (below).
+                if split.is_empty() {
+                    engine::spawn_detached(async move {
+                        for k in kernels {
+                            k.wait().await;
+                        }
+                        all_done.set();
+                    });
+                }
             }
-            (ep.all_joined.clone(), ep.all_done.clone())
+            (ep.all_joined.clone(), ep.all_done.clone(), split)
         };
+        if !split.is_empty() {
+            // The last rank to join runs every kernel of the collective in
+            // windows, then sleeps until the last one ended.
+            match super::split_run::run_kernels(&self.machine, split, &self.limits, &self.failures)
+            {
+                Ok(end) => {
+                    self.split_events
+                        .fetch_add(end.events, std::sync::atomic::Ordering::Relaxed);
+                    engine::sleep_until(end.end).await;
+                    all_done.set();
+                }
+                Err(why) => {
+                    self.machine.give_up_split(why.clone());
+                    return Err(wasmtime::Error::msg(format!("split run given up: {why}")));
+                }
+            }
+        }
         // The last rank to join waits first, then the others in the order
         // they joined: the order in which they resume, and so start their
         // next calls, within the instant the collective ends.

@@ -675,6 +675,11 @@ impl AlgorithmComponent {
                     return Err(fail(&e, out.as_ref()));
                 }
             }
+            None if machine.partitions() > 1 => {
+                let why = format!("the kernel on {pe} runs in step with simulated time");
+                machine.give_up_split(why.clone());
+                return Err(SimError::Usage(why));
+            }
             None => {
                 self.run_in_step(algorithm, &machine, limits, &launch)
                     .await?

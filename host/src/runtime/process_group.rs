@@ -132,6 +132,9 @@ pub(super) struct Epoch {
     pub all_done: Event,
     pub errors: Arc<Mutex<Vec<String>>>,
     pub returned: u32,
+    /// On a split machine, the launches kept until every rank has joined
+    /// (see [`super::split_run`]).
+    pub split: Vec<super::split_run::SplitLaunch>,
 }
 
 /// The default process group, installed by `init_process_group`.

@@ -110,6 +110,9 @@ pub struct Session {
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
     pub(super) failures: Failures,
+    /// Events of the executors of collectives run on a split machine (see
+    /// [`super::split_run`]).
+    pub(super) split_events: std::sync::atomic::AtomicU64,
     /// Records launched kernels ahead on a helper thread.
     pub(super) prerecorder: super::prerecord::Prerecorder,
     /// Recordings kept for the next equal launch of their kernel on their
@@ -168,6 +171,7 @@ impl Session {
             kernel_rows: Mutex::default(),
             row_observer: OnceLock::new(),
             failures: Failures::default(),
+            split_events: Default::default(),
             prerecorder: Default::default(),
             recordings: Default::default(),
         })

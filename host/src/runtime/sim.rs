@@ -18,6 +18,7 @@ use std::sync::Arc;
 pub type RowObserver = Arc<dyn Fn(&ReportRecord) + Send + Sync>;
 
 /// What to run.
+#[derive(Clone)]
 pub struct RunRequest {
     /// Bench name (built-in / components dir) or path to a .wasm file.
     pub bench: String,
@@ -53,6 +54,17 @@ pub struct RunRequest {
     /// (see [`crate::hw::data_plane`]): the same bytes and times. On by
     /// default where the process may use more than one core.
     pub data_thread: bool,
+    /// Experimental: split the machine into this many partitions, its
+    /// collectives' kernels each run by a thread of its own (see
+    /// [`super::split_run`]); `None`: one. A split run that cannot give
+    /// the one-partition run's results fails with
+    /// [`SimError::SplitGivenUp`], or runs again on one partition with
+    /// `split_falls_back`. Not chosen by itself yet: where events of
+    /// several partitions fall on the same picosecond, their order may
+    /// differ from one executor's (see the README).
+    pub partitions: Option<usize>,
+    /// A split run that gives up runs again on one partition.
+    pub split_falls_back: bool,
 }
 
 impl RunRequest {
@@ -78,6 +90,22 @@ impl RunRequest {
             verify_data: None,
             timing_only: false,
             data_thread: crate::cores::more_than_one_core(),
+            partitions: None,
+            split_falls_back: false,
+        }
+    }
+
+    /// Why this run cannot be split, if it cannot: what it records is the
+    /// one executor's alone, or no link is slow enough to run ahead of.
+    fn cannot_split(&self) -> Option<&'static str> {
+        if self.trace || self.record_ops || self.verify_data.is_some() {
+            Some("a run that records a trace or an op log runs on one partition")
+        } else if self.ccl_trace.is_some() {
+            Some("a run that writes the CCL trace runs on one partition")
+        } else if self.topology.spec.system.inter_sip_link.latency_ns <= 0.0 {
+            Some("partitions need an inter-SIP link latency above zero")
+        } else {
+            None
         }
     }
 }
@@ -120,8 +148,40 @@ pub struct RunResult {
     pub recordings: super::recording_memo::RecordingCounts,
 }
 
-/// Run a bench to completion.
+/// Run a bench to completion (see [`RunRequest::partitions`]).
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
+    let parts = req.partitions.unwrap_or(1);
+    if parts <= 1 {
+        return run_on(loader, req, 1);
+    }
+    if let Some(why) = req.cannot_split() {
+        return Err(SimError::Usage(format!("--partitions: {why}")));
+    }
+    if !req.split_falls_back {
+        return run_on(loader, req, parts);
+    }
+    // Rows go to the observer once, from the run that is kept.
+    let attempt = RunRequest {
+        on_row: None,
+        ..req.clone()
+    };
+    match run_on(loader, attempt, parts) {
+        Err(SimError::SplitGivenUp(why)) => {
+            eprintln!("note: the split run was given up ({why}); running on one partition");
+            run_on(loader, req, 1)
+        }
+        Ok(result) => {
+            if let Some(observer) = &req.on_row {
+                result.rows.iter().for_each(|row| observer(row));
+            }
+            Ok(result)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Run a bench on a machine of `parts` partitions.
+fn run_on(loader: &Arc<Loader>, req: RunRequest, parts: usize) -> Result<RunResult, SimError> {
     let topo = req.topology.clone();
     let limits = loader.run_limits(req.memory_budget);
     limits.budget.charge(
@@ -129,7 +189,7 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         req.memory_baseline,
         "at start",
     )?;
-    let machine = Machine::with_options(topo.clone(), req.trace, limits.budget.clone());
+    let machine = Machine::with_partitions(topo.clone(), req.trace, limits.budget.clone(), parts);
     if let Some(log) = req.ccl_trace.clone() {
         machine.set_ccl_log(log);
     }
@@ -182,6 +242,10 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
     let main = ex.spawn(session.clone().run_main());
     let outcome = ex.run();
     machine.settle_data();
+    // Whatever else it ended with, a split run that gave up is run again.
+    if let Some(why) = machine.diverged() {
+        return Err(SimError::SplitGivenUp(why));
+    }
     // An engine fault (time past the clock's horizon, memory over budget)
     // stops the commands it hit; whatever then waited is its consequence.
     if let Some((at, message)) = machine.fault() {
@@ -247,7 +311,10 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
         algorithms: pg.as_ref().map(|p| p.backend_names()).unwrap_or_default(),
         alpha_beta: session.alpha_beta(),
-        events: ex.events_processed(),
+        events: ex.events_processed()
+            + session
+                .split_events
+                .load(std::sync::atomic::Ordering::Relaxed),
         stats: machine.stats(),
         memory_digest: (req.memory_digest && !req.timing_only).then(|| machine.memory_digest()),
         timing_only: req.timing_only,

@@ -115,8 +115,7 @@ impl Machine {
             done,
             logged,
         };
-        self.enqueue_stage(pe, unit.kind(), record);
-        Ok(())
+        self.enqueue_stage(pe, unit.kind(), record)
     }
 
     /// `tl.binary`: element-wise `a op b`.

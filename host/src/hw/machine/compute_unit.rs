@@ -121,10 +121,10 @@ impl Machine {
         pe: PeCoord,
         unit: UnitKind,
         record: StageRecord,
-    ) {
+    ) -> Result<(), HwError> {
+        let part = self.part_of(pe)?;
         let st = self.pe(pe);
         self.track(st, &record.done);
-        let part = self.part_of(pe);
         let slot = part.stage_records.lock().insert(record);
         let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
         let mut q = unit.queue(st).lock();
@@ -135,6 +135,7 @@ impl Machine {
             let index = self.pe_index(pe);
             engine::call_soon(self.engine_call(part, unit.served(index)));
         }
+        Ok(())
     }
 
     /// A call for `unit` of the PE of state index `index`: move its head

@@ -57,6 +57,12 @@ impl Machine {
         self.diverged.lock().clone()
     }
 
+    /// Give up the split run: `why` says what it could not take (a
+    /// caller then runs it again on one partition).
+    pub fn give_up_split(&self, why: String) {
+        self.diverge(|| why);
+    }
+
     /// Note that the split run is not the one-partition run (the first
     /// reason is kept).
     #[cold]

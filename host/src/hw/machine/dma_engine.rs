@@ -160,7 +160,7 @@ impl Machine {
     ) -> Result<(), HwError> {
         let spec = &self.topo.spec;
         let st = self.pe(pe);
-        let part = self.part_of(pe);
+        let part = self.part_of(pe)?;
         let path = st.routes.lock().get(
             &self.router,
             &part.links,

@@ -471,23 +471,34 @@ impl Machine {
 
     /// The engine state of the partition the running executor runs,
     /// which must be `pe`'s: a command of another partition's PE would
-    /// book its links and queue its records in the wrong tables.
+    /// book its links and queue its records in the wrong tables. On a
+    /// split machine, a command issued outside a windowed run (by the
+    /// host, between collectives) gives the split run up (see
+    /// [`crossings`]) and fails.
     #[inline]
-    fn part_of(&self, pe: PeCoord) -> &partition::Partition {
-        let part = self.parts.current();
-        if self.parts.count() > 1 {
-            self.check_partition(pe);
+    fn part_of(&self, pe: PeCoord) -> Result<&partition::Partition, HwError> {
+        match self.parts.count() {
+            1 => Ok(self.parts.current()),
+            _ => self.part_of_split(pe),
         }
-        part
     }
 
     #[cold]
-    fn check_partition(&self, pe: PeCoord) {
-        let (mine, running) = (self.parts.of_sip(pe.sip), engine::partition());
+    fn part_of_split(&self, pe: PeCoord) -> Result<&partition::Partition, HwError> {
+        let mine = self.parts.of_sip(pe.sip);
+        if !engine::lock::is_windows_thread() {
+            let why = format!("{pe} issued a command outside the kernels of a collective");
+            self.give_up_split(why.clone());
+            return Err(HwError::Mismatch {
+                what: format!("split run given up: {why}"),
+            });
+        }
+        let running = engine::partition();
         assert_eq!(
             mine, running,
             "{pe} (partition {mine}) issued a command on the executor of partition {running}"
         );
+        Ok(self.parts.current())
     }
 
     /// Record an error an engine hit while executing a command of `pe`.
