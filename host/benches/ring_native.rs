@@ -14,7 +14,6 @@
 use kernbench::address::Space;
 use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
-use kernbench::engine::windows::{run_windows, Windows};
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
 use kernbench::hw::machine::{IpcqSettings, Shape};
@@ -40,7 +39,6 @@ struct Split {
 fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
     let mut spec = TopologySpec::default_embedded();
     spec.system.sips.count = ranks;
-    let lookahead = kernbench::units::ns_to_ps(spec.system.inter_sip_link.latency_ns);
     let topo = Arc::new(kernbench::topology::build(&spec).unwrap());
     let budget = Arc::new(kernbench::budget::MemoryBudget::unlimited());
     let machine = Machine::with_partitions(topo, false, budget, split.parts);
@@ -103,16 +101,10 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
         ex.enter(|| (0..pes.len()).for_each(kernel));
         assert_eq!(ex.run(), RunOutcome::Finished);
     } else {
-        let plan = Windows {
-            parts: split.parts,
-            lookahead,
-            threads: split.threads,
-        };
-        let ends = run_windows(plan, |p, post| {
+        let ends = machine.run_partitions(split.threads, |p| {
             (0..pes.len())
                 .filter(|&r| machine.partition_of(pes[r].sip) == p)
-                .for_each(kernel);
-            machine.enter_partition(p, post)
+                .for_each(kernel)
         });
         assert!(ends.iter().all(|e| e.outcome == RunOutcome::Finished));
         assert_eq!(machine.diverged(), None);

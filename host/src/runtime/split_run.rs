@@ -15,7 +15,6 @@ use super::kernel::KernelLaunch;
 use super::limits::RunLimits;
 use super::recording_memo::Source;
 use super::session::Failures;
-use crate::engine::windows::{run_windows, Windows};
 use crate::engine::{self, RunOutcome};
 use crate::hw::Machine;
 use crate::units::Ps;
@@ -63,12 +62,7 @@ pub(super) fn run_kernels(
     }
     let by_part: Vec<Mutex<Vec<SplitLaunch>>> = by_part.into_iter().map(Mutex::new).collect();
     let last_end = Arc::new(AtomicU64::new(t0));
-    let plan = Windows {
-        parts,
-        lookahead: machine.lookahead(),
-        threads: parts.min(crate::cores::count()),
-    };
-    let ends = run_windows(plan, |p, post| {
+    let ends = machine.run_partitions(parts.min(crate::cores::count()), |p| {
         let mine = std::mem::take(&mut *by_part[p].lock().unwrap());
         for l in mine {
             let (machine, limits, failures) = (machine.clone(), limits.clone(), failures.clone());
@@ -91,7 +85,6 @@ pub(super) fn run_kernels(
                 last_end.fetch_max(engine::now(), Ordering::Relaxed);
             });
         }
-        machine.enter_partition(p, post)
     });
     if let Some(stalled) = ends.iter().position(|e| e.outcome != RunOutcome::Finished) {
         return Err(format!("partition {stalled}'s kernels did not all end"));

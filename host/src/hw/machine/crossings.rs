@@ -73,9 +73,29 @@ impl Machine {
         }
     }
 
+    /// Run the machine's partitions to their end in windows of the
+    /// lookahead on up to `threads` threads: `start(p)` spawns partition
+    /// `p`'s tasks, inside its executor on its thread. Returns how each
+    /// partition ended.
+    pub fn run_partitions(
+        self: &Arc<Self>,
+        threads: usize,
+        start: impl Fn(usize) + Sync,
+    ) -> Vec<engine::windows::PartitionEnd> {
+        let plan = engine::windows::Windows {
+            parts: self.partitions(),
+            lookahead: self.lookahead(),
+            threads,
+        };
+        engine::windows::run_windows(plan, |p, post| {
+            start(p);
+            self.enter_partition(p, post)
+        })
+    }
+
     /// Make partition `part` on this thread (inside its executor): its
     /// mail goes out by `post`; returns what to do with the mail it gets.
-    pub fn enter_partition(
+    fn enter_partition(
         self: &Arc<Self>,
         part: usize,
         post: std::rc::Rc<engine::windows::Post<Mail>>,

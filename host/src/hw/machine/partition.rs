@@ -104,7 +104,6 @@ mod tests {
     use super::*;
     use crate::address::Space;
     use crate::config::ccl::{BufferKind, NeighbourTopology};
-    use crate::engine::windows::{run_windows, Windows};
     use crate::engine::{self, Executor, RunOutcome};
     use crate::hw::dtype::{BinOp, Dtype};
     use crate::hw::machine::{IpcqSettings, Machine, Shape};
@@ -136,7 +135,6 @@ mod tests {
     ) -> (Rings, Option<String>) {
         let mut spec = crate::config::TopologySpec::default_embedded();
         spec.system.sips.count = 8;
-        let lookahead = crate::units::ns_to_ps(spec.system.inter_sip_link.latency_ns);
         let topo = Arc::new(crate::topology::build(&spec).unwrap());
         let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
         let m = Machine::with_partitions(topo, false, budget, parts);
@@ -200,16 +198,10 @@ mod tests {
             ex.enter(|| (0..pes.len()).for_each(kernel));
             assert_eq!(ex.run(), RunOutcome::Finished);
         } else {
-            let plan = Windows {
-                parts,
-                lookahead,
-                threads,
-            };
-            let ended = run_windows(plan, |p, post| {
+            let ended = m.run_partitions(threads, |p| {
                 (0..pes.len())
                     .filter(|&r| m.partition_of(pes[r].sip) == p)
-                    .for_each(kernel);
-                m.enter_partition(p, post)
+                    .for_each(kernel)
             });
             assert!(ended.iter().all(|e| e.outcome == RunOutcome::Finished));
         }
@@ -348,17 +340,9 @@ mod tests {
                 });
                 assert_eq!(ex.run(), RunOutcome::Finished);
             } else {
-                let plan = Windows {
-                    parts,
-                    lookahead: m.lookahead(),
-                    threads: 2,
-                };
-                run_windows(plan, |p, post| {
-                    match p {
-                        0 => sender.clone()(),
-                        _ => receiver.clone()(),
-                    }
-                    m.enter_partition(p, post)
+                m.run_partitions(2, |p| match p {
+                    0 => sender.clone()(),
+                    _ => receiver.clone()(),
                 });
             }
             m.diverged()
