@@ -273,16 +273,21 @@ impl DataPlane {
         let Some(worker) = self.worker.get() else {
             return lock(&self.bytes).apply(op);
         };
-        let mut pending = match &*self.pending {
-            [one] => one,
-            all => &all[crate::engine::partition()],
-        }
-        .lock();
+        let mut pending = self.own_pending().lock();
         pending.push(op);
         if pending.len() >= BATCH {
             worker.hand_over(&mut pending);
         }
         Ok(())
+    }
+
+    /// The pending ops of the running executor's partition.
+    #[inline]
+    fn own_pending(&self) -> &OneThread<Batch> {
+        match &*self.pending {
+            [one] => one,
+            all => &all[crate::engine::partition()],
+        }
     }
 
     /// Make `op`'s command slot, its partition's, one of the whole
@@ -304,7 +309,7 @@ impl DataPlane {
     /// time and so in a later window, finds them applied before its own).
     pub fn hand_over_own(&self) {
         if let Some(worker) = self.worker.get() {
-            let mut pending = self.pending[crate::engine::partition()].lock();
+            let mut pending = self.own_pending().lock();
             if !pending.is_empty() {
                 worker.hand_over(&mut pending);
             }
@@ -338,7 +343,7 @@ impl DataPlane {
         // that can touch what it reads (the other partitions' threads own
         // theirs); otherwise every partition's.
         let own = crate::engine::lock::is_windows_thread()
-            .then(|| std::slice::from_ref(&self.pending[crate::engine::partition()]));
+            .then(|| std::slice::from_ref(self.own_pending()));
         for pending in own.unwrap_or(&self.pending) {
             let mut pending = pending.lock();
             if !pending.is_empty() {
