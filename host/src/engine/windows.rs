@@ -158,13 +158,19 @@ pub struct Windows {
 }
 
 /// How one partition's run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PartitionEnd {
     pub outcome: RunOutcome,
     /// Timer events fired and task polls made.
     pub events: u64,
     /// Simulated time of its last event.
     pub time: Ps,
+    /// Windows it ran.
+    pub windows: u64,
+    /// Wall time spent running its windows (the rest of its thread's,
+    /// but for its thread's other partitions, went waiting for the
+    /// other threads): a performance figure, not a result.
+    pub busy: std::time::Duration,
 }
 
 /// What a message does on arrival: called between windows, inside the
@@ -180,6 +186,8 @@ struct Partition<M> {
     deliver: Deliver<M>,
     /// Messages posted to it in the windows before, to deliver.
     mail: Vec<Mail<M>>,
+    windows: u64,
+    busy: std::time::Duration,
 }
 
 impl<M> Partition<M> {
@@ -198,6 +206,8 @@ impl<M> Partition<M> {
             post,
             deliver,
             mail: Vec::new(),
+            windows: 0,
+            busy: std::time::Duration::ZERO,
         }
     }
 
@@ -205,6 +215,7 @@ impl<M> Partition<M> {
     /// to `inboxes`. Returns the earliest of its next timer and the
     /// messages it sent.
     fn run_window(&mut self, start: Ps, end: Ps, inboxes: &[Mutex<Vec<Mail<M>>>]) -> Option<Ps> {
+        let began = std::time::Instant::now();
         self.post.window_start.set(start);
         let mut mail = std::mem::take(&mut self.mail);
         mail.sort_by_key(|m| (m.at, m.from, m.seq));
@@ -219,6 +230,8 @@ impl<M> Partition<M> {
             earliest = Some(earliest.map_or(mail.at, |e| e.min(mail.at)));
             inboxes[to].lock().unwrap().push(mail);
         }
+        self.windows += 1;
+        self.busy += began.elapsed();
         earliest
     }
 
@@ -227,6 +240,8 @@ impl<M> Partition<M> {
             outcome: self.ex.outcome(),
             events: self.ex.events_processed(),
             time: self.ex.now(),
+            windows: self.windows,
+            busy: self.busy,
         }
     }
 }
@@ -401,7 +416,10 @@ mod tests {
         });
     }
 
-    fn phold(parts: usize, threads: usize, jobs: u64) -> (Vec<PartitionEnd>, Hops) {
+    /// How each partition ended: its outcome, events and last time.
+    type Ends = Vec<(RunOutcome, u64, Ps)>;
+
+    fn phold(parts: usize, threads: usize, jobs: u64) -> (Ends, Hops) {
         let log: Log = Arc::new(Mutex::new(vec![Vec::new(); parts]));
         let ends = run_windows(
             Windows {
@@ -426,7 +444,12 @@ mod tests {
             },
         );
         let log = Arc::try_unwrap(log).unwrap().into_inner().unwrap();
-        (ends, log)
+        // Every partition ran windows, and took time to.
+        assert!(ends
+            .iter()
+            .all(|e| e.windows > 0 && e.busy > std::time::Duration::ZERO));
+        let ends = ends.into_iter().map(|e| (e.outcome, e.events, e.time));
+        (ends.collect(), log)
     }
 
     #[test]
@@ -445,7 +468,7 @@ mod tests {
             assert_eq!(ends, one, "{threads} threads");
             assert!(again == log, "{threads} threads: another order of hops");
         }
-        assert!(one.iter().all(|e| e.outcome == RunOutcome::Finished));
+        assert!(one.iter().all(|e| e.0 == RunOutcome::Finished));
     }
 
     #[test]
@@ -463,11 +486,7 @@ mod tests {
         assert_eq!(ex.run(), RunOutcome::Finished);
         assert_eq!(
             ends,
-            vec![PartitionEnd {
-                outcome: RunOutcome::Finished,
-                events: ex.events_processed(),
-                time: ex.now(),
-            }]
+            vec![(RunOutcome::Finished, ex.events_processed(), ex.now())]
         );
         assert!(log == *serial.lock().unwrap());
     }

@@ -28,6 +28,7 @@ use crate::address::Space;
 use crate::budget::BudgetExceeded;
 use crate::engine::lock::OneThread;
 use crate::units::Ps;
+use crossbeam_utils::CachePadded;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -233,8 +234,9 @@ impl Bytes {
 /// bytes of a transfer are kept under its partition's command slot.
 pub struct DataPlane {
     bytes: Arc<Mutex<Bytes>>,
-    /// Ops not yet handed to the thread, per partition (its thread only).
-    pending: Box<[OneThread<Batch>]>,
+    /// Ops not yet handed to the thread, per partition (its thread only;
+    /// each on lines of its own, as every op writes its length).
+    pending: Box<[CachePadded<OneThread<Batch>>]>,
     /// Set by [`DataPlane::use_a_thread`]: ops go to the thread.
     worker: OnceLock<Worker>,
 }
@@ -248,7 +250,7 @@ impl DataPlane {
                 staged: Vec::new(),
                 failed: false,
             })),
-            pending: (0..parts.max(1)).map(|_| OneThread::default()).collect(),
+            pending: (0..parts.max(1)).map(|_| CachePadded::default()).collect(),
             worker: OnceLock::new(),
         }
     }
@@ -283,7 +285,7 @@ impl DataPlane {
 
     /// The pending ops of the running executor's partition.
     #[inline]
-    fn own_pending(&self) -> &OneThread<Batch> {
+    fn own_pending(&self) -> &CachePadded<OneThread<Batch>> {
         match &*self.pending {
             [one] => one,
             all => &all[crate::engine::partition()],

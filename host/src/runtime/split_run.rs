@@ -62,6 +62,7 @@ pub(super) fn run_kernels(
     }
     let by_part: Vec<Mutex<Vec<SplitLaunch>>> = by_part.into_iter().map(Mutex::new).collect();
     let last_end = Arc::new(AtomicU64::new(t0));
+    let began = std::time::Instant::now();
     let ends = machine.run_partitions(parts.min(crate::cores::count()), |p| {
         let mine = std::mem::take(&mut *by_part[p].lock().unwrap());
         for l in mine {
@@ -86,6 +87,16 @@ pub(super) fn run_kernels(
             });
         }
     });
+    tracing::debug!(
+        target: "kernbench::split",
+        "{} windows in {:.3} s of wall; each partition busy for {}",
+        ends.iter().map(|e| e.windows).max().unwrap_or(0),
+        began.elapsed().as_secs_f64(),
+        ends.iter()
+            .map(|e| format!("{:.3} s", e.busy.as_secs_f64()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     if let Some(stalled) = ends.iter().position(|e| e.outcome != RunOutcome::Finished) {
         return Err(format!("partition {stalled}'s kernels did not all end"));
     }
