@@ -287,6 +287,42 @@ impl<J: Job> Ticket<J> {
     }
 }
 
+impl<J: Job> Ticket<J> {
+    /// Have the job made, not taken: do queued jobs on this thread, as
+    /// the helper does, until this one is made. For a caller about to
+    /// take its tickets where waiting costs more than here (a split run's
+    /// windows, where a partition that records stalls every other one at
+    /// the next window).
+    pub fn make_ahead(&self) {
+        loop {
+            if matches!(
+                &*self.slot.state.lock().unwrap(),
+                State::Made(_) | State::Taken
+            ) {
+                return;
+            }
+            if let Some((slot, job)) = self.shared.next_job(false) {
+                slot.make(job);
+                continue;
+            }
+            // Nothing queued: the helper is on this one, or (a machine of
+            // one core) it was never queued.
+            let mut st = self.slot.state.lock().unwrap();
+            while let State::Running = &*st {
+                st = self.slot.made.wait(st).unwrap();
+            }
+            if let State::Waiting(_) = &*st {
+                let State::Waiting(job) = std::mem::replace(&mut *st, State::Running) else {
+                    unreachable!()
+                };
+                drop(st);
+                self.slot.make(job);
+            }
+            return;
+        }
+    }
+}
+
 impl<J: Job> Made<J> {
     /// The output, when the engine thread would have made the same (its
     /// memory charged to and released from `budget`); else the job, to
@@ -394,6 +430,30 @@ mod tests {
             let runs = runs.lock().unwrap();
             assert_eq!(runs.len(), 300, "each job done once: {runs:?}");
             assert!(enabled || runs.iter().all(|r| !r.1), "no helper: {runs:?}");
+        }
+    }
+
+    #[test]
+    fn jobs_made_ahead_are_taken_without_running_again() {
+        for enabled in [true, false] {
+            let runs = Arc::default();
+            let p = Prerecorder::new(enabled);
+            let tickets: Vec<_> = (0..100).map(|n| p.submit(fake(n, &runs))).collect();
+            for t in tickets.iter().rev() {
+                t.make_ahead();
+                assert!(matches!(&*t.slot.state.lock().unwrap(), State::Made(_)));
+            }
+            assert_eq!(runs.lock().unwrap().len(), 100, "each job done once");
+            let budget = Arc::new(MemoryBudget::new(1000));
+            for (n, t) in tickets.into_iter().enumerate() {
+                assert_eq!(t.take(&budget, "fake"), Ok(n as u32));
+            }
+            assert_eq!(
+                runs.lock().unwrap().len(),
+                100,
+                "none done again: {enabled}"
+            );
+            assert_eq!(budget.in_use(), 0);
         }
     }
 

@@ -55,6 +55,18 @@ pub(super) fn run_kernels(
             l.launch.pe, l.joined_at
         ));
     }
+    // Every recording made before the windows: a partition that records
+    // in one holds up the others at its end (the helper thread records
+    // meanwhile, here beside this one).
+    for l in &launches {
+        if let Source::Record {
+            ticket: Some(ticket),
+            ..
+        } = &l.source
+        {
+            ticket.make_ahead();
+        }
+    }
     let parts = machine.partitions();
     let mut by_part: Vec<Vec<SplitLaunch>> = (0..parts).map(|_| Vec::new()).collect();
     for l in launches {
