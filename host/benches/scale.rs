@@ -31,7 +31,7 @@
 mod support;
 
 use kernbench::hw::dtype::{binary, BinOp, Dtype};
-use kernbench::runtime::{run_bench, RunResult};
+use kernbench::runtime::{run_bench, RunRequest, RunResult};
 use std::time::Instant;
 
 /// The CLI's heap, so that the figures are the CLI's.
@@ -111,12 +111,26 @@ fn run(
     algorithm: Option<&str>,
     args: &[&str],
 ) -> (RunResult, Runs) {
+    run_split(times, ranks, (bench, algorithm, args), None)
+}
+
+/// [`run`] on a machine of `partitions` (`run --partitions`; a run that
+/// gives the split up fails here instead of running again).
+fn run_split(
+    times: usize,
+    ranks: u32,
+    (bench, algorithm, args): (&str, Option<&str>, &[&str]),
+    partitions: Option<usize>,
+) -> (RunResult, Runs) {
     let mut runs = Vec::new();
     let mut last = None;
     for _ in 0..times {
         let loader = support::loader(ranks);
         // Compiling the topology is outside the timed part.
-        let req = support::request(ranks, bench, algorithm, args);
+        let req = RunRequest {
+            partitions,
+            ..support::request(ranks, bench, algorithm, args)
+        };
         let (cpu0, engine0) = cpu_seconds();
         let start = Instant::now();
         let res =
@@ -211,6 +225,24 @@ fn main() {
                 runs.cpu_note()
             ),
         );
+        // The same on a machine of two partitions, a thread each
+        // (experimental, opt-in: see the README's "run --partitions").
+        if kernbench::cores::more_than_one_core() {
+            let args = ["-b", "16", "-e", "16"];
+            let (split, runs) = run_split(times, 1024, ("ccl_allreduce", None, &args), Some(2));
+            let times = |r: &RunResult| -> Vec<_> { r.rows.iter().map(|x| x.time_ps).collect() };
+            assert_eq!(split.end_time_ps, r.end_time_ps, "the split run's end");
+            assert_eq!(times(&split), times(&r), "the split run's rows");
+            line(
+                "  the same, --partitions 2",
+                format!("{:.2} s", runs.best()),
+                format!(
+                    "({:.2} s) the same simulated end and rows; {}",
+                    runs.median(),
+                    runs.cpu_note()
+                ),
+            );
+        }
     }
 
     let (r, runs) = ring(times, 64, "1M");
