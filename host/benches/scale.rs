@@ -230,9 +230,10 @@ fn main() {
         if kernbench::cores::more_than_one_core() {
             let args = ["-b", "16", "-e", "16"];
             let (split, runs) = run_split(times, 1024, ("ccl_allreduce", None, &args), Some(2));
-            let times = |r: &RunResult| -> Vec<_> { r.rows.iter().map(|x| x.time_ps).collect() };
+            let row_times =
+                |r: &RunResult| -> Vec<_> { r.rows.iter().map(|x| x.time_ps).collect() };
             assert_eq!(split.end_time_ps, r.end_time_ps, "the split run's end");
-            assert_eq!(times(&split), times(&r), "the split run's rows");
+            assert_eq!(row_times(&split), row_times(&r), "the split run's rows");
             line(
                 "  the same, --partitions 2",
                 format!("{:.2} s", runs.best()),

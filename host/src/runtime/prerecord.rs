@@ -285,9 +285,7 @@ impl<J: Job> Ticket<J> {
             }
         }
     }
-}
 
-impl<J: Job> Ticket<J> {
     /// Have the job made, not taken: do queued jobs on this thread, as
     /// the helper does, until this one is made. For a caller about to
     /// take its tickets where waiting costs more than here (a split run's
