@@ -233,7 +233,11 @@ fn may_take_over(owner: u32, me: u32) -> bool {
     if owner & HELD != 0 {
         return false;
     }
-    let runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
+    may_take_over_in(&RUNS.lock().unwrap_or_else(|p| p.into_inner()), owner, me)
+}
+
+/// [`may_take_over`] by the registry `runs` (the owner not holding it).
+fn may_take_over_in(runs: &[Run], owner: u32, me: u32) -> bool {
     let run_of = |token: u32| {
         let i = runs.partition_point(|r| r.first <= token);
         i.checked_sub(1)
@@ -272,14 +276,27 @@ pub(crate) fn windows_phase<R>(threads: usize, f: impl FnOnce(u32) -> R) -> R {
     struct Ended(u32);
     impl Drop for Ended {
         fn drop(&mut self) {
-            let mut runs = RUNS.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(r) = runs.iter_mut().find(|r| r.first == self.0) {
-                r.live = false;
-            }
+            end_run(&mut RUNS.lock().unwrap_or_else(|p| p.into_inner()), self.0);
         }
     }
     let _ended = Ended(first);
     f(first)
+}
+
+/// Mark the run whose first token is `first` ended. A thread's ended
+/// runs in a row keep one entry (a sweep runs thousands): the tokens
+/// between them are ordinary threads', never taken as a run's (they lack
+/// [`WINDOWS_THREAD`]), and no other run's lie there (entries are in
+/// token order and only neighbours merge), so the merged range answers
+/// [`may_take_over`] as the runs did.
+fn end_run(runs: &mut Vec<Run>, first: u32) {
+    if let Some(i) = runs.iter().position(|r| r.first == first) {
+        runs[i].live = false;
+        if i > 0 && !runs[i - 1].live && runs[i - 1].serial == runs[i].serial {
+            runs[i - 1].end = runs[i].end;
+            runs.remove(i);
+        }
+    }
 }
 
 /// Whether this thread is one of a windowed run's.
@@ -382,6 +399,55 @@ mod tests {
         let other = d.clone();
         assert!(std::thread::spawn(move || *other.lock()).join().is_err());
         assert_eq!(*d.lock(), 1);
+    }
+
+    /// A thread's ended runs in a row keep one entry of the registry and
+    /// answer as each did; a run of another thread between them keeps
+    /// its own. (On a registry of its own: the process's is shared by
+    /// every test running at once.)
+    #[test]
+    fn a_thread_s_ended_runs_in_a_row_keep_one_entry() {
+        let (s, t, ordinary) = (100, 104, 4);
+        let mut runs = Vec::new();
+        let run = |runs: &mut Vec<Run>, first: u32, serial: u32| {
+            runs.push(Run {
+                first,
+                end: first + 8,
+                serial,
+                live: true,
+            })
+        };
+        let windows = |first: u32| first | WINDOWS_THREAD;
+        for k in 0..10 {
+            // An ordinary thread's token between each two runs.
+            let first = 1000 + 12 * k;
+            run(&mut runs, first, s);
+            end_run(&mut runs, first);
+        }
+        assert_eq!(runs.len(), 1);
+        assert_eq!((runs[0].first, runs[0].end), (1000, 1116));
+        // The thread takes back what any of its runs left, the next
+        // run's thread too; no ordinary thread, nor another's run.
+        run(&mut runs, 2000, s);
+        run(&mut runs, 3000, t);
+        for left in [windows(1000), windows(1060), windows(1108)] {
+            assert!(may_take_over_in(&runs, left, s));
+            assert!(may_take_over_in(&runs, left, windows(2000)));
+            assert!(!may_take_over_in(&runs, left, 1012 + ordinary));
+            assert!(!may_take_over_in(&runs, left, windows(3000)));
+        }
+        // A live run is not taken from, and another thread's run between
+        // two of this one's keeps them apart.
+        assert!(!may_take_over_in(&runs, windows(2000), s));
+        end_run(&mut runs, 2000);
+        end_run(&mut runs, 3000);
+        run(&mut runs, 4000, s);
+        end_run(&mut runs, 4000);
+        assert_eq!(runs.len(), 3, "s's runs, t's, s's last");
+        assert!(may_take_over_in(&runs, windows(2000), s));
+        assert!(may_take_over_in(&runs, windows(4000), s));
+        assert!(!may_take_over_in(&runs, windows(3000), s));
+        assert!(may_take_over_in(&runs, windows(3000), t));
     }
 
     #[test]
