@@ -266,12 +266,7 @@ impl<J: Job> Ticket<J> {
                     drop(st);
                     match self.shared.next_job(false) {
                         Some((slot, job)) => slot.make(job),
-                        None => {
-                            let mut s = self.slot.state.lock().unwrap();
-                            while let State::Running = &*s {
-                                s = self.slot.made.wait(s).unwrap();
-                            }
-                        }
+                        None => drop(self.done_elsewhere()),
                     }
                     st = self.slot.state.lock().unwrap();
                 }
@@ -305,10 +300,7 @@ impl<J: Job> Ticket<J> {
             }
             // Nothing queued: the helper is on this one, or (a machine of
             // one core) it was never queued.
-            let mut st = self.slot.state.lock().unwrap();
-            while let State::Running = &*st {
-                st = self.slot.made.wait(st).unwrap();
-            }
+            let mut st = self.done_elsewhere();
             if let State::Waiting(_) = &*st {
                 let State::Waiting(job) = std::mem::replace(&mut *st, State::Running) else {
                     unreachable!()
@@ -318,6 +310,16 @@ impl<J: Job> Ticket<J> {
             }
             return;
         }
+    }
+
+    /// The job's state once no thread is doing it (the helper, or another
+    /// thread helping, may be).
+    fn done_elsewhere(&self) -> std::sync::MutexGuard<'_, State<J>> {
+        let mut st = self.slot.state.lock().unwrap();
+        while let State::Running = &*st {
+            st = self.slot.made.wait(st).unwrap();
+        }
+        st
     }
 }
 
