@@ -52,7 +52,9 @@ pub struct RunRequest {
     pub timing_only: bool,
     /// Move the bytes on a thread of their own while the engine goes on
     /// (see [`crate::hw::data_plane`]): the same bytes and times. On by
-    /// default where the process may use more than one core.
+    /// default where the process may use more than one core; a run split
+    /// into partitions has none (each partition's thread applies its own
+    /// bytes, in batches).
     pub data_thread: bool,
     /// Experimental: split the machine into this many partitions, its
     /// collectives' kernels each run by a thread of its own (see
@@ -200,7 +202,9 @@ fn run_on(loader: &Arc<Loader>, req: RunRequest, parts: usize) -> Result<RunResu
             ));
         }
         machine.keep_no_bytes();
-    } else if req.data_thread {
+    } else if req.data_thread && parts == 1 {
+        // A split machine's partitions apply their own bytes, in batches
+        // (see `hw::data_plane`): no third thread on their cores.
         machine.move_bytes_on_a_thread();
     }
     if req.record_ops || req.verify_data.is_some() {
