@@ -188,6 +188,22 @@ struct Bytes {
 }
 
 impl Bytes {
+    /// Apply `ops` in order, none after the first that fails (in this
+    /// call or an earlier one); that failure, if this call met it.
+    fn apply_all(&mut self, ops: impl Iterator<Item = DataOp>) -> Option<DataFault> {
+        let mut fault = None;
+        for op in ops {
+            if self.failed {
+                continue;
+            }
+            if let Err(f) = self.apply(op) {
+                self.failed = true;
+                fault = Some(f);
+            }
+        }
+        fault
+    }
+
     fn apply(&mut self, op: DataOp) -> Result<(), DataFault> {
         match op {
             DataOp::Stage { slot, src, len } => {
@@ -313,14 +329,8 @@ impl DataPlane {
     /// kept for [`DataPlane::settle`].
     fn apply_now(&self, pending: &mut Batch) {
         let mut b = lock(&self.bytes);
-        for op in pending.drain() {
-            if b.failed {
-                continue;
-            }
-            if let Err(f) = b.apply(op) {
-                b.failed = true;
-                b.fault = Some(f);
-            }
+        if let Some(f) = b.apply_all(pending.drain()) {
+            b.fault = Some(f);
         }
     }
 
@@ -509,18 +519,7 @@ impl Queue {
                 st.busy = true;
                 drop(st);
                 let applied = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    let mut b = lock(bytes);
-                    let mut fault = None;
-                    for op in batch.drain() {
-                        if b.failed {
-                            continue;
-                        }
-                        if let Err(f) = b.apply(op) {
-                            b.failed = true;
-                            fault = Some(f);
-                        }
-                    }
-                    fault
+                    lock(bytes).apply_all(batch.drain())
                 }));
                 st = lock(&self.state);
                 st.busy = false;
@@ -634,9 +633,9 @@ mod tests {
         assert_eq!(a, b);
     }
 
-    /// A chain of `n` copies, each of the one before's destination;
-    /// then what memory holds.
-    fn chain(plane: &DataPlane, n: u64) -> Vec<u8> {
+    /// A chain of `n` copies, each of the one before's destination,
+    /// submitted to `plane` (the store not looked at after).
+    fn submit_chain(plane: &DataPlane, n: u64) {
         plane
             .store()
             .write(HBM, 0, &Dtype::F16.from_f64(&[3.0]))
@@ -644,23 +643,20 @@ mod tests {
         let mut src = 0;
         for i in 0..n {
             let (slot, dst) = ((i % 5) as u32, 4096 + 2 * i);
-            plane
-                .submit(DataOp::Stage {
-                    slot,
-                    src: (HBM, src),
-                    len: 2,
-                })
-                .unwrap();
-            plane
-                .submit(DataOp::Land {
-                    slot,
-                    dst: (HBM, dst),
-                    who: who(),
-                })
-                .unwrap();
+            let stage = DataOp::Stage {
+                slot,
+                src: (HBM, src),
+                len: 2,
+            };
+            plane.submit(stage).unwrap();
+            let land = DataOp::Land {
+                slot,
+                dst: (HBM, dst),
+                who: who(),
+            };
+            plane.submit(land).unwrap();
             src = dst;
         }
-        plane.store().read(HBM, 0, 4096 + 2 * n)
     }
 
     #[test]
@@ -672,34 +668,20 @@ mod tests {
         let batched = DataPlane::new(MemoryStore::default(), 2);
         assert!(!batched.threaded());
         let n = BATCH as u64 + 10;
-        let a = chain(&inline, n);
-        let filled = {
-            // As `chain`, stopped before the store is looked at.
-            let plane = DataPlane::new(MemoryStore::default(), 2);
-            for i in 0..n {
-                let op = DataOp::Stage {
-                    slot: 0,
-                    src: (HBM, 2 * i),
-                    len: 2,
-                };
-                plane.submit(op).unwrap();
-                let op = DataOp::Land {
-                    slot: 0,
-                    dst: (HBM, 2 * i + 2),
-                    who: who(),
-                };
-                plane.submit(op).unwrap();
-            }
-            let left = plane.own_pending().lock().len();
-            left
-        };
-        assert_eq!(filled, 20, "two full batches applied, the rest waits");
-        let b = chain(&batched, n);
+        submit_chain(&inline, n);
+        submit_chain(&batched, n);
         assert_eq!(
-            &a[4096 + 2 * (n as usize - 1)..],
-            &a[..2],
-            "the chain's end"
+            batched.own_pending().lock().len(),
+            20,
+            "two full batches applied, the rest waits"
         );
+        let end = 4096 + 2 * n;
+        let (a, b) = (
+            inline.store().read(HBM, 0, end),
+            batched.store().read(HBM, 0, end),
+        );
+        assert!(batched.own_pending().lock().is_empty());
+        assert_eq!(&a[end as usize - 2..], &a[..2], "the chain's end");
         assert_eq!(a, b);
         assert_eq!(run(&inline), run(&batched));
     }
