@@ -20,7 +20,7 @@
 //! partitions, slowing whichever shared its core while the other waited
 //! at the window's end. Instead each partition queues its ops and applies
 //! them itself, a batch at a time under the store's lock (one lock per
-//! [`BATCH`] ops, not one per op, which is what made an earlier trial
+//! [`OWN_BATCH`] ops, not one per op, which is what made an earlier trial
 //! without the thread slower). At 1024 ranks x 16 B, `--partitions 2`,
 //! the windows took 0.92-0.98 s against 0.96-1.14 s with the thread, and
 //! 2.2-2.4 s of processor time against 2.4-2.9 s (7 interleaved pairs).
@@ -51,6 +51,15 @@ use std::thread::JoinHandle;
 /// gave no gain over applying the ops inline; 1024 gave 1.27 s against
 /// 1.48 s, 16384 1.24 s (medians of 4 interleaved runs).
 const BATCH: usize = 4096;
+
+/// Ops a partition queues before it applies them itself (a split
+/// machine without the data thread): one lock of the store per batch,
+/// and few enough that the ops just queued are still in the core's cache.
+/// 1024 ranks x 16 B, `--partitions 2`, the windows' wall time in 4
+/// interleaved runs each: 64 ops 0.86-0.96 s (the lock too often), 256
+/// 0.82-0.93 s, 512 0.79-0.90 s, 1024 0.82-0.94 s, 4096 ([`BATCH`])
+/// 0.84-0.88 s against 512's 0.81-0.85 s in the same minutes.
+const OWN_BATCH: usize = 512;
 
 /// Who made an op, to name it in a fault: the PE (the machine's index
 /// of it), the unit (`dma_read`, `math`, ...) and the simulated time it
@@ -311,7 +320,7 @@ impl DataPlane {
             }
             let mut pending = self.own_pending().lock();
             pending.push(op);
-            if pending.len() >= BATCH {
+            if pending.len() >= OWN_BATCH {
                 self.apply_now(&mut pending);
             }
             return Ok(());
@@ -667,7 +676,7 @@ mod tests {
         let inline = DataPlane::new(MemoryStore::default(), 1);
         let batched = DataPlane::new(MemoryStore::default(), 2);
         assert!(!batched.threaded());
-        let n = BATCH as u64 + 10;
+        let n = OWN_BATCH as u64 + 10;
         submit_chain(&inline, n);
         submit_chain(&batched, n);
         assert_eq!(
