@@ -22,7 +22,7 @@
 //! them itself, a batch at a time under the store's lock (one lock per
 //! [`OWN_BATCH`] ops, not one per op, which is what made an earlier trial
 //! without the thread slower). At 1024 ranks x 16 B, `--partitions 2`,
-//! the windows took 0.92-0.98 s against 0.96-1.14 s with the thread, and
+//! the windows took 0.91-0.98 s against 0.96-1.14 s with the thread, and
 //! 2.2-2.4 s of processor time against 2.4-2.9 s (7 interleaved pairs).
 //!
 //! A write can fail (the host-memory budget refuses a page). Applied at
@@ -370,7 +370,7 @@ impl DataPlane {
     /// thread, now (so that a partition that lands what they hold, later
     /// in simulated time and so in a later window, finds them applied
     /// before its own).
-    pub fn hand_over_own(&self) {
+    pub fn flush_own(&self) {
         let mut pending = self.own_pending().lock();
         if pending.is_empty() {
             return;

@@ -104,6 +104,20 @@ enum State<J: Job> {
     Taken,
 }
 
+impl<J: Job> State<J> {
+    /// The job, if nobody has started it, leaving it marked as started;
+    /// any other state stays as it is.
+    fn claim(&mut self) -> Option<Box<J>> {
+        match std::mem::replace(self, State::Running) {
+            State::Waiting(job) => Some(job),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
 struct Slot<J: Job> {
     state: Mutex<State<J>>,
     made: Condvar,
@@ -215,14 +229,10 @@ impl<J: Job> Shared<J> {
             }
             match q.slots.pop_front() {
                 Some(slot) => {
-                    let mut st = slot.state.lock().unwrap();
-                    match std::mem::replace(&mut *st, State::Running) {
-                        State::Waiting(job) => {
-                            drop(st);
-                            return Some((slot, job));
-                        }
-                        // The engine thread took it itself.
-                        other => *st = other,
+                    // None: the engine thread took it itself.
+                    let job = slot.state.lock().unwrap().claim();
+                    if let Some(job) = job {
+                        return Some((slot, job));
                     }
                 }
                 None if wait => q = self.wake.wait(q).unwrap(),
@@ -300,12 +310,8 @@ impl<J: Job> Ticket<J> {
             }
             // Nothing queued: the helper is on this one, or (a machine of
             // one core) it was never queued.
-            let mut st = self.done_elsewhere();
-            if let State::Waiting(_) = &*st {
-                let State::Waiting(job) = std::mem::replace(&mut *st, State::Running) else {
-                    unreachable!()
-                };
-                drop(st);
+            let job = self.done_elsewhere().claim();
+            if let Some(job) = job {
                 self.slot.make(job);
             }
             return;
@@ -412,12 +418,23 @@ mod tests {
         panic!("the helper never did the job");
     }
 
+    /// Fake jobs `0..n` submitted to a prerecorder (with its helper when
+    /// `enabled`), noting their runs in `runs`.
+    fn submitted(
+        enabled: bool,
+        n: u32,
+        runs: &Arc<Mutex<Vec<(u32, bool)>>>,
+    ) -> (Prerecorder<Fake>, Vec<Ticket<Fake>>) {
+        let p = Prerecorder::new(enabled);
+        let tickets = (0..n).map(|n| p.submit(fake(n, runs))).collect();
+        (p, tickets)
+    }
+
     #[test]
     fn outputs_come_in_submission_order_charged_where_they_are_taken() {
         for enabled in [true, false] {
             let runs = Arc::default();
-            let p = Prerecorder::new(enabled);
-            let tickets: Vec<_> = (0..300).map(|n| p.submit(fake(n, &runs))).collect();
+            let (_p, tickets) = submitted(enabled, 300, &runs);
             let budget = Arc::new(MemoryBudget::new(1000));
             for (n, t) in tickets.into_iter().enumerate() {
                 assert_eq!(t.take(&budget, "fake"), Ok(n as u32));
@@ -437,8 +454,7 @@ mod tests {
     fn jobs_made_ahead_are_taken_without_running_again() {
         for enabled in [true, false] {
             let runs = Arc::default();
-            let p = Prerecorder::new(enabled);
-            let tickets: Vec<_> = (0..100).map(|n| p.submit(fake(n, &runs))).collect();
+            let (_p, tickets) = submitted(enabled, 100, &runs);
             for t in tickets.iter().rev() {
                 t.make_ahead();
                 assert!(matches!(&*t.slot.state.lock().unwrap(), State::Made(_)));

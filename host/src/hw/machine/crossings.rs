@@ -221,7 +221,7 @@ impl Machine {
                 });
                 // Applied before the other partition's landing, which
                 // comes in a later window.
-                self.data.hand_over_own();
+                self.data.flush_own();
                 staged
             }
             None => self.data.submit(DataOp::Stage {
