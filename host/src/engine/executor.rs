@@ -1,6 +1,7 @@
 //! Executor core: task slab, ready queue, timer heap, thread-local handle,
 //! and the callbacks ([`Call`]) it runs in place of polling a task.
 
+use super::keyed::{KeyedTimers, OrderKey};
 use super::sync::{join_pair, JoinHandle};
 use super::wheel::TimerWheel;
 use crate::units::Ps;
@@ -95,6 +96,12 @@ struct Core {
     events: Cell<u64>,
     /// Pending timers, fired in (time, creation) order.
     timers: RefCell<TimerWheel<Target>>,
+    /// Pending keyed timers (see [`super::keyed`]): fired in (time, key)
+    /// order, each before the plain timers of its time.
+    keyed: RefCell<KeyedTimers<Target>>,
+    /// The earliest keyed timer's time (`None`: none), kept here so that
+    /// a run without keyed timers reads one cell per timer for them.
+    keyed_next: Cell<Option<Ps>>,
     foreign: RefCell<Vec<Option<Waker>>>,
     foreign_free: RefCell<Vec<u32>>,
     /// Task ids and packed calls, in the order they became runnable.
@@ -117,6 +124,8 @@ impl Default for Core {
             now: Cell::new(0),
             events: Cell::new(0),
             timers: RefCell::default(),
+            keyed: RefCell::default(),
+            keyed_next: Cell::new(None),
             foreign: RefCell::default(),
             foreign_free: RefCell::default(),
             ready: RefCell::default(),
@@ -132,7 +141,46 @@ impl Default for Core {
 
 impl Core {
     fn add_timer(&self, at: Ps, waker: &Waker) {
-        let target = if waker.vtable() == &VTABLE {
+        let target = self.target_of(waker);
+        self.timers.borrow_mut().push(at, target);
+    }
+
+    /// A keyed timer (see [`super::keyed`]) that wakes `target` at `at`.
+    fn add_keyed(&self, at: Ps, key: OrderKey, target: Target) {
+        debug_assert!(at >= self.now.get(), "a keyed timer in the past");
+        self.keyed.borrow_mut().push(at, key, target);
+        if self.keyed_next.get().is_none_or(|t| at < t) {
+            self.keyed_next.set(Some(at));
+        }
+    }
+
+    /// The next timer to fire, before `end` if given: the keyed ones of a
+    /// picosecond before its plain ones.
+    #[inline(always)]
+    fn next_timer(&self, end: Option<Ps>) -> Option<(Ps, Target)> {
+        let Some(keyed_at) = self.keyed_next.get() else {
+            let mut wheel = self.timers.borrow_mut();
+            return match end {
+                None => wheel.pop(),
+                Some(end) => wheel.pop_before(end),
+            };
+        };
+        let bound = end.map_or(keyed_at, |end| end.min(keyed_at));
+        if let Some(plain) = self.timers.borrow_mut().pop_before(bound) {
+            return Some(plain);
+        }
+        if end.is_some_and(|end| keyed_at >= end) {
+            return None;
+        }
+        let mut keyed = self.keyed.borrow_mut();
+        let next = keyed.pop();
+        self.keyed_next.set(keyed.next_at());
+        next
+    }
+
+    /// Who a timer set with `waker` wakes.
+    fn target_of(&self, waker: &Waker) -> Target {
+        if waker.vtable() == &VTABLE {
             Target::Task(waker.data() as usize as u32)
         } else if waker.vtable() == &CALL_VTABLE {
             Target::Call(Call::unpack(waker.data() as usize))
@@ -149,8 +197,7 @@ impl Core {
                 }
             };
             Target::Foreign(idx)
-        };
-        self.timers.borrow_mut().push(at, target);
+        }
     }
 
     /// Wake the foreign waker a timer kept at `i`.
@@ -341,7 +388,7 @@ impl Executor {
 
     /// Timers not yet fired.
     pub fn pending_timers(&self) -> usize {
-        self.core.timers.borrow().len()
+        self.core.timers.borrow().len() + self.core.keyed.borrow().len()
     }
 
     /// Timer events fired and task polls made so far.
@@ -365,7 +412,7 @@ impl Executor {
     pub fn run(&self) -> RunOutcome {
         let _current = self.make_current();
         self.core.poll_every_live_task();
-        self.core.drive(|timers| timers.pop());
+        self.core.drive(|c| c.next_timer(None));
         self.outcome()
     }
 
@@ -380,8 +427,12 @@ impl Executor {
         if !self.core.started.replace(true) {
             self.core.poll_every_live_task();
         }
-        self.core.drive(|timers| timers.pop_before(end));
-        self.core.timers.borrow().next_at()
+        self.core.drive(|c| c.next_timer(Some(end)));
+        let plain = self.core.timers.borrow().next_at();
+        match (plain, self.core.keyed_next.get()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Run `f` as if inside this executor's run, at its current time: what
@@ -430,7 +481,7 @@ impl Core {
     /// Run ready work and fire the timers `next_timer` hands out, until
     /// it hands out none and nothing is runnable.
     #[inline(always)]
-    fn drive(&self, mut next_timer: impl FnMut(&mut TimerWheel<Target>) -> Option<(Ps, Target)>) {
+    fn drive(&self, mut next_timer: impl FnMut(&Core) -> Option<(Ps, Target)>) {
         loop {
             loop {
                 let next = self.ready.borrow_mut().pop_front();
@@ -441,7 +492,7 @@ impl Core {
             // queue is empty here, so a timer that wakes one of our tasks
             // or a call runs it at once: what the queue would run next,
             // without passing through it (three times a ring step).
-            let next = next_timer(&mut self.timers.borrow_mut());
+            let next = next_timer(self);
             let Some((at, target)) = next else { break };
             debug_assert!(at >= self.now.get(), "time went backwards");
             self.now.set(at);
@@ -536,6 +587,54 @@ pub fn call_at(at: Ps, call: Call) {
     });
 }
 
+/// Run `call` at simulated time `at`, at the place of `key` among the
+/// keyed timers of that picosecond, before its plain timers (see
+/// [`super::keyed`]).
+pub fn call_keyed_at(at: Ps, key: OrderKey, call: Call) {
+    with_current(|c| c.add_keyed(at, key, Target::Call(call)));
+}
+
+/// A future that completes at simulated time `at`, at the place of `key`
+/// among the keyed timers of that picosecond (see [`super::keyed`]); at
+/// once if `at` is past.
+pub fn sleep_keyed_until(at: Ps, key: OrderKey) -> SleepKeyed {
+    SleepKeyed {
+        at,
+        key,
+        armed: false,
+    }
+}
+
+/// See [`sleep_keyed_until`].
+#[derive(Debug)]
+pub struct SleepKeyed {
+    at: Ps,
+    key: OrderKey,
+    armed: bool,
+}
+
+impl Future for SleepKeyed {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let (at, key) = (self.at, self.key);
+        with_current(|c| {
+            let now = c.now.get();
+            if now > at || (now == at && self.armed) {
+                // Its timer's time has come (a poll at `at` before its
+                // turn would be a stray wake, which the engine does not
+                // make within a run), or a time already past.
+                Poll::Ready(())
+            } else {
+                if !self.armed {
+                    self.armed = true;
+                    c.add_keyed(at, key, c.target_of(cx.waker()));
+                }
+                Poll::Pending
+            }
+        })
+    }
+}
+
 /// A waker that runs `call` when woken (e.g. left on an [`super::Event`]).
 pub fn call_waker(call: Call) -> Waker {
     // SAFETY: the vtable functions never dereference the data pointer; it
@@ -586,6 +685,72 @@ mod tests {
     use super::*;
     use crate::engine::Event;
     use std::sync::{Arc, Mutex};
+
+    /// Keyed timers fire before the plain ones of their picosecond, in key
+    /// order, whatever order they were set in; a window's run keeps them
+    /// past its end and reports the earliest.
+    #[test]
+    fn keyed_timers_fire_first_in_their_picosecond_by_key() {
+        for windowed in [false, true] {
+            let ex = Executor::new();
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let mut tasks = Vec::new();
+            // Set in this order: plain 50, keyed (9) 50, plain 20, keyed
+            // (2) 50, keyed (5) 20.
+            for (name, at, key) in [
+                ("p50", 50u64, None),
+                ("k9", 50, Some((9u64, 0u64))),
+                ("p20", 20, None),
+                ("k2", 50, Some((2, 0))),
+                ("k5", 20, Some((5, 0))),
+            ] {
+                let log = log.clone();
+                tasks.push(ex.spawn(async move {
+                    match key {
+                        Some(k) => sleep_keyed_until(at, k).await,
+                        None => sleep_until(at).await,
+                    }
+                    log.lock().unwrap().push((name, now()));
+                }));
+            }
+            if windowed {
+                assert_eq!(ex.run_until(20), Some(20));
+                assert!(log.lock().unwrap().is_empty());
+                assert_eq!(ex.run_until(21), Some(50));
+                assert_eq!(ex.pending_timers(), 3);
+                assert_eq!(ex.run_until(100), None);
+            } else {
+                assert_eq!(ex.run(), RunOutcome::Finished);
+            }
+            assert_eq!(
+                *log.lock().unwrap(),
+                [("k5", 20), ("p20", 20), ("k2", 50), ("k9", 50), ("p50", 50)],
+                "windowed {windowed}"
+            );
+        }
+    }
+
+    /// A keyed sleep for a time already past ends at once; one for now
+    /// waits for its turn among the keyed timers of now.
+    #[test]
+    fn a_keyed_sleep_for_now_takes_its_turn_and_one_for_the_past_ends_at_once() {
+        let ex = Executor::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        ex.spawn(async move {
+            sleep(10).await;
+            let l2 = l.clone();
+            spawn(async move {
+                sleep_keyed_until(10, (1, 0)).await;
+                l2.lock().unwrap().push("keyed now");
+            });
+            sleep_keyed_until(3, (0, 0)).await;
+            l.lock().unwrap().push("keyed past");
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        assert_eq!(*log.lock().unwrap(), ["keyed past", "keyed now"]);
+        assert_eq!(ex.now(), 10);
+    }
 
     #[test]
     fn timers_fire_in_time_then_fifo_order() {

@@ -16,16 +16,23 @@
 //!
 //! [`windows`] runs a model split into partitions, an executor each, on
 //! several threads in conservative windows of simulated time
-//! ([`Executor::run_until`] runs one window of one partition).
+//! ([`Executor::run_until`] runs one window of one partition). Keyed
+//! timers ([`call_keyed_at`], [`sleep_keyed_until`], module `keyed`) fire
+//! before the plain timers of their picosecond, in the order of a key the
+//! setter gives: what one partition sets for another is set later than
+//! on one executor, and a key keeps its place the same on both.
 
 mod executor;
+mod keyed;
 pub mod lock;
 mod sync;
 mod wheel;
 pub mod windows;
 
 pub use executor::{
-    call_at, call_soon, call_waker, executor_id, now, partition, register, sleep, sleep_until,
-    spawn, spawn_detached, try_now, Call, Executor, Handler, HandlerId, RunOutcome, Sleep,
+    call_at, call_keyed_at, call_soon, call_waker, executor_id, now, partition, register, sleep,
+    sleep_keyed_until, sleep_until, spawn, spawn_detached, try_now, Call, Executor, Handler,
+    HandlerId, RunOutcome, Sleep, SleepKeyed,
 };
+pub use keyed::OrderKey;
 pub use sync::{Event, JoinHandle, Signal, SignalWait};

@@ -54,6 +54,9 @@ impl Arrival {
 /// One direction's receive ring of one PE.
 #[derive(Debug)]
 pub struct RxQueue {
+    /// Its number among the machine's rings, in the order they were
+    /// installed (a split machine's two copies of a ring share it).
+    pub ring: u64,
     pub space: Space,
     pub base: u64,
     pub slot_size: u64,
@@ -133,6 +136,16 @@ impl RxQueue {
         self.arrivals.insert(at, arrival);
     }
 
+    /// The place of its credits among the keyed events of a picosecond
+    /// (see `crate::engine::keyed`), for a ring between SIPs: a sender
+    /// goes on with a slot freed for it at that place, whether the credit
+    /// came as mail from another partition (delivered at that place) or
+    /// not (the sender waits for it there). After every landing's
+    /// (whose keys are PE indices, below 2^63).
+    pub fn credit_key(&self) -> crate::engine::OrderKey {
+        (1 << 63 | self.ring, 0)
+    }
+
     /// Return `slot` at time `now`: the sender sees it one credit latency
     /// later (its copy of the ring gets it then, when it is another
     /// partition's).
@@ -142,7 +155,12 @@ impl RxQueue {
             let queue = queue
                 .upgrade()
                 .expect("the sender's copy of a ring outlives its slots");
-            super::mail::post(*part, visible, super::mail::Mail::Credit { queue, slot });
+            let key = self.credit_key();
+            super::mail::post(
+                *part,
+                visible,
+                super::mail::Mail::Credit { queue, slot, key },
+            );
             return;
         }
         self.free.push_back((slot, visible));
@@ -242,6 +260,7 @@ mod tests {
             pe: 0,
         };
         let mut q = RxQueue {
+            ring: 0,
             space: Space::Tcm(pe),
             base: 0,
             slot_size: 64,

@@ -31,7 +31,13 @@ pub enum Mail {
     Land(Box<Landing>),
     /// A slot of this partition's copy of a ring is free again (visible
     /// to the sender at the mail's time).
-    Credit { queue: SharedQueue, slot: u32 },
+    Credit {
+        queue: SharedQueue,
+        slot: u32,
+        /// Its place among the keyed events of its picosecond (the ring's
+        /// [`super::ipcq::RxQueue::credit_key`]).
+        key: crate::engine::OrderKey,
+    },
 }
 
 /// A transfer landing in another partition.
@@ -42,6 +48,9 @@ pub struct Landing {
     pub who: Culprit,
     /// The IPCQ message it carries, if it is a send.
     pub message: Option<Message>,
+    /// Its place among the keyed events of its picosecond (the
+    /// transfer's [`crate::engine::OrderKey`], the same in both partitions).
+    pub key: crate::engine::OrderKey,
 }
 
 /// An IPCQ message as its receiver's copy of the ring records it.

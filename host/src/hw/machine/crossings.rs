@@ -12,12 +12,22 @@
 //! ran it runs it again on one partition (a run that diverges is never
 //! reported as a result).
 //!
-//! Not yet closed: mail is scheduled when it is delivered, between
-//! windows, so a landing that falls on the same picosecond as events of
-//! its partition runs in another order among them than on one executor
-//! (there it was scheduled when its transfer started). That changes what
-//! follows only where the events of that picosecond contend (for a link,
-//! for an allocator), and nothing detects it yet.
+//! Same-picosecond order: mail is scheduled when it is delivered, between
+//! windows, later than its event was set on one executor (when the
+//! transfer started, when the slot was freed). Were it a plain timer, a
+//! landing that falls on the same picosecond as events of its partition
+//! would run in another order among them than on one executor, and where
+//! those events contend (an allocator: TCM blocks freed and taken in
+//! another order) the run would differ. So every landing in another SIP
+//! than its issuer's, and every credit of a ring between SIPs, is a keyed
+//! event (`engine::keyed`) on one executor and on several alike: it runs
+//! before the plain events of its picosecond, in the order of its key
+//! (the issuing PE; the ring), which does not depend on when it was set.
+//! A partition's events of a picosecond then run in one order however
+//! the machine is split. Shown for landings (`tests/split.rs`: without
+//! the keys, two algorithms' memory digests differed); the credits'
+//! keys follow the same reasoning, no test has yet made their order
+//! differ.
 //!
 //! Bytes that land in another partition are read where the transfer
 //! starts (into a cell the data plane fills) and landed by the partition
@@ -128,13 +138,16 @@ impl Machine {
             }
             Mail::Land(landing) => {
                 let m = self.clone();
+                // At the landing's place among the keyed events of its
+                // picosecond, as on one executor (see the module doc).
+                let key = landing.key;
                 engine::spawn_detached(async move {
-                    engine::sleep_until(at).await;
+                    engine::sleep_keyed_until(at, key).await;
                     m.land_from_elsewhere(*landing);
                 });
             }
-            Mail::Credit { queue, slot } => engine::spawn_detached(async move {
-                engine::sleep_until(at).await;
+            Mail::Credit { queue, slot, key } => engine::spawn_detached(async move {
+                engine::sleep_keyed_until(at, key).await;
                 let mut q = queue.lock();
                 q.free.push_back((slot, at));
                 q.freed.notify();
@@ -149,6 +162,7 @@ impl Machine {
             dst,
             who,
             message,
+            ..
         } = landing;
         if let Err(f) = self
             .data
@@ -184,7 +198,7 @@ impl Machine {
         path: Route,
     ) {
         let now = engine::now();
-        let (pe, what, src, dst, nbytes, remote) = {
+        let (pe, what, src, dst, nbytes, remote, key) = {
             let mut cmds = part.dma_commands.lock();
             let cmd = &mut cmds[slot];
             (
@@ -194,6 +208,7 @@ impl Machine {
                 cmd.dst,
                 cmd.nbytes,
                 cmd.remote.take(),
+                cmd.landing_key(),
             )
         };
         let issuer = self.pe_at(pe);
@@ -285,6 +300,7 @@ impl Machine {
                 dst,
                 who,
                 message,
+                key: key.expect("a transfer landing in another partition lands in another SIP"),
             };
             mail::post(dst_part, end, Mail::Land(Box::new(landing)));
         }
@@ -296,7 +312,7 @@ impl Machine {
         }
         if end > now {
             let landing = Machine::sibling_call(call, super::engine_calls::Served::Landing(slot));
-            engine::call_at(end, landing);
+            Machine::land_at(end, key, landing);
         } else {
             self.land_transfer(part, slot);
         }

@@ -53,6 +53,24 @@ pub(super) struct DmaCmd {
     pub(super) remote: Option<Box<(usize, crate::hw::mail::Message)>>,
     /// Its bytes land in another partition (which lands them).
     pub(super) lands_elsewhere: bool,
+    /// Its bytes land in another SIP than its PE's (its landing is a
+    /// keyed event, see [`DmaCmd::landing_key`]).
+    pub(super) across: bool,
+}
+
+impl DmaCmd {
+    /// The order of its landing among the keyed events of its picosecond,
+    /// if it lands in another SIP than its PE's: by its PE. The same
+    /// however the machine is split, so a partition sees its events of a
+    /// picosecond in one order on one executor and on several (see
+    /// `engine::keyed` and [`super::crossings`]). Landings of one PE at
+    /// one picosecond keep the order they were set in, which is its
+    /// engine's order on both: their transfers' starts in the issuing
+    /// partition, and there the order of the mail that carries them,
+    /// which leaves in that order.
+    pub(super) fn landing_key(&self) -> Option<engine::OrderKey> {
+        self.across.then_some((self.pe as u64, 0))
+    }
 }
 
 /// A DMA engine's commands (slots in [`DmaCommands`]), oldest first.
@@ -183,6 +201,7 @@ impl Machine {
             span: (0, 0),
             remote,
             lands_elsewhere: false,
+            across: dst.0.sip() != pe.sip,
         });
         let slot = u32::try_from(slot).expect("fewer than 2^32 commands in flight");
         let mut q = st.dma.lock();
@@ -290,9 +309,13 @@ impl Machine {
                 return self.set_fault(self.pe_at(pe), what.name(), fail(e));
             }
         };
-        part.dma_commands.lock()[slot].span = (start, end);
+        let key = {
+            let mut cmds = part.dma_commands.lock();
+            cmds[slot].span = (start, end);
+            cmds[slot].landing_key()
+        };
         if end > engine::now() {
-            engine::call_at(end, Machine::sibling_call(call, Served::Landing(slot)));
+            Machine::land_at(end, key, Machine::sibling_call(call, Served::Landing(slot)));
         } else {
             self.land_transfer(part, slot);
         }
@@ -351,6 +374,15 @@ impl Machine {
         drop(cmds);
         drop(inputs);
         done.set();
+    }
+
+    /// Schedule a transfer's landing `call` at `end`: a keyed event if it
+    /// has a key (see [`DmaCmd::landing_key`]).
+    pub(super) fn land_at(end: Ps, key: Option<engine::OrderKey>, call: Call) {
+        match key {
+            Some(key) => engine::call_keyed_at(end, key, call),
+            None => engine::call_at(end, call),
+        }
     }
 
     /// Book a DMA's transfer on its path from now: its end. With a trace,
@@ -507,6 +539,7 @@ mod tests {
             span: (0, 0),
             remote: None,
             lands_elsewhere: false,
+            across: false,
         };
         let mut cmds = DmaCommands::default();
         let (a, b) = (cmds.insert(cmd(1)), cmds.insert(cmd(2)));

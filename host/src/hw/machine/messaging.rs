@@ -140,7 +140,13 @@ impl Machine {
             let credit_latency = self
                 .router
                 .latency_back(NodeId::Pe(pe), NodeId::Pe(*peer))?;
+            // Numbered in the order the tables list them, so the same on
+            // a machine split or not.
+            let number = self
+                .ipcq_rings
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let ring = || RxQueue {
+                ring: number,
                 space,
                 base,
                 slot_size: s.slot_size,
@@ -396,7 +402,17 @@ impl Machine {
                 }
                 _ => visible,
             };
-            engine::sleep_until(visible).await;
+            // A slot freed on a ring between SIPs: the credit's place
+            // among the keyed events of its picosecond, as when it comes
+            // as mail to a sender in another partition (see
+            // `RxQueue::credit_key`). A slot never used (visible at 0)
+            // came by no credit.
+            if tx.peer.sip != pe.sip && visible > 0 {
+                let key = tx.queue.lock().credit_key();
+                engine::sleep_keyed_until(visible, key).await;
+            } else {
+                engine::sleep_until(visible).await;
+            }
             let ready = Event::new();
             m.with_oplog(|l| {
                 // The slot's last message was read by all its readers

@@ -229,6 +229,9 @@ pub struct Machine {
     /// Calls of [`Machine::extend_ipcq`] that added directions (see
     /// [`Machine::layout_version`]).
     ipcq_changes: std::sync::atomic::AtomicU64,
+    /// IPCQ rings installed so far: the next ring's number
+    /// ([`crate::hw::ipcq::RxQueue::ring`]).
+    ipcq_rings: std::sync::atomic::AtomicU64,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow) and its time; the run stops with it.
     fault: Mutex<Option<(Ps, String)>>,
@@ -410,6 +413,7 @@ impl Machine {
             vmap: Arc::default(),
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
+            ipcq_rings: Default::default(),
             fault: Mutex::new(None),
             diverged: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
