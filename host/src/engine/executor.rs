@@ -699,10 +699,10 @@ mod tests {
             // (2) 50, keyed (5) 20.
             for (name, at, key) in [
                 ("p50", 50u64, None),
-                ("k9", 50, Some((9u64, 0u64))),
+                ("k9", 50, Some(9)),
                 ("p20", 20, None),
-                ("k2", 50, Some((2, 0))),
-                ("k5", 20, Some((5, 0))),
+                ("k2", 50, Some(2)),
+                ("k5", 20, Some(5)),
             ] {
                 let log = log.clone();
                 tasks.push(ex.spawn(async move {
@@ -741,10 +741,10 @@ mod tests {
             sleep(10).await;
             let l2 = l.clone();
             spawn(async move {
-                sleep_keyed_until(10, (1, 0)).await;
+                sleep_keyed_until(10, 1).await;
                 l2.lock().unwrap().push("keyed now");
             });
-            sleep_keyed_until(3, (0, 0)).await;
+            sleep_keyed_until(3, 0).await;
             l.lock().unwrap().push("keyed past");
         });
         assert_eq!(ex.run(), RunOutcome::Finished);

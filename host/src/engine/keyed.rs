@@ -9,8 +9,9 @@
 //! an event that one partition sets for another (a transfer's landing)
 //! is set there later than on one executor: when the message carrying it
 //! is delivered, between two windows. A keyed timer's place is its key,
-//! which the setter gives (e.g. the issuing unit and its count of
-//! commands), and which is the same however the model is split: where
+//! which the setter gives (e.g. the PE that issued a transfer), and which
+//! is the same however the model is split (equal keys keep the order they
+//! were set in, which the setter must make the same on both): where
 //! every event that crosses partitions is a keyed one, a partition's
 //! events of a picosecond run in the same order on one executor and on
 //! several.
@@ -23,7 +24,7 @@ use crate::units::Ps;
 use std::collections::BTreeMap;
 
 /// What orders keyed timers of one picosecond: less first.
-pub type OrderKey = (u64, u64);
+pub type OrderKey = u64;
 
 pub(super) struct KeyedTimers<T> {
     /// Timers of later picoseconds, as set.
@@ -119,11 +120,11 @@ mod tests {
     fn timers_fire_by_time_then_by_key_whatever_order_they_were_set_in() {
         let mut t = KeyedTimers::default();
         for (at, key, name) in [
-            (20, (3, 0), "c"),
-            (10, (9, 9), "b"),
-            (20, (1, 5), "a2"),
-            (20, (1, 4), "a1"),
-            (10, (2, 0), "a"),
+            (20, 30, "c"),
+            (10, 99, "b"),
+            (20, 15, "a2"),
+            (20, 14, "a1"),
+            (10, 20, "a"),
         ] {
             t.push(at, key, name);
         }
@@ -139,12 +140,12 @@ mod tests {
     #[test]
     fn a_timer_set_for_the_picosecond_being_fired_takes_its_keys_place() {
         let mut t = KeyedTimers::default();
-        t.push(5, (1, 0), "first");
-        t.push(5, (4, 0), "last");
-        t.push(7, (0, 0), "later");
+        t.push(5, 10, "first");
+        t.push(5, 40, "last");
+        t.push(7, 00, "later");
         assert_eq!(t.pop(), Some((5, "first")));
         // Set while 5 is fired: before (4, 0), after what already fired.
-        t.push(5, (2, 0), "then");
+        t.push(5, 20, "then");
         assert_eq!(t.next_at(), Some(5));
         let order: Vec<_> = std::iter::from_fn(|| t.pop()).collect();
         assert_eq!(order, [(5, "then"), (5, "last"), (7, "later")]);
@@ -154,7 +155,7 @@ mod tests {
     fn equal_keys_keep_the_order_they_were_set_in() {
         let mut t = KeyedTimers::default();
         for name in ["x", "y", "z"] {
-            t.push(1, (0, 0), name);
+            t.push(1, 0, name);
         }
         let order: Vec<_> = std::iter::from_fn(|| t.pop()).map(|(_, n)| n).collect();
         assert_eq!(order, ["x", "y", "z"]);

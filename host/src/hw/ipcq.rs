@@ -143,7 +143,7 @@ impl RxQueue {
     /// not (the sender waits for it there). After every landing's
     /// (whose keys are PE indices, below 2^63).
     pub fn credit_key(&self) -> crate::engine::OrderKey {
-        (1 << 63 | self.ring, 0)
+        1 << 63 | self.ring
     }
 
     /// Return `slot` at time `now`: the sender sees it one credit latency

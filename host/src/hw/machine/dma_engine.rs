@@ -69,7 +69,7 @@ impl DmaCmd {
     /// partition, and there the order of the mail that carries them,
     /// which leaves in that order.
     pub(super) fn landing_key(&self) -> Option<engine::OrderKey> {
-        self.across.then_some((self.pe as u64, 0))
+        self.across.then_some(self.pe as u64)
     }
 }
 
