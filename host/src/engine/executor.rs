@@ -429,10 +429,7 @@ impl Executor {
         }
         self.core.drive(|c| c.next_timer(Some(end)));
         let plain = self.core.timers.borrow().next_at();
-        match (plain, self.core.keyed_next.get()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        plain.into_iter().chain(self.core.keyed_next.get()).min()
     }
 
     /// Run `f` as if inside this executor's run, at its current time: what
@@ -597,41 +594,11 @@ pub fn call_keyed_at(at: Ps, key: OrderKey, call: Call) {
 /// A future that completes at simulated time `at`, at the place of `key`
 /// among the keyed timers of that picosecond (see [`super::keyed`]); at
 /// once if `at` is past.
-pub fn sleep_keyed_until(at: Ps, key: OrderKey) -> SleepKeyed {
-    SleepKeyed {
+pub fn sleep_keyed_until(at: Ps, key: OrderKey) -> Sleep {
+    Sleep {
         at,
-        key,
+        key: Some(key),
         armed: false,
-    }
-}
-
-/// See [`sleep_keyed_until`].
-#[derive(Debug)]
-pub struct SleepKeyed {
-    at: Ps,
-    key: OrderKey,
-    armed: bool,
-}
-
-impl Future for SleepKeyed {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let (at, key) = (self.at, self.key);
-        with_current(|c| {
-            let now = c.now.get();
-            if now > at || (now == at && self.armed) {
-                // Its timer's time has come (a poll at `at` before its
-                // turn would be a stray wake, which the engine does not
-                // make within a run), or a time already past.
-                Poll::Ready(())
-            } else {
-                if !self.armed {
-                    self.armed = true;
-                    c.add_keyed(at, key, c.target_of(cx.waker()));
-                }
-                Poll::Pending
-            }
-        })
     }
 }
 
@@ -644,7 +611,11 @@ pub fn call_waker(call: Call) -> Waker {
 
 /// A future that completes at simulated time `at` (at once if past).
 pub fn sleep_until(at: Ps) -> Sleep {
-    Sleep { at, armed: false }
+    Sleep {
+        at,
+        key: None,
+        armed: false,
+    }
 }
 
 /// A future that completes `d` picoseconds from now. Callers that add
@@ -655,24 +626,33 @@ pub fn sleep(d: Ps) -> Sleep {
     sleep_until(now().checked_add(d).unwrap_or(Ps::MAX))
 }
 
-/// See [`sleep_until`].
+/// See [`sleep_until`] and [`sleep_keyed_until`].
 #[derive(Debug)]
 pub struct Sleep {
     at: Ps,
+    /// Its place among the keyed timers of `at` (`None`: a plain timer).
+    key: Option<OrderKey>,
     armed: bool,
 }
 
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let at = self.at;
+        let (at, key) = (self.at, self.key);
         with_current(|c| {
-            if c.now.get() >= at {
+            let now = c.now.get();
+            // A keyed sleep polled at `at` before its turn waits for it
+            // (a later poll at `at`, once armed, is its timer: the engine
+            // makes no stray wakes within a run).
+            if now > at || (now == at && (key.is_none() || self.armed)) {
                 Poll::Ready(())
             } else {
                 if !self.armed {
                     self.armed = true;
-                    c.add_timer(at, cx.waker());
+                    match key {
+                        None => c.add_timer(at, cx.waker()),
+                        Some(key) => c.add_keyed(at, key, c.target_of(cx.waker())),
+                    }
                 }
                 Poll::Pending
             }

@@ -32,7 +32,7 @@ pub mod windows;
 pub use executor::{
     call_at, call_keyed_at, call_soon, call_waker, executor_id, now, partition, register, sleep,
     sleep_keyed_until, sleep_until, spawn, spawn_detached, try_now, Call, Executor, Handler,
-    HandlerId, RunOutcome, Sleep, SleepKeyed,
+    HandlerId, RunOutcome, Sleep,
 };
 pub use keyed::OrderKey;
 pub use sync::{Event, JoinHandle, Signal, SignalWait};

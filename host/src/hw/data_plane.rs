@@ -314,23 +314,25 @@ impl DataPlane {
     /// found by [`DataPlane::settle`]).
     pub fn submit(&self, mut op: DataOp) -> Result<(), DataFault> {
         self.in_partition(&mut op);
-        let Some(worker) = self.worker.get() else {
-            if self.pending.len() == 1 {
-                return lock(&self.bytes).apply(op);
-            }
-            let mut pending = self.own_pending().lock();
-            pending.push(op);
-            if pending.len() >= OWN_BATCH {
-                self.apply_now(&mut pending);
-            }
-            return Ok(());
-        };
+        let worker = self.worker.get();
+        if worker.is_none() && self.pending.len() == 1 {
+            return lock(&self.bytes).apply(op);
+        }
         let mut pending = self.own_pending().lock();
         pending.push(op);
-        if pending.len() >= BATCH {
-            worker.hand_over(&mut pending);
+        let full = if worker.is_some() { BATCH } else { OWN_BATCH };
+        if pending.len() >= full {
+            self.pass_on(&mut pending);
         }
         Ok(())
+    }
+
+    /// Hand `pending`'s ops to the thread, or (no thread) apply them now.
+    fn pass_on(&self, pending: &mut Batch) {
+        match self.worker.get() {
+            Some(worker) => worker.hand_over(pending),
+            None => self.apply_now(pending),
+        }
     }
 
     /// Apply `pending`'s ops now, on this thread, under the store's lock
@@ -372,12 +374,8 @@ impl DataPlane {
     /// before its own).
     pub fn flush_own(&self) {
         let mut pending = self.own_pending().lock();
-        if pending.is_empty() {
-            return;
-        }
-        match self.worker.get() {
-            Some(worker) => worker.hand_over(&mut pending),
-            None => self.apply_now(&mut pending),
+        if !pending.is_empty() {
+            self.pass_on(&mut pending);
         }
     }
 
@@ -412,17 +410,13 @@ impl DataPlane {
         // theirs); otherwise every partition's.
         let own = crate::engine::lock::is_windows_thread()
             .then(|| std::slice::from_ref(self.own_pending()));
-        let worker = self.worker.get();
         for pending in own.unwrap_or(&self.pending) {
             let mut pending = pending.lock();
             if !pending.is_empty() {
-                match worker {
-                    Some(worker) => worker.hand_over(&mut pending),
-                    None => self.apply_now(&mut pending),
-                }
+                self.pass_on(&mut pending);
             }
         }
-        Some(worker?.idle_state())
+        Some(self.worker.get()?.idle_state())
     }
 }
 

@@ -394,7 +394,10 @@ impl Machine {
             };
             // A sleeping sender is woken by the credit; a polling one sees
             // it at its next look (every `poll_interval` since it asked).
-            let poll = tx.queue.lock().poll_interval;
+            let (poll, credit_key) = {
+                let q = tx.queue.lock();
+                (q.poll_interval, q.credit_key())
+            };
             let visible = match poll {
                 Some(p) if visible > asked && p > 0 => {
                     let looks = (visible - asked).div_ceil(p);
@@ -407,12 +410,12 @@ impl Machine {
             // as mail to a sender in another partition (see
             // `RxQueue::credit_key`). A slot never used (visible at 0)
             // came by no credit.
-            if tx.peer.sip != pe.sip && visible > 0 {
-                let key = tx.queue.lock().credit_key();
-                engine::sleep_keyed_until(visible, key).await;
+            let credited = if tx.peer.sip != pe.sip && visible > 0 {
+                engine::sleep_keyed_until(visible, credit_key)
             } else {
-                engine::sleep_until(visible).await;
-            }
+                engine::sleep_until(visible)
+            };
+            credited.await;
             let ready = Event::new();
             m.with_oplog(|l| {
                 // The slot's last message was read by all its readers
