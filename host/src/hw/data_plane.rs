@@ -19,11 +19,19 @@
 //! no data thread: on two cores it was a third thread beside the two
 //! partitions, slowing whichever shared its core while the other waited
 //! at the window's end. Instead each partition queues its ops and applies
-//! them itself, a batch at a time under the store's lock (one lock per
+//! them itself, a batch at a time under its lock (one lock per
 //! [`OWN_BATCH`] ops, not one per op, which is what made an earlier trial
 //! without the thread slower). At 1024 ranks x 16 B, `--partitions 2`,
 //! the windows took 0.91-0.98 s against 0.96-1.14 s with the thread, and
 //! 2.2-2.4 s of processor time against 2.4-2.9 s (7 interleaved pairs).
+//!
+//! Each partition has a shard of the store of its own (its SIPs' memory,
+//! see [`DataPlane`]), so the two apply their batches at once. With one
+//! store under one lock they took turns, and where the bytes are most of
+//! the work the split run was slower than one executor with the data
+//! thread (512 ranks x 64 KiB, 3 iterations: 9.06 s against 8.43 s);
+//! with a shard each it takes 5.58 s against 8.35 s, and 64 ranks x 1 MiB
+//! 0.63-0.66 s against 0.83-0.92 s.
 //!
 //! A write can fail (the host-memory budget refuses a page). Applied at
 //! once, the failure stops the command at once, as before. Applied on the
@@ -234,7 +242,8 @@ impl Bytes {
                     .map_err(|error| DataFault { who, error })
             }
             DataOp::StageInto { cell, src, len } => {
-                *lock(&cell) = Some(self.store.stage(src.0, src.1, len));
+                // Copied: the bytes land in another partition's store.
+                *lock(&cell) = Some(self.store.stage_copy(src.0, src.1, len));
                 Ok(())
             }
             DataOp::LandFrom(l) => {
@@ -243,7 +252,7 @@ impl Bytes {
                     .take()
                     .expect("a transfer's bytes were held before its landing");
                 self.store
-                    .land(staged, dst)
+                    .land_copy(staged, dst)
                     .map_err(|error| DataFault { who, error })
             }
             DataOp::Compute(write) => {
@@ -266,14 +275,20 @@ impl Bytes {
 /// A machine split into partitions (see [`crate::engine::windows`]) has a
 /// queue of pending ops per partition, filled by its own thread and
 /// applied, a batch at a time, by that thread (or by the data thread, if
-/// one was started): a partition's batches in its order, and the batches
-/// of different partitions in the order they were applied or handed
-/// over, which gives the same bytes because partitions write only their
-/// own SIPs' memory and read another's only through what a message
-/// carries. The held bytes of a transfer are kept under its partition's
-/// command slot.
+/// one was started), and a shard of the memory store per partition: the
+/// memory of its SIPs, and the bytes its transfers hold. Partitions write
+/// only their own SIPs' memory and read another's only through what a
+/// message carries (a command that would is the split run's divergence,
+/// see [`crate::hw::machine`]'s `crossings`), so a partition's ops touch
+/// its own shard alone, and two partitions apply their batches at once.
+/// The bytes a message carries to another partition are copied where it
+/// starts and written where it lands ([`MemoryStore::stage_copy`]): no
+/// page buffer is shared by two shards.
 pub struct DataPlane {
-    bytes: Arc<Mutex<Bytes>>,
+    /// The store's shards, one per partition (each on lines of its own).
+    shards: Box<[CachePadded<Arc<Mutex<Bytes>>>]>,
+    /// Per SIP, its partition (the shard of its memory).
+    of_sip: Arc<[u32]>,
     /// Ops not yet handed to the thread, per partition (its thread only;
     /// each on lines of its own, as every op writes its length).
     pending: Box<[CachePadded<OneThread<Batch>>]>,
@@ -282,16 +297,27 @@ pub struct DataPlane {
 }
 
 impl DataPlane {
-    /// The data plane of `store` for a machine of `parts` partitions.
-    pub fn new(store: MemoryStore, parts: usize) -> Self {
-        DataPlane {
-            bytes: Arc::new(Mutex::new(Bytes {
+    /// The data plane of `store` (empty) for a machine whose SIP `s` is
+    /// in partition `of_sip[s]`, of `parts` partitions.
+    pub fn new(store: MemoryStore, parts: usize, of_sip: Arc<[u32]>) -> Self {
+        let parts = parts.max(1);
+        let bytes = |store| {
+            CachePadded::new(Arc::new(Mutex::new(Bytes {
                 store,
                 staged: Vec::new(),
                 failed: false,
                 fault: None,
-            })),
-            pending: (0..parts.max(1)).map(|_| CachePadded::default()).collect(),
+            })))
+        };
+        let mut shards = Vec::with_capacity(parts);
+        for _ in 1..parts {
+            shards.push(bytes(store.sibling()));
+        }
+        shards.insert(0, bytes(store));
+        DataPlane {
+            shards: shards.into(),
+            of_sip,
+            pending: (0..parts).map(|_| CachePadded::default()).collect(),
             worker: OnceLock::new(),
         }
     }
@@ -300,7 +326,18 @@ impl DataPlane {
     /// Call before the first op; a second call changes nothing.
     pub fn use_a_thread(&self) {
         self.worker
-            .get_or_init(|| Worker::start(self.bytes.clone()));
+            .get_or_init(|| Worker::start(self.shards.iter().map(|s| Arc::clone(s)).collect()));
+    }
+
+    /// The shard holding `space`.
+    fn shard_of(&self, space: Space) -> &Mutex<Bytes> {
+        match &*self.shards {
+            [one] => one,
+            all => {
+                let part = self.of_sip.get(space.sip() as usize).copied();
+                &all[part.unwrap_or(0) as usize]
+            }
+        }
     }
 
     /// Whether ops are applied on a thread of their own.
@@ -312,59 +349,49 @@ impl DataPlane {
     /// Apply `op` now (one partition, no thread), or queue it for the
     /// thread or its partition's next batch (then `Ok`: a failure is
     /// found by [`DataPlane::settle`]).
-    pub fn submit(&self, mut op: DataOp) -> Result<(), DataFault> {
-        self.in_partition(&mut op);
+    pub fn submit(&self, op: DataOp) -> Result<(), DataFault> {
         let worker = self.worker.get();
         if worker.is_none() && self.pending.len() == 1 {
-            return lock(&self.bytes).apply(op);
+            return lock(&self.shards[0]).apply(op);
         }
-        let mut pending = self.own_pending().lock();
+        let (part, pending) = self.own_pending();
+        let mut pending = pending.lock();
         pending.push(op);
         let full = if worker.is_some() { BATCH } else { OWN_BATCH };
         if pending.len() >= full {
-            self.pass_on(&mut pending);
+            self.pass_on(part, &mut pending);
         }
         Ok(())
     }
 
-    /// Hand `pending`'s ops to the thread, or (no thread) apply them now.
-    fn pass_on(&self, pending: &mut Batch) {
+    /// Hand partition `part`'s `pending` ops to the thread, or (no
+    /// thread) apply them now.
+    fn pass_on(&self, part: usize, pending: &mut Batch) {
         match self.worker.get() {
-            Some(worker) => worker.hand_over(pending),
-            None => self.apply_now(pending),
+            Some(worker) => worker.hand_over(part, pending),
+            None => self.apply_now(part, pending),
         }
     }
 
-    /// Apply `pending`'s ops now, on this thread, under the store's lock
-    /// (a split machine without the data thread); its first failure is
-    /// kept for [`DataPlane::settle`].
-    fn apply_now(&self, pending: &mut Batch) {
-        let mut b = lock(&self.bytes);
+    /// Apply partition `part`'s `pending` ops now, on this thread, under
+    /// its shard's lock (a split machine without the data thread); the
+    /// first failure is kept for [`DataPlane::settle`].
+    fn apply_now(&self, part: usize, pending: &mut Batch) {
+        let mut b = lock(&self.shards[part]);
         if let Some(f) = b.apply_all(pending.drain()) {
             b.fault = Some(f);
         }
     }
 
-    /// The pending ops of the running executor's partition.
+    /// The running executor's partition and its pending ops.
     #[inline]
-    fn own_pending(&self) -> &CachePadded<OneThread<Batch>> {
+    fn own_pending(&self) -> (usize, &CachePadded<OneThread<Batch>>) {
         match &*self.pending {
-            [one] => one,
-            all => &all[crate::engine::partition()],
-        }
-    }
-
-    /// Make `op`'s command slot, its partition's, one of the whole
-    /// machine's (slot `s` of partition `p` of `n` is `s * n + p`), in
-    /// place (an op moved through a function was copied, ~64 bytes).
-    #[inline]
-    fn in_partition(&self, op: &mut DataOp) {
-        let parts = self.pending.len() as u32;
-        if parts == 1 {
-            return;
-        }
-        if let DataOp::Stage { slot, .. } | DataOp::Land { slot, .. } = op {
-            *slot = *slot * parts + crate::engine::partition() as u32;
+            [one] => (0, one),
+            all => {
+                let part = crate::engine::partition();
+                (part, &all[part])
+            }
         }
     }
 
@@ -373,32 +400,53 @@ impl DataPlane {
     /// in simulated time and so in a later window, finds them applied
     /// before its own).
     pub fn flush_own(&self) {
-        let mut pending = self.own_pending().lock();
+        let (part, pending) = self.own_pending();
+        let mut pending = pending.lock();
         if !pending.is_empty() {
-            self.pass_on(&mut pending);
+            self.pass_on(part, &mut pending);
         }
     }
 
     /// Wait until every queued op has been applied; the first that failed
-    /// since the last call, if any.
+    /// since the last call, if any (of several partitions' failures, the
+    /// earliest in simulated time).
     pub fn settle(&self) -> Option<DataFault> {
-        match self.drain() {
-            Some(mut state) => state.fault.take(),
-            None => lock(&self.bytes).fault.take(),
-        }
+        let from_thread = self.drain().and_then(|mut state| state.fault.take());
+        let from_shards = self.shards.iter().filter_map(|s| lock(s).fault.take());
+        from_thread
+            .into_iter()
+            .chain(from_shards)
+            .min_by_key(|f| f.who.at)
     }
 
     /// Whether the store keeps bytes (not `--timing-only`). Set before
     /// anything is written, so it needs no wait for the thread.
     pub fn keeps_bytes(&self) -> bool {
-        lock(&self.bytes).store.keeps_bytes()
+        lock(&self.shards[0]).store.keeps_bytes()
     }
 
-    /// The store, every queued op applied (its failure, if any, is kept
-    /// for the next [`DataPlane::settle`]).
-    pub fn store(&self) -> StoreGuard<'_> {
+    /// Keep no bytes from now on (every shard; see
+    /// [`MemoryStore::keep_no_bytes`]).
+    pub fn keep_no_bytes(&self) {
         drop(self.drain());
-        StoreGuard(lock(&self.bytes))
+        for shard in &*self.shards {
+            lock(shard).store.keep_no_bytes();
+        }
+    }
+
+    /// The shard of the store that holds `space`, every queued op applied
+    /// (a failure, if any, is kept for the next [`DataPlane::settle`]).
+    pub fn store_of(&self, space: Space) -> StoreGuard<'_> {
+        drop(self.drain());
+        StoreGuard(lock(self.shard_of(space)))
+    }
+
+    /// The digest of the whole store (see [`MemoryStore::digest`]), every
+    /// queued op applied.
+    pub fn digest(&self) -> String {
+        drop(self.drain());
+        let shards: Vec<_> = self.shards.iter().map(|s| lock(s)).collect();
+        crate::hw::memory::digest_of(shards.iter().map(|b| &b.store))
     }
 
     /// Apply what is pending (or hand it to the thread and wait until it
@@ -408,12 +456,17 @@ impl DataPlane {
         // On a thread of a windowed run, its own partition's ops are all
         // that can touch what it reads (the other partitions' threads own
         // theirs); otherwise every partition's.
-        let own = crate::engine::lock::is_windows_thread()
-            .then(|| std::slice::from_ref(self.own_pending()));
-        for pending in own.unwrap_or(&self.pending) {
-            let mut pending = pending.lock();
+        let parts = match crate::engine::lock::is_windows_thread() {
+            true => {
+                let own = self.own_pending().0;
+                own..own + 1
+            }
+            false => 0..self.pending.len(),
+        };
+        for part in parts {
+            let mut pending = self.pending[part].lock();
             if !pending.is_empty() {
-                self.pass_on(&mut pending);
+                self.pass_on(part, &mut pending);
             }
         }
         Some(self.worker.get()?.idle_state())
@@ -459,7 +512,8 @@ struct Queue {
 
 #[derive(Default)]
 struct QueueState {
-    batches: VecDeque<Batch>,
+    /// Batches and the partition (shard) of each.
+    batches: VecDeque<(usize, Batch)>,
     /// Emptied batches, for reuse.
     spare: Vec<Batch>,
     /// The thread is applying a batch it took.
@@ -471,12 +525,12 @@ struct QueueState {
 }
 
 impl Worker {
-    fn start(bytes: Arc<Mutex<Bytes>>) -> Worker {
+    fn start(shards: Box<[Arc<Mutex<Bytes>>]>) -> Worker {
         let queue = Arc::new(Queue::default());
         let q = queue.clone();
         let thread = std::thread::Builder::new()
             .name("data-plane".into())
-            .spawn(move || q.serve(&bytes))
+            .spawn(move || q.serve(&shards))
             .expect("the data-plane thread starts");
         Worker {
             queue,
@@ -484,14 +538,16 @@ impl Worker {
         }
     }
 
-    /// Queue the ops of `pending` as a batch (it is left empty).
-    fn hand_over(&self, pending: &mut Batch) {
+    /// Queue the ops of `pending`, partition `part`'s, as a batch (it is
+    /// left empty).
+    fn hand_over(&self, part: usize, pending: &mut Batch) {
         let mut st = lock(&self.queue.state);
         let next = st
             .spare
             .pop()
             .unwrap_or_else(|| Batch::with_capacity(BATCH));
-        st.batches.push_back(std::mem::replace(pending, next));
+        st.batches
+            .push_back((part, std::mem::replace(pending, next)));
         drop(st);
         self.queue.work.notify_one();
     }
@@ -515,10 +571,11 @@ impl Queue {
     /// The thread's loop: apply batches in order until told to stop. A
     /// panic (a bug) is kept for the engine thread, which raises it where
     /// it next waits, as it would have met it applying the op itself.
-    fn serve(&self, bytes: &Mutex<Bytes>) {
+    fn serve(&self, shards: &[Arc<Mutex<Bytes>>]) {
         let mut st = lock(&self.state);
         loop {
-            if let Some(mut batch) = st.batches.pop_front() {
+            if let Some((part, mut batch)) = st.batches.pop_front() {
+                let bytes = &*shards[part];
                 st.busy = true;
                 drop(st);
                 let applied = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -580,6 +637,11 @@ mod tests {
 
     const HBM: Space = Space::Hbm { sip: 0, cube: 0 };
 
+    /// Two SIPs, one per partition of a machine split in two.
+    fn sips() -> Arc<[u32]> {
+        Arc::from([0, 1])
+    }
+
     fn who() -> Culprit {
         Culprit {
             pe: 0,
@@ -591,7 +653,7 @@ mod tests {
     /// A chain of copies and adds over `plane`, then what memory holds.
     fn run(plane: &DataPlane) -> Vec<u8> {
         let f16 = |v: &[f64]| Dtype::F16.from_f64(v);
-        plane.store().write(HBM, 0, &f16(&[1.0; 64])).unwrap();
+        plane.store_of(HBM).write(HBM, 0, &f16(&[1.0; 64])).unwrap();
         for step in 0..1000u64 {
             let (a, b) = ((step % 7) * 128, ((step + 3) % 7) * 128);
             plane
@@ -622,13 +684,13 @@ mod tests {
                 .unwrap();
         }
         assert!(plane.settle().is_none());
-        plane.store().read(HBM, 0, 8192)
+        plane.store_of(HBM).read(HBM, 0, 8192)
     }
 
     #[test]
     fn the_thread_applies_what_the_engine_would_have() {
-        let inline = DataPlane::new(MemoryStore::default(), 1);
-        let threaded = DataPlane::new(MemoryStore::default(), 1);
+        let inline = DataPlane::new(MemoryStore::default(), 1, sips());
+        let threaded = DataPlane::new(MemoryStore::default(), 1, sips());
         threaded.use_a_thread();
         assert!(threaded.threaded() && !inline.threaded());
         let (a, b) = (run(&inline), run(&threaded));
@@ -640,7 +702,7 @@ mod tests {
     /// submitted to `plane` (the store not looked at after).
     fn submit_chain(plane: &DataPlane, n: u64) {
         plane
-            .store()
+            .store_of(HBM)
             .write(HBM, 0, &Dtype::F16.from_f64(&[3.0]))
             .unwrap();
         let mut src = 0;
@@ -667,26 +729,46 @@ mod tests {
         // A split plane without the thread: its ops wait in the
         // partition's batch, which is applied when it is full (twice
         // here) or when the store is looked at.
-        let inline = DataPlane::new(MemoryStore::default(), 1);
-        let batched = DataPlane::new(MemoryStore::default(), 2);
+        let inline = DataPlane::new(MemoryStore::default(), 1, sips());
+        let batched = DataPlane::new(MemoryStore::default(), 2, sips());
         assert!(!batched.threaded());
         let n = OWN_BATCH as u64 + 10;
         submit_chain(&inline, n);
         submit_chain(&batched, n);
         assert_eq!(
-            batched.own_pending().lock().len(),
+            batched.own_pending().1.lock().len(),
             20,
             "two full batches applied, the rest waits"
         );
         let end = 4096 + 2 * n;
         let (a, b) = (
-            inline.store().read(HBM, 0, end),
-            batched.store().read(HBM, 0, end),
+            inline.store_of(HBM).read(HBM, 0, end),
+            batched.store_of(HBM).read(HBM, 0, end),
         );
-        assert!(batched.own_pending().lock().is_empty());
+        assert!(batched.own_pending().1.lock().is_empty());
         assert_eq!(&a[end as usize - 2..], &a[..2], "the chain's end");
         assert_eq!(a, b);
         assert_eq!(run(&inline), run(&batched));
+    }
+
+    /// A split plane keeps each partition's SIPs' memory in a shard of
+    /// its own, and its digest is the one store's of the same memory.
+    #[test]
+    fn a_split_plane_keeps_each_partition_s_memory_in_its_shard() {
+        let one = DataPlane::new(MemoryStore::default(), 1, sips());
+        let split = DataPlane::new(MemoryStore::default(), 2, sips());
+        let far = Space::Hbm { sip: 1, cube: 0 };
+        for plane in [&one, &split] {
+            plane.store_of(HBM).write(HBM, 0, &[1; 4096]).unwrap();
+            plane.store_of(far).write(far, 8192, &[2; 100]).unwrap();
+        }
+        assert_eq!(one.store_of(far).pages(), 2);
+        assert_eq!(
+            (split.store_of(HBM).pages(), split.store_of(far).pages()),
+            (1, 1)
+        );
+        assert_eq!(split.store_of(far).read(far, 8192, 2), vec![2, 2]);
+        assert_eq!(split.digest(), one.digest());
     }
 
     #[test]
@@ -694,7 +776,7 @@ mod tests {
         // A landing with nothing staged is a bug of the caller: inline it
         // panics at once; on the thread it must not leave the engine
         // waiting forever.
-        let plane = DataPlane::new(MemoryStore::default(), 1);
+        let plane = DataPlane::new(MemoryStore::default(), 1, sips());
         plane.use_a_thread();
         let land = DataOp::Land {
             slot: 3,
@@ -715,14 +797,22 @@ mod tests {
 
     #[test]
     fn a_refused_write_on_the_thread_is_found_and_stops_what_follows() {
-        let plane = DataPlane::new(MemoryStore::new(Arc::new(MemoryBudget::new(4096))), 1);
+        let plane = DataPlane::new(
+            MemoryStore::new(Arc::new(MemoryBudget::new(4096))),
+            1,
+            sips(),
+        );
         plane.use_a_thread();
         a_refused_write_is_found_and_stops_what_follows(plane);
     }
 
     #[test]
     fn a_refused_write_in_a_partition_s_batch_is_found_and_stops_what_follows() {
-        let plane = DataPlane::new(MemoryStore::new(Arc::new(MemoryBudget::new(4096))), 2);
+        let plane = DataPlane::new(
+            MemoryStore::new(Arc::new(MemoryBudget::new(4096))),
+            2,
+            sips(),
+        );
         a_refused_write_is_found_and_stops_what_follows(plane);
     }
 
@@ -743,7 +833,7 @@ mod tests {
             })
         };
         plane
-            .store()
+            .store_of(HBM)
             .write(HBM, 0, &Dtype::F16.from_f64(&[1.0]))
             .unwrap();
         plane.submit(add(8192, 10)).unwrap();
@@ -752,6 +842,6 @@ mod tests {
         assert_eq!(fault.who.at, 10);
         assert!(plane.settle().is_none(), "reported once");
         // Nothing after the refusal was applied.
-        assert_eq!(plane.store().read(HBM, 2, 2), vec![0, 0]);
+        assert_eq!(plane.store_of(HBM).read(HBM, 2, 2), vec![0, 0]);
     }
 }

@@ -166,6 +166,21 @@ impl MemoryStore {
         m
     }
 
+    /// An empty store like this one: the same budget, page-table layout
+    /// and keeping of bytes (another partition's shard of the machine's
+    /// memory, see [`crate::hw::data_plane`]).
+    pub fn sibling(&self) -> Self {
+        let mut m = Self::with_pages(self.budget.clone(), self.pages.empty_like());
+        m.keeps_bytes = self.keeps_bytes;
+        m
+    }
+
+    /// Keep no bytes from now on, as [`MemoryStore::timing_only`]; what
+    /// it held is dropped.
+    pub fn keep_no_bytes(&mut self) {
+        *self = Self::timing_only(self.budget.clone());
+    }
+
     /// False for a [`MemoryStore::timing_only`] store.
     pub fn keeps_bytes(&self) -> bool {
         self.keeps_bytes
@@ -402,12 +417,35 @@ impl MemoryStore {
         }
     }
 
+    /// [`Self::stage`], the bytes copied into buffers of their own, which
+    /// no page of this store shares and the budget is not charged for
+    /// (bytes in flight to another store: see [`Self::land_copy`]).
+    pub fn stage_copy(&self, space: Space, offset: u64, len: u64) -> Staged {
+        let mut staged = self.stage(space, offset, len);
+        for p in staged.pages.iter_mut().flatten() {
+            *p = Page::new(**p);
+        }
+        staged
+    }
+
+    /// Write what [`Self::stage_copy`] (of this or another store) read to
+    /// `dst`, into this store's own buffers: a buffer is never shared by
+    /// two stores, so whether one is the last holder of a buffer (which
+    /// releases its budget) is known to the one thread that holds the
+    /// store.
+    pub fn land_copy(&mut self, staged: Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
+        if !self.keeps_bytes {
+            return Ok(());
+        }
+        self.land_pieces(&staged, dst, false)
+    }
+
     /// Write what [`Self::stage`] read to `dst`; whole pages are shared.
     pub fn land(&mut self, staged: Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
         if !self.keeps_bytes {
             return Ok(());
         }
-        let result = self.land_pieces(&staged, dst);
+        let result = self.land_pieces(&staged, dst, true);
         // The staged buffers are forgotten as any holder's are: the last
         // one out releases the budget.
         for p in staged.pages.into_iter().flatten() {
@@ -416,13 +454,20 @@ impl MemoryStore {
         result
     }
 
-    fn land_pieces(&mut self, s: &Staged, dst: (Space, u64)) -> Result<(), BudgetExceeded> {
+    /// Land `s` at `dst`; whole pages share `s`'s buffers if `share`,
+    /// else are copied.
+    fn land_pieces(
+        &mut self,
+        s: &Staged,
+        dst: (Space, u64),
+        share: bool,
+    ) -> Result<(), BudgetExceeded> {
         for (at, n) in pieces([s.first, dst.1], s.len) {
             let (si, so) = page_of(s.first + at);
             let (dp, doff) = page_of(dst.1 + at);
             match &s.pages[si as usize] {
                 None => self.zero(dst.0, dst.1 + at, n)?,
-                Some(p) if n == PAGE => {
+                Some(p) if share && n == PAGE => {
                     if let Some(old) = self.pages.insert(dst.0, dp, p.clone()) {
                         self.forget(old);
                     }
@@ -518,23 +563,63 @@ impl MemoryStore {
     /// SHA-256 over every written page in (space, page) order: equal digests
     /// mean bit-identical memory.
     pub fn digest(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for (k, p) in self.pages.sorted() {
-            if p.iter().all(|&b| b == 0) {
-                continue; // a zeroed page is the same memory as no page
-            }
-            h.update(format!("{}:{}", k.0, k.1).as_bytes());
-            h.update(&p[..]);
-        }
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        digest_of([self])
     }
+}
+
+/// [`MemoryStore::digest`] of the memory `stores` hold between them (each
+/// page in one of them): the digest one store holding it all would give.
+pub fn digest_of<'a>(stores: impl IntoIterator<Item = &'a MemoryStore>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut pages: Vec<_> = stores.into_iter().flat_map(|m| m.pages.sorted()).collect();
+    pages.sort_by_key(|&(k, _)| k);
+    let mut h = Sha256::new();
+    for (k, p) in pages {
+        if p.iter().all(|&b| b == 0) {
+            continue; // a zeroed page is the same memory as no page
+        }
+        h.update(format!("{}:{}", k.0, k.1).as_bytes());
+        h.update(&p[..]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::topology::PeCoord;
+
+    /// Bytes staged as a copy in one store land in another in buffers of
+    /// its own: no buffer is shared by the two (each store's count of
+    /// buffers, and so the budget, stays its own thread's), and the two
+    /// stores' digest is the one store's that holds the same memory.
+    #[test]
+    fn a_copied_transfer_shares_no_buffer_between_stores() {
+        let budget = Arc::new(MemoryBudget::unlimited());
+        let (a_space, b_space) = (
+            Space::Hbm { sip: 0, cube: 0 },
+            Space::Hbm { sip: 1, cube: 0 },
+        );
+        let mut a = MemoryStore::new(budget.clone());
+        let mut b = a.sibling();
+        let bytes: Vec<u8> = (0..3 * PAGE).map(|i| (i % 251) as u8 + 1).collect();
+        a.write(a_space, 0, &bytes).unwrap();
+        let staged = a.stage_copy(a_space, 0, 3 * PAGE);
+        // Partition 0 goes on writing its page after the transfer started.
+        a.write(a_space, 0, &[0xff; 16]).unwrap();
+        b.land_copy(staged, (b_space, 0)).unwrap();
+        assert_eq!(b.read(b_space, 0, 3 * PAGE), bytes, "as staged");
+        assert_eq!((a.buffers(), b.buffers()), (3, 3));
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 6 * PAGE);
+        let mut one = MemoryStore::new(Arc::new(MemoryBudget::unlimited()));
+        one.write(a_space, 0, &a.read(a_space, 0, 3 * PAGE))
+            .unwrap();
+        one.write(b_space, 0, &bytes).unwrap();
+        assert_eq!(digest_of([&a, &b]), one.digest());
+        assert_eq!(digest_of([&b, &a]), one.digest());
+        drop((a, b));
+        assert_eq!(budget.used_by(MemoryUse::SimulatedMemory), 0);
+    }
 
     #[test]
     fn unwritten_memory_reads_from_an_aligned_page() {

@@ -177,6 +177,19 @@ impl<P> PageTable<P> {
         }
     }
 
+    /// An empty table of this one's layout (the same TCM index).
+    pub fn empty_like(&self) -> Self {
+        PageTable {
+            tcm: TcmIndex {
+                dims: self.tcm.dims,
+                pes: self.tcm.pes,
+                segs: self.tcm.segs,
+                ..TcmIndex::none()
+            },
+            ..Self::default()
+        }
+    }
+
     fn segment(&self, space: Space, seg: u64) -> Option<&Segment<P>> {
         match self.tcm.entry(space, seg) {
             Some(e) => self.tcm.get(e),

@@ -244,6 +244,10 @@ impl Machine {
                 .map(|t| (t.space, t.offset, t.nbytes()))
                 .collect();
             let dst = (out.space, out.offset, out.nbytes());
+            if self.parts.count() > 1 {
+                let spaces = regions.iter().map(|r| r.0).chain([dst.0]);
+                self.note_foreign_operands(part, unit.name(), pe, spaces);
+            }
             let unit_bytes = out.dtype.itemsize();
             let written = self.data.submit(DataOp::Compute(ComputeWrite {
                 op: op.clone(),

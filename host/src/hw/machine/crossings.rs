@@ -73,6 +73,28 @@ impl Machine {
         self.diverge(|| why);
     }
 
+    /// A compute command of `part` (its unit `what`, its PE `pe`) whose
+    /// operands are in `spaces`: if one is memory of another partition,
+    /// whose thread owns it and writes it in its own windows, the split
+    /// run diverges (each partition's shard of the store holds its own
+    /// SIPs' memory alone, see [`crate::hw::data_plane`]).
+    pub(super) fn note_foreign_operands(
+        &self,
+        part: &Partition,
+        what: &str,
+        pe: impl Fn() -> crate::topology::PeCoord,
+        mut spaces: impl Iterator<Item = crate::address::Space>,
+    ) {
+        if let Some(space) = spaces.find(|s| self.partition_of(s.sip()) != part.index) {
+            self.diverge(|| {
+                format!(
+                    "a {what} command of {} reaches {space}, memory of another partition",
+                    pe()
+                )
+            });
+        }
+    }
+
     /// Note that the split run is not the one-partition run (the first
     /// reason is kept).
     #[cold]

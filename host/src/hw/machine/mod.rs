@@ -402,12 +402,13 @@ impl Machine {
             pe_count as u64,
             spec.pe.tcm_kib << 10,
         );
+        let partitions = partition::Partitions::new(&topo, parts);
         Arc::new(Machine {
             router: Arc::new(PathRouter::new(topo.clone())),
-            parts: partition::Partitions::new(&topo, parts),
+            data: DataPlane::new(memory, parts, partitions.sip_map()),
+            parts: partitions,
             topo,
             timing,
-            data: DataPlane::new(memory, parts),
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             vmap: Arc::default(),
@@ -427,7 +428,7 @@ impl Machine {
     /// every write and reads zeros; commands take the same simulated time.
     /// Call before anything is written.
     pub fn keep_no_bytes(&self) {
-        *self.data.store() = MemoryStore::timing_only(self.budget.clone());
+        self.data.keep_no_bytes();
     }
 
     /// False once [`Machine::keep_no_bytes`] was called.
@@ -646,7 +647,7 @@ impl Machine {
         // un-share the part of a shared page that the block covers (on a
         // budget refusal the block is freed with `t`).
         if zeroed {
-            self.data.store().zero(space, offset, len)?;
+            self.data.store_of(space).zero(space, offset, len)?;
             self.log_host_op(
                 "alloc_zero",
                 &t.ready,
@@ -727,7 +728,7 @@ impl Machine {
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
-        self.data.store().write(space, offset, data)?;
+        self.data.store_of(space).write(space, offset, data)?;
         if self.oplog.get().is_some() {
             let params = OpParams::HostWrite {
                 dst: (space, offset, data.len() as u64),
@@ -759,12 +760,12 @@ impl Machine {
     /// Digest of the whole memory store (see [`MemoryStore::digest`]).
     pub fn memory_digest(&self) -> String {
         self.settle_data();
-        self.data.store().digest()
+        self.data.digest()
     }
 
     /// Host-side (zero simulated time) read.
     pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
-        self.data.store().read(space, offset, len)
+        self.data.store_of(space).read(space, offset, len)
     }
 
     /// Wait (in simulated time) until `pe` has fewer than

@@ -75,6 +75,11 @@ impl Partitions {
         self.parts.len()
     }
 
+    /// Per SIP, its partition.
+    pub(super) fn sip_map(&self) -> Arc<[u32]> {
+        self.of_sip.clone()
+    }
+
     /// The partition SIP `sip` is in.
     pub(super) fn of_sip(&self, sip: u32) -> usize {
         self.of_sip[sip as usize] as usize
@@ -125,6 +130,16 @@ mod tests {
         rings
     }
 
+    /// A machine of 8 SIPs (the default ones otherwise) in `parts`
+    /// partitions, its memory budget unlimited.
+    fn eight_sips(parts: usize) -> Arc<Machine> {
+        let mut spec = crate::config::TopologySpec::default_embedded();
+        spec.system.sips.count = 8;
+        let topo = Arc::new(crate::topology::build(&spec).unwrap());
+        let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
+        Machine::with_partitions(topo, false, budget, parts)
+    }
+
     /// [`rings`], receiving round robin when `round_robin`; and why the
     /// run diverged from the one-partition run, if it did.
     fn rings_receiving(
@@ -133,11 +148,7 @@ mod tests {
         (threads, data_thread): (usize, bool),
         round_robin: bool,
     ) -> (Rings, Option<String>) {
-        let mut spec = crate::config::TopologySpec::default_embedded();
-        spec.system.sips.count = 8;
-        let topo = Arc::new(crate::topology::build(&spec).unwrap());
-        let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
-        let m = Machine::with_partitions(topo, false, budget, parts);
+        let m = eight_sips(parts);
         if data_thread {
             m.move_bytes_on_a_thread();
         }
@@ -284,6 +295,58 @@ mod tests {
         assert!(why.contains("round robin"), "{why}");
     }
 
+    /// A PE of partition 0 adding a tensor in SIP 4's HBM (partition 1's
+    /// memory, which partition 1's thread owns) in place: the split run
+    /// says it diverged (its bytes would be whichever thread's came
+    /// first); one executor runs it and adds the bytes.
+    #[test]
+    fn a_compute_command_on_another_partition_s_memory_diverges() {
+        let run = |parts: usize| {
+            let m = eight_sips(parts);
+            let pe = PeCoord {
+                sip: 0,
+                cube: 0,
+                pe: 0,
+            };
+            let far = Space::Hbm { sip: 4, cube: 0 };
+            let t = m.alloc_tensor(far, &[64], Dtype::F16).unwrap();
+            m.host_write(far, t.offset, &Dtype::F16.from_f64(&[2.0; 64]))
+                .unwrap();
+            let (mk, t2) = (m.clone(), t.clone());
+            let kernel = move || {
+                let (m, t) = (mk.clone(), t2.clone());
+                engine::spawn_detached(async move {
+                    let sum = m.binary(pe, BinOp::Add, &t, &t).unwrap();
+                    sum.ready.wait().await;
+                    m.store(pe, t.addr(), &sum).unwrap();
+                    for e in m.take_outstanding(pe) {
+                        e.wait().await;
+                    }
+                })
+            };
+            if parts == 1 {
+                let ex = Executor::new();
+                ex.enter(kernel);
+                assert_eq!(ex.run(), RunOutcome::Finished);
+            } else {
+                m.run_partitions(2, |p| {
+                    if p == 0 {
+                        kernel()
+                    }
+                });
+            }
+            m.settle_data();
+            let bytes = m.host_read(far, t.offset, t.nbytes());
+            (Dtype::F16.to_f64(&bytes)[0], m.diverged())
+        };
+        assert_eq!(run(1), (4.0, None));
+        let why = run(2).1.expect("the split run diverged");
+        assert!(
+            why.contains("reaches hbm") || why.contains("memory of another partition"),
+            "{why}"
+        );
+    }
+
     /// A message of partition 0 lands on SIP 4's PE through the PE's
     /// link while that PE's own load of 1 MiB holds it: partition 0 booked
     /// the link as if free, partition 1 finds it busy, and the run says it
@@ -291,11 +354,7 @@ mod tests {
     #[test]
     fn a_transfer_that_meets_another_partition_s_traffic_diverges() {
         let run = |parts: usize| {
-            let mut spec = crate::config::TopologySpec::default_embedded();
-            spec.system.sips.count = 8;
-            let topo = Arc::new(crate::topology::build(&spec).unwrap());
-            let budget = Arc::new(crate::budget::MemoryBudget::unlimited());
-            let m = Machine::with_partitions(topo, false, budget, parts);
+            let m = eight_sips(parts);
             let pe = |sip| PeCoord {
                 sip,
                 cube: 0,
