@@ -12,7 +12,8 @@
 mod common;
 use common::*;
 use kernbench::error::SimError;
-use kernbench::runtime::{run_bench, RunResult};
+use kernbench::runtime::{run_bench, RunRequest, RunResult};
+use std::sync::Arc;
 
 fn run_split(bench: &str, algorithm: &str, n: u32, parts: usize) -> Result<RunResult, SimError> {
     run_split_with(ccl(), bench, algorithm, n, parts)
@@ -136,4 +137,94 @@ fn a_run_that_gives_up_the_split_runs_on_one_partition() {
     req.record_ops = true;
     let refused = run_bench(&loader(), req).unwrap_err().to_string();
     assert!(refused.contains("op log"), "{refused}");
+}
+
+/// Not told how many partitions (`partitions: None`, the command line
+/// without `--partitions`), a run splits in two where it pays: more than
+/// one core and at least `AUTO_SPLIT_SIPS` SIPs, nothing recorded that one
+/// executor alone records. The split run gives the one-partition rows and
+/// bytes; a bench the split gives up (a host-side send) runs again on one
+/// partition, says so in `partitions`, and is remembered (`split_memo`).
+#[test]
+fn a_run_not_told_how_to_split_splits_where_it_pays() {
+    use kernbench::runtime::sim::AUTO_SPLIT_SIPS;
+    let args = ["-b", "8", "-e", "4K", "-f", "8", "-n", "1", "-w", "0"];
+    let req = |bench: &str, algorithm: &str, n: u32| {
+        let machine = machine(n, "ring_1d", None, (2, 2));
+        request(bench, machine, ccl(), Some(algorithm), &args)
+    };
+    // The choice.
+    let big = req("ccl_allreduce", "ring_allreduce", AUTO_SPLIT_SIPS);
+    assert_eq!(big.partitions, None, "the default request chooses");
+    assert_eq!(big.auto_partitions(2), 2);
+    assert_eq!(big.auto_partitions(1), 1, "one core: one executor");
+    let small = req("ccl_allreduce", "ring_allreduce", AUTO_SPLIT_SIPS - 1);
+    assert_eq!(small.auto_partitions(2), 1, "too few SIPs to pay");
+    let recorded = [
+        RunRequest {
+            trace: true,
+            ..big.clone()
+        },
+        RunRequest {
+            record_ops: true,
+            ..big.clone()
+        },
+        RunRequest {
+            verify_data: Some(kernbench::verify::Strictness::Warn),
+            ..big.clone()
+        },
+        RunRequest {
+            ccl_trace: Some(Arc::new(|_: String| {})),
+            ..big.clone()
+        },
+    ];
+    for r in recorded {
+        assert_eq!(r.auto_partitions(2), 1, "one executor records it");
+    }
+    let mut unlinked = big.clone();
+    let mut spec = unlinked.topology.spec.clone();
+    spec.system.inter_sip_link.latency_ns = 0.0;
+    unlinked.topology = Arc::new(kernbench::topology::build(&spec).unwrap());
+    assert_eq!(unlinked.auto_partitions(2), 1, "no lookahead");
+
+    // The runs.
+    let two = kernbench::cores::more_than_one_core();
+    let expected = if two { 2 } else { 1 };
+    for (bench, algorithm) in [
+        ("ccl_allreduce", "ring_allreduce"),
+        ("ccl_sendrecv", "ring_allreduce"),
+    ] {
+        let r = req(bench, algorithm, AUTO_SPLIT_SIPS);
+        let one = run_bench(
+            &loader(),
+            RunRequest {
+                partitions: Some(1),
+                ..r.clone()
+            },
+        )
+        .unwrap();
+        let chosen = run_bench(&loader(), r.clone()).unwrap();
+        assert_eq!(one.partitions, 1);
+        let what = format!("{bench} on {AUTO_SPLIT_SIPS} SIPs");
+        let memo = loader().split_memo();
+        match bench {
+            "ccl_sendrecv" => {
+                assert_eq!(chosen.partitions, 1, "{what}: given up, run again");
+                // Remembered (where there is a cache): the next such run
+                // does not try.
+                if let (Some(memo), true) = (memo, two) {
+                    let why = memo.gave_up(&r).expect("the give-up is remembered");
+                    assert!(why.contains("outside the kernels"), "{why}");
+                }
+            }
+            _ => {
+                assert_eq!(chosen.partitions, expected, "{what}");
+                assert!(memo.and_then(|m| m.gave_up(&r)).is_none(), "{what}");
+            }
+        }
+        assert!(one.rows.iter().all(|r| r.wrong == 0), "{what}");
+        assert_eq!(rows_and_counts(&chosen), rows_and_counts(&one), "{what}");
+        assert_eq!(chosen.end_time_ps, one.end_time_ps, "{what}");
+        assert_eq!(chosen.memory_digest, one.memory_digest, "{what}");
+    }
 }

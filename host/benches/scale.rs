@@ -115,7 +115,9 @@ fn run(
 }
 
 /// [`run`] on a machine of `partitions` (`run --partitions`; a run that
-/// gives the split up fails here instead of running again).
+/// gives the split up fails here instead of running again); `None`: as
+/// many as the run chooses, as `run` without `--partitions` does (two
+/// from 64 SIPs on, on more than one core).
 fn run_split(
     times: usize,
     ranks: u32,
@@ -204,11 +206,12 @@ fn main() {
         "ring step (256 ranks, 16 B)",
         format!("{:.2} us", (wall5 - wall1) * 1e6 / (s5 - s1) as f64),
         format!(
-            "{} more steps (recordings kept) in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup and recording ({s1} steps in {wall1:.2} s)",
+            "{} more steps (recordings kept) in {:.2} s more wall ({:.2} with medians); {:.2} us a step with setup and recording ({s1} steps in {wall1:.2} s); {} partition(s)",
             s5 - s1,
             wall5 - wall1,
             runs5.median() - runs1.median(),
-            wall1 * 1e6 / s1 as f64
+            wall1 * 1e6 / s1 as f64,
+            r1.partitions
         ),
     );
 
@@ -218,24 +221,26 @@ fn main() {
             "all-reduce 1024 ranks x 16 B",
             format!("{:.2} s", runs.best()),
             format!(
-                "({:.2} s) simulated {:.3} us, {:.2} us wall per step; {}",
+                "({:.2} s) simulated {:.3} us, {:.2} us wall per step; {} partition(s); {}",
                 runs.median(),
                 r.end_time_ps as f64 / 1e6,
                 runs.best() * 1e6 / r.stats.math_commands as f64,
+                r.partitions,
                 runs.cpu_note()
             ),
         );
-        // The same on a machine of two partitions, a thread each
-        // (experimental, opt-in: see the README's "run --partitions").
-        if kernbench::cores::more_than_one_core() {
+        // The same on one executor (the run above is split in two
+        // partitions where the machine has two cores: see the README's
+        // "The machine model on two threads").
+        if r.partitions > 1 {
             let args = ["-b", "16", "-e", "16"];
-            let (split, runs) = run_split(times, 1024, ("ccl_allreduce", None, &args), Some(2));
+            let (one, runs) = run_split(times, 1024, ("ccl_allreduce", None, &args), Some(1));
             let row_times =
                 |r: &RunResult| -> Vec<_> { r.rows.iter().map(|x| x.time_ps).collect() };
-            assert_eq!(split.end_time_ps, r.end_time_ps, "the split run's end");
-            assert_eq!(row_times(&split), row_times(&r), "the split run's rows");
+            assert_eq!(one.end_time_ps, r.end_time_ps, "the split run's end");
+            assert_eq!(row_times(&one), row_times(&r), "the split run's rows");
             line(
-                "  the same, --partitions 2",
+                "  the same, --partitions 1",
                 format!("{:.2} s", runs.best()),
                 format!(
                     "({:.2} s) the same simulated end and rows; {}",
@@ -251,11 +256,12 @@ fn main() {
         "all-reduce 64 ranks x 1 MiB",
         format!("{:.2} s", runs.best()),
         format!(
-            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {}",
+            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {} partition(s); {}",
             runs.median(),
             r.end_time_ps as f64 / 1e6,
             r.stats.dma_commands,
             r.stats.math_commands,
+            r.partitions,
             runs.cpu_note()
         ),
     );

@@ -283,6 +283,11 @@ pub fn run_cache(cmd: CacheCmd) -> Result<()> {
                 human_bytes(total),
                 human_bytes(cache.max_bytes())
             );
+            let memo = kernbench::runtime::split_memo::SplitMemo::under(cache.dir());
+            println!(
+                "{} run(s) remembered not to split (their split gave up; `cache clear` forgets them)",
+                memo.len()
+            );
             for e in &entries {
                 let age = e
                     .last_used
@@ -300,8 +305,12 @@ pub fn run_cache(cmd: CacheCmd) -> Result<()> {
             let (n, bytes) = cache
                 .clear()
                 .with_context(|| format!("cannot clear {}", cache.dir().display()))?;
+            let memo = kernbench::runtime::split_memo::SplitMemo::under(cache.dir());
+            let runs = memo
+                .clear()
+                .with_context(|| format!("cannot clear {}", cache.dir().display()))?;
             println!(
-                "removed {n} compiled component(s), {} from {}",
+                "removed {n} compiled component(s), {} and {runs} remembered split give-up(s) from {}",
                 human_bytes(bytes),
                 cache.dir().display()
             );

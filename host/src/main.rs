@@ -88,10 +88,15 @@ enum Cmd {
         /// as a run with data, results not checked (no #wrong column).
         #[arg(long)]
         timing_only: bool,
-        /// Experimental: split the machine into N partitions of consecutive
-        /// SIPs, each collective's kernels run by a thread per partition
-        /// (see the README, "The machine model on two threads"). A run the
-        /// split cannot give as one partition would fails, saying why.
+        /// Split the machine into N partitions of consecutive SIPs, each
+        /// collective's kernels run by a thread per partition: the same
+        /// bytes, times and rows as one (see the README, "The machine
+        /// model on two threads"). 1: one executor. Unset: 2 on a machine
+        /// of 64 SIPs or more with more than one core (not with --trace,
+        /// --oplog, --verify-data or --ccl-trace), else 1. A split run
+        /// that cannot give the one-partition run's results runs again on
+        /// one partition (unset: and the next run like it is not split;
+        /// `cache clear` forgets that).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
         partitions: Option<u32>,
         /// Draw busbw and time against size (one line per collective and
@@ -404,8 +409,12 @@ fn real_main() -> Result<()> {
                     }
                 }
             }
+            let split = match res.partitions {
+                1 => String::new(),
+                n => format!(" | split in {n} partitions"),
+            };
             eprintln!(
-                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH + {} GEMM commands | peak budgeted host memory {} | wall {:.3} s",
+                "# simulated {:.3} us | {} executor events | {} DMA + {} MATH + {} GEMM commands | peak budgeted host memory {}{split} | wall {:.3} s",
                 kernbench::units::ps_to_us(res.end_time_ps),
                 res.events,
                 res.stats.dma_commands,

@@ -401,6 +401,13 @@ impl Loader {
 
     /// The compiled-code cache entry of `wasm` for this engine, if one
     /// exists (it is checked only when used).
+    /// The memo of splits that gave up, beside the compiled code (None
+    /// with no cache: `--no-cache`, or no cache directory).
+    pub fn split_memo(&self) -> Option<super::split_memo::SplitMemo> {
+        let cache = self.cache.as_ref()?;
+        Some(super::split_memo::SplitMemo::under(cache.dir()))
+    }
+
     pub fn cached_code(&self, wasm: &[u8]) -> Option<PathBuf> {
         let path = self.cache.as_ref()?.path_for(&self.engine, wasm);
         path.is_file().then_some(path)

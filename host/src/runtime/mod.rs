@@ -39,6 +39,7 @@ pub mod process_group;
 pub mod recording_memo;
 pub mod session;
 pub mod sim;
+pub mod split_memo;
 pub mod split_run;
 pub mod wasi;
 

@@ -56,20 +56,46 @@ pub struct RunRequest {
     /// into partitions has none (each partition's thread applies its own
     /// bytes, in batches).
     pub data_thread: bool,
-    /// Experimental: split the machine into this many partitions, its
-    /// collectives' kernels each run by a thread of its own (see
-    /// [`super::split_run`]); `None`: one. A split run that cannot give
-    /// the one-partition run's results fails with
+    /// Split the machine into this many partitions, its collectives'
+    /// kernels each run by a thread of its own (see [`super::split_run`]);
+    /// a split run gives the one-partition run's bytes, times and rows.
+    /// `Some(1)`: one executor. `None`: the run chooses
+    /// ([`RunRequest::auto_partitions`]) and, if the split gives up, runs
+    /// again on one partition. Told a number, a split run that cannot
+    /// give the one-partition run's results fails with
     /// [`SimError::SplitGivenUp`], or runs again on one partition with
-    /// `split_falls_back`. Not chosen by itself yet: where events of
-    /// several partitions fall on the same picosecond, their order may
-    /// differ from one executor's (see the README).
+    /// `split_falls_back`.
     pub partitions: Option<usize>,
     /// A split run that gives up runs again on one partition.
     pub split_falls_back: bool,
 }
 
+/// The fewest SIPs of a machine a run that was not told how many
+/// partitions to use splits (see [`RunRequest::auto_partitions`]). On two
+/// cores the split run was as fast as one executor or faster at every
+/// size measured from 64 SIPs on (64 x 16 B the same 0.025 s; 64 x 1 MiB
+/// 0.63-0.66 s against 0.83-0.92 s; 1024 x 16 B 0.97 s against 1.41 s);
+/// at 16 SIPs it gained nothing, and below that a window holds too little
+/// work for a second thread to pay.
+pub const AUTO_SPLIT_SIPS: u32 = 64;
+
 impl RunRequest {
+    /// The partitions a run not told how many gets, on a machine whose
+    /// process may use `cores` cores: two where splitting pays and the
+    /// run can be split (more than one core, at least
+    /// [`AUTO_SPLIT_SIPS`] SIPs, nothing recorded that one executor
+    /// alone records, an inter-SIP latency to run ahead of); else one.
+    /// Two, not one per core: more has not been measured.
+    pub fn auto_partitions(&self, cores: usize) -> usize {
+        let sips = self.topology.spec.n_sips();
+        let pays = cores > 1 && sips >= AUTO_SPLIT_SIPS;
+        if pays && self.cannot_split().is_none() {
+            2
+        } else {
+            1
+        }
+    }
+
     /// `bench` on `topology` with `ccl`, everything else off: the installed
     /// algorithm, no arguments, no trace, op log, second pass or digest,
     /// data kept, the default memory budget (half this machine's memory).
@@ -144,6 +170,9 @@ pub struct RunResult {
     pub trace_dropped: Option<u64>,
     /// No bytes were kept: times only, `wrong` counts mean nothing.
     pub timing_only: bool,
+    /// The partitions the machine was split into (1: one executor; see
+    /// [`RunRequest::partitions`]).
+    pub partitions: usize,
     /// Kernel launches that recorded their kernel, and those that replayed
     /// a recording kept from an equal launch (see
     /// [`super::recording_memo`]).
@@ -152,14 +181,29 @@ pub struct RunResult {
 
 /// Run a bench to completion (see [`RunRequest::partitions`]).
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
-    let parts = req.partitions.unwrap_or(1);
+    let memo = req
+        .partitions
+        .is_none()
+        .then(|| loader.split_memo())
+        .flatten();
+    let (parts, falls_back) = match req.partitions {
+        Some(n) => (n, req.split_falls_back),
+        // A run whose split gave up before runs on one partition at once.
+        None => match memo.as_ref().and_then(|m| m.gave_up(&req)) {
+            Some(why) => {
+                tracing::info!(target: "kernbench::split", "not split: this run's split gave up before ({why})");
+                (1, true)
+            }
+            None => (req.auto_partitions(crate::cores::count()), true),
+        },
+    };
     if parts <= 1 {
         return run_on(loader, req, 1);
     }
     if let Some(why) = req.cannot_split() {
         return Err(SimError::Usage(format!("--partitions: {why}")));
     }
-    if !req.split_falls_back {
+    if !falls_back {
         return run_on(loader, req, parts);
     }
     // Rows go to the observer once, from the run that is kept.
@@ -168,8 +212,25 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
         ..req.clone()
     };
     match run_on(loader, attempt, parts) {
+        // A split the run chose that fails gives the one executor's
+        // error: that run's report (a deadlock's waits, a fault's time)
+        // is the one the user reads, whatever the split saw.
+        Err(e) if req.partitions.is_none() && !matches!(e, SimError::SplitGivenUp(_)) => {
+            tracing::info!(target: "kernbench::split", "the split run failed ({e}); running on one partition");
+            run_on(loader, req, 1)
+        }
         Err(SimError::SplitGivenUp(why)) => {
-            eprintln!("note: the split run was given up ({why}); running on one partition");
+            match &memo {
+                // A split the run chose: said once, and not tried again
+                // for this run (see `split_memo`).
+                Some(memo) => {
+                    eprintln!("note: the split run was given up ({why}); running on one partition (the next run like this one will not split; --partitions 1 never does)");
+                    memo.remember(&req, &why);
+                }
+                None => {
+                    eprintln!("note: the split run was given up ({why}); running on one partition")
+                }
+            }
             run_on(loader, req, 1)
         }
         Ok(result) => {
@@ -327,6 +388,7 @@ fn run_on(loader: &Arc<Loader>, req: RunRequest, parts: usize) -> Result<RunResu
         trace: machine.trace.as_ref().map(|t| t.to_chrome_json(&topo)),
         memory_peak: limits.budget.peak(),
         trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),
+        partitions: parts,
         recordings: session.recordings.counts(),
     })
 }
