@@ -512,3 +512,75 @@ fn a_perf_map_names_the_guest_s_functions() {
     assert!(text.contains("ring_allreduce"), "{text:.2000}");
     assert!(text.contains("kernbench_guest"), "{text:.2000}");
 }
+
+#[test]
+fn a_split_that_fails_prints_the_guests_output_once() {
+    // 64 SIPs split by default; every rank of faulty_kernel (64 B) prints
+    // a line, then waits for a message nobody sends. The split fails, and
+    // the run is made again on one partition for its deadlock report: the
+    // ranks' lines are that run's, once each, not the abandoned split's
+    // too (they were held, see `wasi::Console`).
+    let dir = tempfile::tempdir().unwrap();
+    let topo = common::topology_file(dir.path(), 64);
+    let ccl = dir.path().join("faulty.yaml");
+    std::fs::write(
+        &ccl,
+        format!(
+            "defaults: {{algorithm: faulty}}\nalgorithms:\n  faulty: {{module: {}, topology: ring_1d, buffer_kind: tcm, n_slots: 2, slot_kib: 64}}\n",
+            common::test_component("faulty_kernel")
+        ),
+    )
+    .unwrap();
+    let out = kb()
+        .args(["run", "ccl_allreduce", "--topology"])
+        .arg(&topo)
+        .arg("--ccl")
+        .arg(&ccl)
+        .args(["--", "-b", "64", "-e", "64"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deadlock"), "{err}");
+    let waits = |pe: &str| {
+        err.lines()
+            .filter(|l| l.starts_with(&format!("[{pe}] about to wait")))
+            .count()
+    };
+    assert_eq!(waits("sip0.cube0.pe0"), 1, "{err}");
+    assert_eq!(waits("sip63.cube0.pe0"), 1, "{err}");
+}
+
+#[test]
+fn kernels_in_step_give_an_asked_for_split_up_and_are_not_split_by_default() {
+    // Asked for (`--partitions 2`), the split gives up at the first kernel
+    // that runs in step, says why, and the run is made on one partition:
+    // every rank's line once (ccl_hello prints after its collective, so
+    // the abandoned split had printed nothing yet; see
+    // `a_split_that_fails_prints_the_guests_output_once` for a split that
+    // had). Not asked for, a run whose kernels run in step is not split.
+    let dir = tempfile::tempdir().unwrap();
+    let topo = common::topology_file(dir.path(), 64);
+    for asked in [true, false] {
+        let mut cmd = kb();
+        cmd.args(["run", "ccl_hello", "--in-step-kernels", "--topology"])
+            .arg(&topo);
+        if asked {
+            cmd.args(["--partitions", "2"]);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.contains("the split run was given up"), asked, "{err}");
+        assert_eq!(err.contains("runs in step"), asked, "{err}");
+        for rank in [0, 63] {
+            let prefix = format!("[rank {rank}] ");
+            assert_eq!(
+                err.lines().filter(|l| l.starts_with(&prefix)).count(),
+                1,
+                "{err}"
+            );
+        }
+        assert!(!err.contains("split in 2 partitions"), "{err}");
+    }
+}

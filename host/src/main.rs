@@ -93,7 +93,8 @@ enum Cmd {
         /// bytes, times and rows as one (see the README, "The machine
         /// model on two threads"). 1: one executor. Unset: 2 on a machine
         /// of 64 SIPs or more with more than one core (not with --trace,
-        /// --oplog, --verify-data or --ccl-trace), else 1. A split run
+        /// --oplog, --verify-data, --ccl-trace or --in-step-kernels),
+        /// else 1. A split run
         /// that cannot give the one-partition run's results runs again on
         /// one partition (unset: and the next run like it is not split;
         /// `cache clear` forgets that).

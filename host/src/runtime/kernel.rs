@@ -582,7 +582,7 @@ impl AlgorithmComponent {
         seed: u64,
     ) -> wasmtime::Result<(Store<KernelHost>, Output)> {
         let who = pe.to_string();
-        let sb = sandbox(seed, &who, &limits.budget);
+        let sb = sandbox(seed, &who, (&limits.budget, &limits.console));
         let host = KernelHost {
             wasi: sb.ctx,
             table: ResourceTable::new(),
@@ -719,7 +719,7 @@ impl AlgorithmComponent {
         };
         let pe = launch.pe;
         let who = pe.to_string();
-        let sb = sandbox(Self::seed(pe), &who, &limits.budget);
+        let sb = sandbox(Self::seed(pe), &who, (&limits.budget, &limits.console));
         let host = EagerHost::new(sb.ctx, machine.clone(), pe, limits.guard(&who));
         let mut store = Store::new(eager.engine(), host);
         guard_store(&mut store).map_err(|e| self.failed(algorithm, pe, &e, None))?;

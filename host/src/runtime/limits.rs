@@ -302,6 +302,8 @@ pub struct RunLimits {
     pub instance: InstanceLimits,
     pub budget: Arc<MemoryBudget>,
     pub deadline: Deadline,
+    /// Where the guests' captured output goes.
+    pub console: super::wasi::Console,
 }
 
 impl RunLimits {
@@ -326,6 +328,7 @@ impl RunLimits {
             },
             budget: Arc::new(MemoryBudget::unlimited()),
             deadline: Deadline::none(),
+            console: Default::default(),
         }
     }
 }

@@ -259,6 +259,7 @@ impl Loader {
             },
             budget: Arc::new(MemoryBudget::new(memory_budget)),
             deadline: self.ticker.deadline(self.opts.deadline),
+            console: Default::default(),
         }
     }
 
@@ -401,6 +402,12 @@ impl Loader {
 
     /// The compiled-code cache entry of `wasm` for this engine, if one
     /// exists (it is checked only when used).
+    /// Whether kernels are recorded ahead of simulated time (else they
+    /// run in step with it: `--in-step-kernels`).
+    pub fn records_kernels(&self) -> bool {
+        self.opts.record_kernels
+    }
+
     /// The memo of splits that gave up, beside the compiled code (None
     /// with no cache: `--no-cache`, or no cache directory).
     pub fn split_memo(&self) -> Option<super::split_memo::SplitMemo> {

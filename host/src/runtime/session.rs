@@ -354,7 +354,7 @@ impl Session {
         let sb = sandbox(
             0xBE_0000 + rank.map_or(0, |r| r as u64 + 1),
             &who,
-            &self.limits.budget,
+            (&self.limits.budget, &self.limits.console),
         );
         let host = BenchHost {
             wasi: sb.ctx,

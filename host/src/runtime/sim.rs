@@ -1,8 +1,11 @@
 //! Drives one bench run on a fresh executor and machine, and turns a stall
 //! into a deadlock report that says who waits for what.
 
+use super::limits::RunLimits;
 use super::loader::Loader;
 use super::session::{AlphaBeta, ReportRecord, Session};
+use super::split_memo::SplitMemo;
+use super::wasi::Console;
 use crate::budget::MemoryBudget;
 use crate::config::CclConfig;
 use crate::engine::{Executor, RunOutcome};
@@ -181,43 +184,36 @@ pub struct RunResult {
 
 /// Run a bench to completion (see [`RunRequest::partitions`]).
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
-    let memo = req
-        .partitions
-        .is_none()
-        .then(|| loader.split_memo())
-        .flatten();
+    let chosen = req.partitions.is_none();
+    let memo = chosen.then(|| loader.split_memo()).flatten();
     let (parts, falls_back) = match req.partitions {
         Some(n) => (n, req.split_falls_back),
-        // A run whose split gave up before runs on one partition at once.
-        None => match memo.as_ref().and_then(|m| m.gave_up(&req)) {
-            Some(why) => {
-                tracing::info!(target: "kernbench::split", "not split: this run's split gave up before ({why})");
-                (1, true)
-            }
-            None => (req.auto_partitions(crate::cores::count()), true),
-        },
+        None => (choose_partitions(loader, &req, memo.as_ref()), true),
     };
+    let now = Console::default();
     if parts <= 1 {
-        return run_on(loader, req, 1);
+        return run_on(loader, req, 1, now);
     }
     if let Some(why) = req.cannot_split() {
         return Err(SimError::Usage(format!("--partitions: {why}")));
     }
     if !falls_back {
-        return run_on(loader, req, parts);
+        return run_on(loader, req, parts, now);
     }
-    // Rows go to the observer once, from the run that is kept.
+    // Rows go to the observer once, and the guests' output to stderr
+    // once, from the run that is kept.
     let attempt = RunRequest {
         on_row: None,
         ..req.clone()
     };
-    match run_on(loader, attempt, parts) {
-        // A split the run chose that fails gives the one executor's
-        // error: that run's report (a deadlock's waits, a fault's time)
-        // is the one the user reads, whatever the split saw.
-        Err(e) if req.partitions.is_none() && !matches!(e, SimError::SplitGivenUp(_)) => {
-            tracing::info!(target: "kernbench::split", "the split run failed ({e}); running on one partition");
-            run_on(loader, req, 1)
+    let held = Console::held();
+    match run_on(loader, attempt, parts, held.clone()) {
+        Ok(result) => {
+            held.release();
+            if let Some(observer) = &req.on_row {
+                result.rows.iter().for_each(|row| observer(row));
+            }
+            Ok(result)
         }
         Err(SimError::SplitGivenUp(why)) => {
             match &memo {
@@ -231,22 +227,49 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
                     eprintln!("note: the split run was given up ({why}); running on one partition")
                 }
             }
-            run_on(loader, req, 1)
+            run_on(loader, req, 1, now)
         }
-        Ok(result) => {
-            if let Some(observer) = &req.on_row {
-                result.rows.iter().for_each(|row| observer(row));
-            }
-            Ok(result)
+        // A split the run chose that fails gives the one executor's
+        // error: that run's report (a deadlock's waits, a fault's time)
+        // is the one the user reads, whatever the split saw.
+        Err(e) if chosen => {
+            tracing::info!(target: "kernbench::split", "the split run failed ({e}); running on one partition");
+            run_on(loader, req, 1, now)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Run a bench on a machine of `parts` partitions.
-fn run_on(loader: &Arc<Loader>, req: RunRequest, parts: usize) -> Result<RunResult, SimError> {
+/// The partitions of a run not told how many: one if its kernels run in
+/// step (`--in-step-kernels`: the split would give up at the first) or
+/// its split gave up before (`memo`), else
+/// [`RunRequest::auto_partitions`].
+fn choose_partitions(loader: &Loader, req: &RunRequest, memo: Option<&SplitMemo>) -> usize {
+    if !loader.records_kernels() {
+        return 1;
+    }
+    match memo.and_then(|m| m.gave_up(req)) {
+        Some(why) => {
+            tracing::info!(target: "kernbench::split", "not split: this run's split gave up before ({why})");
+            1
+        }
+        None => req.auto_partitions(crate::cores::count()),
+    }
+}
+
+/// Run a bench on a machine of `parts` partitions, its guests' output
+/// to `console`.
+fn run_on(
+    loader: &Arc<Loader>,
+    req: RunRequest,
+    parts: usize,
+    console: Console,
+) -> Result<RunResult, SimError> {
     let topo = req.topology.clone();
-    let limits = loader.run_limits(req.memory_budget);
+    let limits = RunLimits {
+        console,
+        ..loader.run_limits(req.memory_budget)
+    };
     limits.budget.charge(
         crate::budget::MemoryUse::Host,
         req.memory_baseline,

@@ -248,11 +248,45 @@ impl tokio::io::AsyncWrite for CapturePipe {
     }
 }
 
-/// The pipes holding a guest's captured output.
+/// The pipes holding a guest's captured output, and where it goes.
 #[derive(Clone)]
 pub struct Output {
     pub stdout: CapturePipe,
     pub stderr: CapturePipe,
+    pub console: Console,
+}
+
+/// Where the run's guests' captured output goes when their instances end:
+/// to stderr at once, or held (a run that may be discarded: a split that
+/// could give up and run again on one partition, whose guests print the
+/// same again), to be printed if the run is kept ([`Console::release`]).
+#[derive(Clone, Default)]
+pub struct Console {
+    held: Option<Arc<std::sync::Mutex<Vec<String>>>>,
+}
+
+impl Console {
+    /// Output held until [`Console::release`] (dropped if never released).
+    pub fn held() -> Self {
+        Console {
+            held: Some(Arc::default()),
+        }
+    }
+
+    fn line(&self, line: String) {
+        match &self.held {
+            Some(held) => held.lock().unwrap_or_else(|p| p.into_inner()).push(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Print what was held, in the order it came.
+    pub fn release(&self) {
+        if let Some(held) = &self.held {
+            let lines = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
+            lines.iter().for_each(|l| eprintln!("{l}"));
+        }
+    }
 }
 
 impl Output {
@@ -274,7 +308,7 @@ pub struct Sandbox {
 /// Build the sandbox of one guest instance (`who` names it); `seed` makes
 /// its random stream distinct but reproducible. Captured output is charged
 /// to `budget`.
-pub fn sandbox(seed: u64, who: &str, budget: &Arc<MemoryBudget>) -> Sandbox {
+pub fn sandbox(seed: u64, who: &str, (budget, console): (&Arc<MemoryBudget>, &Console)) -> Sandbox {
     let stdout = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
     let stderr = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
     let ctx = WasiCtxBuilder::new()
@@ -288,7 +322,11 @@ pub fn sandbox(seed: u64, who: &str, budget: &Arc<MemoryBudget>) -> Sandbox {
         .build();
     Sandbox {
         ctx,
-        output: Output { stdout, stderr },
+        output: Output {
+            stdout,
+            stderr,
+            console: console.clone(),
+        },
     }
 }
 
@@ -299,14 +337,14 @@ pub fn flush_output(who: &str, out: &Output) {
         let (bytes, dropped) = pipe.contents();
         let text = String::from_utf8_lossy(&bytes);
         for line in text.lines() {
-            eprintln!("[{who}] {line}");
+            out.console.line(format!("[{who}] {line}"));
         }
         if dropped > 0 {
-            eprintln!(
+            out.console.line(format!(
                 "[{who}] ... output truncated at {} ({} more not shown)",
                 human_bytes(bytes.len() as u64),
                 human_bytes(dropped)
-            );
+            ));
         }
     }
 }
