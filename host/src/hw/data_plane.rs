@@ -309,13 +309,9 @@ impl DataPlane {
                 fault: None,
             })))
         };
-        let mut shards = Vec::with_capacity(parts);
-        for _ in 1..parts {
-            shards.push(bytes(store.sibling()));
-        }
-        shards.insert(0, bytes(store));
+        let siblings: Vec<_> = (1..parts).map(|_| store.sibling()).collect();
         DataPlane {
-            shards: shards.into(),
+            shards: std::iter::once(store).chain(siblings).map(bytes).collect(),
             of_sip,
             pending: (0..parts).map(|_| CachePadded::default()).collect(),
             worker: OnceLock::new(),

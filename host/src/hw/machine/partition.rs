@@ -342,9 +342,10 @@ mod tests {
         assert_eq!(run(1), (4.0, None));
         let why = run(2).1.expect("the split run diverged");
         assert!(
-            why.contains("reaches hbm") || why.contains("memory of another partition"),
+            why.contains("a MATH command of sip0.cube0.pe0 reaches sip4.cube0.hbm"),
             "{why}"
         );
+        assert!(why.contains("memory of another partition"), "{why}");
     }
 
     /// A message of partition 0 lands on SIP 4's PE through the PE's
