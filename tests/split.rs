@@ -38,6 +38,14 @@ fn run_split_with(
     run_bench(&loader(), req)
 }
 
+/// That `run` is `one`'s run to the bytes: every row and count, the
+/// run's end and the memory digest (`what` names it in a failure).
+fn assert_same_run(run: &RunResult, one: &RunResult, what: &str) {
+    assert_eq!(rows_and_counts(run), rows_and_counts(one), "{what}");
+    assert_eq!(run.end_time_ps, one.end_time_ps, "{what}");
+    assert_eq!(run.memory_digest, one.memory_digest, "{what}");
+}
+
 /// Every row's simulated time and check, and the commands and bytes.
 fn rows_and_counts(r: &RunResult) -> impl PartialEq + std::fmt::Debug {
     let rows: Vec<_> = r
@@ -69,9 +77,7 @@ fn a_split_machine_gives_the_one_partition_rows_or_gives_up() {
             match run_split(bench, algorithm, n, 2) {
                 Ok(split) => {
                     let what = format!("{bench} {algorithm} on {n} SIPs");
-                    assert_eq!(rows_and_counts(&split), rows_and_counts(&one), "{what}");
-                    assert_eq!(split.end_time_ps, one.end_time_ps, "{what}");
-                    assert_eq!(split.memory_digest, one.memory_digest, "{what}");
+                    assert_same_run(&split, &one, &what);
                     split_ran.push((bench, n));
                 }
                 Err(SimError::SplitGivenUp(why)) => {
@@ -101,7 +107,7 @@ fn two_slot_rings_give_the_one_partition_run_to_the_bytes() {
     for backpressure in ["sleep", "poll"] {
         let ccl = kernbench::config::CclConfig::from_yaml(
             &text(backpressure),
-            kernbench::config::Origin::Embedded("one-slot ccl"),
+            kernbench::config::Origin::Embedded("two-slot ccl"),
         )
         .unwrap();
         for algorithm in ["tight", "tight_chunked"] {
@@ -109,9 +115,7 @@ fn two_slot_rings_give_the_one_partition_run_to_the_bytes() {
             let split = run_split_with(ccl.clone(), "ccl_allreduce", algorithm, 8, 2).unwrap();
             let what = format!("{algorithm}, backpressure {backpressure}");
             assert!(one.rows.iter().all(|r| r.wrong == 0), "{what}");
-            assert_eq!(rows_and_counts(&split), rows_and_counts(&one), "{what}");
-            assert_eq!(split.end_time_ps, one.end_time_ps, "{what}");
-            assert_eq!(split.memory_digest, one.memory_digest, "{what}");
+            assert_same_run(&split, &one, &what);
         }
     }
 }
@@ -223,8 +227,6 @@ fn a_run_not_told_how_to_split_splits_where_it_pays() {
             }
         }
         assert!(one.rows.iter().all(|r| r.wrong == 0), "{what}");
-        assert_eq!(rows_and_counts(&chosen), rows_and_counts(&one), "{what}");
-        assert_eq!(chosen.end_time_ps, one.end_time_ps, "{what}");
-        assert_eq!(chosen.memory_digest, one.memory_digest, "{what}");
+        assert_same_run(&chosen, &one, &what);
     }
 }

@@ -155,12 +155,7 @@ impl RxQueue {
             let queue = queue
                 .upgrade()
                 .expect("the sender's copy of a ring outlives its slots");
-            let key = self.credit_key();
-            super::mail::post(
-                *part,
-                visible,
-                super::mail::Mail::Credit { queue, slot, key },
-            );
+            super::mail::post(*part, visible, super::mail::Mail::Credit { queue, slot });
             return;
         }
         self.free.push_back((slot, visible));

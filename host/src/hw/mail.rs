@@ -31,13 +31,7 @@ pub enum Mail {
     Land(Box<Landing>),
     /// A slot of this partition's copy of a ring is free again (visible
     /// to the sender at the mail's time).
-    Credit {
-        queue: SharedQueue,
-        slot: u32,
-        /// Its place among the keyed events of its picosecond (the ring's
-        /// [`super::ipcq::RxQueue::credit_key`]).
-        key: crate::engine::OrderKey,
-    },
+    Credit { queue: SharedQueue, slot: u32 },
 }
 
 /// A transfer landing in another partition.

@@ -168,7 +168,10 @@ impl Machine {
                     m.land_from_elsewhere(*landing);
                 });
             }
-            Mail::Credit { queue, slot, key } => engine::spawn_detached(async move {
+            Mail::Credit { queue, slot } => engine::spawn_detached(async move {
+                // At the ring's place among the keyed events of `at`; the
+                // two copies of a ring share its number, so its key.
+                let key = queue.lock().credit_key();
                 engine::sleep_keyed_until(at, key).await;
                 let mut q = queue.lock();
                 q.free.push_back((slot, at));
