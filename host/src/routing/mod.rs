@@ -23,6 +23,7 @@
 pub mod metrics;
 mod paths;
 mod resolver;
+mod sip_ports;
 
 pub use paths::{Distance, Path, PathRouter, Warming};
 pub use resolver::{AddressResolver, Resolved};

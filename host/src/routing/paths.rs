@@ -3,6 +3,7 @@
 //! per (view, source, destination).
 
 use super::resolver::AddressResolver;
+use super::sip_ports::{SipPorts, Toward};
 use super::RouteError;
 use crate::topology::{LinkId, LinkKind, NodeId, PeCoord, Topology, View};
 use crate::units::{Ps, Rate};
@@ -137,23 +138,45 @@ struct SipBound {
     /// is consistent. (Off in a test, to compare with the SIP bound
     /// alone.)
     arrival_floor: bool,
+    /// The SIPs each SIP has a link to, ascending.
+    neighbours: Vec<Vec<u32>>,
+    /// Whether a search between SIPs that are not neighbours is bounded
+    /// by [`SipPorts`] instead (off in a test, to compare with plain
+    /// Dijkstra).
+    by_ports: bool,
 }
 
 impl SipBound {
     fn new(t: &Topology) -> Self {
         let sip_of: Vec<u32> = t.graph.node_weights().map(|n| n.sip()).collect();
-        let leave_sip = t
-            .links
-            .iter()
-            .filter(|&l| sip_of[l.from.index()] != sip_of[l.to.index()])
-            .map(|l| l.latency)
-            .min()
-            .unwrap_or(0);
+        let mut neighbours = vec![Vec::new(); t.spec.n_sips() as usize];
+        let mut leave_sip = Ps::MAX;
+        for l in &t.links {
+            let (a, b) = (sip_of[l.from.index()], sip_of[l.to.index()]);
+            if a != b {
+                leave_sip = leave_sip.min(l.latency);
+                neighbours[a as usize].push(b);
+            }
+        }
+        for n in &mut neighbours {
+            n.sort_unstable();
+            n.dedup();
+        }
         SipBound {
             sip_of,
-            leave_sip,
+            leave_sip: if leave_sip == Ps::MAX { 0 } else { leave_sip },
             arrival_floor: true,
+            neighbours,
+            by_ports: true,
         }
+    }
+
+    /// Whether a search from SIP `a` to SIP `b` is bounded by
+    /// [`SipPorts`]: they are neither the same SIP nor neighbours. (Where
+    /// they are, the SIP bound keeps the search to about the two SIPs, and
+    /// the ring collectives make no port tables.)
+    fn by_ports(&self, a: u32, b: u32) -> bool {
+        self.by_ports && a != b && self.neighbours[a as usize].binary_search(&b).is_err()
     }
 
     /// The bytes of the bound of a graph of `n` nodes.
@@ -215,6 +238,10 @@ pub struct PathRouter {
     resolver: AddressResolver,
     views: [OnceLock<Adjacency>; 4],
     bound: OnceLock<SipBound>,
+    /// The device view through its SIP ports, made with the first search
+    /// or latency between SIPs that are not neighbours (`None`: the
+    /// machine has no such structure, see [`SipPorts::of`]).
+    ports: OnceLock<Option<SipPorts>>,
     /// Tie-break rank of each link: 0 for north–south links, 1 otherwise
     /// (made with the first search, or by [`PathRouter::warm`]).
     rank: OnceLock<Vec<u8>>,
@@ -243,6 +270,7 @@ impl PathRouter {
             topo,
             views: Default::default(),
             bound: OnceLock::new(),
+            ports: OnceLock::new(),
             rank: OnceLock::new(),
             scratch: Mutex::default(),
             cache: Mutex::new(FxHashMap::default()),
@@ -348,8 +376,19 @@ impl PathRouter {
     /// before). The helper's tables (~9 MB at 1024 SIPs) are freed when
     /// it ends; they are not charged to the host budget, being at most
     /// the engine thread's own, already charged. A pair that has no path
-    /// is left for the caller's own search to report.
+    /// is left for the caller's own search to report. A pair whose SIPs
+    /// are not neighbours is left too: its least latency comes from the
+    /// port tables without a search ([`PathRouter::latency_back`]), and
+    /// its path is searched if a transfer takes it (a full mesh's install
+    /// asks for every pair and its algorithm sends on a few).
     pub fn find_paths(&self, pairs: &[(NodeId, NodeId)]) {
+        let bound = self.bound();
+        let near = |&&(from, to): &&(NodeId, NodeId)| {
+            let (a, b) = (from.sip(), to.sip());
+            a as usize >= bound.neighbours.len() || !bound.by_ports(a, b)
+        };
+        let pairs: Vec<(NodeId, NodeId)> = pairs.iter().filter(near).copied().collect();
+        let pairs = &pairs[..];
         if pairs.is_empty() {
             return;
         }
@@ -437,8 +476,45 @@ impl PathRouter {
     /// transfers from `from` to `to` then find it here instead of a search
     /// of their own (a 1024-rank ring all-reduce searched 2048 paths, the
     /// install's way back and the sends' way forward; now 1024).
+    ///
+    /// Between SIPs that are not neighbours it is read from the port
+    /// tables ([`SipPorts`]) instead, with no search and no path cached: a
+    /// full mesh's IPCQ install asks for every pair (128 x 127 at 128
+    /// SIPs, 5.5 s of searches), and its algorithm then sends on a few.
     pub fn latency_back(&self, from: NodeId, to: NodeId) -> Result<Ps, RouteError> {
+        let (a, b) = (self.index(from)?, self.index(to)?);
+        if let Some((ports, toward)) = self.toward_far(Self::DEVICE_VIEW, a, b) {
+            let least = ports.latency(&toward, a.index());
+            if least != Ps::MAX {
+                return Ok(least);
+            }
+        }
         Ok(self.distance(&self.find_path(from, to)?).latency_ps)
+    }
+
+    /// The port tables toward `b`, when a search from `a` to `b` in
+    /// `view` is bounded by them ([`SipBound::by_ports`]; device view
+    /// only).
+    fn toward_far(
+        &self,
+        view: View,
+        a: NodeIndex,
+        b: NodeIndex,
+    ) -> Option<(&SipPorts, Arc<Toward>)> {
+        if view != Self::DEVICE_VIEW {
+            return None;
+        }
+        let bound = self.bound();
+        let sip = |n: NodeIndex| bound.sip_of[n.index()];
+        if !bound.by_ports(sip(a), sip(b)) {
+            return None;
+        }
+        let adj = self.adjacency(view);
+        let ports = self
+            .ports
+            .get_or_init(|| SipPorts::of(&self.topo, adj))
+            .as_ref()?;
+        Some((ports, ports.toward(adj, b.index())?))
     }
 
     /// Path from `pe` to the memory node that holds `addr` (the HBM stack,
@@ -491,13 +567,15 @@ impl PathRouter {
 
     /// Shortest path by (latency, hops) with the documented tie-break: an
     /// A* search, Dijkstra's with each entry keyed by its latency plus a
-    /// lower bound on the latency left ([`SipBound`]: to leave the SIP,
-    /// and to arrive at the destination). With a consistent
-    /// bound the two find the same path, tie-break included: a node's
-    /// distance is final when it is popped, and every equal-cost
-    /// predecessor of a node on the path (same latency, one hop fewer,
-    /// bound at most one link's latency more) is popped, and its link
-    /// weighed by the tie-break, before the node itself.
+    /// lower bound on the latency left: between SIPs that are not
+    /// neighbours the exact least latency from the port tables
+    /// ([`SipPorts`]), otherwise [`SipBound`] (to leave the SIP, and to
+    /// arrive at the destination). With a consistent bound the two find
+    /// the same path, tie-break included: a node's distance is final
+    /// when it is popped, and every equal-cost predecessor of a node on
+    /// the path (same latency, one hop fewer, bound at most one link's
+    /// latency more) is popped, and its link weighed by the tie-break,
+    /// before the node itself.
     fn shortest(
         &self,
         view: View,
@@ -508,7 +586,9 @@ impl PathRouter {
         if a == b {
             return Some(Vec::new());
         }
-        let adj = self.adjacency(view);
+        if let Some((ports, toward)) = self.toward_far(view, a, b) {
+            return self.search(view, a, b, scratch, |v| ports.latency(&toward, v));
+        }
         let bound = self.bound();
         let to_sip = bound.sip_of[b.index()];
         // The least latency of the view's links into `b`.
@@ -531,6 +611,21 @@ impl PathRouter {
                 bound.from(v, to_sip).max(floor)
             }
         };
+        self.search(view, a, b, scratch, h)
+    }
+
+    /// The A* search of [`PathRouter::shortest`] with the bound `h` (the
+    /// least latency left from a node, at most; `Ps::MAX`: the
+    /// destination cannot be reached from it, and it is not entered).
+    fn search(
+        &self,
+        view: View,
+        a: NodeIndex,
+        b: NodeIndex,
+        scratch: &Mutex<Scratch>,
+        h: impl Fn(usize) -> Ps,
+    ) -> Option<Vec<LinkId>> {
+        let adj = self.adjacency(view);
         let rank = self.rank();
         let n = self.topo.node_count();
         let mut guard = scratch.lock().unwrap();
@@ -561,13 +656,16 @@ impl PathRouter {
                 let nd = (lat + latency, hops + 1);
                 let v = v as usize;
                 if nd < dist[v] {
+                    let left = h(v);
+                    if left == Ps::MAX {
+                        continue;
+                    }
                     if dist[v].0 == Ps::MAX {
                         touched.push(v as u32);
                     }
                     dist[v] = nd;
                     pred[v] = (id, u);
-                    let f = nd.0 + h(v);
-                    heap.push(Reverse(key(f, nd.1, v as u32)));
+                    heap.push(Reverse(key(nd.0 + left, nd.1, v as u32)));
                 } else if nd == dist[v] && better(id, pred[v].0) {
                     pred[v] = (id, u);
                 }
@@ -736,6 +834,7 @@ mod tests {
             let _ = r.bound.set(SipBound {
                 leave_sip: 0,
                 arrival_floor: false,
+                by_ports: false,
                 ..bound
             });
         };
@@ -776,6 +875,90 @@ mod tests {
                 }
             }
             assert!(compared > 300, "{compared} paths compared");
+        }
+    }
+
+    /// Between SIPs that are not neighbours, the port tables' least
+    /// latencies are the latencies of Dijkstra's paths, and the search
+    /// they bound finds those paths, tie-break included: on a ring, a
+    /// torus with two UCIe ports an edge, and a mesh whose edge SIPs lack
+    /// ports.
+    #[test]
+    fn the_port_bound_finds_dijkstras_paths_and_latencies_between_far_sips() {
+        let cubes = |w: u32, h: u32| {
+            (
+                "w: 4\n    h: 4\n  ucie",
+                format!("w: {w}\n    h: {h}\n  ucie"),
+            )
+        };
+        let cases: Vec<Vec<(&str, String)>> = vec![
+            vec![("count: 4", "count: 10".into()), cubes(2, 2)],
+            vec![
+                ("count: 4", "count: 16".into()),
+                ("topology: ring_1d", "topology: torus_2d".into()),
+                ("ports_per_edge: 1", "ports_per_edge: 2".into()),
+                cubes(2, 1),
+            ],
+            vec![
+                ("count: 4", "count: 12".into()),
+                ("topology: ring_1d", "topology: mesh_2d_no_wrap".into()),
+                ("# w: 2 ", "w: 4 ".into()),
+                ("# h: 2 ", "h: 3 ".into()),
+                (
+                    "w: 4\n    h: 4\n    link",
+                    "w: 3\n    h: 2\n    link".into(),
+                ),
+                cubes(2, 2),
+            ],
+        ];
+        for edits in cases {
+            let edits: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (*a, b.as_str())).collect();
+            let (ports, dijkstra) = (router_for(&edits), router_for(&edits));
+            let bound = SipBound::new(&dijkstra.topo);
+            let _ = dijkstra.bound.set(SipBound {
+                leave_sip: 0,
+                arrival_floor: false,
+                by_ports: false,
+                ..bound
+            });
+            let t = ports.topology().clone();
+            assert!(
+                SipPorts::of(&t, ports.adjacency(View::Noc)).is_some(),
+                "{edits:?}: the machine has the port structure"
+            );
+            let nodes: Vec<NodeId> = t
+                .graph
+                .node_weights()
+                .copied()
+                .filter(|n| matches!(n, NodeId::Pe(_) | NodeId::Hbm { .. }))
+                .collect();
+            let far = |a: NodeId, b: NodeId| {
+                let (sa, sb) = (a.sip(), b.sip());
+                ports.bound().by_ports(sa, sb)
+            };
+            let mut compared = 0;
+            for (i, &from) in nodes.iter().enumerate().step_by(5) {
+                for &to in nodes.iter().skip(i % 7).step_by(7) {
+                    if !far(from, to) {
+                        continue;
+                    }
+                    // The latency first: it makes the tables, no path.
+                    let least = ports.latency_back(from, to).unwrap();
+                    let expected = dijkstra.find_path(from, to).unwrap();
+                    assert_eq!(
+                        least,
+                        dijkstra.distance(&expected).latency_ps,
+                        "{from} -> {to}"
+                    );
+                    assert_eq!(
+                        ports.find_path(from, to).unwrap(),
+                        expected,
+                        "{from} -> {to}"
+                    );
+                    compared += 1;
+                }
+            }
+            assert!(compared > 200, "{edits:?}: {compared} far pairs compared");
         }
     }
 

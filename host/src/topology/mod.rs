@@ -173,6 +173,13 @@ impl Topology {
         (self.graph[l.from], self.graph[l.to])
     }
 
+    /// Nodes in each SIP's block of graph indices: SIP `s`'s nodes are
+    /// `s * n .. (s + 1) * n`, each SIP's in SIP 0's order (the same code
+    /// built them); the SIP ports come after the last block.
+    pub fn nodes_per_sip(&self) -> usize {
+        self.index.per_sip() as usize
+    }
+
     pub fn node_count(&self) -> usize {
         self.graph.node_count()
     }

@@ -53,6 +53,11 @@ impl NodeIndexMap {
         self.rest.get(n).copied()
     }
 
+    /// Nodes in each SIP's block (0 before SIP 0's block is complete).
+    pub fn per_sip(&self) -> u32 {
+        self.per_sip
+    }
+
     /// The graph index of SIP `sip`'s first node (blocks of SIP 0's size).
     fn block_start(&self, sip: u32) -> usize {
         sip as usize * self.per_sip as usize
