@@ -1,6 +1,7 @@
 //! Scale and speed figures of issue 9, printed as a table: the cost of a
 //! ring step, the 1024-rank 16 B and the 64-rank 1 MiB ring all-reduce,
-//! f16 add throughput and host memory per rank.
+//! a full mesh (binomial broadcast, 256 ranks), f16 add throughput and
+//! host memory per rank.
 //!
 //! ```sh
 //! cargo bench -p kernbench-host --bench scale              # all figures
@@ -261,6 +262,29 @@ fn main() {
             r.end_time_ps as f64 / 1e6,
             r.stats.dma_commands,
             r.stats.math_commands,
+            r.partitions,
+            runs.cpu_note()
+        ),
+    );
+
+    // A full mesh: every rank installs a ring to every other (the
+    // credit latencies of 256 x 255 rings between SIPs up to 128 apart),
+    // and sends on log2(256) of them.
+    let (r, runs) = run(
+        times,
+        256,
+        "ccl_broadcast",
+        Some("binomial_broadcast"),
+        &["-b", "8", "-e", "8"],
+    );
+    line(
+        "binomial broadcast 256 ranks x 8 B",
+        format!("{:.2} s", runs.best()),
+        format!(
+            "({:.2} s) simulated {:.3} us, {} DMA commands; {} partition(s); {}",
+            runs.median(),
+            r.end_time_ps as f64 / 1e6,
+            r.stats.dma_commands,
             r.partitions,
             runs.cpu_note()
         ),

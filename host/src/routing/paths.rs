@@ -944,6 +944,12 @@ mod tests {
                     }
                     // The latency first: it makes the tables, no path.
                     let least = ports.latency_back(from, to).unwrap();
+                    let searched = ports
+                        .cache
+                        .lock()
+                        .unwrap()
+                        .contains_key(&(View::Noc, from, to));
+                    assert!(!searched, "{from} -> {to}: a path searched for a latency");
                     let expected = dijkstra.find_path(from, to).unwrap();
                     assert_eq!(
                         least,
