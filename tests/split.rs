@@ -230,3 +230,45 @@ fn a_run_not_told_how_to_split_splits_where_it_pays() {
         assert_same_run(&chosen, &one, &what);
     }
 }
+
+/// The algorithms that talk to every rank, on 128 SIPs of a ring and 64
+/// of an 8 x 8 torus: most of their pairs are SIPs that are not
+/// neighbours, whose rings' credit latencies come from the router's SIP
+/// port tables and whose paths from the search those tables bound
+/// (`routing::sip_ports`). Every element right, as `run` chooses (split
+/// in two on more than one core) and on one executor alike, to the bytes.
+#[test]
+fn full_mesh_algorithms_between_far_sips_are_right_split_or_not() {
+    let machines = [
+        ("a 128-SIP ring", machine(128, "ring_1d", None, (2, 2))),
+        ("an 8 x 8 torus", machine(64, "torus_2d", Some(8), (2, 2))),
+    ];
+    let args = ["-b", "8", "-e", "512", "-f", "8", "-n", "1", "-w", "0"];
+    let loader = Arc::new(
+        kernbench::runtime::Loader::new(kernbench::runtime::LoaderOptions {
+            pool_instances: kernbench::runtime::limits::instances_needed(128),
+            ..kernbench::runtime::LoaderOptions::default()
+        })
+        .unwrap(),
+    );
+    for (shape, t) in machines {
+        for (bench, algorithm) in [
+            ("ccl_broadcast", "binomial_broadcast"),
+            ("ccl_reduce", "binomial_reduce"),
+            ("ccl_allreduce", "rabenseifner_allreduce"),
+            ("ccl_alltoall", "direct_alltoall"),
+        ] {
+            let what = format!("{algorithm} on {shape}");
+            let go = |partitions| {
+                let mut req = request(bench, t.clone(), ccl(), Some(algorithm), &args);
+                req.partitions = partitions;
+                run_bench(&loader, req).unwrap_or_else(|e| panic!("{what}: {e}"))
+            };
+            let (chosen, one) = (go(None), go(Some(1)));
+            assert!(!one.rows.is_empty(), "{what}");
+            let wrong = one.rows.iter().find(|r| r.wrong > 0);
+            assert!(wrong.is_none(), "{what}: {wrong:?}");
+            assert_same_run(&chosen, &one, &what);
+        }
+    }
+}
