@@ -22,12 +22,15 @@
 //! says how noisy the hour was).
 //!
 //! The whole-run figures also give the processor time of their best run:
-//! of every thread of the process (the helpers: kernel recording, moving
-//! bytes, route searches) and of the engine thread alone (setup, the
-//! benches, the simulation, and the recordings it takes over). The first
-//! over the cores here bounds the wall time any division of the same work
-//! could reach; the second is the run's critical path while the engine
-//! thread is the one never idle.
+//! of every thread of the process, and of the thread that called
+//! `run_bench` alone. The first over the cores here bounds the wall time
+//! any division of the same work could reach. On one executor the calling
+//! thread is the engine thread (setup, the benches, the simulation, the
+//! recordings it takes over), the run's critical path while it is never
+//! idle, and the others are helpers (kernel recording, moving bytes,
+//! route searches); in a split run (`N partition(s)`, N > 1) each
+//! partition simulates on a thread of its own, so the calling thread's
+//! share is mostly setup and the others' is the simulation.
 
 mod support;
 
@@ -55,7 +58,8 @@ fn cpu_seconds() -> (f64, f64) {
 }
 
 /// One timed run: wall time, and processor time of the whole process and
-/// of the engine thread (the thread that calls `run_bench`), in seconds.
+/// of the thread that calls `run_bench` (the engine thread on one
+/// executor), in seconds.
 #[derive(Clone, Copy)]
 struct Timed {
     wall: f64,
@@ -93,7 +97,7 @@ impl Runs {
         let t = self.best_run();
         let cores = kernbench::cores::count();
         format!(
-            "processor time {:.2} s ({:.2} s on the engine thread, {:.2} s on helpers): \
+            "processor time {:.2} s ({:.2} s on the calling thread, {:.2} s on others): \
              on {cores} cores no division of it ends before {:.2} s",
             t.cpu,
             t.engine,

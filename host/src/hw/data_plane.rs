@@ -437,6 +437,23 @@ impl DataPlane {
         StoreGuard(lock(self.shard_of(space)))
     }
 
+    /// `len` bytes of `space` from `offset`, every queued op applied.
+    pub fn read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
+        self.store_of(space).read(space, offset, len)
+    }
+
+    /// Write `data` into `space` at `offset`, every queued op applied
+    /// first.
+    pub fn write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), BudgetExceeded> {
+        self.store_of(space).write(space, offset, data)
+    }
+
+    /// Zero `len` bytes of `space` from `offset`, every queued op applied
+    /// first.
+    pub fn zero(&self, space: Space, offset: u64, len: u64) -> Result<(), BudgetExceeded> {
+        self.store_of(space).zero(space, offset, len)
+    }
+
     /// The digest of the whole store (see [`MemoryStore::digest`]), every
     /// queued op applied.
     pub fn digest(&self) -> String {
@@ -649,7 +666,7 @@ mod tests {
     /// A chain of copies and adds over `plane`, then what memory holds.
     fn run(plane: &DataPlane) -> Vec<u8> {
         let f16 = |v: &[f64]| Dtype::F16.from_f64(v);
-        plane.store_of(HBM).write(HBM, 0, &f16(&[1.0; 64])).unwrap();
+        plane.write(HBM, 0, &f16(&[1.0; 64])).unwrap();
         for step in 0..1000u64 {
             let (a, b) = ((step % 7) * 128, ((step + 3) % 7) * 128);
             plane
@@ -680,7 +697,7 @@ mod tests {
                 .unwrap();
         }
         assert!(plane.settle().is_none());
-        plane.store_of(HBM).read(HBM, 0, 8192)
+        plane.read(HBM, 0, 8192)
     }
 
     #[test]
@@ -737,10 +754,7 @@ mod tests {
             "two full batches applied, the rest waits"
         );
         let end = 4096 + 2 * n;
-        let (a, b) = (
-            inline.store_of(HBM).read(HBM, 0, end),
-            batched.store_of(HBM).read(HBM, 0, end),
-        );
+        let (a, b) = (inline.read(HBM, 0, end), batched.read(HBM, 0, end));
         assert!(batched.own_pending().1.lock().is_empty());
         assert_eq!(&a[end as usize - 2..], &a[..2], "the chain's end");
         assert_eq!(a, b);
@@ -755,15 +769,15 @@ mod tests {
         let split = DataPlane::new(MemoryStore::default(), 2, sips());
         let far = Space::Hbm { sip: 1, cube: 0 };
         for plane in [&one, &split] {
-            plane.store_of(HBM).write(HBM, 0, &[1; 4096]).unwrap();
-            plane.store_of(far).write(far, 8192, &[2; 100]).unwrap();
+            plane.write(HBM, 0, &[1; 4096]).unwrap();
+            plane.write(far, 8192, &[2; 100]).unwrap();
         }
         assert_eq!(one.store_of(far).pages(), 2);
         assert_eq!(
             (split.store_of(HBM).pages(), split.store_of(far).pages()),
             (1, 1)
         );
-        assert_eq!(split.store_of(far).read(far, 8192, 2), vec![2, 2]);
+        assert_eq!(split.read(far, 8192, 2), vec![2, 2]);
         assert_eq!(split.digest(), one.digest());
     }
 
@@ -838,6 +852,6 @@ mod tests {
         assert_eq!(fault.who.at, 10);
         assert!(plane.settle().is_none(), "reported once");
         // Nothing after the refusal was applied.
-        assert_eq!(plane.store_of(HBM).read(HBM, 2, 2), vec![0, 0]);
+        assert_eq!(plane.read(HBM, 2, 2), vec![0, 0]);
     }
 }

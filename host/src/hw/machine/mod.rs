@@ -647,7 +647,7 @@ impl Machine {
         // un-share the part of a shared page that the block covers (on a
         // budget refusal the block is freed with `t`).
         if zeroed {
-            self.data.store_of(space).zero(space, offset, len)?;
+            self.data.zero(space, offset, len)?;
             self.log_host_op(
                 "alloc_zero",
                 &t.ready,
@@ -728,7 +728,7 @@ impl Machine {
 
     /// Host-side (zero simulated time) write, e.g. a bench's `copy_`.
     pub fn host_write(&self, space: Space, offset: u64, data: &[u8]) -> Result<(), HwError> {
-        self.data.store_of(space).write(space, offset, data)?;
+        self.data.write(space, offset, data)?;
         if self.oplog.get().is_some() {
             let params = OpParams::HostWrite {
                 dst: (space, offset, data.len() as u64),
@@ -765,7 +765,7 @@ impl Machine {
 
     /// Host-side (zero simulated time) read.
     pub fn host_read(&self, space: Space, offset: u64, len: u64) -> Vec<u8> {
-        self.data.store_of(space).read(space, offset, len)
+        self.data.read(space, offset, len)
     }
 
     /// Wait (in simulated time) until `pe` has fewer than
