@@ -18,8 +18,8 @@
 //! the order they were issued. Intervals that ended before the time of the
 //! newest reservation are dropped (every later head arrives after it).
 //! Intervals that touch are kept as one (only their union is read), so a
-//! saturated link's back-to-back bookings are one interval to step over,
-//! not thousands. A transfer of no bytes holds a link for no time and
+//! saturated link's back-to-back bookings are one interval to step over.
+//! A transfer of no bytes holds a link for no time and
 //! waits for none: it passes when its head arrives (and the tail of its
 //! previous hop has left).
 //! Cost is O(hops × log intervals) per transfer, independent of size.
@@ -212,10 +212,12 @@ fn set_last(last: &mut Last, long: &mut LongStarts, index: u32, start: Ps, end: 
 /// Insert `[start, end)` at `i` of `busy`, where it fits between its
 /// neighbours, as one interval with each of them it touches. A calendar
 /// keeps no two intervals that touch: where a link is saturated its
-/// bookings follow one another without a gap, and the search for a gap
-/// walked each of them (thousands on the inter-SIP links of a 256-SIP
-/// all-to-all); joined, it steps over the busy stretch at once. Only the
-/// union of the intervals is ever read, so the bookings are the same.
+/// bookings follow one another without a gap, and each kept apart made
+/// the calendar longer to search, insert into and drop from (a 4 KiB
+/// rabenseifner all-reduce at 128 SIPs books 22 M hops here, ~24
+/// intervals a calendar once joined; 1.46 -> 1.14 s with the joins).
+/// Only the union of the intervals is ever read, so the bookings of
+/// transfers of bytes are the same.
 fn insert_joined(busy: &mut Intervals, i: usize, (start, end): (Ps, Ps)) {
     let joins_before = i > 0 && busy[i - 1].1 == start;
     let joins_after = busy.get(i).is_some_and(|&(s, _)| s == end);
