@@ -172,6 +172,24 @@ fn line(what: &str, figure: String, note: String) {
     println!("{what:<34} {figure:>16}   {note}");
 }
 
+/// The line of a whole-run figure: best and median wall time, the
+/// simulated end, the commands, the partitions and the processor time.
+fn whole_run(what: &str, r: &RunResult, runs: &Runs) {
+    line(
+        what,
+        format!("{:.2} s", runs.best()),
+        format!(
+            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {} partition(s); {}",
+            runs.median(),
+            r.end_time_ps as f64 / 1e6,
+            r.stats.dma_commands,
+            r.stats.math_commands,
+            r.partitions,
+            runs.cpu_note()
+        ),
+    );
+}
+
 fn main() {
     kernbench::heap::keep_freed_memory();
     let quick = std::env::args().any(|a| a == "quick");
@@ -257,19 +275,7 @@ fn main() {
     }
 
     let (r, runs) = ring(times, 64, "1M");
-    line(
-        "all-reduce 64 ranks x 1 MiB",
-        format!("{:.2} s", runs.best()),
-        format!(
-            "({:.2} s) simulated {:.3} us, {} DMA + {} MATH commands; {} partition(s); {}",
-            runs.median(),
-            r.end_time_ps as f64 / 1e6,
-            r.stats.dma_commands,
-            r.stats.math_commands,
-            r.partitions,
-            runs.cpu_note()
-        ),
-    );
+    whole_run("all-reduce 64 ranks x 1 MiB", &r, &runs);
 
     // A full mesh: every rank installs a ring to every other (the
     // credit latencies of 256 x 255 rings between SIPs up to 128 apart),
@@ -281,18 +287,7 @@ fn main() {
         Some("binomial_broadcast"),
         &["-b", "8", "-e", "8"],
     );
-    line(
-        "binomial broadcast 256 ranks x 8 B",
-        format!("{:.2} s", runs.best()),
-        format!(
-            "({:.2} s) simulated {:.3} us, {} DMA commands; {} partition(s); {}",
-            runs.median(),
-            r.end_time_ps as f64 / 1e6,
-            r.stats.dma_commands,
-            r.partitions,
-            runs.cpu_note()
-        ),
-    );
+    whole_run("binomial broadcast 256 ranks x 8 B", &r, &runs);
 
     let n = 1 << 19; // 1 MiB of f16
     let a = Dtype::F16.from_f64(&(0..n).map(|i| (i % 1000) as f64).collect::<Vec<_>>());

@@ -8,6 +8,9 @@
 //! - [`AddressResolver`] maps a physical address to its memory space and
 //!   node, and finds a cube's M_CPU, a SIP's IO_CPU and PCIe endpoints.
 //! - [`metrics`] computes the PE-to-PE diameter for `topology show`.
+//! - Inside: `adjacency` (each view's out-links), `sip_bound` (the SIP
+//!   facts of the A* bound) and `sip_ports` (exact least latencies between
+//!   SIPs that are not neighbours, and the bound of their searches).
 //!
 //! **Path choice** (documented contract, tested): the shortest path by
 //! total link latency, then by hop count. Among paths equal in both, at
@@ -20,9 +23,11 @@
 //! the destination PE is reached from its cube's west side, so the path
 //! goes south first, then east (pinned by a test).
 
+mod adjacency;
 pub mod metrics;
 mod paths;
 mod resolver;
+mod sip_bound;
 mod sip_ports;
 
 pub use paths::{Distance, Path, PathRouter, Warming};

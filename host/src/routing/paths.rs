@@ -2,7 +2,9 @@
 //! deterministic tie-break documented in [`super`]; results are cached
 //! per (view, source, destination).
 
+use super::adjacency::{Adjacency, Edge};
 use super::resolver::AddressResolver;
+use super::sip_bound::SipBound;
 use super::sip_ports::{SipPorts, Toward};
 use super::RouteError;
 use crate::topology::{LinkId, LinkKind, NodeId, PeCoord, Topology, View};
@@ -26,79 +28,6 @@ pub struct Distance {
     pub bottleneck: Option<Rate>,
 }
 
-/// One out-link of a node, with what a shortest-path search reads of it
-/// (so the search reads no [`crate::topology::Link`]: at thousands of
-/// ranks the link table is megabytes and every read a cache miss).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Edge {
-    /// The node it leads to.
-    pub to: u32,
-    pub id: LinkId,
-    pub latency: Ps,
-}
-
-/// Compressed adjacency of one view: for node `i`, its out-links are
-/// `links[start[i]..start[i+1]]`, in link-id order.
-pub(crate) struct Adjacency {
-    start: Vec<u32>,
-    links: Vec<Edge>,
-}
-
-impl Adjacency {
-    /// The bytes of the adjacency of a view of `n` nodes and at most
-    /// `links` links.
-    fn bytes_at_most(n: u64, links: u64) -> u64 {
-        (n + 1) * std::mem::size_of::<u32>() as u64 + links * std::mem::size_of::<Edge>() as u64
-    }
-
-    /// Built in place in two passes over the links (count each node's
-    /// out-links, then fill): no vector per node (1.7 M of them at 4096
-    /// SIPs, grown one push at a time). The links are read in id order
-    /// from the topology's table (the graph's edge `i` is link `i`), so
-    /// each node's out-links come out in id order with no sort, and no
-    /// lookup goes through the graph: 43.3 M -> 35.5 M instructions at 256
-    /// SIPs (callgrind). At 1024 SIPs the build is ~8 % of the engine
-    /// thread's samples before the first step (`perf`), about half of
-    /// them first touches of its tables' memory (~4.6 K page faults).
-    fn build(t: &Topology, view: View) -> Self {
-        let n = t.node_count();
-        debug_assert_eq!(t.graph.edge_count(), t.links.len());
-        let in_view = || {
-            (0..)
-                .zip(&t.links)
-                .filter(|(_, link)| view.allows(link.kind))
-        };
-        let mut start = vec![0u32; n + 1];
-        for (_, link) in in_view() {
-            start[link.from.index() + 1] += 1;
-        }
-        for i in 0..n {
-            start[i + 1] += start[i];
-        }
-        let mut next = start.clone();
-        let blank = Edge {
-            to: 0,
-            id: 0,
-            latency: 0,
-        };
-        let mut links = vec![blank; start[n] as usize];
-        for (id, link) in in_view() {
-            let a = link.from.index();
-            links[next[a] as usize] = Edge {
-                to: link.to.index() as u32,
-                id,
-                latency: link.latency,
-            };
-            next[a] += 1;
-        }
-        Adjacency { start, links }
-    }
-
-    pub(crate) fn out(&self, i: usize) -> &[Edge] {
-        &self.links[self.start[i] as usize..self.start[i + 1] as usize]
-    }
-}
-
 #[derive(Default)]
 struct Scratch {
     dist: Vec<(Ps, u32)>,
@@ -113,85 +42,6 @@ struct Scratch {
 /// one comparison per heap step instead of three.
 fn key(lat: Ps, hops: u32, node: u32) -> u128 {
     ((lat as u128) << 64) | ((hops as u128) << 32) | node as u128
-}
-
-/// A lower bound on the latency left to a node's destination, for the A*
-/// search: every node is in a SIP, and a path that starts outside the
-/// destination's SIP leaves its SIP by a link of at least `leave_sip`
-/// latency. The bound is consistent (it never drops by more than a link's
-/// latency along a link), so the search pops every node in the order of
-/// its (latency + bound, hops) and finds what Dijkstra finds (see
-/// [`PathRouter::shortest`]) while it explores only the part of the
-/// source's SIP from which the way out is short enough.
-struct SipBound {
-    /// The SIP of each node (by node index).
-    sip_of: Vec<u32>,
-    /// The least latency of a link between two SIPs (0: there is none).
-    leave_sip: Ps,
-    /// Whether the bound of a node other than the destination is also at
-    /// least the least latency of a link into the destination (every
-    /// path to it ends with one). A PE's load from its own cube's HBM
-    /// ends with the 100 ns HBM link: without this the search settled
-    /// every node of the SIP within 100 ns (UCIe hops to other cubes
-    /// included) before the HBM stack; with it, only those within the
-    /// path's few NoC nanoseconds. The maximum of two consistent bounds
-    /// is consistent. (Off in a test, to compare with the SIP bound
-    /// alone.)
-    arrival_floor: bool,
-    /// The SIPs each SIP has a link to, ascending.
-    neighbours: Vec<Vec<u32>>,
-    /// Whether a search between SIPs that are not neighbours is bounded
-    /// by [`SipPorts`] instead (off in a test, to compare with plain
-    /// Dijkstra).
-    by_ports: bool,
-}
-
-impl SipBound {
-    fn new(t: &Topology) -> Self {
-        let sip_of: Vec<u32> = t.graph.node_weights().map(|n| n.sip()).collect();
-        let mut neighbours = vec![Vec::new(); t.spec.n_sips() as usize];
-        let mut leave_sip = Ps::MAX;
-        for l in &t.links {
-            let (a, b) = (sip_of[l.from.index()], sip_of[l.to.index()]);
-            if a != b {
-                leave_sip = leave_sip.min(l.latency);
-                neighbours[a as usize].push(b);
-            }
-        }
-        for n in &mut neighbours {
-            n.sort_unstable();
-            n.dedup();
-        }
-        SipBound {
-            sip_of,
-            leave_sip: if leave_sip == Ps::MAX { 0 } else { leave_sip },
-            arrival_floor: true,
-            neighbours,
-            by_ports: true,
-        }
-    }
-
-    /// Whether a search from SIP `a` to SIP `b` is bounded by
-    /// [`SipPorts`]: they are neither the same SIP nor neighbours. (Where
-    /// they are, the SIP bound keeps the search to about the two SIPs, and
-    /// the ring collectives make no port tables.)
-    fn by_ports(&self, a: u32, b: u32) -> bool {
-        self.by_ports && a != b && self.neighbours[a as usize].binary_search(&b).is_err()
-    }
-
-    /// The bytes of the bound of a graph of `n` nodes.
-    fn bytes(n: u64) -> u64 {
-        n * std::mem::size_of::<u32>() as u64
-    }
-
-    /// The bound from node `u` to a destination in SIP `to_sip`.
-    fn from(&self, u: usize, to_sip: u32) -> Ps {
-        if self.sip_of[u] == to_sip {
-            0
-        } else {
-            self.leave_sip
-        }
-    }
 }
 
 impl Scratch {
@@ -750,8 +600,7 @@ mod tests {
             let adjacency = warming.adjacency(View::Noc);
             let scratch = warming.scratch.lock().unwrap();
             assert_eq!(scratch.dist.len(), warming.topology().node_count());
-            std::mem::size_of_val(&adjacency.start[..])
-                + std::mem::size_of_val(&adjacency.links[..])
+            adjacency.bytes() as usize
                 + warming.rank().len()
                 + std::mem::size_of_val(&warming.bound.get().unwrap().sip_of[..])
                 + std::mem::size_of_val(&scratch.dist[..])
@@ -965,30 +814,6 @@ mod tests {
                 }
             }
             assert!(compared > 200, "{edits:?}: {compared} far pairs compared");
-        }
-    }
-
-    /// Each node's out-links, read from the link table, are the graph's
-    /// edges out of it in the view, in id order.
-    #[test]
-    fn the_adjacency_is_the_graphs_out_edges_in_id_order() {
-        use petgraph::visit::EdgeRef;
-        let r = router_for(&[("count: 4", "count: 3")]);
-        let t = r.topology();
-        for view in View::ALL {
-            let adj = r.adjacency(view);
-            for node in t.graph.node_indices() {
-                let mut want: Vec<(LinkId, u32)> = t
-                    .graph
-                    .edges(node)
-                    .filter(|e| view.allows(t.links[*e.weight() as usize].kind))
-                    .map(|e| (*e.weight(), e.target().index() as u32))
-                    .collect();
-                want.sort();
-                let got: Vec<(LinkId, u32)> =
-                    adj.out(node.index()).iter().map(|e| (e.id, e.to)).collect();
-                assert_eq!(got, want, "{} in {view:?}", t.node(node));
-            }
         }
     }
 

@@ -41,7 +41,7 @@
 //! a machine without it gets no `SipPorts`, and its searches use the SIP
 //! bound alone (the same paths, found more slowly).
 
-use super::paths::Adjacency;
+use super::adjacency::Adjacency;
 use crate::topology::{NodeId, Side, Topology};
 use crate::units::Ps;
 use rustc_hash::FxHashMap;

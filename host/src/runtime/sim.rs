@@ -216,16 +216,18 @@ pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, Sim
             Ok(result)
         }
         Err(SimError::SplitGivenUp(why)) => {
-            match &memo {
-                // A split the run chose: said once, and not tried again
-                // for this run (see `split_memo`).
-                Some(memo) => {
-                    eprintln!("note: the split run was given up ({why}); running on one partition (the next run like this one will not split; --partitions 1 never does)");
-                    memo.remember(&req, &why);
-                }
-                None => {
-                    eprintln!("note: the split run was given up ({why}); running on one partition")
-                }
+            // A split the run chose: said once, and not tried again for
+            // this run (see `split_memo`).
+            let remembered = if memo.is_some() {
+                " (the next run like this one will not split; --partitions 1 never does)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "note: the split run was given up ({why}); running on one partition{remembered}"
+            );
+            if let Some(memo) = &memo {
+                memo.remember(&req, &why);
             }
             run_on(loader, req, 1, now)
         }
