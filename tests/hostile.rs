@@ -512,6 +512,43 @@ fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
     );
 }
 
+/// A full mesh too big for the budget is refused before its tables are
+/// made, naming its rings and the flag: binomial broadcast on 512 SIPs
+/// installs 261 632 rings (~248 MiB of host structures), over a 300 MiB
+/// budget that the run's other memory (~210 MiB) fits.
+#[test]
+fn a_full_mesh_over_the_memory_budget_is_refused_before_it_is_made() {
+    let budget: u64 = 300 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let topology = topology_file(dir.path(), 512);
+    let (code, err, rss) = run_measuring_rss(
+        kb().args([
+            "run",
+            "ccl_broadcast",
+            "--algorithm",
+            "binomial_broadcast",
+            "--memory-budget",
+            "300M",
+        ])
+        .arg("--topology")
+        .arg(&topology)
+        .args(["--", "-b", "8", "-e", "8", "-n", "1", "-w", "0"]),
+    );
+    assert_eq!(code, 1, "{}", tail(&err));
+    assert_contains_all(
+        &err,
+        &[
+            "ccl.yaml algorithm 'binomial_broadcast'",
+            "host memory budget of 300.0 MiB exhausted",
+            "IPCQ rings (261632 new rings of 2 slots, 992 B of host memory each) asked for 247.5 MiB",
+            "--memory-budget",
+        ],
+    );
+    assert!(!err.contains("panicked"), "{}", tail(&err));
+    eprintln!("peak RSS of the run: {} MiB (budget 300 MiB)", rss >> 20);
+    assert!(rss < budget, "peak RSS {} MiB over the budget", rss >> 20);
+}
+
 // ---- misleading reports ---------------------------------------------------
 
 #[test]

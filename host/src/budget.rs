@@ -26,16 +26,21 @@ pub enum MemoryUse {
     KernelCommands,
     /// The op log (`--oplog`, `--verify-data`).
     OpLog,
+    /// Installed IPCQ rings: the host's structures of each ring and its
+    /// neighbour-table entry (`crate::hw::ipcq`), not their slots, whose
+    /// written pages are simulated memory.
+    IpcqRings,
 }
 
 impl MemoryUse {
-    const ALL: [MemoryUse; 6] = [
+    const ALL: [MemoryUse; 7] = [
         MemoryUse::Host,
         MemoryUse::SimulatedMemory,
         MemoryUse::GuestMemory,
         MemoryUse::GuestOutput,
         MemoryUse::KernelCommands,
         MemoryUse::OpLog,
+        MemoryUse::IpcqRings,
     ];
 
     fn index(self) -> usize {
@@ -50,6 +55,7 @@ impl MemoryUse {
             MemoryUse::GuestOutput => "captured guest output",
             MemoryUse::KernelCommands => "recorded kernel commands",
             MemoryUse::OpLog => "the op log",
+            MemoryUse::IpcqRings => "IPCQ rings",
         }
     }
 }
@@ -120,15 +126,30 @@ impl MemoryBudget {
     }
 
     /// Take `bytes` for `what`, or refuse (nothing taken) with a report.
-    /// `who` names the asker in the error (a PE, a rank, a tensor).
-    /// Charge `bytes` of `what`; `who` (asked for, and formatted, only
-    /// when the budget refuses) names the asker.
+    /// `who` (formatted only when the budget refuses) names the asker in
+    /// the error (a PE, a rank, a tensor).
     pub fn charge(
         &self,
         what: MemoryUse,
         bytes: u64,
         who: impl std::fmt::Display,
     ) -> Result<(), BudgetExceeded> {
+        let in_use = self.afford(what, bytes, who)?;
+        self.used[what.index()].fetch_add(bytes, Ordering::Relaxed);
+        self.peak.fetch_max(in_use + bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether `bytes` more of `what` would fit now, taking nothing: the
+    /// error [`MemoryBudget::charge`] would give, or the bytes in use.
+    /// For a grower that can tell what it will need before it makes the
+    /// working data that tells it exactly.
+    pub fn afford(
+        &self,
+        what: MemoryUse,
+        bytes: u64,
+        who: impl std::fmt::Display,
+    ) -> Result<u64, BudgetExceeded> {
         let in_use = self.in_use();
         if in_use
             .checked_add(bytes)
@@ -151,9 +172,7 @@ impl MemoryBudget {
                     .join(", "),
             });
         }
-        self.used[what.index()].fetch_add(bytes, Ordering::Relaxed);
-        self.peak.fetch_max(in_use + bytes, Ordering::Relaxed);
-        Ok(())
+        Ok(in_use)
     }
 
     /// Give back `bytes` taken for `what`.

@@ -22,7 +22,12 @@
 //! A transfer of no bytes holds a link for no time and
 //! waits for none: it passes when its head arrives (and the tail of its
 //! previous hop has left).
-//! Cost is O(hops × log intervals) per transfer, independent of size.
+//! Cost per transfer is independent of its size: per hop, O(1) when the
+//! link is free from the head's arrival on (the common case), else a
+//! binary search for the first interval in the way, a walk over those in
+//! the way and an insert that shifts the later ones — linear in the
+//! link's live intervals at worst (~24 a calendar, ~1 step of walk, in
+//! a 4 KiB rabenseifner at 128 SIPs, where most hops book this way).
 
 use crate::topology::{LinkId, Topology};
 use crate::units::{self, Ps, Rate, TimeOverflow};

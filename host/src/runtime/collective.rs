@@ -50,6 +50,14 @@ impl Session {
         let world_size = self.ccl.world_size(entry, spec.n_sips());
         let ranks = RankMap::new(world_size, keys.mapper, spec).map_err(|e| in_entry(&e))?;
         let participants = ranks.all();
+        // A full mesh's rings are refused by the budget before its tables
+        // are made (GBs themselves at thousands of ranks).
+        self.machine
+            .afford_ipcq(
+                crate::ccl::tables::rings_at_most(keys.topology, participants.len()),
+                keys.n_slots,
+            )
+            .map_err(|e| in_entry(&e))?;
         let mut tables = crate::ccl::tables::for_machine(keys.topology, &participants, spec)
             .map_err(|e| in_entry(&e))?;
         if hooks.has_neighbors() {

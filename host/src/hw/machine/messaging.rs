@@ -100,6 +100,15 @@ impl Machine {
                 }
             }
         }
+        // The host structures of the new rings, charged before any is
+        // built: a full mesh's p(p - 1) rings are ~1 KiB each, so a run
+        // that cannot hold them stops here, saying so, instead of
+        // exhausting the machine.
+        let (charge, who) = rings_charge(new.len() as u64, s.n_slots);
+        self.budget
+            .charge(crate::budget::MemoryUse::IpcqRings, charge, who)?;
+        self.ipcq_charged
+            .fetch_add(charge, std::sync::atomic::Ordering::Relaxed);
         // Each new direction's credit latency is a path search (below):
         // all of them first, on two threads where there are many.
         let pairs: Vec<(NodeId, NodeId)> = new
@@ -216,6 +225,21 @@ impl Machine {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(new.len())
+    }
+
+    /// Whether the run's budget could hold tables of up to `rings` IPCQ
+    /// rings of `n_slots` slots now, besides those installed (nothing
+    /// taken; [`Machine::extend_ipcq`] charges the new ones). Asked before
+    /// a full mesh's neighbour tables are made: at 4096 ranks they and the
+    /// install's checks alone are ~3.5 GB of the ~16 GiB its rings would
+    /// need. The installed rings are taken off, as if the tables shared
+    /// them: a second full-mesh algorithm of the same group adds none.
+    pub fn afford_ipcq(&self, rings: u64, n_slots: u32) -> Result<(), HwError> {
+        let installed = self.ipcq_rings.load(std::sync::atomic::Ordering::Relaxed);
+        let (bytes, who) = rings_charge(rings.saturating_sub(installed), n_slots);
+        self.budget
+            .afford(crate::budget::MemoryUse::IpcqRings, bytes, who)?;
+        Ok(())
     }
 
     /// An empty port whose additions go to `pe`'s: it shares the
@@ -813,6 +837,20 @@ impl Machine {
     }
 }
 
+/// The budget charge of `rings` IPCQ rings of `n_slots` slots, and the
+/// words that name it in a refusal.
+fn rings_charge(rings: u64, n_slots: u32) -> (u64, impl std::fmt::Display) {
+    let each = crate::hw::ipcq::ring_host_bytes(n_slots);
+    let who = std::fmt::from_fn(move |f| {
+        write!(
+            f,
+            "{rings} new rings of {n_slots} slots, {} of host memory each",
+            crate::budget::human_bytes(each)
+        )
+    });
+    (rings.saturating_mul(each), who)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,5 +915,61 @@ mod tests {
         let other = machine.direction(pe, "nowhere");
         assert_eq!(&*other, "nowhere");
         assert!(rx.iter().all(|n| !Arc::ptr_eq(n, &other)));
+    }
+
+    /// A full mesh's rings are charged to the run's budget before any is
+    /// built: refused whole (nothing installed, nothing charged) when the
+    /// budget cannot hold them, charged exactly and given back with the
+    /// machine when it can.
+    #[test]
+    fn a_full_mesh_too_big_for_the_budget_is_refused_before_it_is_installed() {
+        use crate::budget::{MemoryBudget, MemoryUse};
+        let mut spec = TopologySpec::default_embedded();
+        spec.system.sips.count = 16;
+        let topo = Arc::new(crate::topology::build(&spec).unwrap());
+        let pes: Vec<PeCoord> = (0..16)
+            .map(|sip| PeCoord {
+                sip,
+                cube: 0,
+                pe: 0,
+            })
+            .collect();
+        let tables =
+            crate::ccl::tables::builtin(NeighbourTopology::FullMesh, &pes, (16, 1)).unwrap();
+        let settings = IpcqSettings::new(BufferKind::Hbm, 4, 1 << 10);
+        let rings = 16 * 15;
+        let needed = rings * crate::hw::ipcq::ring_host_bytes(4);
+        assert_eq!(needed, rings * 1024);
+
+        let budget = Arc::new(MemoryBudget::new(needed - 1));
+        let small = Machine::with_options(topo.clone(), false, budget.clone());
+        // Refused by the question asked before the tables are made, too.
+        let full_mesh = crate::ccl::tables::rings_at_most(NeighbourTopology::FullMesh, 16);
+        let asked = small.afford_ipcq(full_mesh, 4).unwrap_err().to_string();
+        assert!(asked.contains("240 new rings"), "{asked}");
+        let err = small
+            .install_ipcq(&tables, settings)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("IPCQ rings (240 new rings of 4 slots, 1.0 KiB of host memory each) asked for 240.0 KiB"),
+            "{err}"
+        );
+        assert_eq!(budget.used_by(MemoryUse::IpcqRings), 0);
+        assert!(small.pe(pes[0]).ipcq.lock().is_none(), "nothing installed");
+
+        let budget = Arc::new(MemoryBudget::new(needed));
+        let machine = Machine::with_options(topo, false, budget.clone());
+        machine.afford_ipcq(full_mesh, 4).unwrap();
+        machine.install_ipcq(&tables, settings).unwrap();
+        assert_eq!(budget.used_by(MemoryUse::IpcqRings), needed);
+        // A second full mesh of the same group would share every ring.
+        machine.afford_ipcq(full_mesh, 4).unwrap();
+        // Installed again (another algorithm's same tables): shared, not
+        // charged twice.
+        assert_eq!(machine.extend_ipcq(&tables, settings).unwrap(), 0);
+        assert_eq!(budget.used_by(MemoryUse::IpcqRings), needed);
+        drop(machine);
+        assert_eq!(budget.used_by(MemoryUse::IpcqRings), 0);
     }
 }

@@ -232,6 +232,9 @@ pub struct Machine {
     /// IPCQ rings installed so far: the next ring's number
     /// ([`crate::hw::ipcq::RxQueue::ring`]).
     ipcq_rings: std::sync::atomic::AtomicU64,
+    /// Host bytes the installed rings are charged to the budget for
+    /// ([`crate::budget::MemoryUse::IpcqRings`]), given back on drop.
+    ipcq_charged: std::sync::atomic::AtomicU64,
     /// The first error an engine hit while executing a command (time or
     /// memory budget overflow) and its time; the run stops with it.
     fault: Mutex<Option<(Ps, String)>>,
@@ -262,6 +265,15 @@ pub(crate) fn test_machine() -> (Arc<Machine>, PeCoord) {
 
 /// A sink for the lines of the CCL trace.
 pub type CclLog = Arc<dyn Fn(String) + Send + Sync>;
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        self.budget.release(
+            crate::budget::MemoryUse::IpcqRings,
+            *self.ipcq_charged.get_mut(),
+        );
+    }
+}
 
 impl From<RouteError> for HwError {
     fn from(e: RouteError) -> Self {
@@ -415,6 +427,7 @@ impl Machine {
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
             ipcq_rings: Default::default(),
+            ipcq_charged: Default::default(),
             fault: Mutex::new(None),
             diverged: Mutex::new(None),
             trace: trace.then(|| TraceRecorder::new(budget.clone())),
