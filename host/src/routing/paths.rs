@@ -95,8 +95,13 @@ pub struct PathRouter {
     /// Tie-break rank of each link: 0 for north–south links, 1 otherwise
     /// (made with the first search, or by [`PathRouter::warm`]).
     rank: OnceLock<Vec<u8>>,
-    /// Dijkstra buffers reused between queries (reset by touched list).
-    scratch: Mutex<Scratch>,
+    /// Dijkstra buffers reused between queries (reset by touched list):
+    /// two, so that two threads search at once — the partitions of a
+    /// split machine, whose first transfers between far SIPs each search
+    /// (a full mesh's all-to-all at 256 SIPs is most of its run), and the
+    /// install's batch ([`PathRouter::find_paths`]). The second is sized
+    /// when first used.
+    scratch: [Mutex<Scratch>; 2],
     cache: Mutex<FxHashMap<(View, NodeId, NodeId), Path>>,
 }
 
@@ -122,7 +127,7 @@ impl PathRouter {
             bound: OnceLock::new(),
             ports: OnceLock::new(),
             rank: OnceLock::new(),
-            scratch: Mutex::default(),
+            scratch: Default::default(),
             cache: Mutex::new(FxHashMap::default()),
         }
     }
@@ -159,7 +164,7 @@ impl PathRouter {
     fn make_search_tables(&self) {
         self.rank();
         self.bound();
-        self.scratch
+        self.scratch[0]
             .lock()
             .unwrap()
             .size_for(self.topo.node_count());
@@ -169,8 +174,8 @@ impl PathRouter {
     /// most: the adjacency is counted with every link of the machine).
     pub fn table_bytes(&self) -> u64 {
         let (n, links) = (self.topo.node_count() as u64, self.topo.links.len() as u64);
-        // The ranks: a byte a link.
-        Adjacency::bytes_at_most(n, links) + links + SipBound::bytes(n) + Scratch::bytes_for(n)
+        // The ranks: a byte a link; both search tables.
+        Adjacency::bytes_at_most(n, links) + links + SipBound::bytes(n) + 2 * Scratch::bytes_for(n)
     }
 
     /// [`PathRouter::warm`] on a helper thread, while the caller goes on
@@ -213,19 +218,27 @@ impl PathRouter {
 
     /// Path in a given view.
     pub fn find_path_in(&self, view: View, from: NodeId, to: NodeId) -> Result<Path, RouteError> {
-        self.find_path_with(view, from, to, &self.scratch)
+        self.find_path_with(view, from, to, self.free_scratch())
+    }
+
+    /// A search table no other thread holds now, if there is one (else
+    /// the first, to wait for). Another thread may take it before the
+    /// caller locks it: the caller then waits, as it would have.
+    fn free_scratch(&self) -> &Mutex<Scratch> {
+        self.scratch
+            .iter()
+            .find(|s| s.try_lock().is_ok())
+            .unwrap_or(&self.scratch[0])
     }
 
     /// Find (and cache) the device paths between the pairs `pairs`, half
-    /// of them on a helper thread with its own search tables when there
+    /// of them on a helper thread with the second search table when there
     /// are many and the process has a second core: what a caller about
     /// to ask for each of them in turn (the IPCQ install, a search per
     /// direction of every PE: 1024 at 1024 ranks, ~25 ms of the engine
     /// thread's setup) does first. The same paths as one search after
     /// another (each search is deterministic and independent of the one
-    /// before). The helper's tables (~9 MB at 1024 SIPs) are freed when
-    /// it ends; they are not charged to the host budget, being at most
-    /// the engine thread's own, already charged. A pair that has no path
+    /// before). A pair that has no path
     /// is left for the caller's own search to report. A pair whose SIPs
     /// are not neighbours is left too: its least latency comes from the
     /// port tables without a search ([`PathRouter::latency_back`]), and
@@ -263,12 +276,12 @@ impl PathRouter {
             if !theirs.is_empty() {
                 let spawned = std::thread::Builder::new()
                     .name("route-search".into())
-                    .spawn_scoped(scope, || search(theirs, &Mutex::default()));
+                    .spawn_scoped(scope, || search(theirs, &self.scratch[1]));
                 if spawned.is_err() {
-                    search(theirs, &self.scratch);
+                    search(theirs, &self.scratch[0]);
                 }
             }
-            search(mine, &self.scratch);
+            search(mine, &self.scratch[0]);
         });
     }
 
@@ -598,13 +611,21 @@ mod tests {
         assert!(warming.views[noc].get().is_some() && warming.rank.get().is_some());
         let made = {
             let adjacency = warming.adjacency(View::Noc);
-            let scratch = warming.scratch.lock().unwrap();
-            assert_eq!(scratch.dist.len(), warming.topology().node_count());
+            let n = warming.topology().node_count();
+            let scratch = warming.scratch[0].lock().unwrap();
+            assert_eq!(scratch.dist.len(), n);
+            // The second, as a second thread's search sizes it.
+            let mut spare = warming.scratch[1].lock().unwrap();
+            spare.size_for(n);
             adjacency.bytes() as usize
                 + warming.rank().len()
                 + std::mem::size_of_val(&warming.bound.get().unwrap().sip_of[..])
-                + std::mem::size_of_val(&scratch.dist[..])
-                + std::mem::size_of_val(&scratch.pred[..])
+                + [&*scratch, &*spare]
+                    .iter()
+                    .map(|s| {
+                        std::mem::size_of_val(&s.dist[..]) + std::mem::size_of_val(&s.pred[..])
+                    })
+                    .sum::<usize>()
         } as u64;
         let charged = warming.table_bytes();
         assert!(
