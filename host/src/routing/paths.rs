@@ -5,7 +5,7 @@
 use super::adjacency::{Adjacency, Edge};
 use super::resolver::AddressResolver;
 use super::sip_bound::SipBound;
-use super::sip_ports::{SipPorts, Toward};
+use super::sip_ports::{walk_back, SipPorts, Toward};
 use super::RouteError;
 use crate::topology::{LinkId, LinkKind, NodeId, PeCoord, Topology, View};
 use crate::units::{Ps, Rate};
@@ -238,12 +238,11 @@ impl PathRouter {
     /// direction of every PE: 1024 at 1024 ranks, ~25 ms of the engine
     /// thread's setup) does first. The same paths as one search after
     /// another (each search is deterministic and independent of the one
-    /// before). A pair that has no path
-    /// is left for the caller's own search to report. A pair whose SIPs
-    /// are not neighbours is left too: its least latency comes from the
-    /// port tables without a search ([`PathRouter::latency_back`]), and
-    /// its path is searched if a transfer takes it (a full mesh's install
-    /// asks for every pair and its algorithm sends on a few).
+    /// before). A pair that has no path is left for the caller's own
+    /// search to report. A pair whose SIPs are not neighbours is left too:
+    /// its least latency comes from the port tables without a search
+    /// ([`PathRouter::latency_back`]), and its path is walked back if a
+    /// transfer takes it (a full mesh's install asks for every pair).
     pub fn find_paths(&self, pairs: &[(NodeId, NodeId)]) {
         let bound = self.bound();
         let near = |&&(from, to): &&(NodeId, NodeId)| {
@@ -428,10 +427,12 @@ impl PathRouter {
             .collect()
     }
 
-    /// Shortest path by (latency, hops) with the documented tie-break: an
-    /// A* search, Dijkstra's with each entry keyed by its latency plus a
-    /// lower bound on the latency left: between SIPs that are not
-    /// neighbours the exact least latency from the port tables
+    /// Shortest path by (latency, hops) with the documented tie-break.
+    /// Between SIPs that are not neighbours it is walked back from the
+    /// destination on the port tables ([`walk_back`]). Otherwise, or if
+    /// that fails, an A* search, Dijkstra's with each entry keyed by its
+    /// latency plus a lower bound on the latency left: between SIPs that
+    /// are not neighbours the exact least latency from the port tables
     /// ([`SipPorts`]), otherwise [`SipBound`] (to leave the SIP, and to
     /// arrive at the destination). With a consistent bound the two find
     /// the same path, tie-break included: a node's distance is final
@@ -450,7 +451,12 @@ impl PathRouter {
             return Some(Vec::new());
         }
         if let Some((ports, toward)) = self.toward_far(view, a, b) {
-            return self.search(view, a, b, scratch, |v| ports.latency(&toward, v));
+            let adj = self.adjacency(view);
+            let from_a = ports.toward(adj, a.index());
+            let here = (&*self.topo, view, self.rank());
+            let walked = from_a.and_then(|f| walk_back(ports, &f, here, a.index(), b.index()));
+            return walked
+                .or_else(|| self.search(view, a, b, scratch, |v| ports.latency(&toward, v)));
         }
         let bound = self.bound();
         let to_sip = bound.sip_of[b.index()];
@@ -831,6 +837,12 @@ mod tests {
                         expected,
                         "{from} -> {to}"
                     );
+                    // Walked back, not searched.
+                    let sp = ports.ports.get().unwrap().as_ref().unwrap();
+                    let [ia, ib] = [from, to].map(|n| t.node_index(&n).unwrap().index());
+                    let from_a = sp.toward(ports.adjacency(View::Noc), ia).unwrap();
+                    let walked = walk_back(sp, &from_a, (&t, View::Noc, ports.rank()), ia, ib);
+                    assert_eq!(walked.as_deref(), Some(&expected[..]), "{from} -> {to}");
                     compared += 1;
                 }
             }

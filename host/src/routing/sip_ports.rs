@@ -1,8 +1,8 @@
 //! [`SipPorts`]: the device view of the machine seen through its SIP
 //! ports, for the pairs of nodes whose SIPs are not neighbours. It gives
-//! their exact least latency without a search, and the A* bound that
-//! makes a search between them explore only the nodes on its shortest
-//! paths.
+//! their exact least latency without a search, and their path without a
+//! search ([`walk_back`]; the A* search it bounds exactly is the
+//! fallback).
 //!
 //! **Why.** The SIP bound of [`super::PathRouter`] only says "leaving the
 //! SIP costs an inter-SIP link". From SIP 0 to SIP 64 of a 128-SIP ring
@@ -26,9 +26,19 @@
 //! such a chain is a path, so the minimum is exact.) For `v` in `b`'s own
 //! SIP the minimum also takes `inside(v, b)`.
 //!
-//! The bound is this exact distance, so it is consistent, and the search
-//! finds what Dijkstra finds, tie-break included (the argument in
-//! `PathRouter::shortest`); it pops only nodes on a shortest path.
+//! Distances are kept as Dijkstra orders them, (latency, hops): the
+//! decomposition holds for those sums as for latencies alone.
+//!
+//! **The path.** Dijkstra's path ends with the link into `b` that it keeps
+//! of those from a node `u` with `d(a, u) + (latency, 1) = d(a, b)` — the
+//! least by the router's tie-break — and so on back to `a`. The tables
+//! toward `a` give every `d(a, u)` (the graph reads the same backwards),
+//! so [`walk_back`] follows those links from `b` without a search: on a
+//! torus, whose far pairs have many shortest paths, the search had to pop
+//! the nodes of all of them to keep the tie-break (~275 µs a path at 256
+//! SIPs). The exact latency is also the A* bound of the search that
+//! remains the fallback: consistent, so the search finds what Dijkstra
+//! finds, tie-break included (the argument in `PathRouter::shortest`).
 //!
 //! **Inside latencies are SIP 0's.** Every SIP is built by the same code
 //! from the same spec: SIP `s`'s nodes are one block of graph indices in
@@ -42,8 +52,10 @@
 //! bound alone (the same paths, found more slowly).
 
 use super::adjacency::Adjacency;
-use crate::topology::{NodeId, Side, Topology};
+use crate::topology::{LinkId, NodeId, Side, Topology, View};
 use crate::units::Ps;
+use petgraph::graph::NodeIndex;
+use petgraph::visit::EdgeRef;
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -52,9 +64,25 @@ use std::sync::{Arc, Mutex};
 /// No port (of a side a SIP does not have).
 const NONE: u32 = u32::MAX;
 
+/// A distance in Dijkstra's order: latency, then hops (the router's
+/// searches keep, of two paths of equal latency, the one of fewer hops).
+pub(crate) type Dist = (Ps, u32);
+
+/// No path.
+pub(crate) const NO_PATH: Dist = (Ps::MAX, u32::MAX);
+
+/// `a` then `b` (saturating; no path stays no path).
+pub(crate) fn plus(a: Dist, b: Dist) -> Dist {
+    if a.0 == Ps::MAX || b.0 == Ps::MAX {
+        NO_PATH
+    } else {
+        (a.0.saturating_add(b.0), a.1.saturating_add(b.1))
+    }
+}
+
 /// The destination tables kept at most (bytes): a search toward one of
-/// them again makes it again. At 4096 SIPs on a torus a table is 128 KiB
-/// (16 K ports), so ~500 destinations.
+/// them again makes it again. At 4096 SIPs on a torus a table is 256 KiB
+/// (16 K ports of 16 bytes), so ~250 destinations.
 const TOWARD_CACHE_BYTES: usize = 64 << 20;
 
 /// What every SIP's port of one side has in common.
@@ -64,20 +92,20 @@ struct SideFacts {
     attach: u32,
     /// The port's link to it.
     attach_latency: Ps,
-    /// The least latency from the port to each node of its SIP's block,
-    /// inside the SIP (`Ps::MAX`: none).
-    from_port: Box<[Ps]>,
+    /// The least distance from the port to each node of its SIP's block,
+    /// inside the SIP ([`NO_PATH`]: none).
+    from_port: Box<[Dist]>,
 }
 
 /// The least latencies to one destination node (see the module doc).
 pub(crate) struct Toward {
     /// The destination's SIP.
     sip: u32,
-    /// The least latency from each node of that SIP's block to the
+    /// The least distance from each node of that SIP's block to the
     /// destination, inside the SIP (by index in the block).
-    inside: Arc<[Ps]>,
-    /// The least latency from each port to the destination.
-    from_port: Box<[Ps]>,
+    inside: Arc<[Dist]>,
+    /// The least distance from each port to the destination.
+    from_port: Box<[Dist]>,
 }
 
 /// The machine through its SIP ports (see the module doc). Made once per
@@ -96,8 +124,8 @@ pub(crate) struct SipPorts {
     sides: [Option<SideFacts>; 4],
     /// Each port's inter-SIP links: (the port at the far end, latency).
     cross: Vec<Vec<(u32, Ps)>>,
-    /// Inside latencies to a node, by its index in a block.
-    inside: Mutex<FxHashMap<u32, Arc<[Ps]>>>,
+    /// Inside distances to a node, by its index in a block.
+    inside: Mutex<FxHashMap<u32, Arc<[Dist]>>>,
     toward: Mutex<TowardCache>,
 }
 
@@ -195,7 +223,7 @@ impl SipPorts {
             a.map(|(at, latency)| SideFacts {
                 attach: at,
                 attach_latency: latency,
-                from_port: inside_sip_zero(adj, per_sip, at, latency),
+                from_port: inside_sip_zero(adj, per_sip, at, (latency, 1)),
             })
         });
         Some(SipPorts {
@@ -226,7 +254,7 @@ impl SipPorts {
             .lock()
             .unwrap()
             .entry(local)
-            .or_insert_with(|| inside_sip_zero(adj, self.per_sip, local, 0).into())
+            .or_insert_with(|| inside_sip_zero(adj, self.per_sip, local, (0, 0)).into())
             .clone();
         let from_port = self.port_search(sip, &inside);
         let table = Arc::new(Toward {
@@ -235,13 +263,13 @@ impl SipPorts {
             from_port,
         });
         let mut cache = self.toward.lock().unwrap();
-        let bytes = table.from_port.len() * std::mem::size_of::<Ps>();
+        let bytes = table.from_port.len() * std::mem::size_of::<Dist>();
         while cache.bytes + bytes > TOWARD_CACHE_BYTES {
             let Some(old) = cache.order.pop_front() else {
                 break;
             };
             if let Some(dropped) = cache.tables.remove(&old) {
-                cache.bytes -= dropped.from_port.len() * std::mem::size_of::<Ps>();
+                cache.bytes -= dropped.from_port.len() * std::mem::size_of::<Dist>();
             }
         }
         if cache.tables.insert(b as u32, table.clone()).is_none() {
@@ -251,15 +279,15 @@ impl SipPorts {
         Some(table)
     }
 
-    /// The least latency from each port to a destination in SIP `sip`
-    /// whose inside latencies are `inside`: Dijkstra over the ports, from
+    /// The least distance from each port to a destination in SIP `sip`
+    /// whose inside distances are `inside`: Dijkstra over the ports, from
     /// the destination's SIP's ports.
-    fn port_search(&self, sip: u32, inside: &[Ps]) -> Box<[Ps]> {
-        let mut dist = vec![Ps::MAX; self.port_at.len()].into_boxed_slice();
+    fn port_search(&self, sip: u32, inside: &[Dist]) -> Box<[Dist]> {
+        let mut dist = vec![NO_PATH; self.port_at.len()].into_boxed_slice();
         let mut heap = BinaryHeap::new();
         for (k, &p) in self.port_of[sip as usize].iter().enumerate() {
             if let (Some(side), true) = (&self.sides[k], p != NONE) {
-                let d = inside[side.attach as usize].saturating_add(side.attach_latency);
+                let d = plus(inside[side.attach as usize], (side.attach_latency, 1));
                 dist[p as usize] = d;
                 heap.push(Reverse((d, p)));
             }
@@ -277,10 +305,11 @@ impl SipPorts {
                 .map(|(&q, other)| {
                     let other = other.as_ref().expect("a port's side");
                     let inside = side.from_port[other.attach as usize];
-                    (q, inside.saturating_add(other.attach_latency))
+                    (q, plus(inside, (other.attach_latency, 1)))
                 });
-            for (q, w) in self.cross[p as usize].iter().copied().chain(across) {
-                let nd = d.saturating_add(w);
+            let cross = self.cross[p as usize].iter().map(|&(q, l)| (q, (l, 1)));
+            for (q, w) in cross.chain(across) {
+                let nd = plus(d, w);
                 if nd < dist[q as usize] {
                     dist[q as usize] = nd;
                     heap.push(Reverse((nd, q)));
@@ -293,6 +322,12 @@ impl SipPorts {
     /// The least latency from node `v` to `t`'s destination (`Ps::MAX`:
     /// there is no path): exact, so also the search's bound.
     pub(crate) fn latency(&self, t: &Toward, v: usize) -> Ps {
+        self.distance(t, v).0
+    }
+
+    /// The least distance from node `v` to `t`'s destination
+    /// ([`NO_PATH`]: there is none), exact.
+    pub(crate) fn distance(&self, t: &Toward, v: usize) -> Dist {
         if v >= self.blocks_end {
             return t.from_port[v - self.blocks_end];
         }
@@ -300,23 +335,76 @@ impl SipPorts {
         let mut best = if sip == t.sip as usize {
             t.inside[local]
         } else {
-            Ps::MAX
+            NO_PATH
         };
         for (&p, side) in self.port_of[sip].iter().zip(&self.sides) {
             if let (Some(side), true) = (side, p != NONE) {
-                best = best.min(side.from_port[local].saturating_add(t.from_port[p as usize]));
+                best = best.min(plus(side.from_port[local], t.from_port[p as usize]));
             }
         }
         best
     }
 }
 
-/// The least latency from node `start` of SIP 0's block (index in the
+/// Dijkstra's path from node `a` to node `b` of `t` in `view`, without a
+/// search: walking back from `b`, each node's predecessor is the one
+/// Dijkstra keeps — of the links `u -> v` of the view with
+/// `d(a, u) + (latency, 1) = d(a, v)`, the least by (`rank`, id). The
+/// distances from `a` are the tables toward `a` (`from_a`: the graph reads
+/// the same backwards). A path of `h` hops costs `h` times a node's
+/// in-links' distance lookups, where a search between SIPs far apart on a
+/// torus pops every node on any of its many shortest paths (~275 µs a
+/// path at 256 SIPs). `None` when `b` cannot be reached or a node on the
+/// way has no such predecessor (a view that does not read the same
+/// backwards): the caller searches.
+pub(crate) fn walk_back(
+    ports: &SipPorts,
+    from_a: &Toward,
+    (t, view, rank): (&Topology, View, &[u8]),
+    a: usize,
+    b: usize,
+) -> Option<Vec<LinkId>> {
+    let mut v = b;
+    let mut dv = ports.distance(from_a, v);
+    let mut path = Vec::with_capacity(dv.1 as usize);
+    while v != a {
+        if dv == NO_PATH || dv.1 == 0 {
+            return None;
+        }
+        let mut best: Option<((u8, LinkId), usize, Dist)> = None;
+        let incoming = t
+            .graph
+            .edges_directed(NodeIndex::new(v), petgraph::Direction::Incoming);
+        for e in incoming {
+            let id = *e.weight();
+            let link = &t.links[id as usize];
+            if !view.allows(link.kind) {
+                continue;
+            }
+            let u = e.source().index();
+            let du = ports.distance(from_a, u);
+            if plus(du, (link.latency, 1)) != dv {
+                continue;
+            }
+            let key = (rank[id as usize], id);
+            if best.is_none_or(|(k, _, _)| key < k) {
+                best = Some((key, u, du));
+            }
+        }
+        let ((_, id), u, du) = best?;
+        path.push(id);
+        (v, dv) = (u, du);
+    }
+    path.reverse();
+    Some(path)
+}
+
+/// The least distance from node `start` of SIP 0's block (index in the
 /// block), `first` after it, to each node of the block, inside the block.
 /// The graph reads the same backwards ([`crate::topology::Link`]), so it
-/// is also the least latency from each node to `start`.
-fn inside_sip_zero(adj: &Adjacency, per_sip: usize, start: u32, first: Ps) -> Box<[Ps]> {
-    let mut dist = vec![Ps::MAX; per_sip].into_boxed_slice();
+/// is also the least distance from each node to `start`.
+fn inside_sip_zero(adj: &Adjacency, per_sip: usize, start: u32, first: Dist) -> Box<[Dist]> {
+    let mut dist = vec![NO_PATH; per_sip].into_boxed_slice();
     let mut heap = BinaryHeap::new();
     dist[start as usize] = first;
     heap.push(Reverse((first, start)));
@@ -326,9 +414,10 @@ fn inside_sip_zero(adj: &Adjacency, per_sip: usize, start: u32, first: Ps) -> Bo
         }
         for e in adj.out(u as usize) {
             let v = e.to as usize;
-            if v < per_sip && d + e.latency < dist[v] {
-                dist[v] = d + e.latency;
-                heap.push(Reverse((dist[v], e.to)));
+            let nd = plus(d, (e.latency, 1));
+            if v < per_sip && nd < dist[v] {
+                dist[v] = nd;
+                heap.push(Reverse((nd, e.to)));
             }
         }
     }
