@@ -32,10 +32,10 @@ use std::sync::Arc;
 /// between partitions of a split machine), its signal, its names, its
 /// sender's entry, its neighbour-table entry and its share of the
 /// install's working lists. Measured as the peak RSS a full mesh adds
-/// per ring (binomial broadcast, 4 slots, split in 2; ring broadcast's
+/// per ring (binomial broadcast, 2 slots, split in 2; ring broadcast's
 /// run on the same machine subtracted): 971 bytes at 1024 SIPs (1 M
-/// rings), 981 at 2048 (4.2 M); rounded up to 1 KiB at 4 slots, of
-/// which 16 bytes a slot are its free list.
+/// rings), 981 at 2048 (4.2 M); charged 992 at 2 slots, 16 bytes of it
+/// a slot (its free list).
 pub fn ring_host_bytes(n_slots: u32) -> u64 {
     960 + 16 * n_slots as u64
 }

@@ -97,7 +97,7 @@ struct SideFacts {
     from_port: Box<[Dist]>,
 }
 
-/// The least latencies to one destination node (see the module doc).
+/// The least distances to one destination node (see the module doc).
 pub(crate) struct Toward {
     /// The destination's SIP.
     sip: u32,
