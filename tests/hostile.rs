@@ -478,37 +478,49 @@ fn run_measuring_rss(cmd: &mut std::process::Command) -> (i32, String, u64) {
     (code, err, usage.ru_maxrss as u64 * 1024)
 }
 
-#[test]
-fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
-    let budget: u64 = 400 << 20;
+/// `kernbench-host run <run_args> --memory-budget <mib>M --topology
+/// <sips SIPs> -- <bench_args>`: it must fail with the budget's error and
+/// every one of `needles`, no panic, while its peak RSS (from the OS)
+/// stays under the budget.
+fn assert_refused_under_budget(
+    sips: u32,
+    run_args: &[&str],
+    mib: u64,
+    bench_args: &[&str],
+    needles: &[&str],
+) {
     let dir = tempfile::tempdir().unwrap();
-    let topology = topology_file(dir.path(), 16);
-    // 16 ranks x 64 MiB of touched guest memory = 1 GiB wanted.
+    let topology = topology_file(dir.path(), sips);
     let (code, err, rss) = run_measuring_rss(
-        kb().args([
-            "run",
-            test_component("hostile_bench"),
-            "--memory-budget",
-            "400M",
-        ])
-        .arg("--topology")
-        .arg(&topology)
-        .args(["--", "hold", "16", "64"]),
+        kb().arg("run")
+            .args(run_args)
+            .args(["--memory-budget", &format!("{mib}M")])
+            .arg("--topology")
+            .arg(&topology)
+            .arg("--")
+            .args(bench_args),
     );
     assert_eq!(code, 1, "{}", tail(&err));
-    assert_contains_all(
-        &err,
-        &[
-            "host memory budget of 400.0 MiB exhausted",
-            "guest instances (rank",
-        ],
-    );
+    let exhausted = format!("host memory budget of {mib}.0 MiB exhausted");
+    assert_contains_all(&err, &[&[exhausted.as_str()], needles].concat());
     assert!(!err.contains("panicked"), "{}", tail(&err));
-    eprintln!("peak RSS of the run: {} MiB (budget 400 MiB)", rss >> 20);
+    eprintln!("peak RSS of the run: {} MiB (budget {mib} MiB)", rss >> 20);
     assert!(
-        rss < budget,
-        "peak RSS {} MiB over the 400 MiB budget",
+        rss < mib << 20,
+        "peak RSS {} MiB over the {mib} MiB budget",
         rss >> 20
+    );
+}
+
+#[test]
+fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
+    // 16 ranks x 64 MiB of touched guest memory = 1 GiB wanted.
+    assert_refused_under_budget(
+        16,
+        &[test_component("hostile_bench")],
+        400,
+        &["hold", "16", "64"],
+        &["guest instances (rank"],
     );
 }
 
@@ -518,35 +530,17 @@ fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
 /// budget that the run's other memory (~210 MiB) fits.
 #[test]
 fn a_full_mesh_over_the_memory_budget_is_refused_before_it_is_made() {
-    let budget: u64 = 300 << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let topology = topology_file(dir.path(), 512);
-    let (code, err, rss) = run_measuring_rss(
-        kb().args([
-            "run",
-            "ccl_broadcast",
-            "--algorithm",
-            "binomial_broadcast",
-            "--memory-budget",
-            "300M",
-        ])
-        .arg("--topology")
-        .arg(&topology)
-        .args(["--", "-b", "8", "-e", "8", "-n", "1", "-w", "0"]),
-    );
-    assert_eq!(code, 1, "{}", tail(&err));
-    assert_contains_all(
-        &err,
+    assert_refused_under_budget(
+        512,
+        &["ccl_broadcast", "--algorithm", "binomial_broadcast"],
+        300,
+        &["-b", "8", "-e", "8", "-n", "1", "-w", "0"],
         &[
             "ccl.yaml algorithm 'binomial_broadcast'",
-            "host memory budget of 300.0 MiB exhausted",
             "IPCQ rings (261632 new rings of 2 slots, 992 B of host memory each) asked for 247.5 MiB",
             "--memory-budget",
         ],
     );
-    assert!(!err.contains("panicked"), "{}", tail(&err));
-    eprintln!("peak RSS of the run: {} MiB (budget 300 MiB)", rss >> 20);
-    assert!(rss < budget, "peak RSS {} MiB over the budget", rss >> 20);
 }
 
 // ---- misleading reports ---------------------------------------------------

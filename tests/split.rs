@@ -234,7 +234,7 @@ fn a_run_not_told_how_to_split_splits_where_it_pays() {
 /// The algorithms that talk to every rank, on 128 SIPs of a ring and 64
 /// of an 8 x 8 torus: most of their pairs are SIPs that are not
 /// neighbours, whose rings' credit latencies come from the router's SIP
-/// port tables and whose paths from the search those tables bound
+/// port tables and whose paths are walked back on them
 /// (`routing::sip_ports`). Every element right, as `run` chooses (split
 /// in two on more than one core) and on one executor alike, to the bytes.
 #[test]

@@ -350,13 +350,7 @@ mod tests {
     use super::*;
 
     fn pes(n: u32) -> Vec<PeCoord> {
-        (0..n)
-            .map(|s| PeCoord {
-                sip: s,
-                cube: 0,
-                pe: 0,
-            })
-            .collect()
+        PeCoord::first_of_sips(n)
     }
 
     fn dirs(t: &NeighbourTables, sip: u32) -> Vec<(String, u32, String)> {

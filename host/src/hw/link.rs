@@ -19,9 +19,9 @@
 //! newest reservation are dropped (every later head arrives after it).
 //! Intervals that touch are kept as one (only their union is read), so a
 //! saturated link's back-to-back bookings are one interval to step over.
-//! A transfer of no bytes holds a link for no time and
-//! waits for none: it passes when its head arrives (and the tail of its
-//! previous hop has left).
+//! A transfer of no bytes holds a link for no time and waits for none: it
+//! passes when its head arrives (and the tail of its previous hop has
+//! left).
 //! Cost per transfer is independent of its size: per hop, O(1) when the
 //! link is free from the head's arrival on (the common case), else a
 //! binary search for the first interval in the way, a walk over those in
@@ -784,9 +784,10 @@ mod tests {
                 held.extend(cal.last());
                 // The same live time busy (the calendar may still hold
                 // intervals that ended by `now`: the next booking drops
-                // them), in intervals none of which touch. A joined interval may have begun before `now` with one
-                // that ended: compared from `now` on, which is all a
-                // booking reads (`earliest >= now`).
+                // them), in intervals none of which touch. A joined
+                // interval may have begun before `now` with one that
+                // ended: compared from `now` on, which is all a booking
+                // reads (`earliest >= now`).
                 held.retain(|&(_, e)| e > now);
                 assert!(held.windows(2).all(|w| w[0].1 < w[1].0), "{held:?}");
                 let from_now = |v: &[(Ps, Ps)]| -> Vec<(Ps, Ps)> {

@@ -345,7 +345,7 @@ impl PathRouter {
     /// SIPs, 5.5 s of searches), and its algorithm then sends on a few.
     pub fn latency_back(&self, from: NodeId, to: NodeId) -> Result<Ps, RouteError> {
         let (a, b) = (self.index(from)?, self.index(to)?);
-        if let Some((ports, toward)) = self.toward_far(Self::DEVICE_VIEW, a, b) {
+        if let Some((ports, toward)) = self.far_tables(Self::DEVICE_VIEW, (a, b), b) {
             let least = ports.latency(&toward, a.index());
             if least != Ps::MAX {
                 return Ok(least);
@@ -354,14 +354,15 @@ impl PathRouter {
         Ok(self.distance(&self.find_path(from, to)?).latency_ps)
     }
 
-    /// The port tables toward `b`, when a search from `a` to `b` in
-    /// `view` is bounded by them ([`SipBound::by_ports`]; device view
-    /// only).
-    fn toward_far(
+    /// The port tables toward `end` (`a` or `b`), when the pair `a -> b`
+    /// in `view` is one they serve ([`SipBound::by_ports`]; device view
+    /// only): toward `b` for its latency and its search's bound, toward
+    /// `a` for its path ([`walk_back`]).
+    fn far_tables(
         &self,
         view: View,
-        a: NodeIndex,
-        b: NodeIndex,
+        (a, b): (NodeIndex, NodeIndex),
+        end: NodeIndex,
     ) -> Option<(&SipPorts, Arc<Toward>)> {
         if view != Self::DEVICE_VIEW {
             return None;
@@ -376,7 +377,7 @@ impl PathRouter {
             .ports
             .get_or_init(|| SipPorts::of(&self.topo, adj))
             .as_ref()?;
-        Some((ports, ports.toward(adj, b.index())?))
+        Some((ports, ports.toward(adj, end.index())?))
     }
 
     /// Path from `pe` to the memory node that holds `addr` (the HBM stack,
@@ -450,13 +451,14 @@ impl PathRouter {
         if a == b {
             return Some(Vec::new());
         }
-        if let Some((ports, toward)) = self.toward_far(view, a, b) {
-            let adj = self.adjacency(view);
-            let from_a = ports.toward(adj, a.index());
+        if let Some((ports, from_a)) = self.far_tables(view, (a, b), a) {
             let here = (&*self.topo, view, self.rank());
-            let walked = from_a.and_then(|f| walk_back(ports, &f, here, a.index(), b.index()));
-            return walked
-                .or_else(|| self.search(view, a, b, scratch, |v| ports.latency(&toward, v)));
+            if let Some(path) = walk_back(ports, &from_a, here, a.index(), b.index()) {
+                return Some(path);
+            }
+        }
+        if let Some((ports, toward)) = self.far_tables(view, (a, b), b) {
+            return self.search(view, a, b, scratch, |v| ports.latency(&toward, v));
         }
         let bound = self.bound();
         let to_sip = bound.sip_of[b.index()];

@@ -94,6 +94,21 @@ pub struct PeCoord {
 }
 
 impl PeCoord {
+    /// PE 0 of cube 0 of each of SIPs `0..sips` (for unit tests: one PE a
+    /// rank).
+    #[cfg(test)]
+    pub(crate) fn first_of_sips(sips: u32) -> Vec<PeCoord> {
+        (0..sips)
+            .map(|sip| PeCoord {
+                sip,
+                cube: 0,
+                pe: 0,
+            })
+            .collect()
+    }
+}
+
+impl PeCoord {
     /// Index of this PE in (SIP, cube, PE) order on a machine of `cubes`
     /// cubes per SIP and `pes` PEs per cube ([`TopologySpec::pe_dims`]).
     ///

@@ -887,13 +887,7 @@ mod tests {
         let mut spec = TopologySpec::default_embedded();
         spec.system.sips.count = 3;
         let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
-        let pes: Vec<PeCoord> = (0..3)
-            .map(|sip| PeCoord {
-                sip,
-                cube: 0,
-                pe: 0,
-            })
-            .collect();
+        let pes = PeCoord::first_of_sips(3);
         let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
         machine
             .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
@@ -927,13 +921,7 @@ mod tests {
         let mut spec = TopologySpec::default_embedded();
         spec.system.sips.count = 16;
         let topo = Arc::new(crate::topology::build(&spec).unwrap());
-        let pes: Vec<PeCoord> = (0..16)
-            .map(|sip| PeCoord {
-                sip,
-                cube: 0,
-                pe: 0,
-            })
-            .collect();
+        let pes = PeCoord::first_of_sips(16);
         let tables =
             crate::ccl::tables::builtin(NeighbourTopology::FullMesh, &pes, (16, 1)).unwrap();
         let settings = IpcqSettings::new(BufferKind::Hbm, 4, 1 << 10);

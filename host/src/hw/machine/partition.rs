@@ -152,13 +152,7 @@ mod tests {
         if data_thread {
             m.move_bytes_on_a_thread();
         }
-        let pes: Vec<PeCoord> = (0..8)
-            .map(|sip| PeCoord {
-                sip,
-                cube: 0,
-                pe: 0,
-            })
-            .collect();
+        let pes = PeCoord::first_of_sips(8);
         let mut tables = crate::ccl::tables::NeighbourTables::new();
         for ring in pes.chunks(size) {
             let t = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (size as u32, 1));
