@@ -197,7 +197,11 @@ fn kernbench_host_build_makes_components_and_names_a_missing_toolchain() {
             .arg("-o")
             .arg(&out),
     );
-    assert!(e.contains("pip install componentize-py==0.25.1"), "{e}");
+    assert!(
+        e.contains("toolchains install --lang python")
+            && e.contains("pip install componentize-py==0.25.1"),
+        "{e}"
+    );
     let js = guests::root().join("algorithms/js/hello_send/hello_send.js");
     let e = fails(
         kb().env("KERNBENCH_COMPONENTIZE_JS", "/nonexistent/cli.js")
@@ -207,7 +211,8 @@ fn kernbench_host_build_makes_components_and_names_a_missing_toolchain() {
             .arg(&out),
     );
     assert!(
-        e.contains("npm install @bytecodealliance/componentize-js@0.23.0"),
+        e.contains("toolchains install --lang js")
+            && e.contains("@bytecodealliance/componentize-js@0.23.0"),
         "{e}"
     );
     let bad = dir.path().join("bad.c");
@@ -251,6 +256,27 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
     let root = dir.join(name);
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let out = root.join(format!("{name}.wasm"));
+    // The project stands on its own: no path of this tree in its files.
+    let tree = guests::root().display().to_string();
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().path()) {
+            if e.is_dir() {
+                stack.push(e);
+            } else {
+                files.push(e);
+            }
+        }
+    }
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        assert!(
+            !text.contains(&tree),
+            "{} names the build tree {tree}",
+            f.display()
+        );
+    }
     if lang == "rust" {
         assert!(
             readme.contains("cargo build --release --target wasm32-wasip2"),
@@ -264,6 +290,23 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
             .output()
             .unwrap();
         assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        // Its README's test step: the kernel in the SDK's mock, natively.
+        assert!(readme.contains("cargo test"), "{readme}");
+        let t = std::process::Command::new(env!("CARGO"))
+            .args(["test", "--quiet"])
+            .current_dir(&root)
+            .env("CARGO_TARGET_DIR", guests::root().join("target/guests"))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&t.stdout);
+        assert!(
+            t.status.success()
+                && said.lines().any(|l| {
+                    l.starts_with("test result: ok.") && !l.starts_with("test result: ok. 0 passed")
+                }),
+            "{said}\n{}",
+            String::from_utf8_lossy(&t.stderr)
+        );
         let built = guests::root().join(format!("target/guests/wasm32-wasip2/release/{name}.wasm"));
         std::fs::copy(built, &out).unwrap();
     } else {
@@ -277,6 +320,17 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
         );
         let src = root.join(format!("{name}.{ext}"));
         ok(kb().arg("build").arg(&src).arg("-o").arg(&out));
+        if lang == "python" {
+            // Its README's test step: the kernel in the SDK's mock.
+            assert!(readme.contains("python3 -m unittest"), "{readme}");
+            let t = std::process::Command::new("python3")
+                .args(["-m", "unittest"])
+                .current_dir(&root)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&t.stderr);
+            assert!(t.status.success() && said.contains("Ran 1 test"), "{said}");
+        }
     }
     out
 }

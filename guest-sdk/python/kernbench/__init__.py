@@ -6,7 +6,8 @@ cube_w, cube_h)`` and optionally ``TOPO_NAME_TO_KIND``, ``ENTRY_DEFAULTS`` and
 ``neighbors(rank, world_size, neighbor_map)``. Benches read like the seed's
 ``run(torch)`` / ``worker(rank, world_size, torch)``.
 
-Build a module into a component with ``python -m kernbench.build``; run a
+Build a module into a component with ``kernbench-host build MODULE.py -o
+MODULE.wasm``; run a
 kernel natively in milliseconds with :func:`kernbench.mock.run_kernel_in_mock`.
 """
 

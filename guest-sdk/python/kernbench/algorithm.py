@@ -1,6 +1,6 @@
 """Export a seed-style algorithm module as the ``algorithm-full`` world
 (inside a component only: it uses the bindings componentize-py generates).
-``python -m kernbench.build algorithm MODULE.py`` writes the glue."""
+``kernbench-host build MODULE.py`` writes the glue."""
 
 from wit_world.imports import ccl as _ccl
 from wit_world.imports import tl as _wtl

@@ -95,9 +95,6 @@ class Dtypes(unittest.TestCase):
             self.assertEqual(decode(encode([1, -2, 3], d), d), [1.0, -2.0, 3.0], d)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class RecvAsync(unittest.TestCase):
     def test_futures_and_receives_take_messages_in_issue_order(self):
@@ -161,3 +158,7 @@ class MathUnit(unittest.TestCase):
 
         out = run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, 2.0, 3.0, 4.0]], (4,))
         self.assertEqual(out[0][:2], [1.0, 1.0])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -4,14 +4,13 @@
 //! the module's seed-style functions as the world.
 
 use super::{io, succeeded, write_wit, BuildError, Kind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// The componentize-py release the SDK is tested with.
-pub const COMPONENTIZE_PY: &str = "0.25.1";
+pub use super::toolchains::COMPONENTIZE_PY;
 
 /// The Python SDK package, file by file.
-const SDK: &[(&str, &str)] = &[
+pub(crate) const SDK: &[(&str, &str)] = &[
     (
         "__init__.py",
         include_str!("../../../guest-sdk/python/kernbench/__init__.py"),
@@ -50,23 +49,6 @@ const SDK: &[(&str, &str)] = &[
     ),
 ];
 
-/// componentize-py: `$KERNBENCH_COMPONENTIZE_PY`, the one in
-/// `$KERNBENCH_TOOLCHAINS` (default `.toolchains/`), or on `PATH`.
-fn componentize_py() -> PathBuf {
-    if let Some(p) = std::env::var_os("KERNBENCH_COMPONENTIZE_PY") {
-        return p.into();
-    }
-    let dir = std::env::var_os("KERNBENCH_TOOLCHAINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".toolchains"));
-    let venv = dir.join("venv/bin/componentize-py");
-    if venv.exists() {
-        venv
-    } else {
-        "componentize-py".into()
-    }
-}
-
 /// Build the Python module `source` as a `kind` component into `out`.
 pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
     let source = std::fs::canonicalize(source).map_err(io(source))?;
@@ -96,7 +78,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         ),
     )
     .map_err(io(&glue))?;
-    let tool = componentize_py();
+    let tool = super::toolchains::componentize_py()?;
     let r = Command::new(&tool)
         .arg("--wit-path")
         .arg(&wit)
@@ -112,7 +94,8 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         .map_err(|_| BuildError::MissingToolchain {
             what: format!("componentize-py (`{}`)", tool.display()),
             install: format!(
-                "`bash scripts/guest-toolchains.sh`, or `pip install componentize-py=={COMPONENTIZE_PY}`"
+                "fix: kernbench-host toolchains install --lang python \
+                 (or `pip install componentize-py=={COMPONENTIZE_PY}`)"
             ),
         })?;
     succeeded(r, &tool.display().to_string(), &source)

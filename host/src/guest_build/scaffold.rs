@@ -15,12 +15,67 @@ pub enum NewLang {
     Js,
 }
 
-/// The Rust guest SDK of the tree this binary was built from.
-fn rust_sdk() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .join("guest-sdk")
+impl NewLang {
+    /// The language's name, as a reader writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            NewLang::Rust => "Rust",
+            NewLang::Python => "Python",
+            NewLang::C => "C",
+            NewLang::Js => "JavaScript",
+        }
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/rust_sdk.rs"));
+
+/// Where a new Rust project keeps its copy of the Rust guest SDK.
+const SDK_DIR: &str = "kernbench-sdk";
+
+/// The Rust guest SDK this binary was built with, as files of a new
+/// project (under [`SDK_DIR`]): the manifests' workspace inheritance is
+/// written out, so that the copy builds on its own, wherever the project
+/// is (no path of the tree this binary was built from).
+fn rust_sdk() -> Vec<(String, String)> {
+    let inherited = |key: &str| {
+        RUST_SDK_INHERITED
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .unwrap_or_default()
+    };
+    RUST_SDK
+        .iter()
+        .map(|(path, text)| {
+            let text = if path.ends_with("Cargo.toml") {
+                text.lines()
+                    .map(|l| match l.trim() {
+                        "version.workspace = true" => {
+                            format!("version = {:?}", inherited("version"))
+                        }
+                        "edition.workspace = true" => {
+                            format!("edition = {:?}", inherited("edition"))
+                        }
+                        "license.workspace = true" => {
+                            format!("license = {:?}", inherited("license"))
+                        }
+                        "wit-bindgen = { workspace = true }" => {
+                            format!("wit-bindgen = {:?}", inherited("wit-bindgen"))
+                        }
+                        "kernbench-guest-macros = { workspace = true }" => {
+                            "kernbench-guest-macros = { path = \"macros\" }".to_string()
+                        }
+                        _ => l.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+                    + "\n"
+            } else {
+                text.to_string()
+            };
+            (format!("{SDK_DIR}/{path}"), text)
+        })
+        .collect()
 }
 
 const PY_RING: &str = include_str!("../../../algorithms/python/ring_allreduce/ring_allreduce.py");
@@ -41,6 +96,46 @@ pub const GUEST_STACK: u64 = 128 << 10;
 /// batch of calls, so that a launch does not grow the kernel's memory.
 pub const KERNEL_INITIAL_HEAP: u64 = 192 << 10;
 
+/// The Python SDK, as `kernbench/` beside a new project's module: its
+/// tests import it natively (`build` compiles with the SDK embedded in
+/// this binary, the same files).
+fn python_sdk() -> Vec<(String, String)> {
+    super::python::SDK
+        .iter()
+        .map(|(f, text)| (format!("kernbench/{f}"), text.to_string()))
+        .collect()
+}
+
+/// A new Python algorithm's unit test: the kernel in the mock on several
+/// world sizes, every rank's result against the sum.
+fn py_test(name: &str) -> String {
+    format!(
+        r#""""{name} in the KernBench mock, natively: python3 -m unittest"""
+
+import unittest
+
+import {name}
+from kernbench import contract
+from kernbench.mock import run_kernel_in_mock
+
+
+class AllReduce(unittest.TestCase):
+    def test_every_rank_gets_the_sum(self):
+        for ws in (1, 2, 3, 4, 8):
+            n = 16
+            inputs = [[(r * 7 + i % 5) for i in range(n)] for r in range(ws)]
+            want = [sum(v[i] for v in inputs) for i in range(n)]
+            args = contract.call_kernel_args({name}.kernel_args, ws, n, 1, 1, {{}})
+            out = run_kernel_in_mock({name}.kernel, ws, "ring_1d", inputs, args, module={name})
+            self.assertEqual(out, [want] * ws, ws)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"#
+    )
+}
+
 /// The files of a new project: (relative path, contents).
 fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>, BuildError> {
     let unsupported = |lang| {
@@ -58,9 +153,10 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
     };
     let readme = |build: &str, test: &str, run: &str| {
         format!(
-            "# {name}\n\nA KernBench {} in {lang:?}, started from the seed's {}.\n\n\
+            "# {name}\n\nA KernBench {} in {}, started from the seed's {}.\n\n\
              Build:\n\n    {build}\n\nRun:\n\n    {run}\n\nTest:\n\n    {test}\n",
             kind.name(),
+            lang.name(),
             if kind == Kind::Algorithm {
                 "ring all-reduce"
             } else {
@@ -80,19 +176,24 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         kind.name()
     );
     Ok(match (kind, lang) {
-        (Kind::Algorithm, NewLang::Python) => vec![
-            (format!("{name}.py"), PY_RING.to_string()),
-            ("pyproject.toml".into(), pyproject),
-            ("ccl.yaml".into(), ccl(&wasm)),
-            (
-                "README.md".into(),
-                readme(
-                    &format!("kernbench-host build {name}.py -o {wasm}"),
-                    "python3 -m unittest  # with kernbench.mock.run_kernel_in_mock (guest-sdk/python)",
-                    "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+        (Kind::Algorithm, NewLang::Python) => {
+            let mut v = vec![
+                (format!("{name}.py"), PY_RING.to_string()),
+                (format!("test_{name}.py"), py_test(name)),
+                ("pyproject.toml".into(), pyproject),
+                ("ccl.yaml".into(), ccl(&wasm)),
+                (
+                    "README.md".into(),
+                    readme(
+                        &format!("kernbench-host build {name}.py -o {wasm}"),
+                        "python3 -m unittest  # the kernel on 1 to 8 ranks in the SDK's mock (kernbench/mock.py)",
+                        "kernbench-host run ccl_allreduce --ccl ccl.yaml",
+                    ),
                 ),
-            ),
-        ],
+            ];
+            v.extend(python_sdk());
+            v
+        }
         (Kind::Bench, NewLang::Python) => vec![
             (format!("{name}.py"), PY_BENCH.to_string()),
             ("pyproject.toml".into(), pyproject),
@@ -139,9 +240,8 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
                     format!(
                         "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
                          [lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n[dependencies]\n\
-                         kernbench-guest = {{ path = {:?}, features = [\"algorithm\"] }}\n\n\
-                         [workspace]\n",
-                        rust_sdk().display().to_string()
+                         kernbench-guest = {{ path = \"{SDK_DIR}/guest-sdk\", features = [\"algorithm\"] }}\n\n\
+                         [workspace]\n"
                     ),
                 ),
                 (
@@ -173,10 +273,19 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
                     ),
                 ),
             ]
+            .into_iter()
+            .chain(rust_sdk())
+            .collect()
         }
         (Kind::Bench, NewLang::C) => return unsupported("C"),
         (Kind::Bench, NewLang::Js) => return unsupported("JavaScript"),
-        (Kind::Bench, NewLang::Rust) => return unsupported("Rust (copy benches/ccl_hello)"),
+        (Kind::Bench, NewLang::Rust) => {
+            return Err(BuildError::BadName(
+                "`new` has no Rust bench template yet (Rust benches work): copy the crate \
+                 benches/ccl_hello of the KernBench sources, or start in Python with `--lang python`"
+                    .into(),
+            ))
+        }
     })
 }
 
