@@ -20,7 +20,20 @@
 #
 # The integration tests (tests/languages.rs, tests/components.rs) use
 # them and fail, naming this script, when one is missing.
+#
+#   --guests-only   only the guest toolchains (Python, JS, C), not the
+#                   servers the tests start: what an algorithm author needs.
+#                   (Outside a checkout, `kernbench-host toolchains install
+#                   --lang python js c` does the same into a per-user
+#                   directory.)
 set -euo pipefail
+GUESTS_ONLY=0
+case "${1:-}" in
+    --guests-only) GUESTS_ONLY=1 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 DIR="${KERNBENCH_TOOLCHAINS:-$PWD/.toolchains}"
 COMPONENTIZE_PY=0.25.1
@@ -56,6 +69,8 @@ if ! c_works; then
         exit 1
     }
 fi
+
+[ "$GUESTS_ONLY" = 1 ] && exit 0
 
 if ! [ -x /usr/bin/docker-registry ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -129,17 +129,25 @@ fn folder(kind: Kind) -> &'static str {
     }
 }
 
+/// The per-user data directory: `$KERNBENCH_DATA_DIR`, else the
+/// platform's (`~/.local/share/kernbench` on Linux); None without either.
+/// It holds the installed components and the guest toolchains.
+pub fn data_dir() -> Option<PathBuf> {
+    match std::env::var_os("KERNBENCH_DATA_DIR") {
+        Some(d) if !d.is_empty() => Some(PathBuf::from(d)),
+        _ => Some(
+            directories::ProjectDirs::from("", "", "kernbench")?
+                .data_dir()
+                .to_path_buf(),
+        ),
+    }
+}
+
 impl Store {
     /// The store at its configured place (None: no home directory and no
     /// `KERNBENCH_DATA_DIR`).
     pub fn from_env() -> Option<Self> {
-        let data = match std::env::var_os("KERNBENCH_DATA_DIR") {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => directories::ProjectDirs::from("", "", "kernbench")?
-                .data_dir()
-                .to_path_buf(),
-        };
-        Some(Store::at(data.join("components")))
+        Some(Store::at(data_dir()?.join("components")))
     }
 
     pub fn at(root: PathBuf) -> Self {

@@ -18,11 +18,6 @@ const INSTALL: &str = "clang for wasm32-wasi with wasi-libc: on Debian/Ubuntu \
     `apt-get install clang lld wasi-libc libclang-rt-dev-wasm32` (or set $KERNBENCH_CC to \
     a clang that has them, e.g. wasi-sdk's, with $WASI_SYSROOT)";
 
-/// The compiler: `$KERNBENCH_CC`, else `clang`.
-fn compiler() -> String {
-    std::env::var("KERNBENCH_CC").unwrap_or_else(|_| "clang".into())
-}
-
 /// Write the C bindings of `world` into `dir`; the generated sources.
 fn bindings(dir: &Path, world: &str) -> Result<Vec<std::path::PathBuf>, BuildError> {
     let wit = write_wit(dir)?;
@@ -65,7 +60,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         std::fs::write(&p, text).map_err(io(&p))?;
     }
     let core = dir.join("core.wasm");
-    let cc = compiler();
+    let cc = super::toolchains::c_compiler();
     let mut cmd = Command::new(&cc);
     cmd.args([
         "--target=wasm32-wasi",

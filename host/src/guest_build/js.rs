@@ -6,11 +6,10 @@
 //! `.js` files beside it (its relative imports) are copied there.
 
 use super::{io, succeeded, write_wit, BuildError, Kind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-/// The componentize-js release the SDK is tested with.
-pub const COMPONENTIZE_JS: &str = "0.23.0";
+pub use super::toolchains::COMPONENTIZE_JS;
 
 const SDK: &str = include_str!("../../../guest-sdk/js/kernbench.js");
 
@@ -25,24 +24,13 @@ const ENTRY_EXPORTS: &[&str] = &[
     "kernelArgsFor",
 ];
 
-/// componentize-js's CLI: `$KERNBENCH_COMPONENTIZE_JS`, else the one
-/// installed in `$KERNBENCH_TOOLCHAINS` (default `.toolchains/`).
-fn componentize_js() -> PathBuf {
-    if let Some(p) = std::env::var_os("KERNBENCH_COMPONENTIZE_JS") {
-        return p.into();
-    }
-    std::env::var_os("KERNBENCH_TOOLCHAINS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(".toolchains"))
-        .join("node/node_modules/@bytecodealliance/componentize-js/src/cli.js")
-}
-
 fn missing(what: String) -> BuildError {
     BuildError::MissingToolchain {
         what,
         install: format!(
-            "`bash scripts/guest-toolchains.sh`, or `npm install @bytecodealliance/componentize-js@{COMPONENTIZE_JS}` \
-             and set $KERNBENCH_COMPONENTIZE_JS to its src/cli.js (needs Node.js 18 or later)"
+            "fix: kernbench-host toolchains install --lang js (or `npm install \
+             @bytecodealliance/componentize-js@{COMPONENTIZE_JS}` and set $KERNBENCH_COMPONENTIZE_JS \
+             to its src/cli.js; needs Node.js 18 or later)"
         ),
     }
 }
@@ -55,7 +43,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
             kind: kind.name(),
         });
     }
-    let cli = componentize_js();
+    let cli = super::toolchains::componentize_js()?;
     if !cli.exists() {
         return Err(missing(format!("componentize-js (`{}`)", cli.display())));
     }

@@ -11,6 +11,7 @@ pub mod js;
 pub mod metadata;
 pub mod python;
 pub mod scaffold;
+pub mod toolchains;
 
 use std::path::{Path, PathBuf};
 
