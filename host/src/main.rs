@@ -90,8 +90,8 @@ enum Cmd {
         timing_only: bool,
         /// Split the machine into N partitions of consecutive SIPs, each
         /// collective's kernels run by a thread per partition: the same
-        /// bytes, times and rows as one (see the README, "The machine
-        /// model on two threads"). 1: one executor. Unset: 2 on a machine
+        /// bytes, times and rows as one (see docs/architecture.md). 1: one
+        /// executor. Unset: 2 on a machine
         /// of 64 SIPs or more with more than one core (not with --trace,
         /// --oplog, --verify-data, --ccl-trace or --in-step-kernels),
         /// else 1. A split run
@@ -174,7 +174,7 @@ enum Cmd {
     /// Run a bench over the product (or zip) of axes of topology.yaml and
     /// ccl.yaml keys, algorithms and bench arguments, on every core here or
     /// as a Slurm job array; one tidy table (CSV, JSON lines) of every
-    /// point and size, and a plot (see the README's "Sweeps").
+    /// point and size, and a plot (see docs/sweeps.md).
     Sweep(sweep_cmd::SweepArgs),
     /// Inspect or check a topology.
     Topology {
@@ -182,8 +182,8 @@ enum Cmd {
         cmd: TopoCmd,
     },
     /// Build an algorithm or bench written in C (.c), Python (.py) or
-    /// JavaScript (.js) into a component (see the README's sections per
-    /// language).
+    /// JavaScript (.js) into a component (see docs/guest-python.md,
+    /// guest-javascript.md, guest-c.md).
     Build {
         /// The source: an algorithm in C or JavaScript, or an algorithm or
         /// bench in Python.
@@ -210,6 +210,31 @@ enum Cmd {
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
+    /// The toolchains of the Python, JavaScript and C guests: `install`
+    /// them into the per-user directory, `show` where `build` looks.
+    Toolchains {
+        #[command(subcommand)]
+        cmd: ToolchainsCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolchainsCmd {
+    /// Install the toolchain of each language given (idempotent): Python's
+    /// componentize-py in a venv, JavaScript's componentize-js with npm;
+    /// for C, check the system's clang builds wasm32-wasi and say how to
+    /// get it if not. Rust guests need only `rustup target add
+    /// wasm32-wasip2`.
+    Install {
+        #[arg(long, value_enum, required = true, num_args = 1..)]
+        lang: Vec<kernbench::guest_build::toolchains::ToolLang>,
+        /// Install here [default: $KERNBENCH_TOOLCHAINS, else the per-user
+        /// directory, e.g. ~/.local/share/kernbench/toolchains].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Where `build` looks for the toolchains, in order, and what it finds.
+    Show,
 }
 
 /// The budgets that bound a run (see `runtime::limits`).
@@ -248,7 +273,7 @@ fn read(path: &Path) -> Result<String> {
 
 fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
     Ok(match path {
-        Some(p) => CclConfig::from_yaml(&read(p)?, Origin::File(p.to_path_buf()))?,
+        Some(p) => CclConfig::from_yaml_over_builtins(&read(p)?, Origin::File(p.to_path_buf()))?,
         None => CclConfig::default_embedded(),
     })
 }
@@ -304,7 +329,7 @@ fn real_main() -> Result<()> {
         } => {
             let wall = Instant::now();
             let (topo, _) = topology_cmd::load(topology.as_deref(), &layout)?;
-            let ccl = load_ccl(ccl.as_deref())?;
+            let mut ccl = load_ccl(ccl.as_deref())?;
             if limits.max_guest_memory == 0 || limits.max_guest_memory > 4096 {
                 bail!(
                     "--max-guest-memory must be in 1..=4096 MiB (a wasm32 memory), got {}",
@@ -333,6 +358,10 @@ fn real_main() -> Result<()> {
                 opts.cache = false;
             }
             let loader = Arc::new(Loader::new(opts)?);
+            // `--algorithm NAME` of an installed (or --components-dir, or
+            // built-in) algorithm that ccl.yaml has no entry for runs it
+            // with its own defaults.
+            ccl.add_component_entries(algorithm.as_deref(), |name| loader.finds_algorithm(name));
             let line = topology_cmd::machine_line(&topo);
             let progress = progress::RunProgress::start(&bench);
             let res = run_bench(
@@ -503,6 +532,7 @@ fn real_main() -> Result<()> {
             }
         }
         Cmd::Topology { cmd } => topology_cmd::run(cmd)?,
+        Cmd::Toolchains { cmd } => toolchains(cmd)?,
         Cmd::Sweep(args) => sweep_cmd::run(args)?,
         Cmd::Cache { cmd } => components_cmd::run_cache(cmd)?,
         Cmd::Inspect(args) => components_cmd::inspect(args)?,
@@ -527,11 +557,97 @@ fn real_main() -> Result<()> {
         } => {
             let root = kernbench::guest_build::scaffold::create(&dir, kind, lang, &name)?;
             println!(
-                "created {} ({} in {lang:?}); its README.md says how to build, run and test it",
+                "created {} ({} in {}); its README.md says how to build, run and test it",
                 root.display(),
-                kind.name()
+                kind.name(),
+                lang.name()
             );
         }
     }
     Ok(())
+}
+
+fn toolchains(cmd: ToolchainsCmd) -> Result<()> {
+    use kernbench::guest_build::toolchains as tc;
+    match cmd {
+        ToolchainsCmd::Install { lang, dir } => {
+            let dir = dir.or_else(tc::install_dir).context(
+                "no per-user directory (no HOME): pass --dir or set KERNBENCH_TOOLCHAINS",
+            )?;
+            for l in lang {
+                println!("{}", tc::install(l, &dir)?);
+            }
+        }
+        ToolchainsCmd::Show => {
+            println!("searched in this order (the first that has a tool wins):");
+            for d in tc::search_dirs() {
+                println!("  {}", d.display());
+            }
+            let found = |r: Result<PathBuf, _>| match r {
+                Ok(p) => p.display().to_string(),
+                Err(e) => format!("not found ({e})"),
+            };
+            println!("componentize-py: {}", found(tc::componentize_py()));
+            println!("componentize-js: {}", found(tc::componentize_js()));
+            println!("C compiler: {} (KERNBENCH_CC)", tc::c_compiler());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod cli_reference {
+    use super::Cli;
+
+    /// The CLI reference page, generated from the clap definitions above.
+    fn generated() -> String {
+        let body = clap_markdown::help_markdown_custom::<Cli>(
+            &clap_markdown::MarkdownOptions::new()
+                .title("CLI reference".into())
+                .show_footer(false),
+        );
+        // Help texts say `<name>.wasm`: outside code spans that is an
+        // HTML tag to a Markdown renderer.
+        let body: String = body
+            .lines()
+            .map(|l| {
+                l.split('`')
+                    .enumerate()
+                    .map(|(i, part)| {
+                        if i % 2 == 0 {
+                            part.replace('<', "&lt;").replace('>', "&gt;")
+                        } else {
+                            part.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join("`")
+                    + "\n"
+            })
+            .collect();
+        format!(
+            "<!-- Generated from host/src/main.rs by the test `cli_reference`: do not edit.\n     \
+             Regenerate: KERNBENCH_BLESS=1 cargo test -p kernbench-host --bin kernbench-host cli_reference -->\n\n{body}"
+        )
+    }
+
+    /// docs/cli.md is what the clap definitions say: a new command, option
+    /// or help text fails this test until the page is regenerated (with
+    /// `KERNBENCH_BLESS=1`, which rewrites it).
+    #[test]
+    fn cli_reference_page_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cli.md");
+        let want = generated();
+        if std::env::var_os("KERNBENCH_BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+            return;
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/cli.md is stale (or missing): the CLI changed. Regenerate it with\n  \
+             KERNBENCH_BLESS=1 cargo test -p kernbench-host --bin kernbench-host cli_reference\n\
+             and commit the page."
+        );
+    }
 }

@@ -41,6 +41,12 @@ pub fn busbw_factor(collective: &str, n: u32) -> f64 {
     Collective::from_name(collective).map_or(1.0, |c| c.busbw_factor(n))
 }
 
+/// Whether the table knows `collective` (its busbw factor and bound):
+/// a collective by PyTorch's name, or `sendrecv`.
+pub fn knows(collective: &str) -> bool {
+    collective == "sendrecv" || Collective::from_name(collective).is_some()
+}
+
 /// Lower bound (ps) of `collective` moving `bytes` per rank, when known
 /// (see [`crate::bounds`]).
 pub fn bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
@@ -263,7 +269,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             let _ = writeln!(
                 s,
                 "# bound: lower bound max(setup + hops*lambda, setup + lambda + in/B_in, setup + lambda + out/B_out) \
-                 with the bytes that must enter and leave a SIP (all-reduce: n and n; README \"The bound\"); \
+                 with the bytes that must enter and leave a SIP (all-reduce: n and n; docs/timing-model.md); \
                  D = {} SIP hops, lambda = {:.3} us per inter-SIP link, B_in = {:.1} GB/s, B_out = {:.1} GB/s; \
                  eff = bound / time",
                 b.diameter,
@@ -293,9 +299,18 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             format!(" {w:>7}")
         }
     };
+    // The collective of each row (a bench may run several), as wide as
+    // the longest name.
+    let coll = rows
+        .iter()
+        .map(|r| r.collective.len())
+        .chain(["collective".len()])
+        .max()
+        .unwrap_or(0);
     let _ = writeln!(
         s,
-        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "# {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "collective",
         "size",
         "count",
         "type",
@@ -309,7 +324,8 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "# {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "# {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
+        "",
         "(B)",
         "(elements)",
         "",
@@ -324,7 +340,8 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "  {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7}{}",
+            "  {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7}{}",
+            r.collective,
             r.size_bytes,
             r.count,
             r.dtype,
@@ -366,6 +383,16 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_table_knows_the_collectives_and_sendrecv_only() {
+        for c in ["all_reduce", "all_gather", "all_to_all", "sendrecv"] {
+            assert!(super::knows(c), "{c}");
+        }
+        for c in ["all_gather_into_tensor", "allreduce", ""] {
+            assert!(!super::knows(c), "{c}");
+        }
+    }
+
     use super::*;
     use crate::units::Rate;
 

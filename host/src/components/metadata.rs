@@ -151,7 +151,8 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
     let mut exports = Vec::new();
     // (depth, section, text): the component's own sections are depth 1.
     let mut found: Vec<(usize, String, String)> = Vec::new();
-    let mut producers: Vec<(String, String, String)> = Vec::new();
+    // (depth, field, tool, version)
+    let mut producers: Vec<(usize, String, String, String)> = Vec::new();
     for payload in Parser::new(0).parse_all(wasm) {
         let payload = payload.map_err(|e| MetadataError::NotAComponent(e.to_string()))?;
         match payload {
@@ -184,11 +185,15 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
                     for field in r.into_iter().flatten() {
                         for v in field.values.into_iter().flatten() {
                             let row = (
+                                depth,
                                 field.name.to_string(),
                                 v.name.to_string(),
                                 v.version.to_string(),
                             );
-                            if !producers.contains(&row) {
+                            if !producers
+                                .iter()
+                                .any(|p| p.1 == row.1 && p.2 == row.2 && p.3 == row.3)
+                            {
                                 producers.push(row);
                             }
                         }
@@ -242,8 +247,33 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
         verdict,
         standard,
         kernbench,
-        producers,
+        producers: own_producers_first(producers),
     })
+}
+
+/// The producers by field, in the order fields first appear; where the
+/// component itself names a field (depth 1: `kernbench-host build` names
+/// the language the author wrote in), its rows replace those of its core
+/// modules (an interpreter's runtime names its own language).
+fn own_producers_first(
+    rows: Vec<(usize, String, String, String)>,
+) -> Vec<(String, String, String)> {
+    let mut fields: Vec<&str> = Vec::new();
+    for r in &rows {
+        if !fields.contains(&r.1.as_str()) {
+            fields.push(&r.1);
+        }
+    }
+    let mut out = Vec::new();
+    for f in fields {
+        let own = rows.iter().any(|r| r.1 == f && r.0 == 1);
+        out.extend(
+            rows.iter()
+                .filter(|r| r.1 == f && (!own || r.0 == 1))
+                .map(|r| (r.1.clone(), r.2.clone(), r.3.clone())),
+        );
+    }
+    out
 }
 
 #[cfg(test)]

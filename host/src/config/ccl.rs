@@ -397,6 +397,69 @@ impl CclConfig {
         Ok(cfg)
     }
 
+    /// A user's ccl.yaml layered over the embedded one, as the CLI reads
+    /// `--ccl`: its entries are added to the built-in ones (an entry of the
+    /// same name replaces the built-in), so `--algorithm` still finds
+    /// every built-in algorithm. Its `defaults` win where it gives them;
+    /// a file of exactly one entry and no `defaults.algorithm` makes that
+    /// entry the default (as the seed's snippets do), and a file of
+    /// several entries must name its default, as a file read alone must.
+    pub fn from_yaml_over_builtins(text: &str, origin: Origin) -> Result<Self, ConfigError> {
+        let mut user: CclConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        if user.defaults.algorithm.is_empty() && user.algorithms.len() > 1 {
+            // The file alone says what is missing.
+            user.check().map_err(|message| ConfigError::Invalid {
+                origin: origin.clone(),
+                message,
+            })?;
+        }
+        let mut merged: CclConfig =
+            serde_yaml::from_str(super::DEFAULT_CCL_YAML).expect("the embedded ccl.yaml parses");
+        let default = match (
+            user.defaults.algorithm.is_empty(),
+            user.algorithms.keys().next(),
+        ) {
+            (false, _) => Some(user.defaults.algorithm.clone()),
+            (true, Some(only)) => Some(only.clone()),
+            (true, None) => None,
+        };
+        if let Some(d) = default {
+            merged.defaults.algorithm = d;
+        }
+        merged.defaults.algorithms.extend(user.defaults.algorithms);
+        merged.defaults.world_size = user.defaults.world_size.or(merged.defaults.world_size);
+        merged.defaults.n_elem = user.defaults.n_elem.or(merged.defaults.n_elem);
+        merged.algorithms.extend(user.algorithms);
+        if let Origin::File(p) = &origin {
+            merged.base_dir = p.parent().map(|d| d.to_path_buf());
+        }
+        merged.origin = Some(origin.clone());
+        merged
+            .check()
+            .map_err(|message| ConfigError::Invalid { origin, message })?;
+        Ok(merged)
+    }
+
+    /// Add an entry `{module: NAME}` for each algorithm name of an
+    /// `--algorithm` spec (`NAME` or `collective=NAME,...`) that has no
+    /// entry but names a component `found` finds (an installed one, say):
+    /// it runs with its own defaults. Names neither known nor found are
+    /// left for the usual "no such entry" error.
+    pub fn add_component_entries(&mut self, spec: Option<&str>, found: impl Fn(&str) -> bool) {
+        for part in spec.unwrap_or("").split(',').map(str::trim) {
+            let name = part.split_once('=').map_or(part, |(_, n)| n.trim());
+            if name.is_empty() || self.algorithms.contains_key(name) || !found(name) {
+                continue;
+            }
+            let entry: AlgorithmEntry = serde_yaml::from_str(&format!("module: {name:?}"))
+                .expect("an entry of a module alone parses");
+            self.algorithms.insert(name.to_string(), entry);
+        }
+    }
+
     /// The names of the algorithm entries, for messages.
     fn known(&self) -> String {
         let names: Vec<&str> = self.algorithms.keys().map(String::as_str).collect();
@@ -628,6 +691,39 @@ impl AlgorithmChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_users_file_adds_to_the_builtin_algorithms() {
+        let o = || Origin::File("/x/ccl.yaml".into());
+        let one = "algorithms:\n  bidir_ring: {module: bidir_ring.wasm}\n";
+        let cfg = CclConfig::from_yaml_over_builtins(one, o()).unwrap();
+        assert_eq!(cfg.defaults.algorithm, "bidir_ring");
+        assert!(cfg.algorithms.contains_key("ring_rsag_allreduce"));
+        assert_eq!(cfg.defaults.algorithms["all_gather"], "ring_allgather");
+        assert_eq!(cfg.base_dir.as_deref(), Some(std::path::Path::new("/x")));
+        // The same name replaces the built-in entry; the defaults win.
+        let over = "defaults: {algorithm: ring_rsag_allreduce, algorithms: {all_gather: mine}}\n\
+                    algorithms:\n  mine: {module: m.wasm}\n  ring_allreduce: {module: r.wasm}\n";
+        let cfg = CclConfig::from_yaml_over_builtins(over, o()).unwrap();
+        assert_eq!(cfg.defaults.algorithm, "ring_rsag_allreduce");
+        assert_eq!(cfg.defaults.algorithms["all_gather"], "mine");
+        assert_eq!(cfg.algorithms["ring_allreduce"].module, "r.wasm");
+        // Several entries and no default: the file must say which.
+        let two = "algorithms:\n  a: {module: a.wasm}\n  b: {module: b.wasm}\n";
+        let e = CclConfig::from_yaml_over_builtins(two, o())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no defaults.algorithm and 2 algorithm entries (a, b)"),
+            "{e}"
+        );
+        // A default naming nothing lists the built-in names too.
+        let bad = "defaults: {algorithm: nope}\nalgorithms:\n  a: {module: a.wasm}\n";
+        let e = CclConfig::from_yaml_over_builtins(bad, o())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ring_rsag_allreduce") && e.contains("a,"), "{e}");
+    }
 
     #[test]
     fn candidates_follow_the_documented_priority() {

@@ -101,6 +101,14 @@ pub fn stamp(
     let name = m.name.clone().unwrap_or(stem).replace('-', "_");
     let mut add = AddMetadata::default();
     add.name = AddMetadataField::Set(name.clone());
+    // The language the author wrote in: the producers of the core modules
+    // name the interpreter's (componentize-py's runtime says Rust).
+    let language = match lang {
+        Lang::C => "C",
+        Lang::Python => "Python",
+        Lang::JavaScript => "JavaScript",
+    };
+    add.language = vec![(language.into(), String::new())];
     if let Some(v) = &m.version {
         add.version = AddMetadataField::Set(wasm_metadata::Version::new(v.clone()));
     }

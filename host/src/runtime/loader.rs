@@ -273,6 +273,13 @@ impl Loader {
         BUILTIN.iter().filter(move |b| b.kind == kind)
     }
 
+    /// Whether `name` (a bare name) is an algorithm component this loader
+    /// finds: in `--components-dir`, installed, or built in.
+    pub fn finds_algorithm(&self, name: &str) -> bool {
+        super::super::components::store::valid_name(name)
+            && self.resolve(name, None, ComponentKind::Algorithm).is_ok()
+    }
+
     fn resolve(
         &self,
         spec: &str,

@@ -198,7 +198,19 @@ impl Session {
         if let Some(observe) = self.row_observer.get() {
             observe(&r);
         }
-        self.rows.lock().unwrap().push(r);
+        let mut rows = self.rows.lock().unwrap();
+        if !crate::report::knows(&r.collective)
+            && !rows.iter().any(|k| k.collective == r.collective)
+        {
+            tracing::warn!(
+                "{who} recorded rows as `{}`, a name the table does not know ({}, sendrecv): \
+                 their busbw is their algbw and they have no bound; record them under the \
+                 collective's name (e.g. `all_gather` for all_gather_into_tensor)",
+                r.collective,
+                crate::ccl::collective::Collective::names()
+            );
+        }
+        rows.push(r);
         Ok(())
     }
 

@@ -75,6 +75,58 @@ fn rust_panic(stderr: &str) -> Option<(String, String)> {
     Some((message.join("\n"), location))
 }
 
+/// A Python guest's uncaught exception, as the interpreter printed it to
+/// stderr before componentize-py's runtime aborted: the exception line and
+/// the frames of the author's code (the SDK's and the glue's frames, under
+/// componentize-py's `/0/` … search paths, are left out; paths are shown
+/// without that prefix).
+fn python_exception(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let start = lines
+        .iter()
+        .rposition(|l| l.starts_with("Traceback (most recent call last):"))?;
+    let mut frames = Vec::new();
+    let mut exception = None;
+    let mut i = start + 1;
+    while i < lines.len() {
+        let l = lines[i];
+        if let Some(rest) = l.trim_start().strip_prefix("File \"") {
+            let (path, tail) = rest.split_once('"')?;
+            // componentize-py names search path k `/k/`: the SDK and the
+            // glue are the first, the author's directory the last.
+            let shown = match path.strip_prefix('/').and_then(|p| p.split_once('/')) {
+                Some((k, p)) if k.chars().all(|c| c.is_ascii_digit()) => {
+                    if p.starts_with("kernbench/") || p.starts_with("kernbench_app") {
+                        None
+                    } else {
+                        Some(p)
+                    }
+                }
+                _ => Some(path),
+            };
+            if let Some(p) = shown {
+                frames.push(format!("  File \"{p}\"{tail}"));
+                // The source line, when the interpreter printed it.
+                if let Some(src) = lines.get(i + 1).filter(|s| s.starts_with("    ")) {
+                    frames.push(format!("  {}", src.trim_end()));
+                    i += 1;
+                }
+            }
+        } else if !l.starts_with(' ') && !l.trim().is_empty() {
+            exception = Some(l.to_string());
+            break;
+        }
+        i += 1;
+    }
+    let exception = exception?;
+    let mut out = format!("the guest raised {exception}");
+    if !frames.is_empty() {
+        out.push_str("\n  Traceback (most recent call last), the guest's code:\n");
+        out.push_str(&frames.join("\n"));
+    }
+    Some(out)
+}
+
 /// How the Rust SDK ends a kernel whose batched `tl` call the host refused
 /// (`guest-sdk/src/batch_wasm.rs`): it panics with the host's message and
 /// this, then the place of the call. That place, not the SDK's, is where
@@ -92,7 +144,13 @@ pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
         return described;
     }
     let (stderr, _) = out.stderr.contents();
-    match rust_panic(&String::from_utf8_lossy(&stderr)) {
+    let stderr = String::from_utf8_lossy(&stderr);
+    // A Python exception says everything: the interpreter's own frames
+    // (its runtime's panic, the wasm backtrace) say nothing to the author.
+    if let Some(e) = python_exception(&stderr) {
+        return e;
+    }
+    match rust_panic(&stderr) {
         Some((message, _)) if message.contains(BATCHED_CALL_AT) => {
             format!("{message}\n{described}")
         }
@@ -113,5 +171,19 @@ mod tests {
             Some(("deliberate failure".into(), "src/lib.rs:40:21".into()))
         );
         assert_eq!(super::rust_panic("no panic here"), None);
+    }
+
+    #[test]
+    fn a_python_exception_is_read_from_stderr_with_the_authors_frames_only() {
+        let text = "Traceback (most recent call last):\n  File \"/0/kernbench/algorithm.py\", line 143, in kernel\n  \
+                    File \"/0/kernbench/contract.py\", line 38, in call_kernel\n  File \"/1/bad.py\", line 12, in kernel\n    \
+                    undefined_name_here()\nNameError: name 'undefined_name_here' is not defined\n\n\
+                    thread '<unnamed>' (1) panicked at runtime/src/lib.rs:1280:25:\nPython function threw an unexpected exception\n";
+        assert_eq!(
+            super::python_exception(text).unwrap(),
+            "the guest raised NameError: name 'undefined_name_here' is not defined\n  \
+             Traceback (most recent call last), the guest's code:\n  File \"bad.py\", line 12, in kernel\n      undefined_name_here()"
+        );
+        assert_eq!(super::python_exception("no traceback"), None);
     }
 }

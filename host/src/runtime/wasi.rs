@@ -330,13 +330,32 @@ pub fn sandbox(seed: u64, who: &str, (budget, console): (&Arc<MemoryBudget>, &Co
     }
 }
 
+/// The three lines componentize-py's runtime prints when a Python guest's
+/// exception escapes (its own panic, after the traceback): they say
+/// nothing to the author, whose traceback is printed and in the error.
+fn interpreter_noise(lines: &[&str], i: usize) -> bool {
+    const PANIC: &str = "Python function threw an unexpected exception";
+    let at = |j: usize| lines.get(j).copied().unwrap_or("");
+    let panic_head = |l: &str| l.starts_with("thread '") && l.contains(" panicked at runtime/src/");
+    match at(i) {
+        l if l == PANIC => true,
+        l if panic_head(l) => at(i + 1) == PANIC,
+        l if l.starts_with("note: run with `RUST_BACKTRACE=1`") => i > 0 && at(i - 1) == PANIC,
+        _ => false,
+    }
+}
+
 /// Print captured output to stderr, each line prefixed with `[who]`, and
 /// say how much was cut.
 pub fn flush_output(who: &str, out: &Output) {
     for pipe in [&out.stdout, &out.stderr] {
         let (bytes, dropped) = pipe.contents();
         let text = String::from_utf8_lossy(&bytes);
-        for line in text.lines() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if interpreter_noise(&lines, i) {
+                continue;
+            }
             out.console.line(format!("[{who}] {line}"));
         }
         if dropped > 0 {

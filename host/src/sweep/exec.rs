@@ -86,7 +86,7 @@ impl Runner {
             &crate::topology::LayoutCache::Off,
         )
         .map_err(|e| e.to_string())?;
-        let ccl = CclConfig::from_yaml(&r.ccl, origin(&sweep.ccl, "ccl.yaml"))
+        let ccl = CclConfig::from_yaml_over_builtins(&r.ccl, origin(&sweep.ccl, "ccl.yaml"))
             .map_err(|e| e.to_string())?;
         let loader = self.loader(crate::runtime::limits::instances_needed(topo.spec.n_sips()))?;
         let res = run_bench(
