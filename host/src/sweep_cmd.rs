@@ -79,7 +79,7 @@ struct PointLimits {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// The sweep file (see the README's "Sweeps").
+    /// The sweep file (see docs/sweeps.md).
     file: Option<PathBuf>,
     /// The results directory [default: <sweep file's stem>.sweep].
     #[arg(short, long)]

@@ -1,6 +1,6 @@
 //! The compatibility contract of the guest interface (`wit/`): which
 //! `kernbench:sim` versions this host runs, and the message when it does
-//! not (README "Compatibility").
+//! not (docs/components.md, "Compatibility").
 //!
 //! The package follows semantic versioning as the component model applies
 //! it (and wasmtime's linker resolves it): within one compatible line —

@@ -2,6 +2,8 @@
 //! validation, and the embedded defaults.
 
 pub mod ccl;
+#[cfg(test)]
+mod doc_check;
 pub mod topology;
 
 pub use ccl::{AlgorithmEntry, CclConfig};

@@ -14,8 +14,8 @@
 //! Windows skip empty stretches: the next starts at the earliest pending
 //! timer or message of any partition.
 //!
-//! Not yet used by the machine model (see the README, "What two
-//! simulation threads could give here"): it is the engine half of a
+//! Not yet used by the machine model (see docs/performance-history.md,
+//! "What two simulation threads could give here"): it is the engine half of a
 //! simulation split by groups of SIPs.
 
 use super::executor::{now, Executor, RunOutcome};

@@ -453,7 +453,7 @@ impl OpLog {
         &self.records
     }
 
-    /// The log as JSON lines, one op per line (schema in the README).
+    /// The log as JSON lines, one op per line (schema in docs/verification.md).
     pub fn to_jsonl(&self) -> String {
         let mut out = String::new();
         for r in &self.records {

@@ -1,7 +1,7 @@
 //! Test algorithm built against the frozen `kernbench:sim@0.1.0`
 //! (`wit/history/0.1.0`, the whole released WIT, no guest SDK): a
 //! component distributed before the host moved on. The host must run it
-//! unchanged (README "Compatibility"). A one-step exchange that
+//! unchanged (docs/components.md, "Compatibility"). A one-step exchange that
 //! all-reduces two ranks: load, send east, receive from the west, add,
 //! store.
 
