@@ -253,8 +253,8 @@ fn main() {
             ),
         );
         // The same on one executor (the run above is split in two
-        // partitions where the machine has two cores: see the README's
-        // "The machine model on two threads").
+        // partitions where the machine has two cores: see
+        // docs/architecture.md).
         if r.partitions > 1 {
             let args = ["-b", "16", "-e", "16"];
             let (one, runs) = run_split(times, 1024, ("ccl_allreduce", None, &args), Some(1));
