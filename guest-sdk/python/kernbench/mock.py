@@ -124,6 +124,22 @@ class _Raw:
         self.addr, self.shape, self.dtype, self.data = addr, list(shape), dtype, data
 
 
+class _InSlot(_Raw):
+    """A received tensor: it holds its IPCQ slot until it is dropped, as
+    the simulator's does (the sender waits for a free slot meanwhile), so
+    a kernel that keeps more received tensors alive than there are slots
+    deadlocks here as it would there."""
+
+    __slots__ = ("_slots",)
+
+    def __init__(self, addr, shape, dtype, data, slots):
+        super().__init__(addr, shape, dtype, data)
+        self._slots = slots
+
+    def __del__(self):
+        self._slots.release()
+
+
 _UNARY = {
     "neg": lambda x: -x,
     "abs": abs,
@@ -188,13 +204,17 @@ class _Rank:
         self.memory[self._range(addr, len(raw.data))] = raw.data
 
     def send(self, dir, raw):
-        q = self.tx.get(dir)
-        if q is None:
+        link = self.tx.get(dir)
+        if link is None:
             self._fail(f"send to direction {dir!r}, which is not installed")
-        try:
-            q.put(raw.data, timeout=DEADLOCK_TIMEOUT)
-        except queue.Full:
-            self._fail(f"deadlock: send(dir={dir!r}) waited {DEADLOCK_TIMEOUT} s for a slot")
+        q, slots = link
+        if not slots.acquire(timeout=DEADLOCK_TIMEOUT):
+            self._fail(
+                f"deadlock: send(dir={dir!r}) waited {DEADLOCK_TIMEOUT} s for a free slot "
+                "(a slot is free again when the peer drops the tensor it received there: "
+                "does it keep received tensors alive?)"
+            )
+        q.put((raw.data, slots))
 
     def send_addr(self, dir, addr, shape, dtype):
         self.send(dir, self.load(addr, shape, dtype))
@@ -246,11 +266,15 @@ class _Rank:
             self._serve_one(dir)
         return self._checked(dir, shape, dtype, self._take(dir))
 
-    def _checked(self, dir, shape, dtype, data):
+    def _checked(self, dir, shape, dtype, message):
+        data, slots = message
         want = math.prod(shape) * ITEMSIZE[dtype]
         if len(data) != want:
+            slots.release()
             self._fail(f"recv(dir={dir!r}) of {want} bytes got a message of {len(data)}")
-        return self._scratch(shape, dtype, data)
+        addr = self.next_scratch
+        self.next_scratch += len(data)
+        return _InSlot(addr, shape, dtype, data, slots)
 
     def recv_into(self, dir, shape, dtype, dst):
         raw = self.recv(dir, shape, dtype)
@@ -353,8 +377,10 @@ def run_kernel_in_mock(
     rx = [[] for _ in range(world_size)]
     for r in range(world_size):
         for d, peer, pd in rows(module, topology, world_size, r, grid_w):
-            q = queue.Queue(maxsize=n_slots)
-            tx[r][d] = q
+            # Messages wait in the queue; a message holds one of the
+            # direction's n_slots from its send until the receiver drops it.
+            q = queue.Queue()
+            tx[r][d] = (q, threading.Semaphore(n_slots))
             rx[peer].append((pd, q))
     ranks = [
         _Rank(r, bytearray(encode(inputs[r], dtype)), tx[r], rx[r]) for r in range(world_size)

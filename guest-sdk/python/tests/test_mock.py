@@ -160,5 +160,39 @@ class MathUnit(unittest.TestCase):
         self.assertEqual(out[0][:2], [1.0, 1.0])
 
 
+
+class Slots(unittest.TestCase):
+    """A received tensor holds its IPCQ slot until it is dropped."""
+
+    def kernel(self, keep):
+        def kernel(t_ptr, n, tl):
+            mine = tl.load(t_ptr, shape=(n,), dtype="f16")
+            kept = []
+            total = mine
+            for _ in range(3):
+                tl.send(dir="E", src=mine)
+                got = tl.recv(dir="W", shape=(n,), dtype="f16")
+                total = total + got
+                if keep:
+                    kept.append(got)
+                del got
+            tl.store(t_ptr, total)
+
+        return kernel
+
+    def test_dropped_tensors_free_their_slot(self):
+        out = run_kernel_in_mock(self.kernel(False), 2, "ring_1d", [[1.0], [2.0]], (1,), n_slots=1)
+        self.assertEqual(out, [[7.0], [5.0]])
+
+    def test_received_tensors_kept_alive_deadlock_as_in_the_simulator(self):
+        import kernbench.mock as m
+
+        saved, m.DEADLOCK_TIMEOUT = m.DEADLOCK_TIMEOUT, 0.5
+        try:
+            with self.assertRaisesRegex(RuntimeError, "waited 0.5 s for a free slot"):
+                run_kernel_in_mock(self.kernel(True), 2, "ring_1d", [[1.0], [2.0]], (1,), n_slots=1)
+        finally:
+            m.DEADLOCK_TIMEOUT = saved
+
 if __name__ == "__main__":
     unittest.main()
