@@ -50,7 +50,9 @@ enum Cmd {
         topology: Option<PathBuf>,
         #[command(flatten)]
         layout: LayoutArgs,
-        /// ccl.yaml to use instead of the embedded default.
+        /// A ccl.yaml layered over the embedded one: its entries are added to
+        /// the built-in algorithms (one of the same name replaces it) and
+        /// its defaults win.
         #[arg(long)]
         ccl: Option<PathBuf>,
         /// Algorithm (a ccl.yaml entry) instead of `defaults.algorithm`.
