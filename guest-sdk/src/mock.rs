@@ -7,15 +7,78 @@
 use crate::{Algorithm, BinOp, Dtype, Tensor, Tl};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
-use std::time::Duration;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// Address at which each rank's input shard lives (the kernel's `t_ptr`).
 pub const MOCK_T_PTR: u64 = 0x1000;
 /// First address handed out for mock scratch tensors.
 const SCRATCH_BASE: u64 = 0x4000_0000_0000;
-/// How long a `recv` waits before the mock declares a deadlock.
+/// How long a `recv`, or a `send` with no free slot, waits before the mock
+/// declares a deadlock.
 const DEADLOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The IPCQ slots of one direction, a counting semaphore: a message holds
+/// one from its `send` until the tensor it was received as is dropped, as
+/// in the simulator (whose received tensors point at their slot), so a
+/// kernel that keeps more received tensors alive than there are slots
+/// deadlocks here as it would there.
+#[derive(Debug)]
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn new(n: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            free: Mutex::new(n),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// Take a slot; false when none came free within `timeout`.
+    fn take(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            free = self
+                .freed
+                .wait_timeout(free, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        *free -= 1;
+        true
+    }
+
+    fn give(&self) {
+        *self.free.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.freed.notify_one();
+    }
+}
+
+/// A slot held by a received tensor (and its clones), given back when the
+/// last of them is dropped.
+#[derive(Debug)]
+struct SlotHeld(Arc<Slots>);
+
+impl Drop for SlotHeld {
+    fn drop(&mut self) {
+        self.0.give();
+    }
+}
+
+/// A message in flight: its bytes and the slots of its direction.
+type Message = (Vec<u8>, Arc<Slots>);
+
+/// A rank's side of a direction it sends on.
+type Outbox = (Sender<Message>, Arc<Slots>);
 
 /// Mock run configuration.
 #[derive(Debug, Clone)]
@@ -199,6 +262,9 @@ pub struct MockTensor {
     shape: Vec<u32>,
     dtype: Dtype,
     data: Vec<u8>,
+    /// A received tensor's IPCQ slot, held until the tensor (and its
+    /// clones) are dropped.
+    _slot: Option<Arc<SlotHeld>>,
 }
 
 impl Tensor for MockTensor {
@@ -223,7 +289,7 @@ struct RankState {
     /// `recv_async` futures per direction not yet given a message, in
     /// issue order, and the messages of those that were.
     pending: HashMap<Option<String>, std::collections::VecDeque<u64>>,
-    claimed: HashMap<u64, Vec<u8>>,
+    claimed: HashMap<u64, Message>,
     next_future: u64,
 }
 
@@ -239,8 +305,8 @@ pub struct MockFuture {
 /// The mock's kernel language for one rank.
 pub struct MockTl {
     rank: u32,
-    tx: HashMap<String, SyncSender<Vec<u8>>>,
-    rx: Vec<(String, Receiver<Vec<u8>>)>,
+    tx: HashMap<String, Outbox>,
+    rx: Vec<(String, Receiver<Message>)>,
     state: RefCell<RankState>,
 }
 
@@ -271,6 +337,15 @@ impl MockTl {
             shape: shape.to_vec(),
             dtype,
             data,
+            _slot: None,
+        }
+    }
+
+    /// A received message as a tensor that holds its slot.
+    fn received(&self, shape: &[u32], dtype: Dtype, (data, slots): Message) -> MockTensor {
+        MockTensor {
+            _slot: Some(Arc::new(SlotHeld(slots))),
+            ..self.scratch(shape, dtype, data)
         }
     }
 
@@ -291,7 +366,7 @@ impl MockTl {
         start..start + len
     }
 
-    fn take(&self, dir: Option<&str>) -> Vec<u8> {
+    fn take(&self, dir: Option<&str>) -> Message {
         let deadline = std::time::Instant::now() + DEADLOCK_TIMEOUT;
         match dir {
             Some(d) => {
@@ -384,7 +459,8 @@ impl Tl for MockTl {
         // Earlier futures on the direction take their messages first.
         loop {
             let claimed = self.state.borrow_mut().claimed.remove(&f.id);
-            if let Some(data) = claimed {
+            if let Some(message) = claimed {
+                let data = &message.0;
                 assert_eq!(
                     data.len(),
                     nbytes_of(&f.shape, f.dtype),
@@ -394,7 +470,7 @@ impl Tl for MockTl {
                     f.dtype,
                     data.len()
                 );
-                return self.scratch(&f.shape, f.dtype, data);
+                return self.received(&f.shape, f.dtype, message);
             }
             self.serve_one(&f.dir);
         }
@@ -414,6 +490,7 @@ impl Tl for MockTl {
             shape: shape.to_vec(),
             dtype,
             data,
+            _slot: None,
         }
     }
     fn store(&self, addr: u64, value: &MockTensor) {
@@ -425,18 +502,27 @@ impl Tl for MockTl {
         self.send(dir, &t);
     }
     fn send(&self, dir: &str, value: &MockTensor) {
-        let tx = self.tx.get(dir).unwrap_or_else(|| {
+        let (tx, slots) = self.tx.get(dir).unwrap_or_else(|| {
             panic!(
                 "mock rank {}: send to direction {dir:?}, which is not installed",
                 self.rank
             )
         });
-        tx.send(value.data.clone()).unwrap_or_else(|_| {
+        if !slots.take(DEADLOCK_TIMEOUT) {
             panic!(
-                "mock rank {}: send(dir={dir:?}): the peer has finished",
+                "mock rank {}: deadlock: send(dir={dir:?}) waited {DEADLOCK_TIMEOUT:?} for a free slot \
+                 (a slot is free again when the peer drops the tensor it received there: does it \
+                 keep received tensors alive?)",
                 self.rank
-            )
-        });
+            );
+        }
+        tx.send((value.data.clone(), slots.clone()))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "mock rank {}: send(dir={dir:?}): the peer has finished",
+                    self.rank
+                )
+            });
     }
     fn recv(&self, dir: Option<&str>, shape: &[u32], dtype: Dtype) -> MockTensor {
         // Futures issued earlier on this direction take their messages first.
@@ -450,15 +536,15 @@ impl Tl for MockTl {
         {
             self.serve_one(&key);
         }
-        let data = self.take(dir);
+        let message = self.take(dir);
         assert_eq!(
-            data.len(),
+            message.0.len(),
             nbytes_of(shape, dtype),
             "mock rank {}: recv expected {shape:?} {dtype:?}, got {} bytes",
             self.rank,
-            data.len()
+            message.0.len()
         );
-        self.scratch(shape, dtype, data)
+        self.received(shape, dtype, message)
     }
     fn recv_into(
         &self,
@@ -469,8 +555,10 @@ impl Tl for MockTl {
     ) -> MockTensor {
         let t = self.recv(dir, shape, dtype);
         self.store(dst_addr, &t);
+        // The copy is done: the slot is free again.
         MockTensor {
             addr: dst_addr,
+            _slot: None,
             ..t
         }
     }
@@ -604,13 +692,12 @@ pub fn run_in_mock<A: Algorithm>(
         "mesh_2d" | "torus_2d" => cfg.grid(),
         _ => (0, 0),
     };
-    let mut tx: Vec<HashMap<String, SyncSender<Vec<u8>>>> =
-        (0..n).map(|_| HashMap::new()).collect();
-    let mut rx: Vec<Vec<(String, Receiver<Vec<u8>>)>> = (0..n).map(|_| Vec::new()).collect();
+    let mut tx: Vec<HashMap<String, Outbox>> = (0..n).map(|_| HashMap::new()).collect();
+    let mut rx: Vec<Vec<(String, Receiver<Message>)>> = (0..n).map(|_| Vec::new()).collect();
     for r in 0..n {
         for (dir, peer, peer_dir) in rows::<A>(cfg, r) {
-            let (s, q) = sync_channel(cfg.n_slots);
-            tx[r as usize].insert(dir, s);
+            let (s, q) = channel();
+            tx[r as usize].insert(dir, (s, Slots::new(cfg.n_slots)));
             rx[peer as usize].push((peer_dir, q));
         }
     }
@@ -777,6 +864,48 @@ mod tests {
         fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
             vec![n_elem as i64]
         }
+    }
+
+    /// A ring of three steps that adds what it receives, keeping the
+    /// received tensors alive (`KEEP`) or dropping each after its add.
+    struct Keeps<const KEEP: bool>;
+
+    impl<const KEEP: bool> Algorithm for Keeps<KEEP> {
+        fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+            let n = args[0] as u32;
+            let mine = tl.load(t_ptr, &[n], Dtype::F16);
+            let mut total = tl.add(&mine, &mine);
+            let mut kept = Vec::new();
+            for _ in 0..3 {
+                tl.send("E", &mine);
+                let got = tl.recv(Some("W"), &[n], Dtype::F16);
+                total = tl.add(&total, &got);
+                if KEEP {
+                    kept.push(got);
+                }
+            }
+            tl.store(t_ptr, &total);
+        }
+        fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
+            vec![n_elem as i64]
+        }
+    }
+
+    #[test]
+    fn a_dropped_received_tensor_frees_its_slot() {
+        let mut cfg = MockConfig::ring(2, Dtype::F16, vec![1]);
+        cfg.n_slots = 1;
+        let out = run_kernel_in_mock::<Keeps<false>>(&cfg, &[vec![1.0], vec![2.0]]);
+        assert_eq!(out, vec![vec![8.0], vec![7.0]]);
+    }
+
+    /// As in the simulator, where a received tensor points at its slot.
+    #[test]
+    #[should_panic(expected = "waited 10s for a free slot")]
+    fn received_tensors_kept_alive_hold_their_slots_and_deadlock() {
+        let mut cfg = MockConfig::ring(2, Dtype::F16, vec![1]);
+        cfg.n_slots = 1;
+        run_kernel_in_mock::<Keeps<true>>(&cfg, &[vec![1.0], vec![2.0]]);
     }
 
     #[test]
