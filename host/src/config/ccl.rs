@@ -384,17 +384,28 @@ pub struct CclConfig {
 
 impl CclConfig {
     pub fn from_yaml(text: &str, origin: Origin) -> Result<Self, ConfigError> {
+        Self::parse(text, &origin)?.checked(origin)
+    }
+
+    /// The file's text as read, not yet checked; relative paths resolve
+    /// against `origin`'s directory.
+    fn parse(text: &str, origin: &Origin) -> Result<Self, ConfigError> {
         let mut cfg: CclConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
             origin: origin.clone(),
             message: e.to_string(),
         })?;
-        if let Origin::File(p) = &origin {
+        if let Origin::File(p) = origin {
             cfg.base_dir = p.parent().map(|d| d.to_path_buf());
         }
         cfg.origin = Some(origin.clone());
-        cfg.check()
-            .map_err(|message| ConfigError::Invalid { origin, message })?;
         Ok(cfg)
+    }
+
+    /// [`Self::check`], its message placed at `origin`.
+    fn checked(mut self, origin: Origin) -> Result<Self, ConfigError> {
+        self.check()
+            .map_err(|message| ConfigError::Invalid { origin, message })?;
+        Ok(self)
     }
 
     /// A user's ccl.yaml layered over the embedded one, as the CLI reads
@@ -405,16 +416,10 @@ impl CclConfig {
     /// entry the default (as the seed's snippets do), and a file of
     /// several entries must name its default, as a file read alone must.
     pub fn from_yaml_over_builtins(text: &str, origin: Origin) -> Result<Self, ConfigError> {
-        let mut user: CclConfig = serde_yaml::from_str(text).map_err(|e| ConfigError::Parse {
-            origin: origin.clone(),
-            message: e.to_string(),
-        })?;
+        let mut user = Self::parse(text, &origin)?;
         if user.defaults.algorithm.is_empty() && user.algorithms.len() > 1 {
             // The file alone says what is missing.
-            user.check().map_err(|message| ConfigError::Invalid {
-                origin: origin.clone(),
-                message,
-            })?;
+            user = user.checked(origin.clone())?;
         }
         let mut merged: CclConfig =
             serde_yaml::from_str(super::DEFAULT_CCL_YAML).expect("the embedded ccl.yaml parses");
@@ -433,14 +438,9 @@ impl CclConfig {
         merged.defaults.world_size = user.defaults.world_size.or(merged.defaults.world_size);
         merged.defaults.n_elem = user.defaults.n_elem.or(merged.defaults.n_elem);
         merged.algorithms.extend(user.algorithms);
-        if let Origin::File(p) = &origin {
-            merged.base_dir = p.parent().map(|d| d.to_path_buf());
-        }
-        merged.origin = Some(origin.clone());
-        merged
-            .check()
-            .map_err(|message| ConfigError::Invalid { origin, message })?;
-        Ok(merged)
+        merged.base_dir = user.base_dir;
+        merged.origin = user.origin;
+        merged.checked(origin)
     }
 
     /// Add an entry `{module: NAME}` for each algorithm name of an
@@ -449,14 +449,17 @@ impl CclConfig {
     /// it runs with its own defaults. Names neither known nor found are
     /// left for the usual "no such entry" error.
     pub fn add_component_entries(&mut self, spec: Option<&str>, found: impl Fn(&str) -> bool) {
-        for part in spec.unwrap_or("").split(',').map(str::trim) {
-            let name = part.split_once('=').map_or(part, |(_, n)| n.trim());
-            if name.is_empty() || self.algorithms.contains_key(name) || !found(name) {
+        // A spec that does not parse is reported when the run reads it.
+        let Ok(choice) = AlgorithmChoice::parse(spec) else {
+            return;
+        };
+        for name in choice.plain.iter().chain(choice.per_collective.values()) {
+            if self.algorithms.contains_key(name) || !found(name) {
                 continue;
             }
             let entry: AlgorithmEntry = serde_yaml::from_str(&format!("module: {name:?}"))
                 .expect("an entry of a module alone parses");
-            self.algorithms.insert(name.to_string(), entry);
+            self.algorithms.insert(name.clone(), entry);
         }
     }
 

@@ -55,10 +55,10 @@ pub fn search_dirs() -> Vec<PathBuf> {
 /// Where `toolchains install` writes: `$KERNBENCH_TOOLCHAINS` when set,
 /// else the per-user directory.
 pub fn install_dir() -> Option<PathBuf> {
-    search_dirs()
-        .into_iter()
-        .next()
-        .filter(|d| d != Path::new(".toolchains"))
+    match std::env::var_os("KERNBENCH_TOOLCHAINS").filter(|d| !d.is_empty()) {
+        Some(d) => Some(PathBuf::from(d)),
+        None => user_dir(),
+    }
 }
 
 const PY_IN_DIR: &str = "venv/bin/componentize-py";
