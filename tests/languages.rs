@@ -140,9 +140,17 @@ fn a_python_bench_calls_every_collective_and_gets_pytorch_s_results() {
     for n in [4u32, 3] {
         let every_op = Some("all_reduce=ring_rsag_allreduce");
         let res = run(&bench, topo(n), ccl(), every_op, &[]).unwrap();
-        let names: std::collections::BTreeSet<&str> =
-            res.rows.iter().map(|r| r.collective.as_str()).collect();
-        assert_eq!(names.len(), 13, "{names:?}");
+        let calls: std::collections::BTreeSet<(&str, &str)> = res
+            .rows
+            .iter()
+            .map(|r| (r.collective.as_str(), r.redop.as_str()))
+            .collect();
+        assert_eq!(calls.len(), 13, "{calls:?}");
+        // Every row is named for the torch.distributed function it timed,
+        // and the table knows each as a collective (busbw factor, bound).
+        for (name, _) in &calls {
+            assert!(kernbench::report::knows(name), "{name}");
+        }
         // 12 collective calls on every rank, sendrecv on the pairs
         assert_eq!(res.rows.len() as u32, 12 * n + n - n % 2, "{:?}", res.rows);
         assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);

@@ -37,6 +37,7 @@
 //! the radius of the ranks' graph, which is at least half its diameter.
 //! Sizes are what a rank's buffer holds; a block of `S/p` is rounded down.
 
+use crate::ccl::collective::Collective;
 use crate::config::topology::SipTopology;
 use crate::topology::{LinkKind, Topology};
 use crate::units::{Ps, Rate};
@@ -101,7 +102,8 @@ impl CollectiveBound {
         })
     }
 
-    /// The bound (ps) of `collective` (PyTorch's name, or `sendrecv`) on
+    /// The bound (ps) of `collective` (the name of a `torch.distributed`
+    /// function, [`Collective::from_record_name`], or `sendrecv`) on
     /// `p` ranks moving `bytes` per rank (nccl-tests' size), by the table
     /// above; None for an unknown collective or past the clock's horizon.
     pub fn collective_ps(&self, collective: &str, bytes: u64, p: u32) -> Option<Ps> {
@@ -109,7 +111,11 @@ impl CollectiveBound {
         let block = bytes / p64;
         let others = bytes - block;
         let half = self.diameter.div_ceil(2);
-        let (enter, leave, hops) = match collective {
+        let name = match Collective::from_record_name(collective) {
+            Some(c) => c.name(),
+            None => collective,
+        };
+        let (enter, leave, hops) = match name {
             "all_reduce" => (bytes, bytes, self.diameter),
             "all_gather" => (others, block, self.diameter),
             "reduce_scatter" => (block, others, self.diameter),

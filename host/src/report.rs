@@ -36,15 +36,18 @@ pub struct Row {
 }
 
 /// nccl-tests bus-bandwidth factor of a collective with `n` ranks
-/// ([`Collective::busbw_factor`]; 1 for `sendrecv` and unknown names).
+/// ([`Collective::busbw_factor`] of the collective the row's name
+/// measured, [`Collective::from_record_name`]; 1 for `sendrecv` and
+/// unknown names).
 pub fn busbw_factor(collective: &str, n: u32) -> f64 {
-    Collective::from_name(collective).map_or(1.0, |c| c.busbw_factor(n))
+    Collective::from_record_name(collective).map_or(1.0, |c| c.busbw_factor(n))
 }
 
 /// Whether the table knows `collective` (its busbw factor and bound):
-/// a collective by PyTorch's name, or `sendrecv`.
+/// a collective by the name of any `torch.distributed` function that runs
+/// it, or `sendrecv`.
 pub fn knows(collective: &str) -> bool {
-    collective == "sendrecv" || Collective::from_name(collective).is_some()
+    collective == "sendrecv" || Collective::from_record_name(collective).is_some()
 }
 
 /// Lower bound (ps) of `collective` moving `bytes` per rank, when known
@@ -384,11 +387,19 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_table_knows_the_collectives_and_sendrecv_only() {
-        for c in ["all_reduce", "all_gather", "all_to_all", "sendrecv"] {
+    fn the_table_knows_the_collectives_their_torch_variants_and_sendrecv() {
+        for c in [
+            "all_reduce",
+            "all_gather",
+            "all_to_all",
+            "sendrecv",
+            "all_gather_into_tensor",
+            "reduce_scatter_tensor",
+            "all_to_all_single",
+        ] {
             assert!(super::knows(c), "{c}");
         }
-        for c in ["all_gather_into_tensor", "allreduce", ""] {
+        for c in ["allreduce", "gather", ""] {
             assert!(!super::knows(c), "{c}");
         }
     }
@@ -417,6 +428,13 @@ mod tests {
         );
         assert_eq!(bound_ps("all_reduce", 2, &ab), Some(20 + 2 * 500));
         assert_eq!(busbw_factor("all_reduce", 4), 1.5);
+        // A row named for the tensor variant is the same collective.
+        assert_eq!(busbw_factor("all_gather_into_tensor", 4), 0.75);
+        assert_eq!(
+            bound_ps("reduce_scatter_tensor", 1_000_000, &ab),
+            bound_ps("reduce_scatter", 1_000_000, &ab)
+        );
+        assert!(bound_ps("all_to_all_single", 1_000_000, &ab).is_some());
         assert_eq!(bound_ps("sendrecv", 8, &ab), Some(20 + 500 + 40));
         assert_eq!(bound_ps("gossip", 8, &ab), None);
     }

@@ -50,6 +50,24 @@ impl Collective {
         Collective::ALL.into_iter().find(|c| c.name() == n)
     }
 
+    /// The collective a report row named `name` measured: [`Self::from_name`]
+    /// plus the names of `torch.distributed`'s other entry points to the
+    /// same collective (`all_gather_into_tensor`, `reduce_scatter_tensor`,
+    /// `all_to_all_single` and the older `_base` forms), so a bench may
+    /// label its rows with the function it called.
+    pub fn from_record_name(name: &str) -> Option<Collective> {
+        let n = name.replace('-', "_");
+        let canonical = match n.as_str() {
+            "all_gather_into_tensor" | "_all_gather_base" | "all_gather_base" => "all_gather",
+            "reduce_scatter_tensor" | "_reduce_scatter_base" | "reduce_scatter_base" => {
+                "reduce_scatter"
+            }
+            "all_to_all_single" => "all_to_all",
+            other => other,
+        };
+        Collective::from_name(canonical)
+    }
+
     /// Every name, for error messages.
     pub fn names() -> String {
         Collective::ALL.map(Collective::name).join(", ")
@@ -236,6 +254,22 @@ mod tests {
             assert_eq!(Collective::from_name(&c.name().replace('_', "-")), Some(c));
         }
         assert_eq!(Collective::from_name("allreduce"), None);
+        assert_eq!(Collective::from_name("all_gather_into_tensor"), None);
+        for (torch_name, c) in [
+            ("all_gather_into_tensor", Collective::AllGather),
+            ("_all_gather_base", Collective::AllGather),
+            ("reduce_scatter_tensor", Collective::ReduceScatter),
+            ("reduce-scatter-tensor", Collective::ReduceScatter),
+            ("all_to_all_single", Collective::AllToAll),
+            ("all_reduce", Collective::AllReduce),
+        ] {
+            assert_eq!(
+                Collective::from_record_name(torch_name),
+                Some(c),
+                "{torch_name}"
+            );
+        }
+        assert_eq!(Collective::from_record_name("allgather"), None);
         for o in RedOp::ALL {
             assert_eq!(RedOp::from_name(o.name()), Some(o));
         }

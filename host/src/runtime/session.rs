@@ -203,9 +203,10 @@ impl Session {
             && !rows.iter().any(|k| k.collective == r.collective)
         {
             tracing::warn!(
-                "{who} recorded rows as `{}`, a name the table does not know ({}, sendrecv): \
+                "{who} recorded rows as `{}`, a name the table does not know ({}, their \
+                 torch.distributed variants such as all_gather_into_tensor, or sendrecv): \
                  their busbw is their algbw and they have no bound; record them under the \
-                 collective's name (e.g. `all_gather` for all_gather_into_tensor)",
+                 collective's name",
                 r.collective,
                 crate::ccl::collective::Collective::names()
             );
