@@ -359,7 +359,8 @@ fn capability_annotations(
 
 /// `publish FILE REF`.
 pub fn publish(file: &std::path::Path, reference: &str) -> Result<()> {
-    let wasm = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let wasm =
+        kernbench::components::read_bounded(file, kernbench::components::MAX_COMPONENT_BYTES)?;
     let info = metadata::read(&wasm).with_context(|| file.display().to_string())?;
     let kind = info.kind.with_context(|| {
         format!(
@@ -447,7 +448,8 @@ pub fn install(source: &str, name: Option<&str>) -> Result<()> {
             ref_name(source),
         )
     } else {
-        let wasm = std::fs::read(path).with_context(|| format!("cannot read {source}"))?;
+        let wasm =
+            kernbench::components::read_bounded(path, kernbench::components::MAX_COMPONENT_BYTES)?;
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         (
             wasm,

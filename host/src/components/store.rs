@@ -97,6 +97,8 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Read(#[from] super::ReadError),
     #[error("{path}: a damaged install record: {message}")]
     BadRecord { path: String, message: String },
 }
@@ -220,10 +222,15 @@ impl Store {
     /// The record of an installed component, None if there is none.
     pub fn record(&self, kind: Kind, name: &str) -> Result<Option<Record>, StoreError> {
         let (_, json) = self.paths(kind, name);
-        let text = match std::fs::read(&json) {
+        // A record is a few hundred bytes; 1 MiB bounds a damaged one.
+        let text = match super::read_bounded(&json, 1 << 20) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(&json)(e)),
+            Err(super::ReadError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e.into()),
         };
         serde_json::from_slice(&text)
             .map(Some)
@@ -243,7 +250,7 @@ impl Store {
             return Ok(None);
         };
         let (wasm_path, _) = self.paths(kind, name);
-        let wasm = std::fs::read(&wasm_path).map_err(io(&wasm_path))?;
+        let wasm = super::read_bounded(&wasm_path, super::MAX_COMPONENT_BYTES)?;
         let got = super::oci_digest(&wasm);
         if got != record.digest {
             return Err(StoreError::Tampered {

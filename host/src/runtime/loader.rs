@@ -529,15 +529,46 @@ fn read_component_file(name: &str, p: &Path) -> Result<Vec<u8>, SimError> {
         name: name.to_string(),
         message,
     };
-    let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-    if len > MAX_COMPONENT_BYTES {
-        return Err(err(format!(
-            "{} is {len} bytes, over the {} MiB a component may have",
+    let bytes = crate::components::read_bounded(p, MAX_COMPONENT_BYTES).map_err(|e| match e {
+        crate::components::ReadError::TooLarge { .. } => err(format!(
+            "{} is over the {} MiB a component may have",
             p.display(),
             MAX_COMPONENT_BYTES >> 20
-        )));
+        )),
+        e => err(e.to_string()),
+    })?;
+    if !bytes.starts_with(b"\0asm") {
+        if let Some(fix) = source_not_component(p) {
+            return Err(err(fix));
+        }
     }
-    std::fs::read(p).map_err(|e| err(format!("cannot read {}: {e}", p.display())))
+    Ok(bytes)
+}
+
+/// When `p` is the source of a guest rather than a component: what it is
+/// and the command that builds it.
+fn source_not_component(p: &Path) -> Option<String> {
+    let ext = p.extension()?.to_str()?;
+    let shown = p.display();
+    let out = p.with_extension("wasm");
+    let out = out.display();
+    let build = |lang: &str, kind: &str| {
+        format!(
+            "{shown} is {lang} source, not a component: build it first with \
+             `kernbench-host build {shown}{kind} -o {out}`, then give {out}"
+        )
+    };
+    match ext {
+        "py" => Some(build("Python", " --kind bench|algorithm")),
+        "js" | "mjs" => Some(build("JavaScript", "")),
+        "c" => Some(build("C", "")),
+        "rs" => Some(format!(
+            "{shown} is Rust source, not a component: build its crate with \
+             `cargo build --release --target wasm32-wasip2` and run the .wasm under \
+             target/wasm32-wasip2/release/"
+        )),
+        _ => None,
+    }
 }
 
 /// Check the WIT package version and the world of a component.
@@ -643,5 +674,27 @@ mod tests {
             let r = room(b);
             assert!(r < 128 << 10, "bench {bench}: {r} bytes of heap");
         }
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    #[test]
+    fn a_source_file_given_as_a_component_gets_the_build_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let py = dir.path().join("b.py");
+        std::fs::write(&py, "def run(torch): pass\n").unwrap();
+        let e = super::read_component_file("b", &py)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is Python source, not a component"), "{e}");
+        assert!(e.contains("kernbench-host build"), "{e}");
+        assert!(e.contains("b.wasm"), "{e}");
+        // Not source, not wasm: left to the parser's own message.
+        let junk = dir.path().join("j.wasm");
+        std::fs::write(&junk, "xx").unwrap();
+        assert!(super::read_component_file("j", &junk).is_ok());
+        let e = super::read_component_file("z", std::path::Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }
