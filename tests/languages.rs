@@ -327,7 +327,25 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
             "{readme}"
         );
         let src = root.join(format!("{name}.{ext}"));
-        ok(kb().arg("build").arg(&src).arg("-o").arg(&out));
+        let cache = tempfile::tempdir().unwrap();
+        let build = || {
+            ok(kb()
+                .env("KERNBENCH_CACHE_DIR", cache.path())
+                .arg("build")
+                .arg(&src)
+                .arg("-o")
+                .arg(&out))
+        };
+        let said = build();
+        assert!(!said.contains("earlier build"), "{said}");
+        if lang != "c" {
+            // componentize-py/-js give other bytes for the same input; the
+            // builder gives back the first build while the inputs hold.
+            let first = std::fs::read(&out).unwrap();
+            let said = build();
+            assert!(said.contains("the same inputs' earlier build"), "{said}");
+            assert!(std::fs::read(&out).unwrap() == first, "{lang}: other bytes");
+        }
         if lang == "python" {
             // Its README's test step: the kernel in the SDK's mock.
             assert!(readme.contains("python3 -m unittest"), "{readme}");

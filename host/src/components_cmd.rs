@@ -259,7 +259,8 @@ fn host_wit() -> String {
 pub enum CacheCmd {
     /// Where compiled components are kept, how many and how big.
     Show,
-    /// Remove every compiled component (they are compiled again on use).
+    /// Remove every compiled component (they are compiled again on use)
+    /// and every kept build.
     Clear,
 }
 
@@ -288,6 +289,14 @@ pub fn run_cache(cmd: CacheCmd) -> Result<()> {
                 "{} run(s) remembered not to split (their split gave up; `cache clear` forgets them)",
                 memo.len()
             );
+            let builds = kernbench::guest_build::reuse::BuildCache::under(cache.dir()).entries();
+            println!(
+                "{} kept build(s) of Python/JavaScript sources, {} (`build` gives them back \
+                 while the inputs are unchanged; at most {})",
+                builds.len(),
+                human_bytes(builds.iter().map(|(_, n)| n).sum()),
+                kernbench::guest_build::reuse::MAX_ENTRIES
+            );
             for e in &entries {
                 let age = e
                     .last_used
@@ -309,9 +318,15 @@ pub fn run_cache(cmd: CacheCmd) -> Result<()> {
             let runs = memo
                 .clear()
                 .with_context(|| format!("cannot clear {}", cache.dir().display()))?;
+            let builds = kernbench::guest_build::reuse::BuildCache::under(cache.dir());
+            let (kept, kept_bytes) = builds
+                .clear()
+                .with_context(|| format!("cannot clear {}", builds.dir().display()))?;
             println!(
-                "removed {n} compiled component(s), {} and {runs} remembered split give-up(s) from {}",
+                "removed {n} compiled component(s), {}, {kept} kept build(s), {} and {runs} \
+                 remembered split give-up(s) from {}",
                 human_bytes(bytes),
+                human_bytes(kept_bytes),
                 cache.dir().display()
             );
         }

@@ -196,6 +196,12 @@ enum Cmd {
         /// What the source is.
         #[arg(long, value_enum, default_value = "algorithm")]
         kind: kernbench::guest_build::Kind,
+        /// Build afresh and keep nothing. Otherwise a Python or JavaScript
+        /// source whose inputs (its project's sources, the SDK, the WIT,
+        /// the tool) have not changed gets the bytes it built to before
+        /// (also: KERNBENCH_NO_CACHE set).
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Start a new algorithm or bench project that builds and runs as it is
     /// (the seed's ring all-reduce, or its ccl_hello bench), with a README
@@ -542,13 +548,25 @@ fn real_main() -> Result<()> {
             source,
             output,
             kind,
+            no_cache,
         } => {
-            kernbench::guest_build::build(&source, kind, &output)?;
+            use kernbench::guest_build::{reuse::BuildCache, Built};
+            let keep = !no_cache && std::env::var_os("KERNBENCH_NO_CACHE").is_none();
+            let cache = keep
+                .then(kernbench::runtime::compile_cache::CompileCache::from_env)
+                .flatten()
+                .map(|c| BuildCache::under(c.dir()));
+            let built =
+                kernbench::guest_build::build_reusing(&source, kind, &output, cache.as_ref())?;
             println!(
-                "built {} ({}) -> {}",
+                "built {} ({}) -> {}{}",
                 source.display(),
                 kind.name(),
-                output.display()
+                output.display(),
+                match built {
+                    Built::Fresh => "",
+                    Built::Reused => " (the same inputs' earlier build; --no-cache builds afresh)",
+                }
             );
         }
         Cmd::New {

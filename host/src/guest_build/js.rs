@@ -11,7 +11,7 @@ use std::process::Command;
 
 pub use super::toolchains::COMPONENTIZE_JS;
 
-const SDK: &str = include_str!("../../../guest-sdk/js/kernbench.js");
+pub(crate) const SDK: &str = include_str!("../../../guest-sdk/js/kernbench.js");
 
 const ENTRY_EXPORTS: &[&str] = &[
     "kernel",

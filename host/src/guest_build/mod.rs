@@ -4,12 +4,15 @@
 //! our WIT and the C SDK ([`c`]); Python through componentize-py and the
 //! Python SDK ([`python`]); JavaScript through componentize-js and the
 //! JavaScript SDK ([`js`]). The WIT and the SDKs are embedded, so a build
-//! needs no KernBench checkout, only the language's toolchain.
+//! needs no KernBench checkout, only the language's toolchain. What a
+//! Python or JavaScript build made is kept for its inputs ([`reuse`]), so
+//! the same source gives the same bytes.
 
 pub mod c;
 pub mod js;
 pub mod metadata;
 pub mod python;
+pub mod reuse;
 pub mod scaffold;
 pub mod toolchains;
 
@@ -129,4 +132,49 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         }
     };
     metadata::stamp(out, source, kind, lang, &sdk)
+}
+
+/// Whether [`build_reusing`] built the source or gave back a kept build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Built {
+    Fresh,
+    Reused,
+}
+
+/// [`build`], giving back the component the same inputs built before when
+/// `cache` keeps one ([`reuse`]: the same source, SDK, WIT and tool give the
+/// same bytes), and keeping what it builds.
+pub fn build_reusing(
+    source: &Path,
+    kind: Kind,
+    out: &Path,
+    cache: Option<&reuse::BuildCache>,
+) -> Result<Built, BuildError> {
+    let lang = lang_of(source)?;
+    let key = match (cache, lang) {
+        (Some(_), Lang::Python) => reuse::key(source, lang, kind, &toolchains::componentize_py()?)?,
+        (Some(_), Lang::JavaScript) => {
+            reuse::key(source, lang, kind, &toolchains::componentize_js()?)?
+        }
+        _ => None,
+    };
+    let kept = cache.zip(key.as_ref());
+    if let Some((cache, key)) = kept {
+        if let Some(wasm) = cache.get(key) {
+            std::fs::write(out, wasm).map_err(io(out))?;
+            return Ok(Built::Reused);
+        }
+    }
+    build(source, kind, out)?;
+    if let Some((cache, key)) = kept {
+        let wasm = std::fs::read(out).map_err(io(out))?;
+        if let Err(e) = cache.put(key, &wasm) {
+            tracing::warn!(
+                "could not keep the build in {}: {e} (the next build of the same source \
+                 will give other bytes)",
+                cache.dir().display()
+            );
+        }
+    }
+    Ok(Built::Fresh)
 }
