@@ -52,7 +52,7 @@ fn second_init_and_unsupported_op_and_single_driver_collective() {
         ),
         "{e}"
     );
-    assert!(e.contains("process 0 terminated"), "{e}");
+    assert!(e.contains("processes 0, 1 terminated"), "{e}");
     let e = probe("single-driver", 4);
     assert!(e.contains("single driver with world_size 4"), "{e}");
 }

@@ -483,3 +483,89 @@ fn a_python_bench_launches_a_kernel_and_reports_a_compute_row() {
         (r.time_ps, r.flops, r.peak_tflops, &r.shape)
     );
 }
+
+/// A typo in a Python or JavaScript guest: the run's error is the guest's
+/// own exception with the author's frames, said once, not once per rank,
+/// and without the interpreters' own frames and notices.
+#[test]
+fn a_guest_exception_is_one_error_with_the_author_s_frames() {
+    // The toolchain paths the builder uses.
+    let _ = guests::c("algorithms/c/hello_send/hello_send.c");
+    let dir = tempfile::tempdir().unwrap();
+    let typo = |src: &str, from: &str, to: &str| {
+        let text = std::fs::read_to_string(guests::root().join(src)).unwrap();
+        assert!(text.contains(from), "{src}");
+        let file = dir
+            .path()
+            .join(std::path::Path::new(src).file_name().unwrap());
+        std::fs::write(&file, text.replacen(from, to, 1)).unwrap();
+        file
+    };
+    let build = |src: &std::path::Path, kind: &str| {
+        let out = src.with_extension("wasm");
+        ok(kb()
+            .arg("build")
+            .arg(src)
+            .args(["--no-cache", "--kind", kind, "-o"])
+            .arg(&out));
+        out
+    };
+    let ccl = dir.path().join("ccl.yaml");
+    let run_algo = |wasm: &std::path::Path| {
+        std::fs::write(
+            &ccl,
+            format!("algorithms:\n  typo: {{module: {}}}\n", wasm.display()),
+        )
+        .unwrap();
+        fails(
+            kb().args(["run", "ccl_hello", "--algorithm", "typo", "--ccl"])
+                .arg(&ccl),
+        )
+    };
+    let once = |said: &str, needle: &str| {
+        assert_eq!(said.matches(needle).count(), 1, "{needle}:\n{said}");
+        for noise in [
+            "[sip",
+            "panicked",
+            "mozalloc",
+            "wasm backtrace",
+            "kernbench.js",
+        ] {
+            assert!(!said.contains(noise), "{noise}:\n{said}");
+        }
+    };
+
+    let py = typo(
+        "algorithms/python/hello_send/hello_send.py",
+        "rank = cube_id * pes_per_cube + local_pe",
+        "rank = cube_id * pes_per_cube + lcal_pe",
+    );
+    let said = run_algo(&build(&py, "algorithm"));
+    once(&said, "NameError: name 'lcal_pe' is not defined");
+    assert!(said.contains("the guest raised NameError"), "{said}");
+    assert!(said.contains("File \"hello_send.py\", line "), "{said}");
+
+    let js = typo(
+        "algorithms/js/hello_send/hello_send.js",
+        "tl.load(peAddr",
+        "tl.lod(peAddr",
+    );
+    let said = run_algo(&build(&js, "algorithm"));
+    once(&said, "tl.lod is not a function");
+    assert!(
+        said.contains("the guest threw tl.lod is not a function"),
+        "{said}"
+    );
+    assert!(said.contains("kernel at hello_send.js:"), "{said}");
+
+    // A bench: every rank's worker raises; one error names them all.
+    let bench = typo(
+        "benches/python/ccl_hello/ccl_hello.py",
+        "t.copy_(tile(rank))",
+        "t.copy_(tiel(rank))",
+    );
+    let said = fails(kb().arg("run").arg(build(&bench, "bench")));
+    once(&said, "NameError: name 'tiel' is not defined");
+    assert!(said.contains("processes 0-3 terminated"), "{said}");
+    assert!(said.contains("File \"ccl_hello.py\", line "), "{said}");
+}

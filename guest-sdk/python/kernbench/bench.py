@@ -7,6 +7,8 @@ PyTorch-like surface: ``torch.zeros``, ``torch.distributed``,
 ``torch.report`` for the result table and ``torch.argv`` (the bench's
 command-line arguments)."""
 
+import traceback as _traceback
+
 from componentize_py_types import Err
 from wit_world.imports import accelerator as _acc
 from wit_world.imports import ahbm as _ahbm
@@ -294,6 +296,38 @@ class Torch:
         return Tensor(_call(_torch.zeros, [int(d) for d in shape], _DT[dtype], wit_dp, name))
 
 
+def _guest_frames(e):
+    """The frames of ``e``'s traceback in the author's code, as the host
+    prints a guest's traceback: the SDK's and the glue's frames (under
+    componentize-py's ``/<k>/kernbench/`` search paths) left out, paths shown
+    without componentize-py's ``/<k>/`` prefix."""
+    lines = []
+    for fr in _traceback.extract_tb(e.__traceback__):
+        path = fr.filename
+        parts = path.split("/", 2)
+        if len(parts) == 3 and parts[0] == "" and parts[1].isdigit():
+            path = parts[2]
+        if path.startswith("kernbench/") or path.startswith("kernbench_app"):
+            continue
+        lines.append(f'  File "{path}", line {fr.lineno}, in {fr.name}')
+        if fr.line:
+            lines.append(f"      {fr.line.strip()}")
+    return lines
+
+
+def guest_error(e):
+    """The message of an exception that ends a bench: its type, its text and
+    where in the author's code it was raised."""
+    text = f"{type(e).__name__}: {e}"
+    header = "\n  Traceback (most recent call last), the guest's code:\n"
+    # A spawn whose workers failed carries their tracebacks: the root
+    # cause; where `run` called spawn would only add noise.
+    frames = [] if header in text else _guest_frames(e)
+    if frames:
+        text += header + "\n".join(frames)
+    return text
+
+
 def export_bench(module):
     """The ``WitWorld`` class componentize-py exports for ``module``."""
 
@@ -303,7 +337,7 @@ def export_bench(module):
         except Err:
             raise
         except Exception as e:
-            raise Err(f"{type(e).__name__}: {e}") from None
+            raise Err(guest_error(e)) from None
 
     class WitWorld:
         def run(self, args):

@@ -7,10 +7,11 @@
 
 use super::bindings::algorithm::kernbench::sim::ccl;
 use super::bindings::algorithm::Algorithm;
+use super::console::FlushOnDrop;
 use super::describe_guest_error;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::RunLimits;
-use super::wasi::{FlushOnDrop, Output};
+use super::wasi::Output;
 use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::tables::Link;
 use crate::config::ccl::{EntryDefaultNames, EntryDefaults, ParamValue};

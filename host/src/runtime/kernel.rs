@@ -8,9 +8,10 @@ use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
 use super::commands::{call, replay, CommandList};
 use super::eager::{EagerHost, NeedsSimulatedTime};
 
+use super::console::FlushOnDrop;
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::recording_memo::{Commands, Kept, Source};
-use super::wasi::{sandbox, CapturePipe, FlushOnDrop, Output};
+use super::wasi::{sandbox, CapturePipe, Output};
 use super::{describe_guest_error, describe_wasm_error};
 use crate::error::{HwError, SimError, TlCallError};
 use crate::hw::blocked::Dir;

@@ -303,7 +303,7 @@ pub struct RunLimits {
     pub budget: Arc<MemoryBudget>,
     pub deadline: Deadline,
     /// Where the guests' captured output goes.
-    pub console: super::wasi::Console,
+    pub console: super::console::Console,
 }
 
 impl RunLimits {

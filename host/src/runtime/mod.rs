@@ -24,6 +24,7 @@ pub mod collective;
 pub mod command_codec;
 pub mod commands;
 pub mod compile_cache;
+pub mod console;
 pub mod describe;
 pub mod dist_calls;
 pub mod eager;

@@ -5,10 +5,11 @@
 
 use super::bench::{BenchComponent, BenchHost};
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::console::FlushOnDrop;
 use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
 use super::process_group::ProcessGroup;
-use super::wasi::{sandbox, FlushOnDrop};
+use super::wasi::sandbox;
 use super::{describe_guest_error, describe_wasm_error};
 use crate::ccl::collective::Collective;
 use crate::config::ccl::AlgorithmChoice;
@@ -472,18 +473,80 @@ impl Session {
         let handles: Vec<_> = (0..nprocs)
             .map(|rank| engine::spawn(self.clone().run_worker(rank, nprocs, args.clone())))
             .collect();
-        let mut errors = Vec::new();
+        let mut failed = Vec::new();
         for (rank, h) in handles.into_iter().enumerate() {
             if let Err(e) = h.await {
-                errors.push(format!(
-                    "process {rank} terminated with the following error:\n{e}"
-                ));
+                failed.push((rank as u32, e));
             }
         }
-        if errors.is_empty() {
+        if failed.is_empty() {
             Ok(())
         } else {
-            Err(errors.join("\n"))
+            Err(spawn_error(failed))
         }
+    }
+}
+
+/// The error of a `spawn` whose ranks `failed` (rank, error; by rank), as
+/// PyTorch words it, each distinct error once with the ranks that hit it:
+/// a typo every rank runs into is one traceback, not one per rank.
+fn spawn_error(failed: Vec<(u32, String)>) -> String {
+    let mut groups: Vec<(Vec<u32>, String)> = Vec::new();
+    for (rank, e) in failed {
+        match groups.iter_mut().find(|(_, g)| *g == e) {
+            Some((ranks, _)) => ranks.push(rank),
+            None => groups.push((vec![rank], e)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(ranks, e)| {
+            let who = match ranks.as_slice() {
+                [r] => format!("process {r}"),
+                _ => format!("processes {}", rank_ranges(&ranks)),
+            };
+            format!("{who} terminated with the following error:\n{e}")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Ascending ranks as runs: `0-3, 5, 7-8`.
+fn rank_ranges(ranks: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &r in ranks {
+        match runs.last_mut() {
+            Some((_, hi)) if hi.checked_add(1) == Some(r) => *hi = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    runs.iter()
+        .map(|&(lo, hi)| match hi - lo {
+            0 => lo.to_string(),
+            1 => format!("{lo}, {hi}"),
+            _ => format!("{lo}-{hi}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod spawn_error_tests {
+    #[test]
+    fn identical_rank_errors_are_told_once_with_their_ranks() {
+        let e = |r: u32, m: &str| (r, m.to_string());
+        let said = super::spawn_error(vec![
+            e(0, "NameError: x"),
+            e(1, "NameError: x"),
+            e(2, "ValueError: y"),
+            e(3, "NameError: x"),
+            e(5, "NameError: x"),
+        ]);
+        assert_eq!(
+            said,
+            "processes 0, 1, 3, 5 terminated with the following error:\nNameError: x\n\
+             process 2 terminated with the following error:\nValueError: y"
+        );
+        assert_eq!(super::rank_ranges(&[0, 1, 2, 3, 5, 7, 8]), "0-3, 5, 7, 8");
     }
 }

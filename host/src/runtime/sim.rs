@@ -1,11 +1,11 @@
 //! Drives one bench run on a fresh executor and machine, and turns a stall
 //! into a deadlock report that says who waits for what.
 
+use super::console::Console;
 use super::limits::RunLimits;
 use super::loader::Loader;
 use super::session::{AlphaBeta, ReportRecord, Session};
 use super::split_memo::SplitMemo;
-use super::wasi::Console;
 use crate::budget::MemoryBudget;
 use crate::config::CclConfig;
 use crate::engine::{Executor, RunOutcome};
@@ -184,13 +184,26 @@ pub struct RunResult {
 
 /// Run a bench to completion (see [`RunRequest::partitions`]).
 pub fn run_bench(loader: &Arc<Loader>, req: RunRequest) -> Result<RunResult, SimError> {
+    let now = Console::default();
+    let result = run_bench_to(loader, req, &now);
+    // The guests' tracebacks the error does not already report.
+    now.finish(result.as_ref().err().map(|e| e.to_string()).as_deref());
+    result
+}
+
+/// [`run_bench`], the guests' output of the run that is kept to `now`.
+fn run_bench_to(
+    loader: &Arc<Loader>,
+    req: RunRequest,
+    now: &Console,
+) -> Result<RunResult, SimError> {
     let chosen = req.partitions.is_none();
     let memo = chosen.then(|| loader.split_memo()).flatten();
     let (parts, falls_back) = match req.partitions {
         Some(n) => (n, req.split_falls_back),
         None => (choose_partitions(loader, &req, memo.as_ref()), true),
     };
-    let now = Console::default();
+    let now = now.clone();
     if parts <= 1 {
         return run_on(loader, req, 1, now);
     }

@@ -127,6 +127,37 @@ fn python_exception(stderr: &str) -> Option<String> {
     Some(out)
 }
 
+/// A JavaScript guest's uncaught exception, as StarlingMonkey printed it
+/// to stderr before aborting: the message, `Stack:` and frames
+/// `function@file:line:col`. Only the author's frames are kept (the
+/// builder copies the author's modules under `user/`; the SDK's
+/// `kernbench.js` and componentize-js's initializer are left out).
+fn js_exception(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    let stack = lines.iter().rposition(|l| *l == "Stack:")?;
+    let message = lines[..stack].last().filter(|m| !m.trim().is_empty())?;
+    let frames: Vec<String> = lines[stack + 1..]
+        .iter()
+        .take_while(|l| l.starts_with(' '))
+        .filter_map(|l| {
+            let (function, at) = l.trim().split_once('@')?;
+            let at = at.strip_prefix("user/")?;
+            let function = if function.is_empty() {
+                "(anonymous)"
+            } else {
+                function
+            };
+            Some(format!("  {function} at {at}"))
+        })
+        .collect();
+    let mut out = format!("the guest threw {message}");
+    if !frames.is_empty() {
+        out.push_str("\n  Stack (innermost first), the guest's code:\n");
+        out.push_str(&frames.join("\n"));
+    }
+    Some(out)
+}
+
 /// How the Rust SDK ends a kernel whose batched `tl` call the host refused
 /// (`guest-sdk/src/batch_wasm.rs`): it panics with the host's message and
 /// this, then the place of the call. That place, not the SDK's, is where
@@ -147,7 +178,7 @@ pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
     let stderr = String::from_utf8_lossy(&stderr);
     // A Python exception says everything: the interpreter's own frames
     // (its runtime's panic, the wasm backtrace) say nothing to the author.
-    if let Some(e) = python_exception(&stderr) {
+    if let Some(e) = python_exception(&stderr).or_else(|| js_exception(&stderr)) {
         return e;
     }
     match rust_panic(&stderr) {
@@ -163,6 +194,19 @@ pub fn describe_guest_error(err: &wasmtime::Error, out: &Output) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_javascript_exception_is_read_from_stderr_with_the_author_s_frames() {
+        let text = "tl.lod is not a function\nStack:\n  kernel@user/hello_send.js:6:18\n  \
+                    kernel@kernbench.js:179:11\n  export_kernel@/tmp/x/sources/initializer.js:2594:15\n\n\
+                    Redirecting call to abort() to mozalloc_abort\n";
+        assert_eq!(
+            super::js_exception(text).unwrap(),
+            "the guest threw tl.lod is not a function\n  \
+             Stack (innermost first), the guest's code:\n  kernel at hello_send.js:6:18"
+        );
+        assert_eq!(super::js_exception("no stack here\n"), None);
+    }
+
     #[test]
     fn a_rust_panic_is_read_from_stderr() {
         let text = "hello\n\nthread '<unnamed>' (1) panicked at src/lib.rs:40:21:\ndeliberate failure\nnote: run with `RUST_BACKTRACE=1`\n";

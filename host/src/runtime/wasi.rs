@@ -2,9 +2,10 @@
 //! environment, no arguments; deterministic random; simulated clocks for
 //! reading *and* for waiting (a sleep, a `monotonic-clock` subscription or a
 //! `poll` on one advances that guest's simulated time); stdout/stderr
-//! captured up to a cap and later printed with the guest's name.
+//! captured up to a cap, for [`super::console`] to print with the
+//! guest's name.
 
-use crate::budget::{human_bytes, MemoryBudget, MemoryUse};
+use crate::budget::{MemoryBudget, MemoryUse};
 use crate::engine;
 use crate::units::{Ps, PS_PER_NS};
 use bytes::Bytes;
@@ -253,40 +254,7 @@ impl tokio::io::AsyncWrite for CapturePipe {
 pub struct Output {
     pub stdout: CapturePipe,
     pub stderr: CapturePipe,
-    pub console: Console,
-}
-
-/// Where the run's guests' captured output goes when their instances end:
-/// to stderr at once, or held (a run that may be discarded: a split that
-/// could give up and run again on one partition, whose guests print the
-/// same again), to be printed if the run is kept ([`Console::release`]).
-#[derive(Clone, Default)]
-pub struct Console {
-    held: Option<Arc<std::sync::Mutex<Vec<String>>>>,
-}
-
-impl Console {
-    /// Output held until [`Console::release`] (dropped if never released).
-    pub fn held() -> Self {
-        Console {
-            held: Some(Arc::default()),
-        }
-    }
-
-    fn line(&self, line: String) {
-        match &self.held {
-            Some(held) => held.lock().unwrap_or_else(|p| p.into_inner()).push(line),
-            None => eprintln!("{line}"),
-        }
-    }
-
-    /// Print what was held, in the order it came.
-    pub fn release(&self) {
-        if let Some(held) = &self.held {
-            let lines = std::mem::take(&mut *held.lock().unwrap_or_else(|p| p.into_inner()));
-            lines.iter().for_each(|l| eprintln!("{l}"));
-        }
-    }
+    pub console: super::console::Console,
 }
 
 impl Output {
@@ -308,7 +276,11 @@ pub struct Sandbox {
 /// Build the sandbox of one guest instance (`who` names it); `seed` makes
 /// its random stream distinct but reproducible. Captured output is charged
 /// to `budget`.
-pub fn sandbox(seed: u64, who: &str, (budget, console): (&Arc<MemoryBudget>, &Console)) -> Sandbox {
+pub fn sandbox(
+    seed: u64,
+    who: &str,
+    (budget, console): (&Arc<MemoryBudget>, &super::console::Console),
+) -> Sandbox {
     let stdout = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
     let stderr = CapturePipe::new(OUTPUT_CAP, budget.clone(), who);
     let ctx = WasiCtxBuilder::new()
@@ -327,64 +299,6 @@ pub fn sandbox(seed: u64, who: &str, (budget, console): (&Arc<MemoryBudget>, &Co
             stderr,
             console: console.clone(),
         },
-    }
-}
-
-/// The three lines componentize-py's runtime prints when a Python guest's
-/// exception escapes (its own panic, after the traceback): they say
-/// nothing to the author, whose traceback is printed and in the error.
-fn interpreter_noise(lines: &[&str], i: usize) -> bool {
-    const PANIC: &str = "Python function threw an unexpected exception";
-    let at = |j: usize| lines.get(j).copied().unwrap_or("");
-    let panic_head = |l: &str| l.starts_with("thread '") && l.contains(" panicked at runtime/src/");
-    match at(i) {
-        l if l == PANIC => true,
-        l if panic_head(l) => at(i + 1) == PANIC,
-        l if l.starts_with("note: run with `RUST_BACKTRACE=1`") => i > 0 && at(i - 1) == PANIC,
-        _ => false,
-    }
-}
-
-/// Print captured output to stderr, each line prefixed with `[who]`, and
-/// say how much was cut.
-pub fn flush_output(who: &str, out: &Output) {
-    for pipe in [&out.stdout, &out.stderr] {
-        let (bytes, dropped) = pipe.contents();
-        let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            if interpreter_noise(&lines, i) {
-                continue;
-            }
-            out.console.line(format!("[{who}] {line}"));
-        }
-        if dropped > 0 {
-            out.console.line(format!(
-                "[{who}] ... output truncated at {} ({} more not shown)",
-                human_bytes(bytes.len() as u64),
-                human_bytes(dropped)
-            ));
-        }
-    }
-}
-
-/// Prints an instance's captured output when dropped: when the instance
-/// ends, and also when a stalled run is torn down, so that what a
-/// deadlocked kernel printed is not lost.
-pub struct FlushOnDrop {
-    who: String,
-    out: Output,
-}
-
-impl FlushOnDrop {
-    pub fn new(who: String, out: Output) -> Self {
-        FlushOnDrop { who, out }
-    }
-}
-
-impl Drop for FlushOnDrop {
-    fn drop(&mut self) {
-        flush_output(&self.who, &self.out);
     }
 }
 
