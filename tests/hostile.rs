@@ -599,6 +599,20 @@ fn a_hundred_thousand_rows_report_in_linear_time() {
 }
 
 #[test]
+fn a_wrong_total_a_u64_cannot_hold_fails_the_run() {
+    // 2 x 2^63 wrapped to 0: "Out of bounds values : 0 OK", exit 0.
+    let said = fails(kb().args(["run", test_component("hostile_bench")]).args([
+        "--",
+        "wrong",
+        "9223372036854775808",
+    ]));
+    assert!(
+        said.contains("18446744073709551615 or more element(s) differ"),
+        "{said}"
+    );
+}
+
+#[test]
 fn csv_fields_with_commas_quotes_and_newlines_are_quoted() {
     let out = ok(kb()
         .args(["run", test_component("hostile_bench"), "--format", "csv"])

@@ -89,31 +89,56 @@ pub struct KernelTable {
 }
 
 impl KernelTable {
-    pub fn add(&mut self, row: KernelRow, unit_peak_per_s: f64) {
+    /// Add a row, merged with an earlier one of the same launch. Sums that
+    /// a u32 / u64 cannot hold (a bench reporting absurd figures) are
+    /// refused, naming the row and the figure, and leave the table as it
+    /// was.
+    pub fn add(&mut self, row: KernelRow, unit_peak_per_s: f64) -> Result<(), String> {
         let key = (row.name.clone(), row.shape.clone(), row.dtype_of);
         let Some(&i) = self.index.get(&key) else {
             self.index.insert(key, self.rows.len());
             self.rows.push(row);
-            return;
+            return Ok(());
         };
         let r = &mut self.rows[i];
+        let over = |what: &str| {
+            format!(
+                "the compute rows of {} {} {}: their summed {what} do not fit a 64-bit count \
+                 (the bench reports absurd figures)",
+                row.name, row.shape, row.dtype
+            )
+        };
+        let pes = r.pes.checked_add(row.pes).ok_or_else(|| over("PEs"))?;
+        let flops = r
+            .flops
+            .checked_add(row.flops)
+            .ok_or_else(|| over("operations"))?;
+        let checked = r
+            .checked
+            .checked_add(row.checked)
+            .ok_or_else(|| over("checked elements"))?;
+        let wrong = r
+            .wrong
+            .checked_add(row.wrong)
+            .ok_or_else(|| over("wrong elements"))?;
         *r = KernelRow::new(
             (
                 std::mem::take(&mut r.name),
                 std::mem::take(&mut r.shape),
                 r.dtype_of,
             ),
-            r.pes + row.pes,
-            r.flops + row.flops,
+            pes,
+            flops,
             r.time_ps.max(row.time_ps),
             (
-                r.checked + row.checked,
-                r.wrong + row.wrong,
+                checked,
+                wrong,
                 r.max_rel_err.max(row.max_rel_err),
                 r.tolerance.max(row.tolerance),
             ),
             unit_peak_per_s,
         );
+        Ok(())
     }
 
     pub fn rows(&self) -> &[KernelRow] {
@@ -168,7 +193,7 @@ pub fn to_table(rows: &[KernelRow]) -> String {
             r.wrong
         );
     }
-    let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+    let wrong = crate::report::total_wrong(rows.iter().map(|r| r.wrong));
     let checked: u64 = rows.iter().map(|r| r.checked).sum();
     let _ = writeln!(
         s,
@@ -231,8 +256,8 @@ mod tests {
             )
         };
         let mut table = KernelTable::default();
-        table.add(row(5_000, 0, 1e-3), 1e12);
-        table.add(row(7_000, 2, 1e-4), 1e12);
+        table.add(row(5_000, 0, 1e-3), 1e12).unwrap();
+        table.add(row(7_000, 2, 1e-4), 1e12).unwrap();
         let rows = table.rows();
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
@@ -242,5 +267,30 @@ mod tests {
         );
         assert_eq!((r.max_rel_err, r.dtype), (1e-3, "bf16"));
         assert!((r.peak_tflops - 8.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_merge_that_overflows_is_refused_not_wrapped() {
+        let row = |pes, wrong| {
+            KernelRow::new(
+                ("k".into(), "s".into(), Dtype::F16),
+                pes,
+                1,
+                1,
+                (1, wrong, 0.0, 0.0),
+                1e12,
+            )
+        };
+        let mut table = KernelTable::default();
+        table.add(row(u32::MAX, 1 << 63), 1e12).unwrap();
+        let e = table.add(row(1, 0), 1e12).unwrap_err();
+        assert!(e.contains("summed PEs do not fit"), "{e}");
+        let e = table.add(row(0, 1 << 63), 1e12).unwrap_err();
+        assert!(e.contains("summed wrong elements"), "{e}");
+        // Left as it was.
+        assert_eq!(
+            (table.rows()[0].pes, table.rows()[0].wrong),
+            (u32::MAX, 1 << 63)
+        );
     }
 }

@@ -474,13 +474,20 @@ fn real_main() -> Result<()> {
                     _ => eprint!("{}", v.report()),
                 }
             }
-            let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+            use kernbench::report::{total_wrong, wrong_shown};
+            let wrong = total_wrong(rows.iter().map(|r| r.wrong));
             if wrong > 0 && !res.timing_only {
-                bail!("{wrong} element(s) differ from the reference result");
+                bail!(
+                    "{} element(s) differ from the reference result",
+                    wrong_shown(wrong)
+                );
             }
-            let off: u64 = res.kernel_rows.iter().map(|r| r.wrong).sum();
+            let off = total_wrong(res.kernel_rows.iter().map(|r| r.wrong));
             if off > 0 && !res.timing_only {
-                bail!("{off} element(s) differ from the reference by more than the tolerance");
+                bail!(
+                    "{} element(s) differ from the reference by more than the tolerance",
+                    wrong_shown(off)
+                );
             }
             if res.verification.as_ref().is_some_and(|v| v.failed()) {
                 bail!("--verify-data: the second pass failed (see above)");

@@ -56,6 +56,21 @@ pub fn bound_ps(collective: &str, bytes: u64, ab: &AlphaBeta) -> Option<Ps> {
     ab.bound?.collective_ps(collective, bytes, ab.world_size)
 }
 
+/// The total of `#wrong` counts. A total a u64 cannot hold is `u64::MAX`,
+/// shown by [`wrong_shown`] as "or more": a failure, never a wrapped 0.
+pub fn total_wrong(counts: impl IntoIterator<Item = u64>) -> u64 {
+    counts.into_iter().fold(0, u64::saturating_add)
+}
+
+/// A `#wrong` count (or total) as printed: a saturated one says so.
+pub fn wrong_shown(n: u64) -> String {
+    if n == u64::MAX {
+        format!("{n} or more")
+    } else {
+        n.to_string()
+    }
+}
+
 /// Merge the per-rank records of each (collective, size): slowest time,
 /// summed `#wrong`. Order: first appearance.
 pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
@@ -166,8 +181,11 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
         sim_end_us: ps_to_us(res.end_time_ps),
         timing_only: res.timing_only,
         wrong_total: (!res.timing_only).then(|| {
-            rows.iter().map(|r| r.wrong).sum::<u64>()
-                + res.kernel_rows.iter().map(|r| r.wrong).sum::<u64>()
+            total_wrong(
+                rows.iter()
+                    .map(|r| r.wrong)
+                    .chain(res.kernel_rows.iter().map(|r| r.wrong)),
+            )
         }),
         rows,
         kernels: &res.kernel_rows,
@@ -358,10 +376,10 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
             r.efficiency
                 .map(|v| format!("{:.1}", v * 100.0))
                 .unwrap_or_else(|| "-".into()),
-            wrong_col(&r.wrong.to_string())
+            wrong_col(&wrong_shown(r.wrong))
         );
     }
-    let wrong: u64 = rows.iter().map(|r| r.wrong).sum();
+    let wrong = total_wrong(rows.iter().map(|r| r.wrong));
     let avg_bus = if rows.is_empty() {
         0.0
     } else {
@@ -372,7 +390,8 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     } else {
         let _ = writeln!(
             s,
-            "# Out of bounds values : {wrong} {}",
+            "# Out of bounds values : {} {}",
+            wrong_shown(wrong),
             if wrong == 0 { "OK" } else { "FAILED" }
         );
     }
@@ -437,6 +456,15 @@ mod tests {
         assert!(bound_ps("all_to_all_single", 1_000_000, &ab).is_some());
         assert_eq!(bound_ps("sendrecv", 8, &ab), Some(20 + 500 + 40));
         assert_eq!(bound_ps("gossip", 8, &ab), None);
+    }
+
+    #[test]
+    fn a_wrong_total_past_u64_is_a_failure_not_zero() {
+        // Two rows of 2^63 wrong elements: 2^64 wraps to 0 in u64.
+        assert_eq!(total_wrong([1 << 63, 1 << 63]), u64::MAX);
+        assert_eq!(total_wrong([2, 3]), 5);
+        assert_eq!(wrong_shown(u64::MAX), "18446744073709551615 or more");
+        assert_eq!(wrong_shown(7), "7");
     }
 
     #[test]

@@ -426,7 +426,7 @@ fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs, listed: bool) -> Result<()
         .flatten()
         .filter(|r| matches!(r.outcome, Outcome::Ok { .. }))
         .count();
-    let wrong: u64 = records.iter().flatten().map(|r| r.outcome.wrong()).sum();
+    let wrong = kernbench::report::total_wrong(records.iter().flatten().map(|r| r.outcome.wrong()));
     let failed: Vec<(usize, &str)> = records
         .iter()
         .flatten()
@@ -466,7 +466,10 @@ fn finish(dir: &OutDir, plan: &Plan, plot: &PlotArgs, listed: bool) -> Result<()
         );
     }
     if wrong > 0 {
-        bail!("{wrong} element(s) differ from the reference result (the wrong column)");
+        bail!(
+            "{} element(s) differ from the reference result (the wrong column)",
+            kernbench::report::wrong_shown(wrong)
+        );
     }
     Ok(())
 }

@@ -236,8 +236,11 @@ impl Session {
             .budget
             .charge(crate::budget::MemoryUse::GuestOutput, cost, who)
             .map_err(|e| format!("report.record-kernel: {e}"))?;
-        self.kernel_rows.lock().unwrap().add(row, unit_peak);
-        Ok(())
+        self.kernel_rows
+            .lock()
+            .unwrap()
+            .add(row, unit_peak)
+            .map_err(|e| format!("report.record-kernel: {e}"))
     }
 
     /// The first root-cause failure of the run, if any: (who, message).

@@ -100,11 +100,13 @@ impl Outcome {
                 rows,
                 kernels,
             } if !summary.timing_only => {
-                rows.iter().map(|r| r.wrong).sum::<u64>()
-                    + kernels
-                        .iter()
-                        .filter_map(|k| k["wrong"].as_u64())
-                        .sum::<u64>()
+                crate::report::total_wrong(rows.iter().map(|r| r.wrong).chain(
+                    // A count that is not a u64 (2^64 or more) is not 0.
+                    kernels.iter().map(|k| match k.get("wrong") {
+                        None => 0,
+                        Some(v) => v.as_u64().unwrap_or(u64::MAX),
+                    }),
+                ))
             }
             _ => 0,
         }

@@ -82,6 +82,25 @@ impl Bench for Hostile {
                 }
                 Ok(())
             }
+            "wrong" => {
+                // Two rows of `wrong` elements each (2^63: a total that
+                // wraps a u64 to 0).
+                let wrong: u64 = arg(1).parse().map_err(|_| "wrong N")?;
+                for size_bytes in [8, 16] {
+                    report::record(
+                        "all_reduce",
+                        &report::Row {
+                            size_bytes,
+                            count: size_bytes / 2,
+                            dtype: Dtype::F16,
+                            redop: "sum".into(),
+                            time_ps: 1000,
+                            wrong,
+                        },
+                    );
+                }
+                Ok(())
+            }
             "odd-names" => {
                 report::record(
                     "all,reduce \"odd\"\nname",
