@@ -5,12 +5,15 @@
 //! (`$KERNBENCH_CACHE_MAX_MIB`, default 1024) that evicts the least
 //! recently used entries.
 //!
-//! An entry is `MAGIC`, the SHA-256 of the code, then the code as
-//! `Component::serialize` wrote it. Nothing in an entry is trusted: a
-//! wrong magic or hash (a truncated or corrupt file) or code that wasmtime
-//! refuses (another engine, another wasmtime) is deleted and the
-//! component compiled again. The key makes a stale entry unreachable: a
-//! changed component or engine configuration looks up another file.
+//! An entry is `MAGIC`, the SHA-256 of the component it was compiled
+//! from, the SHA-256 of the code, then the code as `Component::serialize`
+//! wrote it. Nothing in an entry is trusted: a wrong magic or code hash (a
+//! truncated or corrupt file), a component digest other than the one being
+//! loaded (another component's sound entry copied over this one's name),
+//! or code that wasmtime refuses (another engine, another wasmtime) is
+//! deleted and the component compiled again. The key makes a stale entry
+//! unreachable: a changed component or engine configuration looks up
+//! another file.
 
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
@@ -20,7 +23,10 @@ use std::time::SystemTime;
 use wasmtime::component::Component;
 use wasmtime::Engine;
 
-const MAGIC: &[u8; 8] = b"KBCWASM1";
+const MAGIC: &[u8; 8] = b"KBCWASM2";
+/// The entries of kernbench-host releases that did not record the
+/// component's digest: replaced quietly.
+const OLD_MAGIC: &[u8; 8] = b"KBCWASM1";
 const HASH_LEN: usize = 32;
 /// The cap when `KERNBENCH_CACHE_MAX_MIB` does not say.
 pub const DEFAULT_MAX_MIB: u64 = 1024;
@@ -111,7 +117,8 @@ impl CompileCache {
         compile: impl FnOnce() -> wasmtime::Result<Component>,
     ) -> wasmtime::Result<(Component, Lookup)> {
         let path = self.path_for(engine, wasm);
-        let lookup = match self.load(engine, &path) {
+        let digest: [u8; HASH_LEN] = Sha256::digest(wasm).into();
+        let lookup = match self.load(engine, &path, &digest) {
             Ok(Some(c)) => return Ok((c, Lookup::Hit)),
             Ok(None) => Lookup::Miss,
             Err(why) => {
@@ -126,7 +133,7 @@ impl CompileCache {
         let component = compile()?;
         match component.serialize() {
             Ok(code) => {
-                if let Err(e) = self.store(&path, &code) {
+                if let Err(e) = self.store(&path, &digest, &code) {
                     tracing::warn!("compiled-code cache: cannot write {}: {e}", path.display());
                 } else {
                     self.evict_to_cap(&path);
@@ -139,17 +146,35 @@ impl CompileCache {
 
     /// A sound entry at `path`, None when there is none, Err(why) when the
     /// entry fails a check.
-    fn load(&self, engine: &Engine, path: &Path) -> Result<Option<Component>, String> {
-        let bytes = match std::fs::read(path) {
+    fn load(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        component: &[u8; HASH_LEN],
+    ) -> Result<Option<Component>, String> {
+        use crate::components::{read_bounded, ReadError};
+        // Compiled code is a few times its component, which is at most
+        // MAX_COMPONENT_BYTES.
+        let limit = crate::components::MAX_COMPONENT_BYTES.saturating_mul(8);
+        let bytes = match read_bounded(path, limit) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
             Err(e) => return Err(format!("cannot be read ({e})")),
         };
-        let code = verify_entry(&bytes)?;
-        // SAFETY: `code` is exactly what `Component::serialize` wrote for
-        // this key (its SHA-256 matches the one stored beside it), in a
-        // directory of the user's own; wasmtime further checks that it was
-        // compiled by a compatible engine.
+        if bytes.starts_with(OLD_MAGIC) {
+            // Written by an older kernbench-host: not an error, a miss.
+            tracing::debug!("compiled-code cache: {} is an older entry", path.display());
+            let _ = std::fs::remove_file(path);
+            return Ok(None);
+        }
+        let code = verify_entry(&bytes, component)?;
+        // SAFETY: `code` is exactly what `Component::serialize` wrote when
+        // it compiled this component (its SHA-256 matches the one stored
+        // beside it, and so does the component's), in a directory of the
+        // user's own; wasmtime further checks that it was compiled by a
+        // compatible engine.
         let component = unsafe { Component::deserialize(engine, code) }
             .map_err(|e| format!("was refused by wasmtime ({e})"))?;
         // Mark it used (for the LRU cap); failing to is harmless.
@@ -159,10 +184,11 @@ impl CompileCache {
         Ok(Some(component))
     }
 
-    fn store(&self, path: &Path, code: &[u8]) -> std::io::Result<()> {
+    fn store(&self, path: &Path, component: &[u8; HASH_LEN], code: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
         tmp.write_all(MAGIC)?;
+        tmp.write_all(component)?;
         tmp.write_all(&Sha256::digest(code))?;
         tmp.write_all(code)?;
         tmp.as_file().sync_all()?;
@@ -220,13 +246,20 @@ impl CompileCache {
     }
 }
 
-/// The code of a cache file, if its magic and hash hold.
-fn verify_entry(bytes: &[u8]) -> Result<&[u8], String> {
-    let head = MAGIC.len() + HASH_LEN;
+/// The code of a cache file, if its magic and hash hold and it was
+/// compiled from `component` (its SHA-256).
+fn verify_entry<'a>(bytes: &'a [u8], component: &[u8; HASH_LEN]) -> Result<&'a [u8], String> {
+    let head = MAGIC.len() + 2 * HASH_LEN;
     if bytes.len() < head || &bytes[..MAGIC.len()] != MAGIC {
         return Err("is not a KernBench cache entry (bad header)".into());
     }
-    let (want, code) = bytes[MAGIC.len()..].split_at(HASH_LEN);
+    let (from, rest) = bytes[MAGIC.len()..].split_at(HASH_LEN);
+    if from != component {
+        return Err(
+            "was compiled from another component (an entry copied over this one's name)".into(),
+        );
+    }
+    let (want, code) = rest.split_at(HASH_LEN);
     if Sha256::digest(code).as_slice() != want {
         return Err("is corrupt or truncated (its hash does not match)".into());
     }
@@ -290,6 +323,7 @@ mod tests {
         );
         // A sound hash over code wasmtime does not accept.
         let mut forged = MAGIC.to_vec();
+        forged.extend_from_slice(&Sha256::digest(&wasm));
         forged.extend_from_slice(&Sha256::digest(b"not code"));
         forged.extend_from_slice(b"not code");
         std::fs::write(&path, &forged).unwrap();
@@ -297,6 +331,28 @@ mod tests {
             matches!(compile(&e, &wasm, &cache), Lookup::Rejected(w) if w.contains("refused by wasmtime"))
         );
         assert_eq!(compile(&e, &wasm, &cache), Lookup::Hit);
+    }
+
+    #[test]
+    fn another_component_s_sound_entry_under_this_name_is_not_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CompileCache::new(dir.path().join("c"), 1 << 30);
+        let e = engine();
+        let (one, two) = (tiny(1), tiny(2));
+        assert_eq!(compile(&e, &one, &cache), Lookup::Miss);
+        assert_eq!(compile(&e, &two, &cache), Lookup::Miss);
+        // two's entry (sound: magic, hash, code wasmtime accepts) copied
+        // over one's: it would run two's code for one.
+        std::fs::copy(cache.path_for(&e, &two), cache.path_for(&e, &one)).unwrap();
+        assert!(
+            matches!(compile(&e, &one, &cache), Lookup::Rejected(w) if w.contains("another component")),
+        );
+        assert_eq!(
+            compile(&e, &one, &cache),
+            Lookup::Hit,
+            "recompiled and stored"
+        );
+        assert_eq!(compile(&e, &two, &cache), Lookup::Hit);
     }
 
     #[test]
