@@ -27,6 +27,63 @@ pub enum PlotError {
     Input { path: String, why: String },
     #[error("drawing {path}: {why}")]
     Draw { path: String, why: String },
+    #[error(
+        "cannot plot {series}: {what} {value:e} at {size} B is {why} (a plot takes finite \
+         values from 0 to {PLOTTABLE:e}); drop that row from the report"
+    )]
+    Unplottable {
+        series: String,
+        what: &'static str,
+        value: f64,
+        size: f64,
+        why: &'static str,
+    },
+}
+
+/// The largest value a plot takes: far past any physical busbw, time or
+/// size, far below where the axis arithmetic (ranges, 1-2-5 key points)
+/// overflows.
+pub const PLOTTABLE: f64 = 1e100;
+
+/// Why a plot cannot take `value` (None: it can): not finite, negative, or
+/// past [`PLOTTABLE`].
+pub(crate) fn unplottable(value: f64) -> Option<&'static str> {
+    if value.is_nan() {
+        Some("not a number")
+    } else if value.is_infinite() {
+        Some("infinite")
+    } else if value < 0.0 {
+        Some("negative")
+    } else if value > PLOTTABLE {
+        Some("too large")
+    } else {
+        None
+    }
+}
+
+/// Every point of `series` has finite values in `[0, PLOTTABLE]`.
+fn check_plottable(series: &[Series]) -> Result<(), PlotError> {
+    for s in series {
+        for &(size, bw, t) in &s.points {
+            for (what, value) in [
+                ("the size", size),
+                ("busbw (GB/s)", bw),
+                ("the time (us)", t),
+            ] {
+                let Some(why) = unplottable(value) else {
+                    continue;
+                };
+                return Err(PlotError::Unplottable {
+                    series: s.label.clone(),
+                    what,
+                    value,
+                    size,
+                    why,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// (collective, dtype, op): what one line of a run plots.
@@ -147,8 +204,9 @@ pub fn series_of_reports(paths: &[impl AsRef<Path>]) -> Result<Vec<Series>, Plot
 /// The 1-2-5 values of every decade within `[lo, hi]`: the labels of a
 /// log axis (plotters labels only whole decades of a short range).
 fn one_two_five(lo: f64, hi: f64) -> Vec<f64> {
-    let first = lo.log10().floor() as i32;
-    let last = hi.log10().ceil() as i32;
+    // Whatever lo and hi are, at most the decades an f64 has.
+    let first = (lo.log10().floor() as i32).clamp(-330, 310);
+    let last = (hi.log10().ceil() as i32).clamp(-330, 310);
     (first..=last)
         .flat_map(|e| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(e)))
         .filter(|v| (lo..=hi).contains(v))
@@ -185,6 +243,7 @@ pub fn draw(path: &Path, title: &str, series: &[Series]) -> Result<(), PlotError
             "the run reported no collective rows".into(),
         ));
     }
+    check_plottable(series)?;
     let draw_err = |e: &dyn std::fmt::Display| PlotError::Draw {
         path: path.display().to_string(),
         why: e.to_string(),
@@ -337,6 +396,27 @@ mod tests {
         assert!(svg.contains("1 KiB"), "log-2 size axis in bytes");
         let e = draw(&path, "x", &[]).unwrap_err();
         assert!(e.to_string().contains("nothing to plot"));
+        // Values the axis code cannot take: a clear error, at once.
+        for (bw, why) in [
+            (1.7e308, "too large"),
+            (f64::INFINITY, "infinite"),
+            (f64::NAN, "not a number"),
+            (-1.0, "negative"),
+        ] {
+            let bad = vec![
+                row("all_reduce", 8, 1.0, 1.0),
+                row("all_reduce", 16, bw, 1.0),
+            ];
+            let s = series_of(&bad, None, &BTreeMap::new(), None);
+            let e = draw(&path, "x", &s).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("at 16 B"), "{e}");
+        }
+        // Huge but plottable: a picture.
+        let big = vec![
+            row("all_reduce", 8, 1e90, 1e-3),
+            row("all_reduce", 16, 1.0, 1e90),
+        ];
+        draw(&path, "x", &series_of(&big, None, &BTreeMap::new(), None)).unwrap();
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -137,6 +137,19 @@ pub fn lines(
             )));
         };
         let x = r.get(&spec.x).cloned().unwrap_or(Json::Null);
+        // What the axis code cannot take (it would loop or overflow).
+        for (column, v) in [(&spec.y, Some(y)), (&spec.x, num(Some(&x)))] {
+            if let Some(why) = v.and_then(|v| crate::plot::unplottable(v.abs())) {
+                return Err(input(format!(
+                    "`{column}` is {why} in the row of {}={} ({}); a plot takes finite \
+                     values up to {:e}: leave that row out with --where",
+                    spec.x,
+                    text(Some(&x)),
+                    v.unwrap_or(f64::NAN),
+                    crate::plot::PLOTTABLE
+                )));
+            }
+        }
         match out.iter_mut().find(|(l, _)| *l == label) {
             Some((_, pts)) => pts.push((x, y)),
             None => out.push((label, vec![(x, y)])),
@@ -340,6 +353,14 @@ mod tests {
         assert_eq!(l.len(), 2);
         assert_eq!(l[0].0, "algorithm=ring");
         assert_eq!(l[0].1.len(), 2);
+        // A value the axis code cannot take: refused, naming it.
+        let mut huge = rows.clone();
+        huge[0].insert("busbw_gbps".into(), json!(1.7e308));
+        let e = lines(&huge, &axes, &spec).unwrap_err().to_string();
+        assert!(
+            e.contains("`busbw_gbps` is too large in the row of bw=50"),
+            "{e}"
+        );
         let svg = tempfile::NamedTempFile::new().unwrap();
         draw(svg.path(), "t", &spec, &l).unwrap();
         let text = std::fs::read_to_string(svg.path()).unwrap();
