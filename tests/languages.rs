@@ -346,6 +346,30 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
             assert!(said.contains("the same inputs' earlier build"), "{said}");
             assert!(std::fs::read(&out).unwrap() == first, "{lang}: other bytes");
         }
+        // Its README's test step, as written (C: compiled natively with the
+        // SDK's mock; JavaScript: under Node with the SDK's mock).
+        let test_step = readme
+            .split("Test:\n\n    ")
+            .nth(1)
+            .and_then(|t| t.lines().next())
+            .unwrap_or_else(|| panic!("no Test: step in\n{readme}"));
+        if lang == "c" || lang == "js" {
+            let t = std::process::Command::new("sh")
+                .args(["-c", test_step])
+                .current_dir(&root)
+                .output()
+                .unwrap();
+            let said = format!(
+                "{}{}",
+                String::from_utf8_lossy(&t.stdout),
+                String::from_utf8_lossy(&t.stderr)
+            );
+            let ran = match lang {
+                "c" => said.contains("ok: 24 cases"),
+                _ => said.contains("# pass 5") && said.contains("# fail 0"),
+            };
+            assert!(t.status.success() && ran, "{test_step}\n{said}");
+        }
         if lang == "python" {
             // Its README's test step: the kernel in the SDK's mock.
             assert!(readme.contains("python3 -m unittest"), "{readme}");

@@ -12,6 +12,8 @@ use wit_bindgen_core::Files;
 
 const HEADER: &str = include_str!("../../../guest-sdk/c/kernbench.h");
 const LIBRARY: &str = include_str!("../../../guest-sdk/c/kernbench.c");
+/// What the library and the native mock share (#included by both).
+pub(crate) const COMMON: &str = include_str!("../../../guest-sdk/c/kernbench_common.c");
 
 /// How to get a C compiler that targets wasm32-wasi.
 const INSTALL: &str = "clang for wasm32-wasi with wasi-libc: on Debian/Ubuntu \
@@ -55,7 +57,11 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
     let tmp = tempfile::tempdir().map_err(io(Path::new("(temporary directory)")))?;
     let dir = tmp.path();
     let generated = bindings(dir, "algorithm-full")?;
-    for (name, text) in [("kernbench.h", HEADER), ("kernbench.c", LIBRARY)] {
+    for (name, text) in [
+        ("kernbench.h", HEADER),
+        ("kernbench.c", LIBRARY),
+        ("kernbench_common.c", COMMON),
+    ] {
         let p = dir.join(name);
         std::fs::write(&p, text).map_err(io(&p))?;
     }

@@ -84,6 +84,36 @@ const C_RING: &str = include_str!("../../../algorithms/c/ring_allreduce/ring_all
 const JS_RING: &str = include_str!("../../../algorithms/js/ring_allreduce/ring_allreduce.js");
 const RS_RING: &str = include_str!("../../../algorithms/ring_allreduce/src/lib.rs");
 
+/// The C SDK's header and native mock, as `kernbench/` beside a new C
+/// project's source (`build` compiles with the header embedded in this
+/// binary, the same file), and the project's mock test.
+const C_SDK: &[(&str, &str)] = &[
+    (
+        "kernbench.h",
+        include_str!("../../../guest-sdk/c/kernbench.h"),
+    ),
+    ("kernbench_common.c", super::c::COMMON),
+    (
+        "mock/algorithm_full.h",
+        include_str!("../../../guest-sdk/c/mock/algorithm_full.h"),
+    ),
+    (
+        "mock/kernbench_mock.h",
+        include_str!("../../../guest-sdk/c/mock/kernbench_mock.h"),
+    ),
+    (
+        "mock/kernbench_mock.c",
+        include_str!("../../../guest-sdk/c/mock/kernbench_mock.c"),
+    ),
+];
+const C_TEST: &str = include_str!("../../../guest-sdk/c/mock/test_template.c");
+
+/// The JavaScript SDK's native mock, as `kernbench/mock.mjs` beside a new
+/// JavaScript project's module, and the project's mock test (`__NAME__`
+/// the project's name).
+const JS_MOCK: &str = include_str!("../../../guest-sdk/js/mock.mjs");
+const JS_TEST: &str = include_str!("../../../guest-sdk/js/test_template.mjs");
+
 /// The shadow stack, in bytes, every Rust guest is linked with: this
 /// tree's (its `.cargo/config.toml`, which cannot name this constant; a
 /// test holds the two equal) and a new project's.
@@ -171,8 +201,10 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         "[project]\nname = \"{name}\"\nversion = \"0.1.0\"\ndescription = \"A KernBench {}\"\nlicense = \"Apache-2.0\"\n",
         kind.name()
     );
+    // "type": "module": the algorithm is an ES module, and its test imports
+    // it under plain Node.
     let package_json = format!(
-        "{{\n  \"name\": \"{name}\",\n  \"version\": \"0.1.0\",\n  \"description\": \"A KernBench {}\",\n  \"license\": \"Apache-2.0\",\n  \"private\": true\n}}\n",
+        "{{\n  \"name\": \"{name}\",\n  \"version\": \"0.1.0\",\n  \"description\": \"A KernBench {}\",\n  \"license\": \"Apache-2.0\",\n  \"private\": true,\n  \"type\": \"module\"\n}}\n",
         kind.name()
     );
     Ok(match (kind, lang) {
@@ -208,25 +240,41 @@ fn files(kind: Kind, lang: NewLang, name: &str) -> Result<Vec<(String, String)>,
         ],
         (Kind::Algorithm, NewLang::C) => vec![
             (format!("{name}.c"), C_RING.to_string()),
+            (format!("test_{name}.c"), C_TEST.to_string()),
             ("ccl.yaml".into(), ccl(&wasm)),
             (
                 "README.md".into(),
                 readme(
                     &format!("kernbench-host build {name}.c -o {wasm}"),
-                    "kernbench-host run ccl_allreduce --ccl ccl.yaml  # #wrong must be 0",
+                    &format!(
+                        "cc -std=c11 -O1 -Wall -pthread -I kernbench/mock -I kernbench {name}.c \
+                         kernbench/mock/kernbench_mock.c test_{name}.c -o test_{name} && ./test_{name}  \
+                         # the kernel on 1 to 8 ranks in the SDK's native mock"
+                    ),
                     "kernbench-host run ccl_allreduce --ccl ccl.yaml",
                 ),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(
+            C_SDK
+                .iter()
+                .map(|(f, text)| (format!("kernbench/{f}"), text.to_string())),
+        )
+        .collect(),
         (Kind::Algorithm, NewLang::Js) => vec![
             (format!("{name}.js"), JS_RING.to_string()),
+            (format!("test_{name}.mjs"), JS_TEST.replace("__NAME__", name)),
+            ("kernbench/mock.mjs".into(), JS_MOCK.to_string()),
             ("package.json".into(), package_json),
             ("ccl.yaml".into(), ccl(&wasm)),
             (
                 "README.md".into(),
                 readme(
                     &format!("kernbench-host build {name}.js -o {wasm}"),
-                    "kernbench-host run ccl_allreduce --ccl ccl.yaml  # #wrong must be 0",
+                    &format!(
+                        "node --test test_{name}.mjs  # the kernel on 1 to 8 ranks in the SDK's mock (Node.js 18 or later)"
+                    ),
                     "kernbench-host run ccl_allreduce --ccl ccl.yaml",
                 ),
             ),
