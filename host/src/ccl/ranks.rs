@@ -32,6 +32,8 @@ pub struct RankMap {
     pub mode: RankMode,
     /// (cubes per SIP, PEs per cube).
     dims: (u32, u32),
+    /// The machine's SIPs.
+    sips: u32,
 }
 
 /// A world size the machine cannot hold.
@@ -57,6 +59,7 @@ impl RankMap {
             world_size,
             mode,
             dims: spec.pe_dims(),
+            sips,
         })
     }
 
@@ -101,6 +104,28 @@ impl RankMap {
             .collect()
     }
 
+    /// Why rank `rank`'s tensor on SIP `tensor_sip` is not where the rank
+    /// runs, blaming what is to blame: a bench that placed one rank per
+    /// SIP (`set_device(rank)`) in a world larger than the machine's SIPs
+    /// is the config's world size, not the bench.
+    pub fn misplaced(&self, rank: u32, tensor_sip: u32) -> String {
+        let sip = self.sip(rank);
+        if self.mode == RankMode::FlatPe && tensor_sip == rank {
+            format!(
+                "rank {rank} runs on SIP {sip}, not SIP {rank} where its tensor lives: world_size {} \
+                 is more than the {} SIPs of the topology, so ranks are single PEs (rank = flat PE \
+                 index, the seed's single-driver mode), while this bench puts one rank per SIP. \
+                 Set world_size to at most {} in the ccl.yaml, or use a topology of {} SIPs",
+                self.world_size, self.sips, self.sips, self.world_size
+            )
+        } else {
+            format!(
+                "rank {rank} runs on SIP {sip} but its tensor lives on SIP {tensor_sip}: call \
+                 torch.ahbm.set_device({sip}) before creating the tensor"
+            )
+        }
+    }
+
     /// How the mapping is described in messages.
     pub fn describe(&self) -> String {
         match self.mode {
@@ -116,6 +141,23 @@ mod tests {
 
     fn pe(sip: u32, cube: u32, pe: u32) -> PeCoord {
         PeCoord { sip, cube, pe }
+    }
+
+    #[test]
+    fn a_misplaced_tensor_blames_the_world_size_when_ranks_outgrew_the_sips() {
+        let spec = TopologySpec::default_embedded(); // 4 SIPs
+        let flat = RankMap::new(100, Mapper::LeaderOnly, &spec).unwrap();
+        // The bench put rank 1's tensor on SIP 1 (set_device(rank)).
+        let e = flat.misplaced(1, 1);
+        assert!(
+            e.contains("world_size 100 is more than the 4 SIPs")
+                && e.contains("Set world_size to at most 4"),
+            "{e}"
+        );
+        // Rank = SIP, a bench that did not set its device: the bench.
+        let sips = RankMap::new(4, Mapper::LeaderOnly, &spec).unwrap();
+        let e = sips.misplaced(2, 0);
+        assert!(e.contains("call torch.ahbm.set_device(2)"), "{e}");
     }
 
     #[test]

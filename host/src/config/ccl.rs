@@ -375,6 +375,9 @@ const MAX_SLOT_BYTES: u64 = 1 << 30;
 pub struct CclConfig {
     #[serde(default)]
     pub defaults: Defaults,
+    /// None in a file that only sets `defaults` over the built-in
+    /// algorithms.
+    #[serde(default)]
     pub algorithms: BTreeMap<String, AlgorithmEntry>,
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -472,6 +475,11 @@ impl CclConfig {
     /// Pick the default algorithm when left out, then check every entry;
     /// the message says what is wrong and where.
     fn check(&mut self) -> Result<(), String> {
+        if self.defaults.world_size == Some(0) {
+            return Err(
+                "defaults.world_size must be > 0 (leave it out for one rank per SIP)".into(),
+            );
+        }
         if self.defaults.algorithm.is_empty() {
             match self.algorithms.keys().collect::<Vec<_>>().as_slice() {
                 [only] => self.defaults.algorithm = only.to_string(),
@@ -800,6 +808,24 @@ algorithms:
   a: {module: m}
 ");
         assert!(e.contains("defaults.algorithms.all_gather is \"z\""), "{e}");
+    }
+
+    #[test]
+    fn a_file_of_defaults_alone_goes_over_the_built_ins_and_zero_ranks_is_refused() {
+        let c = CclConfig::from_yaml_over_builtins(
+            "defaults: {world_size: 2}\n",
+            Origin::Embedded("t.yaml"),
+        )
+        .unwrap();
+        assert_eq!(c.defaults.world_size, Some(2));
+        assert!(c.algorithms.contains_key("ring_allreduce"));
+        let e = CclConfig::from_yaml_over_builtins(
+            "defaults: {world_size: 0}\n",
+            Origin::Embedded("t.yaml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("defaults.world_size must be > 0"), "{e}");
     }
 
     #[test]

@@ -699,7 +699,7 @@ fn the_tracer_sees_nested_optional_and_enum_keys() {
     assert!(t["sip.pcie.cubes"].node.leaf && !t["sip.pcie.cubes"].required);
     assert!(t["pe.gemm.throughput_tflops.i32"].node.leaf);
     let c = ccl_keys();
-    assert!(c["algorithms"].required && !c["defaults"].required);
+    assert!(!c["algorithms"].required && !c["defaults"].required);
     assert!(c["algorithms.<name>.module"].required);
     assert!(!c["algorithms.<name>.slot_kib"].required);
     assert!(c["algorithms.<name>.backpressure"]

@@ -462,11 +462,7 @@ impl Session {
         for &r in &ranks {
             let sip = pg.ranks.sip(r);
             if sip != tensor.sip {
-                return Err(DistError::ValueError(format!(
-                    "rank {r} runs on SIP {sip} but its tensor lives on SIP {}: call torch.ahbm.set_device({sip}) \
-                     before creating the tensor",
-                    tensor.sip
-                )));
+                return Err(DistError::ValueError(pg.ranks.misplaced(r, tensor.sip)));
             }
         }
         Ok(ranks)

@@ -121,9 +121,8 @@ impl Session {
         }
         if pg.ranks.sip(me) != t.sip {
             return Ok(Err(DistError::ValueError(format!(
-                "{what}: rank {me} runs on SIP {} but its tensor lives on SIP {}",
-                pg.ranks.sip(me),
-                t.sip
+                "{what}: {}",
+                pg.ranks.misplaced(me, t.sip)
             ))));
         }
         let key = match side {
