@@ -2,7 +2,7 @@
 //! files from disk and clear config errors.
 
 mod common;
-use common::{kb, ok};
+use common::{fails, kb, ok};
 
 #[test]
 fn table_has_the_nccl_tests_columns() {
@@ -583,4 +583,34 @@ fn kernels_in_step_give_an_asked_for_split_up_and_are_not_split_by_default() {
         }
         assert!(!err.contains("split in 2 partitions"), "{err}");
     }
+}
+
+/// An output file that cannot be written is refused before the run, not
+/// after it (the simulation would be lost).
+#[test]
+fn unwritable_output_paths_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = fails(kb().args(["run", "ccl_allreduce", "--trace", "/nonexistent/dir/t.json"]));
+    assert!(
+        e.contains("--trace /nonexistent/dir/t.json: no such directory") && !e.contains("Avg bus"),
+        "{e}"
+    );
+    let e = fails(
+        kb().args(["run", "ccl_allreduce", "--oplog"])
+            .arg(dir.path()),
+    );
+    assert!(e.contains("is a directory; give a file name"), "{e}");
+    // A writable path is not left behind by the check when the run fails.
+    let plot = dir.path().join("p.svg");
+    fails(
+        kb().args([
+            "run",
+            "ccl_allreduce",
+            "--algorithm",
+            "no_such_algorithm",
+            "--plot",
+        ])
+        .arg(&plot),
+    );
+    assert!(!plot.exists());
 }

@@ -286,6 +286,32 @@ fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {
     })
 }
 
+/// Whether the file `path` can be written: its directory exists and a
+/// file can be created there (an existing file is left as it is; one
+/// made to find out is removed).
+fn writable(path: &std::path::Path) -> Result<()> {
+    if path.is_dir() {
+        bail!("is a directory; give a file name");
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        bail!("no such directory: {} (create it first)", dir.display());
+    }
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .context("cannot be written")?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     kernbench::heap::keep_freed_memory();
     // Rust ignores SIGPIPE, so printing into a closed pipe (`| head`)
@@ -336,6 +362,13 @@ fn real_main() -> Result<()> {
             args,
         } => {
             let wall = Instant::now();
+            // Output files are checked before the simulation, not found
+            // unwritable after it.
+            for (flag, path) in [("--trace", &trace), ("--oplog", &oplog), ("--plot", &plot)] {
+                if let Some(path) = path {
+                    writable(path).with_context(|| format!("{flag} {}", path.display()))?;
+                }
+            }
             let (topo, _) = topology_cmd::load(topology.as_deref(), &layout)?;
             let mut ccl = load_ccl(ccl.as_deref())?;
             if limits.max_guest_memory == 0 || limits.max_guest_memory > 4096 {
