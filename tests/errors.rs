@@ -203,10 +203,23 @@ fn a_wrong_direction_names_the_component_the_pe_and_the_call() {
     // Handed over in a batch, the call is still named where it was made
     // (not where the SDK submitted it).
     assert!(
-        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:30:"),
+        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:31:"),
         "{e}"
     );
     assert!(!e.contains("panicked at guest-sdk"), "{e}");
+}
+
+#[test]
+fn a_panic_in_kernel_args_is_a_failure_not_a_refusal() {
+    // Was: "NotImplementedError: ... algorithm 'faulty_kernel' refuses it".
+    let e = faulty("2048", &loader()).to_string();
+    assert!(
+        e.contains("algorithm 'faulty' failed giving its kernel arguments")
+            && e.contains("deliberate failure in kernel_args")
+            && !e.contains("refuses it")
+            && !e.contains("NotImplementedError"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -296,7 +309,7 @@ fn operands_of_different_shapes_are_named_with_the_call() {
         "{e}"
     );
     assert!(
-        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:57:"),
+        e.contains("(the tl call at tests/components/algorithms/faulty_kernel/src/lib.rs:58:"),
         "{e}"
     );
 }

@@ -186,19 +186,25 @@ impl Session {
             backend
                 .component
                 .hooks(&self.machine, &self.limits)
-                .await?
+                .await
+                .map_err(super::hooks::ArgsError::Failed)?
                 .kernel_args_for(call, cube, &backend.params)
                 .await
         }
         .await
-        .map_err(|e| {
-            DistError::NotImplemented(format!(
+        .map_err(|e| match e {
+            super::hooks::ArgsError::Refused(e) => DistError::NotImplemented(format!(
                 "{}: algorithm '{}' refuses it ({e}); choose another with --algorithm {}=<name> \
                  or ccl.yaml defaults.algorithms",
                 call.describe(),
                 backend.algorithm,
                 call.collective
-            ))
+            )),
+            super::hooks::ArgsError::Failed(e) => runtime_error(format!(
+                "{}: algorithm '{}' failed giving its kernel arguments: {e}",
+                call.describe(),
+                backend.algorithm,
+            )),
         })?;
         backend.cache_args(*call, k.clone());
         Ok(k)

@@ -157,22 +157,22 @@ impl AlgorithmHooks {
         n_elem: u64,
         (cube_w, cube_h): (u32, u32),
         params: &[(String, ParamValue)],
-    ) -> Result<Vec<i64>, SimError> {
+    ) -> Result<Vec<i64>, ArgsError> {
         if !self.exports(ARGS_WITH_EXPORT) {
             if let Some((name, _)) = params.first() {
-                return Err(self.refused(
+                return Err(ArgsError::Refused(self.refused(
                     "kernel-args",
                     format!(
                         "ccl.yaml gives the parameter {name}, but this algorithm takes none \
                          (it does not export {ARGS_WITH_EXPORT})"
                     ),
-                ));
+                )));
             }
             return self
                 .algo
                 .call_kernel_args(&mut self.store, world_size, n_elem, cube_w, cube_h)
                 .await
-                .map_err(|e| self.guest_error(e));
+                .map_err(|e| ArgsError::Failed(self.guest_error(e)));
         }
         let wit: Vec<ccl::Param> = params.iter().map(param_out).collect();
         type Args<'a> = (u32, u64, u32, u32, &'a [ccl::Param]);
@@ -191,8 +191,8 @@ impl AlgorithmHooks {
         .await;
         match called {
             Ok(Ok(args)) => Ok(args),
-            Ok(Err(message)) => Err(self.refused(ARGS_WITH_EXPORT, message)),
-            Err(e) => Err(self.guest_error(e)),
+            Ok(Err(message)) => Err(ArgsError::Refused(self.refused(ARGS_WITH_EXPORT, message))),
+            Err(e) => Err(ArgsError::Failed(self.guest_error(e))),
         }
     }
 
@@ -230,20 +230,20 @@ impl AlgorithmHooks {
         call: &Call,
         cube: (u32, u32),
         params: &[(String, ParamValue)],
-    ) -> Result<Vec<i64>, SimError> {
+    ) -> Result<Vec<i64>, ArgsError> {
         if !self.exports(ARGS_FOR_EXPORT) {
             if call.is_seed_form() {
                 return self
                     .kernel_args(call.world_size, call.block, cube, params)
                     .await;
             }
-            return Err(self.refused(
+            return Err(ArgsError::Refused(self.refused(
                 ARGS_FOR_EXPORT,
                 format!(
                     "not exported: the algorithm speaks only the seed's ABI (an f16 sum all_reduce), not {}",
                     call.describe()
                 ),
-            ));
+            )));
         }
         let wit_call = ccl::Call {
             collective: collective_out(call.collective),
@@ -270,8 +270,8 @@ impl AlgorithmHooks {
         .await;
         match called {
             Ok(Ok(args)) => Ok(args),
-            Ok(Err(message)) => Err(self.refused(ARGS_FOR_EXPORT, message)),
-            Err(e) => Err(self.guest_error(e)),
+            Ok(Err(message)) => Err(ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, message))),
+            Err(e) => Err(ArgsError::Failed(self.guest_error(e))),
         }
     }
 
@@ -364,5 +364,32 @@ impl AlgorithmHooks {
                 })
                 .collect()
         }))
+    }
+}
+
+/// Why an algorithm gave no kernel arguments for a call.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// It refused the call: an `Err` its export returned, or an export
+    /// (or parameter) it lacks. Another algorithm may serve the call.
+    Refused(SimError),
+    /// It failed: trapped, panicked, ran out of a budget. Its fault, not
+    /// the call's.
+    Failed(SimError),
+}
+
+impl From<ArgsError> for SimError {
+    fn from(e: ArgsError) -> SimError {
+        match e {
+            ArgsError::Refused(e) | ArgsError::Failed(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for ArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArgsError::Refused(e) | ArgsError::Failed(e) => e.fmt(f),
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! * 128 → allocates 1 GiB of guest memory (over the cap);
 //! * 256 → recurses without end (stack overflow);
 //! * 512 → adds two tensors of different shapes;
+//! * 1024 → `kernel_args` panics (before any kernel runs);
 //! * otherwise behaves like hello_send.
 
 use kernbench_guest::prelude::*;
@@ -66,6 +67,9 @@ impl Algorithm for Faulty {
     }
 
     fn kernel_args(_world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
+        if n_elem == 1024 {
+            panic!("deliberate failure in kernel_args");
+        }
         vec![n_elem as i64]
     }
 }
