@@ -2,7 +2,7 @@
 //! `inspect`, the WIT compatibility contract, install and the OCI registry.
 
 mod common;
-use common::{kb, ok};
+use common::{fails, kb, ok};
 use std::path::Path;
 
 /// `kernbench-host` with its compiled-component cache in `dir`.
@@ -670,4 +670,31 @@ fn names_resolve_path_then_components_dir_then_installed_then_built_in() {
     );
     ok(kb_home(h).args(["remove", "ring_allreduce"]));
     ok(kb_home(h).args(["run", "ccl_allreduce", "--", "-b", "64", "-e", "64"]));
+}
+
+/// A component of an earlier 0.1.0 snapshot names a version the host
+/// accepts but imports a type it does not serve: `inspect` says so by the
+/// linker's verdict (it said "runs here ... (compatible)"), and a run
+/// names the function, the type and the fix instead of a raw linker error.
+#[test]
+fn an_earlier_0_1_0_snapshot_is_refused_by_the_linker_s_verdict() {
+    let fixture = |f: &str| common::guests::root().join("tests/fixtures/compat").join(f);
+    let algo = fixture("r1_binary_algorithm.wasm");
+    let said = ok(kb().arg("inspect").arg(&algo));
+    assert!(
+        said.contains("refused: component r1_binary_algorithm: it imports `binary` of `kernbench:sim/tl@0.1.0`")
+            && said.contains("expected enum of 6 names, found 5 names")
+            && !said.contains("(compatible"),
+        "{said}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(kb().arg("inspect").arg(&algo).arg("--json"))).unwrap();
+    assert_eq!(json["accepted"], false);
+    let e = fails(kb().arg("run").arg(fixture("r1_zeros_bench.wasm")));
+    assert!(
+        e.contains("it imports `zeros` of `kernbench:sim/torch@0.1.0`")
+            && e.contains("expected 4-tuple, found 3-tuple")
+            && e.contains("Rebuild the component against this release's guest SDK"),
+        "{e}"
+    );
 }

@@ -39,19 +39,37 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
     let found = find(&loader, &args.component)?;
     let info = metadata::read(&found.wasm)
         .with_context(|| format!("{} ({})", found.name, found.origin))?;
-    let verdict = match &info.verdict {
-        Ok(Some(Accepted::Current)) => format!("runs here (this host implements {})", host_wit()),
-        Ok(Some(Accepted::Older(v))) => format!(
-            "runs here: built against {}@{v}, an earlier version of this host's {} (compatible)",
+    // The version names are a first check; the verdict is the linker's:
+    // every import type-checked against what this host serves.
+    let linked = match (info.kind, &info.verdict) {
+        (Some(Kind::Algorithm), Ok(Some(_))) => loader
+            .load_algorithm(&found.spec, None)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        (Some(Kind::Bench), Ok(Some(_))) => loader
+            .load_bench(&found.spec)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        _ => Ok(()),
+    };
+    let verdict = match (&info.verdict, &linked) {
+        (Ok(Some(_)), Err(e)) => format!("refused: {e}"),
+        (Ok(Some(Accepted::Current)), Ok(())) => {
+            format!("runs here (this host implements {})", host_wit())
+        }
+        (Ok(Some(Accepted::Older(v))), Ok(())) => format!(
+            "runs here: built against {}@{v}, an earlier version of this host's {} (compatible: \
+             every import type-checks)",
             compat::WIT_PACKAGE,
             host_wit()
         ),
-        Ok(None) => format!("names no {} interface", compat::WIT_PACKAGE),
-        Err(e) => format!("refused: {e}"),
+        (Ok(None), _) => format!("names no {} interface", compat::WIT_PACKAGE),
+        (Err(e), _) => format!("refused: {e}"),
     };
+    let accepted = matches!(info.verdict, Ok(Some(_))) && linked.is_ok();
     // What an algorithm implements, asked of the component itself.
-    let caps = match (info.kind, &info.verdict) {
-        (Some(Kind::Algorithm), Ok(Some(_))) => Some(capabilities(&loader, &found.spec)),
+    let caps = match (info.kind, accepted) {
+        (Some(Kind::Algorithm), true) => Some(capabilities(&loader, &found.spec)),
         _ => None,
     };
     let cached = loader.cached_code(&found.wasm);
@@ -64,7 +82,7 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
             "kind": info.kind.map(Kind::name),
             "wit": info.wit_versions.iter().map(|v| compat::package_at(v)).collect::<Vec<_>>(),
             "host_wit": host_wit(),
-            "accepted": matches!(info.verdict, Ok(Some(_))),
+            "accepted": accepted,
             "verdict": verdict,
             "metadata": info.standard,
             "kernbench": info.kernbench,

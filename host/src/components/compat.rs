@@ -5,8 +5,11 @@
 //! The package follows semantic versioning as the component model applies
 //! it (and wasmtime's linker resolves it): within one compatible line —
 //! the same MAJOR from 1.0 on, the same 0.MINOR before — a later version
-//! only adds (new functions, interfaces, enum cases a guest never receives
-//! unasked, each marked `@since`), so a guest built against an earlier
+//! only adds (new functions, interfaces and types, each marked `@since`;
+//! not a case of an existing enum or variant, nor a field or a parameter:
+//! wasmtime type-checks every imported function exactly, so a guest that
+//! only ever sends a 5-case enum still fails to link against a 6-case
+//! one), so a guest built against an earlier
 //! version of the line imports a subset of what this host provides and
 //! runs unchanged. Anything else — another line, a newer version than the
 //! host's, a pre-release that is not exactly the host's, no version — is
@@ -97,6 +100,35 @@ fn same_line(a: &Version, b: &Version) -> bool {
     }
 }
 
+/// A linker's refusal of a component (wasmtime's words: "component
+/// imports instance `I`, but a matching implementation was not found in
+/// the linker: instance export `F` has the wrong type: D"), said for its
+/// author: which function, the type difference, and what to rebuild
+/// against. None when `raw` is not such a refusal.
+///
+/// The interface changed under one version label while it was young
+/// (e.g. `binop` gained `div`, `torch.zeros` a `dp` parameter, both
+/// still `0.1.0`): a component of such an earlier snapshot names a
+/// version this host accepts yet imports a type it does not serve.
+pub fn explain_link_failure(raw: &str) -> Option<String> {
+    let (_, rest) = raw.split_once("component imports instance `")?;
+    let (instance, rest) = rest.split_once('`')?;
+    let (_, rest) = rest.split_once("instance export `")?;
+    let (function, rest) = rest.split_once('`')?;
+    let detail = rest
+        .split_once("has the wrong type: ")
+        .map_or(rest.trim(), |(_, d)| d.lines().next().unwrap_or("").trim());
+    let guest = instance.split_once('@').map_or("(no version)", |(_, v)| v);
+    Some(format!(
+        "it imports `{function}` of `{instance}` with a type this host does not serve ({detail}). \
+         It was built against an earlier snapshot of {WIT_PACKAGE}@{guest}, whose interface changed \
+         under the same version label; kernbench-host {} serves {} as it is now. Rebuild the \
+         component against this release's guest SDK ({WIT_PACKAGE}@{WIT_VERSION})",
+        env!("CARGO_PKG_VERSION"),
+        accepted_range(),
+    ))
+}
+
 /// How a guest's version relates to this host's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Accepted {
@@ -174,6 +206,24 @@ pub fn check_component<'a>(
         }
     }
     Ok(verdict)
+}
+
+#[cfg(test)]
+mod link_tests {
+    #[test]
+    fn a_linker_refusal_names_the_function_the_type_and_the_fix() {
+        let raw = "component imports instance `kernbench:sim/tl@0.1.0`, but a matching \
+                   implementation was not found in the linker: instance export `binary` has the \
+                   wrong type: type mismatch with parameters: expected enum of 6 names, found 5 names";
+        let said = super::explain_link_failure(raw).unwrap();
+        assert!(
+            said.contains("it imports `binary` of `kernbench:sim/tl@0.1.0`")
+                && said.contains("expected enum of 6 names, found 5 names")
+                && said.contains("Rebuild the component against this release's guest SDK"),
+            "{said}"
+        );
+        assert_eq!(super::explain_link_failure("wasm trap: unreachable"), None);
+    }
 }
 
 #[cfg(test)]

@@ -486,18 +486,12 @@ impl Loader {
             .kernel_linker
             .instantiate_pre(&component)
             .and_then(AlgorithmPre::new)
-            .map_err(|e| SimError::Component {
-                name: name.clone(),
-                message: describe_wasm_error(&e),
-            })?;
+            .map_err(|e| link_failed(&name, &e))?;
         let eager = self
             .eager_linker
             .instantiate_pre(&component)
             .and_then(super::bindings::algorithm_eager::AlgorithmPre::new)
-            .map_err(|e| SimError::Component {
-                name: name.clone(),
-                message: describe_wasm_error(&e),
-            })?;
+            .map_err(|e| link_failed(&name, &e))?;
         let a = AlgorithmComponent {
             name,
             pre,
@@ -515,11 +509,18 @@ impl Loader {
             .bench_linker
             .instantiate_pre(&component)
             .and_then(BenchPre::new)
-            .map_err(|e| SimError::Component {
-                name: name.clone(),
-                message: describe_wasm_error(&e),
-            })?;
+            .map_err(|e| link_failed(&name, &e))?;
         Ok(BenchComponent { name, pre })
+    }
+}
+
+/// The linker refused component `name`: wasmtime's words, explained for
+/// the component's author when they say which import differs.
+fn link_failed(name: &str, e: &wasmtime::Error) -> SimError {
+    let raw = describe_wasm_error(e);
+    SimError::Component {
+        name: name.to_string(),
+        message: crate::components::compat::explain_link_failure(&raw).unwrap_or(raw),
     }
 }
 
