@@ -614,3 +614,24 @@ fn unwritable_output_paths_are_refused_before_the_run() {
     );
     assert!(!plot.exists());
 }
+
+/// A size that comes from outside is bounded: a device as a config,
+/// plan, report or component is refused unread (`install /dev/zero` read
+/// 6 GB in 11 s).
+#[test]
+fn devices_given_as_files_are_refused_unread() {
+    for args in [
+        &["run", "ccl_allreduce", "--ccl", "/dev/zero"][..],
+        &["run", "ccl_allreduce", "--topology", "/dev/zero"],
+        &["sweep", "/dev/zero"],
+        &["plot", "/dev/zero", "-o", "/tmp/kb-never.svg"],
+        &["install", "/dev/zero", "--name", "zero"],
+        &["publish", "/dev/zero", "localhost:1/zero:1"],
+    ] {
+        let e = fails(kb().args(args));
+        assert!(
+            e.contains("/dev/zero is not a regular file"),
+            "{args:?}: {e}"
+        );
+    }
+}

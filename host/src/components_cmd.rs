@@ -392,8 +392,7 @@ fn capability_annotations(
 
 /// `publish FILE REF`.
 pub fn publish(file: &std::path::Path, reference: &str) -> Result<()> {
-    let wasm =
-        kernbench::components::read_bounded(file, kernbench::components::MAX_COMPONENT_BYTES)?;
+    let wasm = kernbench::files::read_bounded(file, kernbench::components::MAX_COMPONENT_BYTES)?;
     let info = metadata::read(&wasm).with_context(|| file.display().to_string())?;
     let kind = info.kind.with_context(|| {
         format!(
@@ -482,7 +481,7 @@ pub fn install(source: &str, name: Option<&str>) -> Result<()> {
         )
     } else {
         let wasm =
-            kernbench::components::read_bounded(path, kernbench::components::MAX_COMPONENT_BYTES)?;
+            kernbench::files::read_bounded(path, kernbench::components::MAX_COMPONENT_BYTES)?;
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         (
             wasm,

@@ -18,6 +18,7 @@ pub mod config;
 pub mod cores;
 pub mod engine;
 pub mod error;
+pub mod files;
 #[cfg(all(feature = "guest-build", feature = "wasm"))]
 pub mod guest_build;
 #[cfg(feature = "wasm")]

@@ -276,7 +276,7 @@ struct LimitArgs {
 }
 
 fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    Ok(kernbench::files::read_text(path)?)
 }
 
 fn load_ccl(path: Option<&Path>) -> Result<CclConfig> {

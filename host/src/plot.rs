@@ -178,7 +178,7 @@ pub fn series_of_reports(paths: &[impl AsRef<Path>]) -> Result<Vec<Series>, Plot
             path: p.display().to_string(),
             why,
         };
-        let text = std::fs::read_to_string(p).map_err(|e| input(e.to_string()))?;
+        let text = crate::files::read_text(p).map_err(|e| input(e.to_string()))?;
         let f: ReportFile = serde_json::from_str(&text)
             .map_err(|e| input(format!("not a KernBench JSON report (--format json): {e}")))?;
         let run = p

@@ -84,7 +84,7 @@ pub enum ExportFormat {
 pub fn load(file: Option<&Path>, layout: &LayoutArgs) -> Result<(Arc<Topology>, Duration)> {
     let (text, origin) = match file {
         Some(p) => (
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
+            kernbench::files::read_text(p)?,
             Origin::File(p.to_path_buf()),
         ),
         None => (

@@ -98,7 +98,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Read(#[from] super::ReadError),
+    Read(#[from] crate::files::ReadError),
     #[error("{path}: a damaged install record: {message}")]
     BadRecord { path: String, message: String },
 }
@@ -223,9 +223,9 @@ impl Store {
     pub fn record(&self, kind: Kind, name: &str) -> Result<Option<Record>, StoreError> {
         let (_, json) = self.paths(kind, name);
         // A record is a few hundred bytes; 1 MiB bounds a damaged one.
-        let text = match super::read_bounded(&json, 1 << 20) {
+        let text = match crate::files::read_bounded(&json, 1 << 20) {
             Ok(t) => t,
-            Err(super::ReadError::Io { source, .. })
+            Err(crate::files::ReadError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
                 return Ok(None)
@@ -250,7 +250,7 @@ impl Store {
             return Ok(None);
         };
         let (wasm_path, _) = self.paths(kind, name);
-        let wasm = super::read_bounded(&wasm_path, super::MAX_COMPONENT_BYTES)?;
+        let wasm = crate::files::read_bounded(&wasm_path, super::MAX_COMPONENT_BYTES)?;
         let got = super::oci_digest(&wasm);
         if got != record.digest {
             return Err(StoreError::Tampered {

@@ -35,10 +35,14 @@ pub fn manifest_for(source: &Path, lang: Lang) -> Result<Manifest, BuildError> {
     let dir = source.parent().unwrap_or(Path::new("."));
     let read = |name: &str| -> Result<Option<(std::path::PathBuf, String)>, BuildError> {
         let p = dir.join(name);
-        match std::fs::read_to_string(&p) {
+        match crate::files::read_text(&p) {
             Ok(t) => Ok(Some((p, t))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&p)(e)),
+            Err(crate::files::ReadError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(io(&p)(std::io::Error::other(e.to_string()))),
         }
     };
     let bad = |p: &Path, e: String| BuildError::BadName(format!("{}: {e}", p.display()));

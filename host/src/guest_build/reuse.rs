@@ -147,7 +147,7 @@ pub fn key(source: &Path, lang: Lang, kind: Kind, tool: &Path) -> Result<Option<
         let rel = f.strip_prefix(dir).unwrap_or(&f);
         field(rel.as_os_str().as_encoded_bytes());
         field(
-            &crate::components::read_bounded(&f, MAX_INPUT_BYTES).map_err(|e| BuildError::Io {
+            &crate::files::read_bounded(&f, MAX_INPUT_BYTES).map_err(|e| BuildError::Io {
                 path: f.clone(),
                 source: std::io::Error::other(e.to_string()),
             })?,
@@ -184,7 +184,7 @@ impl BuildCache {
     pub fn get(&self, key: &Key) -> Option<Vec<u8>> {
         let path = self.path(key);
         let limit = crate::components::MAX_COMPONENT_BYTES + 80;
-        let bytes = crate::components::read_bounded(&path, limit).ok()?;
+        let bytes = crate::files::read_bounded(&path, limit).ok()?;
         let head = MAGIC.len() + 2 * HASH_LEN;
         let intact = bytes.len() > head
             && bytes.starts_with(MAGIC)

@@ -152,7 +152,7 @@ impl CompileCache {
         path: &Path,
         component: &[u8; HASH_LEN],
     ) -> Result<Option<Component>, String> {
-        use crate::components::{read_bounded, ReadError};
+        use crate::files::{read_bounded, ReadError};
         // Compiled code is a few times its component, which is at most
         // MAX_COMPONENT_BYTES.
         let limit = crate::components::MAX_COMPONENT_BYTES.saturating_mul(8);

@@ -530,8 +530,8 @@ fn read_component_file(name: &str, p: &Path) -> Result<Vec<u8>, SimError> {
         name: name.to_string(),
         message,
     };
-    let bytes = crate::components::read_bounded(p, MAX_COMPONENT_BYTES).map_err(|e| match e {
-        crate::components::ReadError::TooLarge { .. } => err(format!(
+    let bytes = crate::files::read_bounded(p, MAX_COMPONENT_BYTES).map_err(|e| match e {
+        crate::files::ReadError::TooLarge { .. } => err(format!(
             "{} is over the {} MiB a component may have",
             p.display(),
             MAX_COMPONENT_BYTES >> 20

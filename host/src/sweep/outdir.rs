@@ -231,7 +231,7 @@ impl OutDir {
 
     fn plan(&self) -> Result<Plan, OutDirError> {
         let p = self.plan_path();
-        let text = std::fs::read_to_string(&p).map_err(|e| OutDirError::NoPlan {
+        let text = crate::files::read_text(&p).map_err(|e| OutDirError::NoPlan {
             dir: self.root.display().to_string(),
             message: e.to_string(),
         })?;

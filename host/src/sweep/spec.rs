@@ -159,7 +159,7 @@ pub struct Point<'a> {
 impl Sweep {
     /// Read and check `path`.
     pub fn load(path: &Path) -> Result<Sweep, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError::File {
+        let text = crate::files::read_text(path).map_err(|e| SpecError::File {
             path: path.display().to_string(),
             message: format!("cannot read it: {e}"),
         })?;
@@ -188,7 +188,7 @@ impl Sweep {
                 },
                 Some(p) => {
                     let p = dir.join(p);
-                    let text = std::fs::read_to_string(&p).map_err(|e| {
+                    let text = crate::files::read_text(&p).map_err(|e| {
                         file_err(format!("{what}: cannot read {}: {e}", p.display()))
                     })?;
                     BaseFile {
