@@ -593,3 +593,46 @@ fn a_guest_exception_is_one_error_with_the_author_s_frames() {
     assert!(said.contains("processes 0-3 terminated"), "{said}");
     assert!(said.contains("File \"ccl_hello.py\", line "), "{said}");
 }
+
+/// `new bench NAME --lang python`: the README's build, test and run
+/// commands, run as written (through `sh`, `kernbench-host` on PATH) in a
+/// directory outside the clone.
+#[test]
+fn a_new_python_bench_runs_its_readme_commands_as_written() {
+    // The toolchain paths the builder uses.
+    let _ = guests::c("algorithms/c/hello_send/hello_send.c");
+    let dir = tempfile::tempdir().unwrap();
+    ok(kb()
+        .args(["new", "bench", "my_bench", "--lang", "python", "--dir"])
+        .arg(dir.path()));
+    let root = dir.path().join("my_bench");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_kernbench-host"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for step in ["Build:", "Test:", "Run:"] {
+        let line = readme
+            .split(&format!("{step}\n\n    "))
+            .nth(1)
+            .and_then(|t| t.lines().next())
+            .unwrap_or_else(|| panic!("no {step} step in\n{readme}"));
+        let t = std::process::Command::new("sh")
+            .args(["-c", line])
+            .env("PATH", &path)
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(
+            t.status.success(),
+            "{step} {line}\n{}{}",
+            String::from_utf8_lossy(&t.stdout),
+            String::from_utf8_lossy(&t.stderr)
+        );
+    }
+}
