@@ -698,3 +698,52 @@ fn an_earlier_0_1_0_snapshot_is_refused_by_the_linker_s_verdict() {
         "{e}"
     );
 }
+
+/// A registry that streams an endless manifest: the pull stops once the
+/// process has grown past KERNBENCH_REGISTRY_MAX_MIB (it buffered 13 GB
+/// in 40 s before the timeout).
+#[test]
+fn an_endless_manifest_is_cut_off_by_the_memory_bound() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { return };
+            std::thread::spawn(move || {
+                let mut head = [0u8; 4096];
+                let n = s.read(&mut head).unwrap_or(0);
+                let req = String::from_utf8_lossy(&head[..n]).to_string();
+                if !req.contains("/manifests/") {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                    return;
+                }
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+                      Transfer-Encoding: chunked\r\n\r\n",
+                );
+                let chunk = vec![b' '; 1 << 20];
+                let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+                framed.extend_from_slice(&chunk);
+                framed.extend_from_slice(b"\r\n");
+                while s.write_all(&framed).is_ok() {}
+            });
+        }
+    });
+    let started = std::time::Instant::now();
+    let e = fails(
+        kb().env("KERNBENCH_REGISTRY_MAX_MIB", "64")
+            .env("KERNBENCH_REGISTRY_TIMEOUT", "60")
+            .args([
+                "pull",
+                &format!("127.0.0.1:{port}/endless:1"),
+                "-o",
+                "/tmp/kb-never.wasm",
+            ]),
+    );
+    assert!(
+        e.contains("the answer took more than 64 MiB of memory"),
+        "{e}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}

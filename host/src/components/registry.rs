@@ -15,6 +15,12 @@
 //! - Bounded waits: every operation gives up after
 //!   `KERNBENCH_REGISTRY_TIMEOUT` seconds (default 60) with the registry's
 //!   name in the message.
+//! - Bounded memory: the layer is streamed into a buffer of at most its
+//!   announced size, but oci-client reads a manifest whole; so every
+//!   operation also stops once the process has grown by
+//!   `KERNBENCH_REGISTRY_MAX_MIB` (default: a component's cap + 256 MiB)
+//!   since it began, which an endless manifest reaches in a fraction of a
+//!   second.
 //! - Trust: a pulled manifest must have the digest asked for (pull by
 //!   digest), exactly one `application/wasm` layer no larger than a
 //!   component may be, a config listing that layer's digest; the layer's
@@ -59,6 +65,16 @@ pub enum RegistryError {
          or not a wasm component artifact)"
     )]
     Untrusted { reference: String, why: String },
+    #[error(
+        "{registry}: stopped while {doing}: the answer took more than {mib} MiB of memory \
+         (KERNBENCH_REGISTRY_MAX_MIB), more than any component artifact needs: a broken or \
+         hostile registry"
+    )]
+    Oversized {
+        registry: String,
+        doing: &'static str,
+        mib: u64,
+    },
 }
 
 /// A component pushed.
@@ -155,6 +171,8 @@ fn auth_for(registry: &str) -> RegistryAuth {
 pub struct Registry {
     rt: tokio::runtime::Runtime,
     timeout: Duration,
+    /// How much the process may grow during one operation.
+    max_growth: u64,
     insecure: Vec<String>,
 }
 
@@ -173,9 +191,15 @@ impl Registry {
                 doing: "starting the network runtime",
                 message: e.to_string(),
             })?;
+        let max_mib = std::env::var("KERNBENCH_REGISTRY_MAX_MIB")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|&m| m > 0)
+            .unwrap_or((MAX_COMPONENT_BYTES >> 20) + 256);
         Ok(Registry {
             rt,
             timeout: Duration::from_secs(secs),
+            max_growth: max_mib << 20,
             insecure: insecure_registries(),
         })
     }
@@ -195,7 +219,8 @@ impl Registry {
         }))
     }
 
-    /// Run `fut` against `registry`, within the timeout.
+    /// Run `fut` against `registry`, within the timeout and the memory
+    /// growth allowed (the process's resident size, sampled every 20 ms).
     fn bounded<T>(
         &self,
         registry: &str,
@@ -203,8 +228,30 @@ impl Registry {
         fut: impl std::future::Future<Output = anyhow::Result<T>>,
     ) -> Result<T, RegistryError> {
         let secs = self.timeout.as_secs();
-        self.rt
-            .block_on(async { tokio::time::timeout(self.timeout, fut).await })
+        let resident = crate::budget::MemoryBudget::process_resident;
+        let (start, max_growth) = (resident(), self.max_growth);
+        let grown_too_much = async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if resident().saturating_sub(start) > max_growth {
+                    return;
+                }
+            }
+        };
+        let outcome = self.rt.block_on(async {
+            tokio::select! {
+                r = tokio::time::timeout(self.timeout, fut) => Some(r),
+                () = grown_too_much => None,
+            }
+        });
+        let Some(outcome) = outcome else {
+            return Err(RegistryError::Oversized {
+                registry: registry.to_string(),
+                doing,
+                mib: max_growth >> 20,
+            });
+        };
+        outcome
             .map_err(|_| RegistryError::TimedOut {
                 registry: registry.to_string(),
                 secs,
