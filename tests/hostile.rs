@@ -524,6 +524,21 @@ fn a_run_over_its_memory_budget_fails_while_the_process_stays_under_it() {
     );
 }
 
+/// Ten million report rows: charged at what the host holds for each from
+/// record to printed table, the run stops with the budget's error while
+/// the process stays under it (it reached 4.17 GB of RSS against a 1 GiB
+/// budget, exit 0, when a row was charged at its record's fields).
+#[test]
+fn ten_million_report_rows_stop_at_the_memory_budget() {
+    assert_refused_under_budget(
+        1,
+        &[test_component("hostile_bench"), "--format", "csv"],
+        1000,
+        &["records", "10000000"],
+        &["captured guest output (bench)", "report.record-result"],
+    );
+}
+
 /// A full mesh too big for the budget is refused before its tables are
 /// made, naming its rings and the flag: binomial broadcast on 512 SIPs
 /// installs 261 632 rings (~248 MiB of host structures), over a 300 MiB

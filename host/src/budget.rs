@@ -85,7 +85,25 @@ pub struct MemoryBudget {
     limit: u64,
     used: [AtomicU64; MemoryUse::ALL.len()],
     peak: AtomicU64,
+    /// Charges (count, bytes) since the process's resident size was last
+    /// compared with the limit.
+    unsampled: (AtomicU64, AtomicU64),
 }
+
+/// How far the process's resident size may pass the budget before a
+/// charge fails even though what was charged fits: a quarter of the
+/// budget, at least 64 MiB. What is charged is an estimate of what each
+/// use holds (a report row's fields, not the allocator's slack or the
+/// table built from it); the resident size is the truth, sampled every
+/// [`SAMPLE_CHARGES`] charges or [`SAMPLE_BYTES`] charged.
+pub fn resident_margin(limit: u64) -> u64 {
+    (limit / 4).max(64 << 20)
+}
+
+/// See [`resident_margin`].
+pub const SAMPLE_CHARGES: u64 = 4096;
+/// See [`resident_margin`].
+pub const SAMPLE_BYTES: u64 = 8 << 20;
 
 impl fmt::Debug for MemoryBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -99,6 +117,7 @@ impl MemoryBudget {
             limit,
             used: Default::default(),
             peak: AtomicU64::new(0),
+            unsampled: (AtomicU64::new(0), AtomicU64::new(0)),
         }
     }
 
@@ -134,10 +153,64 @@ impl MemoryBudget {
         bytes: u64,
         who: impl std::fmt::Display,
     ) -> Result<(), BudgetExceeded> {
-        let in_use = self.afford(what, bytes, who)?;
+        let in_use = self.afford(what, bytes, &who)?;
+        let count = self.unsampled.0.fetch_add(1, Ordering::Relaxed) + 1;
+        let charged = self.unsampled.1.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if self.limit != u64::MAX && (count >= SAMPLE_CHARGES || charged >= SAMPLE_BYTES) {
+            self.unsampled.0.store(0, Ordering::Relaxed);
+            self.unsampled.1.store(0, Ordering::Relaxed);
+            self.check_resident(what, bytes, &who)?;
+        }
         self.used[what.index()].fetch_add(bytes, Ordering::Relaxed);
         self.peak.fetch_max(in_use + bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Refuse when the process's resident size has passed the budget by
+    /// more than [`resident_margin`], whatever was charged.
+    pub fn check_resident(
+        &self,
+        what: MemoryUse,
+        bytes: u64,
+        who: impl std::fmt::Display,
+    ) -> Result<(), BudgetExceeded> {
+        let resident = Self::process_resident();
+        if resident <= self.limit.saturating_add(resident_margin(self.limit)) {
+            return Ok(());
+        }
+        let mut e = self.exceeded(what, bytes, who, resident);
+        e.breakdown = format!(
+            "the process's resident size, more than the {} charged: {}",
+            human_bytes(self.in_use()),
+            e.breakdown
+        );
+        Err(e)
+    }
+
+    /// The refusal of `bytes` more of `what` for `who` with `in_use` in use.
+    fn exceeded(
+        &self,
+        what: MemoryUse,
+        bytes: u64,
+        who: impl std::fmt::Display,
+        in_use: u64,
+    ) -> BudgetExceeded {
+        let who = who.to_string();
+        BudgetExceeded {
+            limit: self.limit,
+            asked_by: if who.is_empty() {
+                what.name().to_string()
+            } else {
+                format!("{} ({who})", what.name())
+            },
+            asked: bytes,
+            in_use,
+            breakdown: MemoryUse::ALL
+                .iter()
+                .map(|u| format!("{} {}", u.name(), human_bytes(self.used_by(*u))))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     }
 
     /// Whether `bytes` more of `what` would fit now, taking nothing: the
@@ -155,22 +228,7 @@ impl MemoryBudget {
             .checked_add(bytes)
             .is_none_or(|total| total > self.limit)
         {
-            let who = who.to_string();
-            return Err(BudgetExceeded {
-                limit: self.limit,
-                asked_by: if who.is_empty() {
-                    what.name().to_string()
-                } else {
-                    format!("{} ({who})", what.name())
-                },
-                asked: bytes,
-                in_use,
-                breakdown: MemoryUse::ALL
-                    .iter()
-                    .map(|u| format!("{} {}", u.name(), human_bytes(self.used_by(*u))))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
+            return Err(self.exceeded(what, bytes, who, in_use));
         }
         Ok(in_use)
     }
@@ -254,6 +312,25 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_resident_size_is_checked_whatever_was_charged() {
+        // 96 MiB touched: more than the 64 MiB margin over a 1-byte budget.
+        let held = vec![1u8; 96 << 20];
+        let b = MemoryBudget::new(1);
+        let e = b
+            .check_resident(MemoryUse::GuestOutput, 8, "bench")
+            .unwrap_err();
+        assert!(e.to_string().contains("the process's resident size"), "{e}");
+        std::hint::black_box(&held);
+        // A budget nothing can exhaust never samples.
+        let u = MemoryBudget::unlimited();
+        for _ in 0..2 * SAMPLE_CHARGES {
+            u.charge(MemoryUse::GuestOutput, 1, "x").unwrap();
+        }
+        assert_eq!(resident_margin(1 << 30), 256 << 20);
+    }
+
     use super::*;
 
     #[test]
