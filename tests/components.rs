@@ -710,13 +710,25 @@ fn an_endless_manifest_is_cut_off_by_the_memory_bound() {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { return };
-            std::thread::spawn(move || {
-                let mut head = [0u8; 4096];
-                let n = s.read(&mut head).unwrap_or(0);
-                let req = String::from_utf8_lossy(&head[..n]).to_string();
+            // Each connection serves requests until the client closes it
+            // (it may reuse one for the manifest after a probe).
+            std::thread::spawn(move || loop {
+                let mut req = Vec::new();
+                let mut byte = [0u8; 1];
+                while !req.ends_with(b"\r\n\r\n") {
+                    match s.read(&mut byte) {
+                        Ok(1) => req.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let req = String::from_utf8_lossy(&req).to_string();
                 if !req.contains("/manifests/") {
-                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-                    return;
+                    if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
                 }
                 let _ = s.write_all(
                     b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
@@ -727,6 +739,7 @@ fn an_endless_manifest_is_cut_off_by_the_memory_bound() {
                 framed.extend_from_slice(&chunk);
                 framed.extend_from_slice(b"\r\n");
                 while s.write_all(&framed).is_ok() {}
+                return;
             });
         }
     });
