@@ -88,6 +88,9 @@ pub struct MemoryBudget {
     /// Charges (count, bytes) since the process's resident size was last
     /// compared with the limit.
     unsampled: (AtomicU64, AtomicU64),
+    /// Whether the limit bounds the whole process ([`Self::bound_resident`]),
+    /// so that its resident size is compared with it.
+    bounds_resident: std::sync::atomic::AtomicBool,
 }
 
 /// How far the process's resident size may pass the budget before a
@@ -118,6 +121,7 @@ impl MemoryBudget {
             used: Default::default(),
             peak: AtomicU64::new(0),
             unsampled: (AtomicU64::new(0), AtomicU64::new(0)),
+            bounds_resident: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -156,7 +160,9 @@ impl MemoryBudget {
         let in_use = self.afford(what, bytes, &who)?;
         let count = self.unsampled.0.fetch_add(1, Ordering::Relaxed) + 1;
         let charged = self.unsampled.1.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        if self.limit != u64::MAX && (count >= SAMPLE_CHARGES || charged >= SAMPLE_BYTES) {
+        if self.bounds_resident.load(Ordering::Relaxed)
+            && (count >= SAMPLE_CHARGES || charged >= SAMPLE_BYTES)
+        {
             self.unsampled.0.store(0, Ordering::Relaxed);
             self.unsampled.1.store(0, Ordering::Relaxed);
             self.check_resident(what, bytes, &who)?;
@@ -164,6 +170,14 @@ impl MemoryBudget {
         self.used[what.index()].fetch_add(bytes, Ordering::Relaxed);
         self.peak.fetch_max(in_use + bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The limit bounds the whole process: the process's resident size when
+    /// the run started was charged (as the CLI does), so from now on a
+    /// charge also compares the resident size with the limit. Library
+    /// callers that budget only what a run adds (no baseline) leave it off.
+    pub fn bound_resident(&self) {
+        self.bounds_resident.store(true, Ordering::Relaxed);
     }
 
     /// Refuse when the process's resident size has passed the budget by
@@ -322,12 +336,17 @@ mod tests {
             .check_resident(MemoryUse::GuestOutput, 8, "bench")
             .unwrap_err();
         assert!(e.to_string().contains("the process's resident size"), "{e}");
-        std::hint::black_box(&held);
-        // A budget nothing can exhaust never samples.
-        let u = MemoryBudget::unlimited();
+        // Charges sample the resident size only once the budget is told
+        // it bounds the process (16 MiB + the 64 MiB margin < the 96 held).
+        let b = MemoryBudget::new(16 << 20);
         for _ in 0..2 * SAMPLE_CHARGES {
-            u.charge(MemoryUse::GuestOutput, 1, "x").unwrap();
+            b.charge(MemoryUse::GuestOutput, 1, "x").unwrap();
         }
+        b.bound_resident();
+        let refused =
+            (0..2 * SAMPLE_CHARGES).any(|_| b.charge(MemoryUse::GuestOutput, 1, "x").is_err());
+        assert!(refused);
+        std::hint::black_box(&held);
         assert_eq!(resident_margin(1 << 30), 256 << 20);
     }
 

@@ -290,6 +290,10 @@ fn run_on(
         req.memory_baseline,
         "at start",
     )?;
+    if req.memory_baseline > 0 {
+        // The budget covers the whole process (the CLI's runs).
+        limits.budget.bound_resident();
+    }
     let machine = Machine::with_partitions(topo.clone(), req.trace, limits.budget.clone(), parts);
     if let Some(log) = req.ccl_trace.clone() {
         machine.set_ccl_log(log);
