@@ -739,11 +739,42 @@ pub fn run_in_mock<A: Algorithm>(
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        let mut shards = Vec::with_capacity(joined.len());
+        let mut failures = Vec::new();
+        for j in joined {
+            match j {
+                Ok(shard) => shards.push(shard),
+                Err(e) => failures.push(e),
+            }
+        }
+        if let Some(root) = root_cause(failures) {
+            std::panic::resume_unwind(root);
+        }
+        shards
     })
+}
+
+/// The failure to report when ranks failed: a deadlock is the cause of
+/// whatever its peers then saw (a send to a rank that gave up reads "the
+/// peer has finished"), so a deadlock wins; else the lowest rank's.
+fn root_cause(
+    failures: Vec<Box<dyn std::any::Any + Send>>,
+) -> Option<Box<dyn std::any::Any + Send>> {
+    fn message(e: &(dyn std::any::Any + Send)) -> &str {
+        e.downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| e.downcast_ref::<&str>().copied())
+            .unwrap_or("")
+    }
+    let deadlock = failures
+        .iter()
+        .position(|e| message(e.as_ref()).contains(": deadlock: "));
+    let mut failures = failures;
+    match deadlock {
+        Some(i) => Some(failures.swap_remove(i)),
+        None => failures.into_iter().next(),
+    }
 }
 
 /// Check that `A` is an all-reduce (sum) under `cfg`: every rank starts
@@ -845,6 +876,23 @@ pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Param
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadlock_is_reported_over_what_its_peers_saw_after_it() {
+        let boxed = |m: &str| -> Box<dyn std::any::Any + Send> { Box::new(m.to_string()) };
+        let root = root_cause(vec![
+            boxed("mock rank 0: send(dir=\"E\"): the peer has finished"),
+            boxed("mock rank 1: deadlock: send(dir=\"E\") waited 10s for a free slot"),
+        ])
+        .unwrap();
+        assert!(root
+            .downcast_ref::<String>()
+            .unwrap()
+            .starts_with("mock rank 1: deadlock"));
+        let first = root_cause(vec![boxed("rank 0: bad"), boxed("rank 1: worse")]).unwrap();
+        assert_eq!(first.downcast_ref::<String>().unwrap(), "rank 0: bad");
+        assert!(root_cause(Vec::new()).is_none());
+    }
 
     /// Sends two tiles east; takes the first from the west with a future
     /// and the second with `recv` issued after it.
