@@ -222,18 +222,10 @@ impl BuildCache {
 
     /// Every entry and its size, most recently used first.
     pub fn entries(&self) -> Vec<(PathBuf, u64)> {
-        let mut v: Vec<(PathBuf, u64, std::time::SystemTime)> = std::fs::read_dir(&self.dir)
+        crate::runtime::compile_cache::entries_in(&self.dir, EXT)
             .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == EXT))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some((e.path(), m.len(), m.modified().ok()?))
-            })
-            .collect();
-        v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
-        v.into_iter().map(|(p, n, _)| (p, n)).collect()
+            .map(|e| (e.path, e.bytes))
+            .collect()
     }
 
     /// Remove the least recently used entries past `keep` (never `newest`,

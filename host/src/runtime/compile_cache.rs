@@ -57,6 +57,28 @@ pub struct Entry {
     pub last_used: SystemTime,
 }
 
+/// The files of `dir` ending in `.ext`, most recently used (modified)
+/// first: the entries of a cache directory kept under an LRU cap (this
+/// one's, and the kept guest builds').
+pub fn entries_in(dir: &Path, ext: &str) -> Vec<Entry> {
+    let mut v: Vec<Entry> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == ext))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some(Entry {
+                path: e.path(),
+                bytes: m.len(),
+                last_used: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| b.last_used.cmp(&a.last_used).then(a.path.cmp(&b.path)));
+    v
+}
+
 /// A 64-bit digest of everything about the engine that decides whether
 /// compiled code can be reused (wasmtime version, target, settings).
 fn engine_hash(engine: &Engine) -> String {
@@ -198,22 +220,7 @@ impl CompileCache {
 
     /// Every entry, most recently used first.
     pub fn entries(&self) -> Vec<Entry> {
-        let mut v: Vec<Entry> = std::fs::read_dir(&self.dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == EXT))
-            .filter_map(|e| {
-                let m = e.metadata().ok()?;
-                Some(Entry {
-                    path: e.path(),
-                    bytes: m.len(),
-                    last_used: m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-                })
-            })
-            .collect();
-        v.sort_by(|a, b| b.last_used.cmp(&a.last_used).then(a.path.cmp(&b.path)));
-        v
+        entries_in(&self.dir, EXT)
     }
 
     /// Remove least recently used entries until the cache fits its cap
