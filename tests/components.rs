@@ -672,31 +672,93 @@ fn names_resolve_path_then_components_dir_then_installed_then_built_in() {
     ok(kb_home(h).args(["run", "ccl_allreduce", "--", "-b", "64", "-e", "64"]));
 }
 
-/// A component of an earlier 0.1.0 snapshot names a version the host
-/// accepts but imports a type it does not serve: `inspect` says so by the
-/// linker's verdict (it said "runs here ... (compatible)"), and a run
-/// names the function, the type and the fix instead of a raw linker error.
+/// Components of the first released snapshot of 0.1.0 (its 5-case
+/// `binop`, `torch.zeros` without `dp`, `init-process-group` without
+/// `options`) run, served by adapters (`runtime::shapes`): `inspect` says
+/// so, the kernel's results are checked in step and recorded, and the
+/// bench runs. They were refused with "expected enum of 6 names, found 5".
 #[test]
-fn an_earlier_0_1_0_snapshot_is_refused_by_the_linker_s_verdict() {
-    let fixture = |f: &str| common::guests::root().join("tests/fixtures/compat").join(f);
+fn the_first_0_1_0_snapshot_s_components_run_with_their_results_checked() {
+    let fixture = |f: &str| {
+        common::guests::root()
+            .join("tests/fixtures/compat")
+            .join(f)
+            .to_string_lossy()
+            .into_owned()
+    };
     let algo = fixture("r1_binary_algorithm.wasm");
     let said = ok(kb().arg("inspect").arg(&algo));
     assert!(
-        said.contains("refused: component r1_binary_algorithm: it imports `binary` of `kernbench:sim/tl@0.1.0`")
-            && said.contains("expected enum of 6 names, found 5 names")
-            && !said.contains("(compatible"),
+        said.contains("runs here: built against kernbench:sim@0.1.0 before `binop` gained `div`")
+            && said.contains("serves by adapters"),
         "{said}"
     );
     let json: serde_json::Value =
         serde_json::from_str(&ok(kb().arg("inspect").arg(&algo).arg("--json"))).unwrap();
-    assert_eq!(json["accepted"], false);
-    let e = fails(kb().arg("run").arg(fixture("r1_zeros_bench.wasm")));
-    assert!(
-        e.contains("it imports `zeros` of `kernbench:sim/torch@0.1.0`")
-            && e.contains("expected 4-tuple, found 3-tuple")
-            && e.contains("Rebuild the component against this release's guest SDK"),
-        "{e}"
-    );
+    assert_eq!(json["accepted"], true);
+    // Kernels recorded ahead of simulated time (the default), then in step.
+    for (loader, how) in [
+        (common::loader(), "recorded"),
+        (common::in_step_loader(), "in step"),
+    ] {
+        let e = common::run_with(
+            &loader,
+            common::test_component("dist_probe"),
+            common::topo(1),
+            common::ccl(),
+            None,
+            &["double", &algo],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("double wrong=0 time="), "{how}: {e}");
+    }
+    let out = ok(kb().arg("run").arg(fixture("r1_zeros_bench.wasm")));
+    assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
+}
+
+/// The ring all-reduce and the nccl-tests bench of every earlier state
+/// of the interface — each snapshot of 0.1.0, then 0.1.1 and 0.1.2 —
+/// built from the git history with the SDK of that commit
+/// (tests/fixtures/compat/README.md), run on this host, paired with each
+/// other and with today's, their data checked by the bench.
+#[test]
+fn the_components_of_every_earlier_release_run_with_their_data_checked() {
+    use common::{ccl, run, topo};
+    let fixture = |f: String| {
+        common::guests::root()
+            .join("tests/fixtures/compat")
+            .join(f)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let sweep = ["-b", "64", "-e", "4K", "-f", "8"];
+    // A row per rank and size, every size of the sweep, no element wrong.
+    let check = |rows: &[kernbench::runtime::session::ReportRecord], what: String| {
+        let sizes: std::collections::BTreeSet<u64> = rows.iter().map(|r| r.size_bytes).collect();
+        assert_eq!(sizes, [64, 512, 4096].into(), "{what}: {rows:?}");
+        assert!(
+            rows.iter().all(|r| r.wrong == 0 && r.time_ps > 0),
+            "{what}: {rows:?}"
+        );
+    };
+    for tag in ["r1", "r2", "r3", "r4", "r5", "r6", "v011", "v012"] {
+        let bench = fixture(format!("{tag}_ccl_allreduce.wasm"));
+        let algo = fixture(format!("{tag}_ring_allreduce.wasm"));
+        for (n, ccl_cfg, with) in [
+            (2, ccl_with(&algo), "its own ring"),
+            (4, ccl_with(&algo), "its own ring"),
+            (3, ccl(), "today's algorithms"),
+        ] {
+            let res = run(&bench, topo(n), ccl_cfg, None, &sweep)
+                .unwrap_or_else(|e| panic!("{tag} on {n} SIPs with {with}: {e}"));
+            check(&res.rows, format!("{tag}, {n} SIPs, {with}"));
+        }
+        // The earlier ring under today's bench.
+        let res = run("ccl_allreduce", topo(3), ccl_with(&algo), None, &sweep)
+            .unwrap_or_else(|e| panic!("{tag}'s ring under today's bench: {e}"));
+        check(&res.rows, format!("{tag}'s ring under today's bench"));
+    }
 }
 
 /// A registry that streams an endless manifest: the pull stops once the

@@ -44,20 +44,25 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
     let linked = match (info.kind, &info.verdict) {
         (Some(Kind::Algorithm), Ok(Some(_))) => loader
             .load_algorithm(&found.spec, None)
-            .map(|_| ())
+            .map(|a| a.snapshot)
             .map_err(|e| e.to_string()),
         (Some(Kind::Bench), Ok(Some(_))) => loader
             .load_bench(&found.spec)
-            .map(|_| ())
+            .map(|b| b.snapshot)
             .map_err(|e| e.to_string()),
-        _ => Ok(()),
+        _ => Ok(None),
     };
     let verdict = match (&info.verdict, &linked) {
         (Ok(Some(_)), Err(e)) => format!("refused: {e}"),
-        (Ok(Some(Accepted::Current)), Ok(())) => {
+        (Ok(Some(_)), Ok(Some(snapshot))) => format!(
+            "runs here: built against {snapshot}, an earlier state of the interface that this \
+             host serves by adapters over {} (compatible: every import type-checks)",
+            host_wit()
+        ),
+        (Ok(Some(Accepted::Current)), Ok(None)) => {
             format!("runs here (this host implements {})", host_wit())
         }
-        (Ok(Some(Accepted::Older(v))), Ok(())) => format!(
+        (Ok(Some(Accepted::Older(v))), Ok(None)) => format!(
             "runs here: built against {}@{v}, an earlier version of this host's {} (compatible: \
              every import type-checks)",
             compat::WIT_PACKAGE,

@@ -94,6 +94,9 @@ impl BenchTensor {
 #[derive(Clone)]
 pub struct BenchComponent {
     pub name: String,
+    /// The earlier snapshot of the interface it was built against, served
+    /// by adapters ([`super::shapes`]); none for today's.
+    pub snapshot: Option<&'static str>,
     pub pre: BenchPre<BenchHost>,
 }
 

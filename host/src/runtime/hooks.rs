@@ -12,14 +12,14 @@ use super::describe_guest_error;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::RunLimits;
 use super::wasi::Output;
-use crate::ccl::collective::{Call, Collective, RedOp};
+use crate::ccl::collective::{Call, Collective};
 use crate::ccl::tables::Link;
 use crate::config::ccl::{EntryDefaultNames, EntryDefaults, ParamValue};
 use crate::error::SimError;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
-use wasmtime::component::Instance;
+use wasmtime::component::{Instance, Val};
 use wasmtime::Store;
 
 /// The optional export mapping SIP topology names to kinds.
@@ -30,35 +30,123 @@ const NEIGHBORS_EXPORT: &str = "neighbors";
 const COLLECTIVES_EXPORT: &str = "collectives";
 const ARGS_FOR_EXPORT: &str = "kernel-args-for";
 
-fn collective_in(c: ccl::Collective) -> Collective {
-    match c {
-        ccl::Collective::AllReduce => Collective::AllReduce,
-        ccl::Collective::Broadcast => Collective::Broadcast,
-        ccl::Collective::Reduce => Collective::Reduce,
-        ccl::Collective::AllGather => Collective::AllGather,
-        ccl::Collective::ReduceScatter => Collective::ReduceScatter,
-        ccl::Collective::AllToAll => Collective::AllToAll,
+// The exports whose types changed under the label 0.1.0 (`collectives`
+// and `kernel-args-for` lost `send-recv` from `collective`, the record of
+// `entry-defaults` gained `validator`) are called by value, so that the
+// components of every snapshot serve (see `super::shapes`).
+
+/// The `record` fields of `v`, or what it is instead.
+fn as_record<'a>(v: &'a Val, what: &str) -> Result<&'a [(String, Val)], String> {
+    match v {
+        Val::Record(fields) => Ok(fields),
+        other => Err(format!(
+            "returned {other:?} where the record {what} belongs"
+        )),
     }
 }
 
-fn collective_out(c: Collective) -> ccl::Collective {
-    match c {
-        Collective::AllReduce => ccl::Collective::AllReduce,
-        Collective::Broadcast => ccl::Collective::Broadcast,
-        Collective::Reduce => ccl::Collective::Reduce,
-        Collective::AllGather => ccl::Collective::AllGather,
-        Collective::ReduceScatter => ccl::Collective::ReduceScatter,
-        Collective::AllToAll => ccl::Collective::AllToAll,
+fn as_string(v: &Val) -> Option<&str> {
+    match v {
+        Val::String(s) => Some(s),
+        _ => None,
     }
 }
 
-fn red_op_out(o: RedOp) -> ccl::RedOp {
-    match o {
-        RedOp::Sum => ccl::RedOp::Sum,
-        RedOp::Prod => ccl::RedOp::Prod,
-        RedOp::Max => ccl::RedOp::Max,
-        RedOp::Min => ccl::RedOp::Min,
-        RedOp::Avg => ccl::RedOp::Avg,
+/// Optional field `name` of a record: none when the record has no such
+/// field (an earlier snapshot's) or it is `none`; an error when it holds
+/// a value `get` does not take.
+fn opt_field<'a, T>(
+    fields: &'a [(String, Val)],
+    name: &str,
+    get: impl Fn(&'a Val) -> Option<T>,
+) -> Result<Option<T>, String> {
+    match fields.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
+        None | Some(Val::Option(None)) => Ok(None),
+        Some(Val::Option(Some(v))) => get(v)
+            .map(Some)
+            .ok_or_else(|| format!("field `{name}` holds {v:?}, not the WIT's type")),
+        Some(other) => Err(format!("field `{name}` holds {other:?}, not an option")),
+    }
+}
+
+/// A `list<collective>` as the collectives this host knows; a case it
+/// does not (an earlier snapshot's `send-recv`: point-to-point calls go
+/// by host DMA, never to an algorithm) is left out.
+fn collectives_in(v: &Val) -> Result<Vec<Collective>, String> {
+    let Val::List(items) = v else {
+        return Err(format!("returned {v:?}, not a list of collectives"));
+    };
+    items
+        .iter()
+        .filter_map(|item| match item {
+            Val::Enum(name) => Collective::from_name(name).map(Ok),
+            other => Some(Err(format!("listed {other:?}, not a collective"))),
+        })
+        .collect()
+}
+
+/// A [`Call`] as the WIT's `call` record.
+fn call_value(call: &Call, (cube_w, cube_h): (u32, u32)) -> Val {
+    let field = |name: &str, v: Val| (name.to_string(), v);
+    Val::Record(vec![
+        field(
+            "collective",
+            Val::Enum(call.collective.name().replace('_', "-")),
+        ),
+        field("dtype", Val::Enum(call.dtype.name().to_string())),
+        field("op", Val::Enum(call.op.name().to_string())),
+        field("root", Val::U32(call.root)),
+        field("block", Val::U64(call.block)),
+        field("world-size", Val::U32(call.world_size)),
+        field("cube-w", Val::U32(cube_w)),
+        field("cube-h", Val::U32(cube_h)),
+    ])
+}
+
+/// ccl.yaml's parameters as the WIT's `list<param>`.
+fn params_value(params: &[(String, ParamValue)]) -> Val {
+    Val::List(
+        params
+            .iter()
+            .map(|(name, value)| {
+                let (case, v) = match value {
+                    ParamValue::Int(v) => ("int", Val::S64(*v)),
+                    ParamValue::Float(v) => ("float", Val::Float64(*v)),
+                    ParamValue::Text(v) => ("text", Val::String(v.clone())),
+                    ParamValue::Flag(v) => ("flag", Val::Bool(*v)),
+                };
+                Val::Record(vec![
+                    ("name".to_string(), Val::String(name.clone())),
+                    (
+                        "value".to_string(),
+                        Val::Variant(case.to_string(), Some(Box::new(v))),
+                    ),
+                ])
+            })
+            .collect(),
+    )
+}
+
+/// A `result<list<s64>, string>`.
+fn args_result_in(v: &Val) -> Result<Result<Vec<i64>, String>, String> {
+    let unexpected = || format!("returned {v:?}, not result<list<s64>, string>");
+    match v {
+        Val::Result(Ok(Some(list))) => match list.as_ref() {
+            Val::List(items) => items
+                .iter()
+                .map(|i| match i {
+                    Val::S64(n) => Ok(*n),
+                    _ => Err(unexpected()),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Ok),
+            _ => Err(unexpected()),
+        },
+        Val::Result(Err(Some(message))) => match message.as_ref() {
+            Val::String(m) => Ok(Err(m.clone())),
+            _ => Err(unexpected()),
+        },
+        _ => Err(unexpected()),
     }
 }
 
@@ -143,6 +231,18 @@ impl AlgorithmHooks {
         }
     }
 
+    /// Call export `name` with `params`, by value: its one result.
+    async fn call_by_value(&mut self, name: &str, params: &[Val]) -> wasmtime::Result<Val> {
+        let f = self
+            .instance
+            .get_func(&mut self.store, name)
+            .ok_or_else(|| wasmtime::format_err!("export `{name}` is not a function"))?;
+        let mut results = [Val::Bool(false)];
+        f.call_async(&mut self.store, params, &mut results).await?;
+        let [result] = results;
+        Ok(result)
+    }
+
     fn exports(&mut self, name: &str) -> bool {
         self.instance
             .get_export_index(&mut self.store, None, name)
@@ -203,19 +303,11 @@ impl AlgorithmHooks {
         if !self.exports(COLLECTIVES_EXPORT) {
             return Ok(vec![Collective::AllReduce]);
         }
-        let called = async {
-            let f = self
-                .instance
-                .get_typed_func::<(), (Vec<ccl::Collective>,)>(
-                    &mut self.store,
-                    COLLECTIVES_EXPORT,
-                )?;
-            let (r,) = f.call_async(&mut self.store, ()).await?;
-            wasmtime::Result::Ok(r)
-        }
-        .await;
-        let got = called.map_err(|e| self.guest_error(e))?;
-        let got: Vec<Collective> = got.into_iter().map(collective_in).collect();
+        let got = self
+            .call_by_value(COLLECTIVES_EXPORT, &[])
+            .await
+            .map_err(|e| self.guest_error(e))?;
+        let got = collectives_in(&got).map_err(|m| self.refused(COLLECTIVES_EXPORT, m))?;
         Ok(Collective::ALL
             .into_iter()
             .filter(|c| got.contains(c))
@@ -245,36 +337,18 @@ impl AlgorithmHooks {
                 ),
             )));
         }
-        let wit_call = ccl::Call {
-            collective: collective_out(call.collective),
-            dtype: super::kernel::dtype_out(call.dtype),
-            op: red_op_out(call.op),
-            root: call.root,
-            block: call.block,
-            world_size: call.world_size,
-            cube_w: cube.0,
-            cube_h: cube.1,
-        };
-        let wit: Vec<ccl::Param> = params.iter().map(param_out).collect();
-        type Args<'a> = (ccl::Call, &'a [ccl::Param]);
-        let called = async {
-            let f = self
-                .instance
-                .get_typed_func::<Args, (Result<Vec<i64>, String>,)>(
-                    &mut self.store,
-                    ARGS_FOR_EXPORT,
-                )?;
-            let (r,) = f.call_async(&mut self.store, (wit_call, &wit)).await?;
-            wasmtime::Result::Ok(r)
-        }
-        .await;
+        let args = [call_value(call, cube), params_value(params)];
+        let called = self
+            .call_by_value(ARGS_FOR_EXPORT, &args)
+            .await
+            .map_err(|e| ArgsError::Failed(self.guest_error(e)))?;
+        let called = args_result_in(&called)
+            .map_err(|m| ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, m)))?;
         match called {
-            Ok(Ok(args)) => Ok(args),
-            Ok(Err(message)) => Err(ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, message))),
-            Err(e) => Err(ArgsError::Failed(self.guest_error(e))),
+            Ok(args) => Ok(args),
+            Err(message) => Err(ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, message))),
         }
     }
-
     /// `topo-name-to-kind(name)`, 0 when not exported or unknown.
     pub async fn topo_kind(&mut self, name: &str) -> Result<i32, SimError> {
         if !self.exports(TOPO_EXPORT) {
@@ -298,24 +372,30 @@ impl AlgorithmHooks {
         if !self.exports(DEFAULTS_EXPORT) {
             return Ok(EntryDefaults::default());
         }
-        let called = async {
-            let f = self
-                .instance
-                .get_typed_func::<(), (ccl::EntryDefaults,)>(&mut self.store, DEFAULTS_EXPORT)?;
-            let (d,) = f.call_async(&mut self.store, ()).await?;
-            wasmtime::Result::Ok(d)
-        }
-        .await;
-        let d = called.map_err(|e| self.guest_error(e))?;
-        EntryDefaults::parse(&EntryDefaultNames {
-            topology: d.topology.as_deref(),
-            mapper: d.mapper.as_deref(),
-            buffer_kind: d.buffer_kind.as_deref(),
-            n_slots: d.n_slots,
-            slot_size: d.slot_size,
-            validator: d.validator.as_deref(),
-        })
-        .map_err(|m| self.refused(DEFAULTS_EXPORT, m))
+        let d = self
+            .call_by_value(DEFAULTS_EXPORT, &[])
+            .await
+            .map_err(|e| self.guest_error(e))?;
+        let record = |d: &Val| -> Result<EntryDefaults, String> {
+            let fields = as_record(d, "entry-defaults")?;
+            let text = |name| opt_field(fields, name, as_string);
+            EntryDefaults::parse(&EntryDefaultNames {
+                topology: text("topology")?,
+                mapper: text("mapper")?,
+                buffer_kind: text("buffer-kind")?,
+                n_slots: opt_field(fields, "n-slots", |v| match v {
+                    Val::U32(n) => Some(*n),
+                    _ => None,
+                })?,
+                slot_size: opt_field(fields, "slot-size", |v| match v {
+                    Val::U64(n) => Some(*n),
+                    _ => None,
+                })?,
+                // Snapshots before 616f16e return no validator.
+                validator: text("validator")?,
+            })
+        };
+        record(&d).map_err(|m| self.refused(DEFAULTS_EXPORT, m))
     }
 
     /// Whether the component rewrites neighbour rows.

@@ -547,6 +547,9 @@ pub struct KernelLaunch {
 #[derive(Clone)]
 pub struct AlgorithmComponent {
     pub name: String,
+    /// The earlier snapshot of the interface it was built against, served
+    /// by adapters ([`super::shapes`]); none for today's.
+    pub snapshot: Option<&'static str>,
     /// Instances that run in step with simulated time.
     pub pre: AlgorithmPre<KernelHost>,
     /// Instances recorded ahead of simulated time ([`super::eager`]);

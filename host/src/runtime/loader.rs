@@ -14,6 +14,7 @@ use super::describe_wasm_error;
 use super::eager::EagerHost;
 use super::kernel::{AlgorithmComponent, KernelHost};
 use super::limits::{InstanceLimits, RunLimits, Ticker};
+use super::shapes::Shapes;
 use crate::budget::MemoryBudget;
 use crate::components::store::Store;
 use crate::error::SimError;
@@ -118,10 +119,11 @@ enum Source {
 /// Loads and pre-instantiates components.
 pub struct Loader {
     pub engine: Engine,
-    kernel_linker: Linker<KernelHost>,
+    /// The interface shapes a kernel is linked in (see [`super::shapes`]).
+    kernel: Shapes<KernelHost>,
     /// Kernels recorded ahead of simulated time (plain host calls).
-    eager_linker: Linker<EagerHost>,
-    bench_linker: Linker<BenchHost>,
+    eager: Shapes<EagerHost>,
+    bench: Shapes<BenchHost>,
     opts: LoaderOptions,
     algorithms: Mutex<HashMap<String, AlgorithmComponent>>,
     ticker: Ticker,
@@ -204,29 +206,38 @@ impl Loader {
                 (e, false)
             }
         };
-        let mut kernel_linker = Linker::<KernelHost>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut kernel_linker).map_err(wasmtime_err)?;
-        super::wasi::add_simulated_waiting(&mut kernel_linker).map_err(wasmtime_err)?;
-        super::bindings::algorithm::Algorithm::add_to_linker::<KernelHost, HasSelf<KernelHost>>(
-            &mut kernel_linker,
-            |s| s,
-        )
+        let kernel = super::shapes::kernel(|| {
+            let mut l = Linker::<KernelHost>::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut l)?;
+            super::wasi::add_simulated_waiting(&mut l)?;
+            super::bindings::algorithm::Algorithm::add_to_linker::<KernelHost, HasSelf<KernelHost>>(
+                &mut l,
+                |s| s,
+            )?;
+            Ok(l)
+        })
         .map_err(wasmtime_err)?;
-        let mut eager_linker = Linker::<EagerHost>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut eager_linker).map_err(wasmtime_err)?;
-        super::wasi::refuse_clocks(&mut eager_linker).map_err(wasmtime_err)?;
-        super::bindings::algorithm_eager::Algorithm::add_to_linker::<EagerHost, HasSelf<EagerHost>>(
-            &mut eager_linker,
-            |s| s,
-        )
+        let eager = super::shapes::eager(|| {
+            let mut l = Linker::<EagerHost>::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_sync(&mut l)?;
+            super::wasi::refuse_clocks(&mut l)?;
+            super::bindings::algorithm_eager::Algorithm::add_to_linker::<
+                EagerHost,
+                HasSelf<EagerHost>,
+            >(&mut l, |s| s)?;
+            Ok(l)
+        })
         .map_err(wasmtime_err)?;
-        let mut bench_linker = Linker::<BenchHost>::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut bench_linker).map_err(wasmtime_err)?;
-        super::wasi::add_simulated_waiting(&mut bench_linker).map_err(wasmtime_err)?;
-        super::bindings::bench::Bench::add_to_linker::<BenchHost, HasSelf<BenchHost>>(
-            &mut bench_linker,
-            |s| s,
-        )
+        let bench = super::shapes::bench(|| {
+            let mut l = Linker::<BenchHost>::new(&engine);
+            wasmtime_wasi::p2::add_to_linker_async(&mut l)?;
+            super::wasi::add_simulated_waiting(&mut l)?;
+            super::bindings::bench::Bench::add_to_linker::<BenchHost, HasSelf<BenchHost>>(
+                &mut l,
+                |s| s,
+            )?;
+            Ok(l)
+        })
         .map_err(wasmtime_err)?;
         let ticker = Ticker::start(&engine);
         let cache = if opts.cache {
@@ -239,9 +250,9 @@ impl Loader {
             pooled,
             ticker,
             engine,
-            kernel_linker,
-            eager_linker,
-            bench_linker,
+            kernel,
+            eager,
+            bench,
             opts,
             algorithms: Mutex::new(HashMap::new()),
         })
@@ -482,18 +493,20 @@ impl Loader {
             return Ok(a.clone());
         }
         let component = self.compile(&name, &src, ComponentKind::Algorithm)?;
-        let pre = self
-            .kernel_linker
+        let (pre, shape) = self
+            .kernel
             .instantiate_pre(&component)
-            .and_then(AlgorithmPre::new)
+            .and_then(|(pre, shape)| Ok((AlgorithmPre::new(pre)?, shape)))
             .map_err(|e| link_failed(&name, &e))?;
+        tracing::debug!("{name}: linked as {}", shape.unwrap_or("today's interface"));
         let eager = self
-            .eager_linker
+            .eager
             .instantiate_pre(&component)
-            .and_then(super::bindings::algorithm_eager::AlgorithmPre::new)
+            .and_then(|(pre, _)| super::bindings::algorithm_eager::AlgorithmPre::new(pre))
             .map_err(|e| link_failed(&name, &e))?;
         let a = AlgorithmComponent {
             name,
+            snapshot: shape,
             pre,
             eager: self.opts.record_kernels.then_some(eager),
         };
@@ -505,12 +518,17 @@ impl Loader {
     pub fn load_bench(&self, spec: &str) -> Result<BenchComponent, SimError> {
         let (name, src) = self.resolve(spec, None, ComponentKind::Bench)?;
         let component = self.compile(&name, &src, ComponentKind::Bench)?;
-        let pre = self
-            .bench_linker
+        let (pre, shape) = self
+            .bench
             .instantiate_pre(&component)
-            .and_then(BenchPre::new)
+            .and_then(|(pre, shape)| Ok((BenchPre::new(pre)?, shape)))
             .map_err(|e| link_failed(&name, &e))?;
-        Ok(BenchComponent { name, pre })
+        tracing::debug!("{name}: linked as {}", shape.unwrap_or("today's interface"));
+        Ok(BenchComponent {
+            name,
+            snapshot: shape,
+            pre,
+        })
     }
 }
 

@@ -39,6 +39,7 @@ pub mod prerecord;
 pub mod process_group;
 pub mod recording_memo;
 pub mod session;
+pub mod shapes;
 pub mod sim;
 pub mod split_memo;
 pub mod split_run;

@@ -202,6 +202,19 @@ impl Bench for Probe {
                      | {bad_bias} | {elsewhere} | {missing}"
                 ))
             }
+            "double" => {
+                // A kernel that doubles its tile (args: [elements]), such
+                // as the earlier snapshots' r1_binary_algorithm, checked.
+                let kernel = args.get(1).ok_or("double needs the kernel's path")?;
+                ahbm::set_device(0)?;
+                let t = torch::zeros(&[16], Dtype::F16, "tile")?;
+                let a: Vec<f64> = (0..16).map(|i| f64::from(i % 7) - 3.0).collect();
+                t.copy_from_f64(&a)?;
+                let took = torch::launch(kernel, &t, &[16])?;
+                let got = t.to_f64();
+                let wrong = (0..16).filter(|&i| got[i] != 2.0 * a[i]).count();
+                Err(format!("double wrong={wrong} time={took}"))
+            }
             "hier" => {
                 dist::init_process_group_with_algorithm("ahbm", "lrab_hierarchical_allreduce")?;
                 let ws = dist::get_world_size()?;
