@@ -14,9 +14,9 @@
 //! runs unchanged. Anything else — another line, a newer version than the
 //! host's, a pre-release that is not exactly the host's, no version — is
 //! refused before instantiation with both versions and what to do. Every
-//! earlier release is frozen under `wit/history/<version>/` (the live file
-//! is the current one), and test guests built against the oldest one of
-//! the line prove it still runs.
+//! release is frozen under `wit/history/<version>/` (a test pins their
+//! digests and keeps the live file equal to its version's copy), and test
+//! guests built against the oldest one of the line prove it still runs.
 
 use semver::Version;
 
@@ -24,8 +24,8 @@ use semver::Version;
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
 pub const WIT_VERSION: &str = "0.1.3";
-/// Released versions, oldest first: all but the last frozen under
-/// `wit/history/`, the last is `wit/kernbench.wit`.
+/// Released versions, oldest first, each frozen under
+/// `wit/history/<version>/`; the last is also `wit/kernbench.wit`.
 pub const RELEASED: &[&str] = &["0.1.0", "0.1.1", "0.1.2", "0.1.3"];
 
 /// Why a component's WIT version is not accepted.
@@ -234,20 +234,96 @@ mod tests {
         Version::parse(s).unwrap()
     }
 
+    /// The interface as a linker sees it: the text without comments and
+    /// blank lines (an edited doc comment changes no type).
+    fn interface_text(wit: &str) -> String {
+        wit.lines()
+            .map(|l| l.find("//").map_or(l, |i| &l[..i]).trim())
+            .filter(|l| !l.is_empty())
+            .fold(String::new(), |acc, l| acc + l + "\n")
+    }
+
+    fn digest(text: &str) -> String {
+        use sha2::Digest;
+        format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
+    }
+
+    /// Every released version's interface, frozen: the SHA-256 of its
+    /// [`interface_text`]. A release never changes; a new one is added.
+    const FROZEN: &[(&str, &str)] = &[
+        (
+            "0.1.0",
+            "91095af3ea82c96ba128859602bea2e098a20b2617d81642f9c8a6120d7a4a26",
+        ),
+        (
+            "0.1.1",
+            "f4da8be0985484d674a89d3a4b8d0d9794ccabdc3c91de38b0b33a4003bbeac6",
+        ),
+        (
+            "0.1.2",
+            "098cd276059adc3fb6f40b072fe371aa4c8bf91727e49f565d112404949982e7",
+        ),
+        (
+            "0.1.3",
+            "17d533cb587f5b20f36c65bcab030ba614df47512148a3ca833bc5700664238e",
+        ),
+    ];
+
+    /// CI's guard on the contract: `wit/` does not change without a new
+    /// version and a frozen copy, and a frozen copy never changes.
     #[test]
-    fn the_wit_file_declares_the_host_version_and_every_release_is_frozen() {
-        let wit = include_str!("../../../wit/kernbench.wit");
-        assert!(wit.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")));
+    fn the_wit_changes_only_with_a_new_version_and_a_frozen_copy() {
+        let live = include_str!("../../../wit/kernbench.wit");
+        assert!(
+            live.contains(&format!("package {WIT_PACKAGE}@{WIT_VERSION};")),
+            "wit/kernbench.wit must declare {WIT_PACKAGE}@{WIT_VERSION} (compat::WIT_VERSION)"
+        );
         assert_eq!(RELEASED.last(), Some(&WIT_VERSION));
+        assert_eq!(
+            RELEASED,
+            FROZEN
+                .iter()
+                .map(|(v, _)| *v)
+                .collect::<Vec<_>>()
+                .as_slice(),
+            "every released version has a pinned digest in FROZEN"
+        );
         let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../wit/history");
-        for r in &RELEASED[..RELEASED.len() - 1] {
+        for (r, pinned) in FROZEN {
             let frozen = std::fs::read_to_string(format!("{root}/{r}/kernbench.wit"))
                 .unwrap_or_else(|e| panic!("wit/history/{r}/kernbench.wit: {e}"));
             assert!(
                 frozen.contains(&format!("package {WIT_PACKAGE}@{r};")),
                 "{r}"
             );
+            assert_eq!(
+                digest(&interface_text(&frozen)),
+                *pinned,
+                "wit/history/{r}/kernbench.wit changed: a released interface is frozen; \
+                 restore it (git checkout) and give the change a new version"
+            );
         }
+        assert_eq!(
+            interface_text(live),
+            interface_text(
+                &std::fs::read_to_string(format!("{root}/{WIT_VERSION}/kernbench.wit")).unwrap()
+            ),
+            "wit/kernbench.wit differs from its frozen copy wit/history/{WIT_VERSION}: a change \
+             to the interface needs a new version (the next 0.MINOR for a change, the next patch \
+             for an addition marked @since), wit/history/<version>/kernbench.wit, an entry in \
+             RELEASED and its digest in FROZEN (docs/components.md, \"Compatibility\")"
+        );
+    }
+
+    #[test]
+    fn interface_text_ignores_comments_and_blank_lines_only() {
+        let a = "/// doc\ninterface t {\n\n    f: func(); // why\n}\n";
+        let b = "interface t {\n  f: func();\n}";
+        assert_eq!(interface_text(a), interface_text(b));
+        assert_ne!(
+            interface_text(a),
+            interface_text("interface t {\n f: func(x: u8);\n}")
+        );
     }
 
     #[test]
