@@ -97,32 +97,36 @@ fn ccl_with(path: &str) -> kernbench::config::CclConfig {
 #[test]
 fn guests_built_against_the_oldest_release_of_the_line_run_unchanged() {
     use common::{ccl, run, test_component, topo};
-    // A bench built against the frozen kernbench:sim@0.1.0, on the
-    // current host, with the current algorithms: data checked by it.
-    for n in [2, 3, 4] {
-        let res = run(
-            test_component("compat_bench_0_1_0"),
-            topo(n),
-            ccl(),
-            None,
-            &[],
-        )
-        .unwrap();
-        assert_eq!(res.rows.len(), 1, "{n} SIPs");
-        assert_eq!(res.rows[0].wrong, 0, "{n} SIPs: {:?}", res.rows);
-        assert!(res.rows[0].time_ps > 0);
+    // Benches built against the frozen kernbench:sim@0.6.0 (the oldest of
+    // today's line) and @0.2.0 (served by an adapter), on the current
+    // host, with the current algorithms: data checked by them.
+    for bench in ["compat_bench_0_6_0", "compat_bench_0_2_0"] {
+        for n in [2, 3, 4] {
+            let res = run(test_component(bench), topo(n), ccl(), None, &[])
+                .unwrap_or_else(|e| panic!("{bench} on {n} SIPs: {e}"));
+            assert_eq!(res.rows.len(), 1, "{bench}, {n} SIPs");
+            assert_eq!(res.rows[0].wrong, 0, "{bench}, {n} SIPs: {:?}", res.rows);
+            assert!(res.rows[0].time_ps > 0);
+        }
     }
-    // An algorithm built against 0.1.0, driven by the current bench.
-    let res = run(
-        "ccl_allreduce",
-        topo(2),
-        ccl_with(test_component("compat_algo_0_1_0")),
-        None,
-        &["-b", "8", "-e", "4K", "-f", "8"],
-    )
-    .unwrap();
-    assert_eq!(res.rows.len(), 2 * 4);
-    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+    // Algorithms built against 0.6.0 and 0.4.0 (its 5-case `binop` served
+    // by an adapter), driven by the current bench.
+    for algo in ["compat_algo_0_6_0", "compat_algo_0_4_0"] {
+        let res = run(
+            "ccl_allreduce",
+            topo(2),
+            ccl_with(test_component(algo)),
+            None,
+            &["-b", "8", "-e", "4K", "-f", "8"],
+        )
+        .unwrap_or_else(|e| panic!("{algo}: {e}"));
+        assert_eq!(res.rows.len(), 2 * 4, "{algo}");
+        assert!(
+            res.rows.iter().all(|r| r.wrong == 0),
+            "{algo}: {:?}",
+            res.rows
+        );
+    }
 }
 
 #[test]
@@ -137,7 +141,7 @@ fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("built against kernbench:sim@0.1.9, newer than this host's kernbench:sim@0.1.3")
+        e.contains("built against kernbench:sim@0.6.9, newer than this host's kernbench:sim@0.6.3")
             && e.contains("Upgrade kernbench-host"),
         "{e}"
     );
@@ -156,7 +160,7 @@ fn a_bench_reads_torch_version() {
     .to_string();
     assert!(
         e.contains(&format!(
-            "version: kernbench {} (kernbench:sim@0.1.3)",
+            "version: kernbench {} (kernbench:sim@0.6.3)",
             env!("CARGO_PKG_VERSION")
         )),
         "{e}"
@@ -329,7 +333,7 @@ fn publish_pull_install_and_run_by_name_through_a_real_registry() {
     assert_eq!(a["org.opencontainers.image.title"], "ring_allreduce");
     assert_eq!(a["org.opencontainers.image.licenses"], "Apache-2.0");
     assert_eq!(a["dev.kernbench.kind"], "algorithm");
-    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.1.3");
+    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.6.3");
     assert_eq!(a["dev.kernbench.collectives"], "all_reduce");
 
     // inspect reads a reference without installing it.
@@ -569,7 +573,7 @@ fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
         v["kernbench"]["sdk"],
         "kernbench C SDK (wit-bindgen-c, clang)"
     );
-    assert_eq!(v["wit"][0], "kernbench:sim@0.1.3");
+    assert_eq!(v["wit"][0], "kernbench:sim@0.6.3");
     assert_eq!(v["accepted"], true);
     assert_eq!(v["capabilities"]["collectives"][0], "all_reduce");
     assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
@@ -672,13 +676,13 @@ fn names_resolve_path_then_components_dir_then_installed_then_built_in() {
     ok(kb_home(h).args(["run", "ccl_allreduce", "--", "-b", "64", "-e", "64"]));
 }
 
-/// Components of the first released snapshot of 0.1.0 (its 5-case
+/// Components of the first release, 0.1.0 (its 5-case
 /// `binop`, `torch.zeros` without `dp`, `init-process-group` without
 /// `options`) run, served by adapters (`runtime::shapes`): `inspect` says
 /// so, the kernel's results are checked in step and recorded, and the
 /// bench runs. They were refused with "expected enum of 6 names, found 5".
 #[test]
-fn the_first_0_1_0_snapshot_s_components_run_with_their_results_checked() {
+fn the_first_release_s_components_run_with_their_results_checked() {
     let fixture = |f: &str| {
         common::guests::root()
             .join("tests/fixtures/compat")
@@ -689,8 +693,10 @@ fn the_first_0_1_0_snapshot_s_components_run_with_their_results_checked() {
     let algo = fixture("r1_binary_algorithm.wasm");
     let said = ok(kb().arg("inspect").arg(&algo));
     assert!(
-        said.contains("runs here: built against kernbench:sim@0.1.0 before `binop` gained `div`")
-            && said.contains("serves by adapters"),
+        said.contains(
+            "runs here: built against kernbench:sim@0.4.0 or earlier (labelled 0.1.0 then; \
+             `binop` without `div`)"
+        ) && said.contains("serves by adapters"),
         "{said}"
     );
     let json: serde_json::Value =
@@ -718,7 +724,8 @@ fn the_first_0_1_0_snapshot_s_components_run_with_their_results_checked() {
 }
 
 /// The ring all-reduce and the nccl-tests bench of every earlier state
-/// of the interface — each snapshot of 0.1.0, then 0.1.1 and 0.1.2 —
+/// of the interface — each state labelled 0.1.0 (0.1.0 to 0.6.0), then
+/// the labels 0.1.1 and 0.1.2 —
 /// built from the git history with the SDK of that commit
 /// (tests/fixtures/compat/README.md), run on this host, paired with each
 /// other and with today's, their data checked by the bench.

@@ -1,4 +1,4 @@
-//! [`Tl`] over `tl.submit-encoded` (WIT 0.1.3): a kernel's calls kept in
+//! [`Tl`] over `tl.submit-encoded` (WIT 0.6.3): a kernel's calls kept in
 //! guest memory, as the bytes that function reads, and handed to the host
 //! in one call, when the kernel needs an
 //! answer only the host has (an address, the time), when [`BATCH_CALLS`]

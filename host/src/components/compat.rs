@@ -5,28 +5,39 @@
 //! The package follows semantic versioning as the component model applies
 //! it (and wasmtime's linker resolves it): within one compatible line —
 //! the same MAJOR from 1.0 on, the same 0.MINOR before — a later version
-//! only adds (new functions, interfaces and types, each marked `@since`;
-//! not a case of an existing enum or variant, nor a field or a parameter:
-//! wasmtime type-checks every imported function exactly, so a guest that
-//! only ever sends a 5-case enum still fails to link against a 6-case
-//! one), so a guest built against an earlier
-//! version of the line imports a subset of what this host provides and
-//! runs unchanged. Anything else — another line, a newer version than the
-//! host's, a pre-release that is not exactly the host's, no version — is
-//! refused before instantiation with both versions and what to do. Every
-//! release is frozen under `wit/history/<version>/` (a test pins their
-//! digests and keeps the live file equal to its version's copy), and test
-//! guests built against the oldest one of the line prove it still runs.
+//! only adds (new functions, interfaces and types, each marked `@since`);
+//! anything else — a changed function, a case added to an enum or variant,
+//! a field or a parameter (wasmtime type-checks every imported function
+//! exactly: a guest that only ever sends a 5-case enum still fails to link
+//! against a 6-case one) — starts the next line. This host serves every
+//! released version, each line by its last release (a guest of an earlier
+//! version of the line imports a subset of it) and the lines before
+//! today's by adapters (`runtime::shapes`). Anything else — an unreleased
+//! version, one newer than the host's, a pre-release that is not exactly
+//! the host's, no version — is refused before instantiation with both
+//! versions and what to do. Every release is frozen under
+//! `wit/history/<version>/` (a test pins their digests and keeps the live
+//! file equal to its version's copy), and guests built against each one
+//! (tests/fixtures/compat) prove it still runs.
 
 use semver::Version;
 
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
-pub const WIT_VERSION: &str = "0.1.3";
-/// Released versions, oldest first, each frozen under
+pub const WIT_VERSION: &str = "0.6.3";
+/// Released versions in semver order, each frozen under
 /// `wit/history/<version>/`; the last is also `wit/kernbench.wit`.
-pub const RELEASED: &[&str] = &["0.1.0", "0.1.1", "0.1.2", "0.1.3"];
+///
+/// The interface changed incompatibly five times while it was labelled
+/// `0.1.0`; those states are 0.1.0 (as first released) to 0.6.0, and the
+/// labels 0.1.1 to 0.1.3 were released on top of the last of them (they
+/// are the interfaces of 0.6.1 to 0.6.3). Components in the wild carry
+/// the old labels; the host serves each state (`runtime::shapes`).
+pub const RELEASED: &[&str] = &[
+    "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.6.1",
+    "0.6.2", "0.6.3",
+];
 
 /// Why a component's WIT version is not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,7 +74,7 @@ pub fn package_at(version: &str) -> String {
     format!("{WIT_PACKAGE}@{version}")
 }
 
-/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.1.3)`.
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.6.3)`.
 pub fn host_description() -> String {
     format!(
         "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
@@ -71,19 +82,10 @@ pub fn host_description() -> String {
     )
 }
 
-/// The versions this host accepts, as a range (`0.1.0 ..= 0.1.3`).
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.6.3`):
+/// every released version in it.
 pub fn accepted_range() -> String {
-    let host = host_version();
-    let oldest = RELEASED
-        .iter()
-        .map(|v| Version::parse(v).expect("RELEASED holds versions"))
-        .find(|v| same_line(v, &host))
-        .unwrap_or_else(|| host.clone());
-    if oldest == host {
-        format!("{WIT_PACKAGE}@{host}")
-    } else {
-        format!("{WIT_PACKAGE}@{oldest} ..= {host}")
-    }
+    format!("{WIT_PACKAGE}@{} ..= {WIT_VERSION}", RELEASED[0])
 }
 
 fn host_version() -> Version {
@@ -106,10 +108,9 @@ fn same_line(a: &Version, b: &Version) -> bool {
 /// author: which function, the type difference, and what to rebuild
 /// against. None when `raw` is not such a refusal.
 ///
-/// The interface changed under one version label while it was young
-/// (e.g. `binop` gained `div`, `torch.zeros` a `dp` parameter, both
-/// still `0.1.0`): a component of such an earlier snapshot names a
-/// version this host accepts yet imports a type it does not serve.
+/// A component that names a version this host accepts yet imports a
+/// type no state of that version had (a hand-edited WIT, an unreleased
+/// snapshot) links nowhere.
 pub fn explain_link_failure(raw: &str) -> Option<String> {
     let (_, rest) = raw.split_once("component imports instance `")?;
     let (instance, rest) = rest.split_once('`')?;
@@ -121,9 +122,9 @@ pub fn explain_link_failure(raw: &str) -> Option<String> {
     let guest = instance.split_once('@').map_or("(no version)", |(_, v)| v);
     Some(format!(
         "it imports `{function}` of `{instance}` with a type this host does not serve ({detail}). \
-         It was built against an earlier snapshot of {WIT_PACKAGE}@{guest}, whose interface changed \
-         under the same version label; kernbench-host {} serves {} as it is now. Rebuild the \
-         component against this release's guest SDK ({WIT_PACKAGE}@{WIT_VERSION})",
+         No released state of {WIT_PACKAGE}@{guest} has that type: kernbench-host {} serves every \
+         released version, {}, as frozen under wit/history/. Rebuild the component against this \
+         release's guest SDK ({WIT_PACKAGE}@{WIT_VERSION})",
         env!("CARGO_PKG_VERSION"),
         accepted_range(),
     ))
@@ -134,7 +135,7 @@ pub fn explain_link_failure(raw: &str) -> Option<String> {
 pub enum Accepted {
     /// Built against this host's version.
     Current,
-    /// Built against an earlier version of the same line.
+    /// Built against an earlier released version.
     Older(String),
 }
 
@@ -170,18 +171,34 @@ pub fn check_version(guest: &Version) -> Result<Accepted, Incompatible> {
             why: "a pre-release matches only itself",
         });
     }
-    if !same_line(guest, &host) {
-        return Err(Incompatible::OtherLine {
-            guest: shown,
-            why: if host.major == 0 {
-                "before 1.0 each 0.MINOR line is incompatible with the others"
-            } else {
-                "each MAJOR line is incompatible with the others"
-            },
-        });
-    }
     if *guest > host {
         return Err(Incompatible::Newer { guest: shown });
+    }
+    let released = || {
+        RELEASED
+            .iter()
+            .map(|r| Version::parse(r).expect("RELEASED holds versions"))
+    };
+    match released().filter(|r| same_line(guest, r)).max() {
+        Some(last) if *guest <= last => {}
+        Some(_) => {
+            return Err(Incompatible::OtherLine {
+                guest: shown,
+                why: "no release has that version; a line's later releases only add, so its \
+                      last release serves its earlier ones",
+            })
+        }
+        None => {
+            return Err(Incompatible::OtherLine {
+                guest: shown,
+                why: if host.major == 0 {
+                    "no release is on that line: before 1.0 each 0.MINOR line is incompatible \
+                     with the others"
+                } else {
+                    "no release is on that line: each MAJOR line is incompatible with the others"
+                },
+            })
+        }
     }
     Ok(Accepted::Older(shown))
 }
@@ -253,7 +270,7 @@ mod tests {
     const FROZEN: &[(&str, &str)] = &[
         (
             "0.1.0",
-            "91095af3ea82c96ba128859602bea2e098a20b2617d81642f9c8a6120d7a4a26",
+            "8525c1378a4ba25ef8d5deeb220a3ad29c3f14731e93e5fda9f9c2ce6779947c",
         ),
         (
             "0.1.1",
@@ -266,6 +283,38 @@ mod tests {
         (
             "0.1.3",
             "17d533cb587f5b20f36c65bcab030ba614df47512148a3ca833bc5700664238e",
+        ),
+        (
+            "0.2.0",
+            "9f4411725e1242a4a584a95b536db77730352260fe02f282a4f6a0d7b0e158ce",
+        ),
+        (
+            "0.3.0",
+            "7ff97549ff58bc18b379902e1a64858e339169b7d9287aa67fd292a171f09d8c",
+        ),
+        (
+            "0.4.0",
+            "90937d224a359af20bc73aeb7ef2a3a059eb8d9e9f5c30d3d0e7084f30eacb2f",
+        ),
+        (
+            "0.5.0",
+            "557aa26887d4cfa41cad191f946301b7b57f4e60fe41d3749470459bf628dba1",
+        ),
+        (
+            "0.6.0",
+            "25670f4c51313d9dfe08c07e6a8f285b1b1f7edc4ac517cc956b75280e153727",
+        ),
+        (
+            "0.6.1",
+            "b1582d4c367a61ea83424a67c4639e4f757d7810d83b358b915904e710ffacfb",
+        ),
+        (
+            "0.6.2",
+            "502305450cc3da1b8e1ccd8441d2515f2e6e214106e8f86f94675838d2bd3619",
+        ),
+        (
+            "0.6.3",
+            "844a525b744808297b3b8b96d4977a33d2c8e7d2127717cc449dce5e92d82613",
         ),
     ];
 
@@ -337,12 +386,11 @@ mod tests {
     }
 
     #[test]
-    fn the_same_line_older_or_equal_is_accepted() {
+    fn every_released_version_is_accepted() {
         assert_eq!(check_version(&v(WIT_VERSION)), Ok(Accepted::Current));
-        assert_eq!(
-            check_version(&v("0.1.0")),
-            Ok(Accepted::Older("0.1.0".into()))
-        );
+        for r in &RELEASED[..RELEASED.len() - 1] {
+            assert_eq!(check_version(&v(r)), Ok(Accepted::Older(r.to_string())));
+        }
         assert_eq!(
             accepted_range(),
             format!("{WIT_PACKAGE}@0.1.0 ..= {WIT_VERSION}")
@@ -350,19 +398,28 @@ mod tests {
     }
 
     #[test]
-    fn newer_other_lines_and_pre_releases_are_refused_with_both_versions() {
-        let newer = check_version(&v("0.1.9")).unwrap_err().to_string();
-        assert!(
-            newer.contains("@0.1.9, newer than this host's kernbench:sim@0.1.3"),
-            "{newer}"
-        );
-        assert!(newer.contains("Upgrade kernbench-host"), "{newer}");
-        for g in ["0.2.0", "0.0.9", "1.0.0", "0.1.1-rc.1"] {
+    fn newer_unreleased_and_pre_releases_are_refused_with_both_versions() {
+        for g in ["0.6.9", "0.7.0", "1.0.0"] {
+            let newer = check_version(&v(g)).unwrap_err().to_string();
+            assert!(
+                newer.contains(&format!(
+                    "@{g}, newer than this host's kernbench:sim@{WIT_VERSION}"
+                )) && newer.contains("Upgrade kernbench-host"),
+                "{newer}"
+            );
+        }
+        for (g, why) in [
+            ("0.2.1", "no release has that version"),
+            ("0.1.5", "no release has that version"),
+            ("0.0.9", "no release is on that line"),
+            ("0.6.3-rc.1", "a pre-release matches only itself"),
+        ] {
             let e = check_version(&v(g)).unwrap_err().to_string();
             assert!(
                 e.contains(&format!("built against kernbench:sim@{g}"))
-                    && e.contains("implements kernbench:sim@0.1.3")
-                    && e.contains("0.1.0 ..= 0.1.3")
+                    && e.contains(&format!("implements kernbench:sim@{WIT_VERSION}"))
+                    && e.contains(&format!("0.1.0 ..= {WIT_VERSION}"))
+                    && e.contains(why)
                     && e.contains("Rebuild"),
                 "{g}: {e}"
             );

@@ -1,4 +1,4 @@
-//! `tl.submit` (WIT 0.1.2) and `tl.submit-encoded` (0.1.3, the same list
+//! `tl.submit` (WIT 0.6.2) and `tl.submit-encoded` (0.6.3, the same list
 //! as bytes, read by [`super::batch_bytes`]): a kernel's `tl` calls handed
 //! over as a list, in one host call instead of one host call each.
 //!

@@ -1,4 +1,4 @@
-//! The byte form of a batch's calls (`tl.submit-encoded`, WIT 0.1.3),
+//! The byte form of a batch's calls (`tl.submit-encoded`, WIT 0.6.3),
 //! read checked: a call is its case's index in `batch-call`, then its
 //! fields in order — `u32` / `u64` as unsigned LEB128, `f64` as eight
 //! little-endian bytes, an enum as its case's index byte, `option<T>` as

@@ -1,41 +1,65 @@
-//! The shapes of the guest interface this host serves: today's, and the
-//! earlier snapshots of `kernbench:sim@0.1.0` that components in the wild
-//! were built against.
+//! The shapes of the guest interface this host serves: today's
+//! (`kernbench:sim@0.6.3`) and every earlier release.
 //!
-//! While the interface was young it changed incompatibly under the one
-//! label `0.1.0` (wit/history/snapshots/README.md). A component of such a
-//! snapshot imports a few functions whose types differ from today's:
-//! `tl.binary` with the 5-case `binop` (before `div`), `torch.zeros`
-//! without `dp`, `distributed.init-process-group` without `options`.
-//! wasmtime type-checks every imported function exactly, and one exact
-//! instance name holds one type per function, so each shape is a linker
-//! of its own: today's interface (which every `@0.1.x` import resolves to
-//! by semver), plus, under the exact name `…@0.1.0`, every function of the
-//! interfaces that differ, the differing ones replaced by adapters over
-//! the one implementation. [`Shapes::instantiate_pre`] tries today's
-//! shape first, then each older one; a component none of them links is
-//! refused with today's linker's words. The exports whose types changed
-//! (`entry-defaults`, `collectives`, `kernel-args-for`) are called by
-//! value ([`crate::runtime::hooks`]), so any snapshot's export serves.
+//! The interface changed incompatibly five times while it was labelled
+//! `0.1.0`; those states are the releases 0.1.0 (as first released) to
+//! 0.6.0 (wit/history/README.md), and the labels 0.1.1 to 0.1.3 were
+//! released on top of the last of them. Three imported functions differ
+//! from today's: `torch.zeros` without `dp` (before 0.2.0),
+//! `distributed.init-process-group` without `options` (before 0.3.0),
+//! `tl.binary` with the 5-case `binop` (before 0.5.0).
+//!
+//! wasmtime matches an import by exact name first, else by the highest
+//! version of its semver track, and type-checks every imported function
+//! exactly. So today's linker holds today's interfaces under `@0.6.3`
+//! (0.6.x resolve to it), again under `@0.1.3` (the labels 0.1.1 to 0.1.3,
+//! and 0.1.0 of the states 0.5.0 and 0.6.0, resolve to it), and under
+//! each of `@0.2.0` to `@0.5.0`, with adapters over the one
+//! implementation for the functions that differ in that state. A
+//! component labelled `0.1.0` may be of any state 0.1.0 to 0.6.0, and one
+//! exact name holds one type per function, so each older state a world
+//! tells apart is a linker of its own: today's plus that state under the
+//! exact name `@0.1.0`. [`Shapes::instantiate_pre`] tries today's linker
+//! first, then those; a component none links is refused with today's
+//! linker's words. The exports whose types changed (`entry-defaults`,
+//! `collectives`, `kernel-args-for`) are called by value
+//! ([`crate::runtime::hooks`]), so any state's export serves.
 
 use super::bench::{BenchHost, BenchTensor};
 use super::bindings::algorithm::kernbench::sim::{tl, types::Dtype};
 use super::bindings::algorithm_eager::kernbench::sim::tl as eager_tl;
-use super::bindings::bench::kernbench::sim::{distributed, torch};
+use super::bindings::bench::kernbench::sim::{
+    accelerator, ahbm, distributed, multiprocessing, report, torch,
+};
 use super::eager::{EagerHost, EagerTensor};
 use super::kernel::{KernelHost, KernelTensor};
 use wasmtime::component::{Component, ComponentType, HasSelf, InstancePre, Lift, Linker, Resource};
 use wasmtime::StoreContextMut;
 
-/// The name under which the earlier snapshots import an interface.
-fn snapshot_instance(interface: &str) -> String {
-    format!("kernbench:sim/{interface}@0.1.0")
-}
+/// The state (0.MINOR.0) in which `torch.zeros` took `dp`.
+const ZEROS_TAKES_DP: u64 = 2;
+/// The state in which `distributed.init-process-group` took `options`.
+const INIT_TAKES_OPTIONS: u64 = 3;
+/// The state in which `tl.binop` gained `div`.
+const BINOP_GAINS_DIV: u64 = 5;
 
-/// What turns today's linker into an earlier snapshot's.
-type Adapt<T> = fn(&mut Linker<T>) -> wasmtime::Result<()>;
+/// The labels today's linker serves besides today's `@0.6.3`, each with
+/// the state (0.MINOR.0) of the interfaces it names: the legacy labels
+/// 0.1.1 to 0.1.3 are today's interface (0.6.x), then each earlier line.
+const LABELS: [(&str, u64); 5] = [
+    ("0.1.3", 6),
+    ("0.2.0", 2),
+    ("0.3.0", 3),
+    ("0.4.0", 4),
+    ("0.5.0", 5),
+];
 
-/// One shape: a linker and the snapshot it serves (none: today's).
+/// Registers, under `kernbench:sim/<interface>@<label>`, every interface
+/// of one world with today's functions, adapted to state `0.<state>.0`.
+type Adapt<T> = fn(&mut Linker<T>, &str, u64) -> wasmtime::Result<()>;
+
+/// One shape: a linker and the state it serves under the label `0.1.0`
+/// (none: today's linker).
 struct Shape<T: 'static> {
     serves: Option<&'static str>,
     linker: Linker<T>,
@@ -47,21 +71,30 @@ pub struct Shapes<T: 'static> {
 }
 
 impl<T: 'static> Shapes<T> {
-    /// Today's shape only (built by `base`), then each `(serves, adapt)`
-    /// as a linker of its own: `base` again, then `adapt` over it.
+    /// Today's linker (`base`, plus every label of [`LABELS`] through
+    /// `adapt`), then, for each `(state, serves)` of `label_0_1_0`, that
+    /// linker again plus the state under the label `0.1.0`.
     fn new(
         base: impl Fn() -> wasmtime::Result<Linker<T>>,
-        older: &[(&'static str, Adapt<T>)],
+        adapt: Adapt<T>,
+        label_0_1_0: &[(u64, &'static str)],
     ) -> wasmtime::Result<Self> {
+        let today = || -> wasmtime::Result<Linker<T>> {
+            let mut linker = base()?;
+            // An adapter replaces today's function of its name.
+            linker.allow_shadowing(true);
+            for (label, state) in LABELS {
+                adapt(&mut linker, label, state)?;
+            }
+            Ok(linker)
+        };
         let mut shapes = vec![Shape {
             serves: None,
-            linker: base()?,
+            linker: today()?,
         }];
-        for &(serves, adapt) in older {
-            let mut linker = base()?;
-            linker.allow_shadowing(true);
-            adapt(&mut linker)?;
-            linker.allow_shadowing(false);
+        for &(state, serves) in label_0_1_0 {
+            let mut linker = today()?;
+            adapt(&mut linker, "0.1.0", state)?;
             shapes.push(Shape {
                 serves: Some(serves),
                 linker,
@@ -71,8 +104,8 @@ impl<T: 'static> Shapes<T> {
     }
 
     /// Pre-instantiate `component` in the first shape that links it, and
-    /// say which earlier snapshot it serves (none: today's interface);
-    /// today's linker's refusal when none does.
+    /// say which earlier state labelled `0.1.0` it serves (none: today's
+    /// linker); today's linker's refusal when none does.
     pub fn instantiate_pre(
         &self,
         component: &Component,
@@ -88,14 +121,13 @@ impl<T: 'static> Shapes<T> {
         }
         Err(first_refusal.expect("there is always today's shape"))
     }
-
-    /// The earlier snapshots served, oldest last.
-    pub fn snapshots(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.shapes.iter().filter_map(|s| s.serves)
-    }
 }
 
-/// `tl.binop` before `div` (snapshots b1ef600 to 616f16e).
+fn instance_name(interface: &str, label: &str) -> String {
+    format!("kernbench:sim/{interface}@{label}")
+}
+
+/// `tl.binop` before `div` (0.1.0 to 0.4.0).
 #[derive(ComponentType, Lift, Clone, Copy, Debug, PartialEq, Eq)]
 #[component(enum)]
 #[allow(dead_code, reason = "its values are lifted from guests")]
@@ -135,108 +167,133 @@ impl BinopBeforeDiv {
     }
 }
 
-const BINOP_BEFORE_DIV: &str =
-    "kernbench:sim@0.1.0 before `binop` gained `div` (as of 2026-11-21 to 2026-11-24)";
+/// The kernel world's states under the label `0.1.0` that today's linker
+/// cannot serve: only `binop` differs, so 0.1.0 to 0.4.0 are one shape.
+const KERNEL_0_1_0: [(u64, &str); 1] = [(
+    4,
+    "kernbench:sim@0.4.0 or earlier (labelled 0.1.0 then; `binop` without `div`)",
+)];
 
-/// A kernel's shapes: today's, and `tl` before `div`.
+/// A kernel's shapes (see the module doc).
 pub fn kernel(
     base: impl Fn() -> wasmtime::Result<Linker<KernelHost>>,
 ) -> wasmtime::Result<Shapes<KernelHost>> {
-    fn binop_before_div(l: &mut Linker<KernelHost>) -> wasmtime::Result<()> {
-        let mut inst = l.instance(&snapshot_instance("tl"))?;
+    fn adapt(l: &mut Linker<KernelHost>, label: &str, state: u64) -> wasmtime::Result<()> {
+        let mut inst = l.instance(&instance_name("tl", label))?;
         tl::add_to_linker_instance::<KernelHost, HasSelf<KernelHost>>(&mut inst, |s| s)?;
-        type Args = (
-            BinopBeforeDiv,
-            Resource<KernelTensor>,
-            Resource<KernelTensor>,
-        );
-        inst.func_wrap_async(
-            "binary",
-            |mut store: StoreContextMut<'_, KernelHost>, (op, a, b): Args| {
-                Box::new(async move {
-                    let t = tl::Host::binary(store.data_mut(), op.today(), a, b).await?;
-                    Ok((t,))
-                })
-            },
-        )
+        if state < BINOP_GAINS_DIV {
+            type Args = (
+                BinopBeforeDiv,
+                Resource<KernelTensor>,
+                Resource<KernelTensor>,
+            );
+            inst.func_wrap_async(
+                "binary",
+                |mut store: StoreContextMut<'_, KernelHost>, (op, a, b): Args| {
+                    Box::new(async move {
+                        let t = tl::Host::binary(store.data_mut(), op.today(), a, b).await?;
+                        Ok((t,))
+                    })
+                },
+            )?;
+        }
+        Ok(())
     }
-    Shapes::new(base, &[(BINOP_BEFORE_DIV, binop_before_div)])
+    Shapes::new(base, adapt, &KERNEL_0_1_0)
 }
 
 /// A recorded kernel's shapes: the same as [`kernel`]'s, plain calls.
 pub fn eager(
     base: impl Fn() -> wasmtime::Result<Linker<EagerHost>>,
 ) -> wasmtime::Result<Shapes<EagerHost>> {
-    fn binop_before_div(l: &mut Linker<EagerHost>) -> wasmtime::Result<()> {
-        let mut inst = l.instance(&snapshot_instance("tl"))?;
+    fn adapt(l: &mut Linker<EagerHost>, label: &str, state: u64) -> wasmtime::Result<()> {
+        let mut inst = l.instance(&instance_name("tl", label))?;
         eager_tl::add_to_linker_instance::<EagerHost, HasSelf<EagerHost>>(&mut inst, |s| s)?;
-        type Args = (BinopBeforeDiv, Resource<EagerTensor>, Resource<EagerTensor>);
-        inst.func_wrap(
-            "binary",
-            |mut store: StoreContextMut<'_, EagerHost>, (op, a, b): Args| {
-                let t = eager_tl::Host::binary(store.data_mut(), op.today_eager(), a, b)?;
-                Ok((t,))
-            },
-        )
+        if state < BINOP_GAINS_DIV {
+            type Args = (BinopBeforeDiv, Resource<EagerTensor>, Resource<EagerTensor>);
+            inst.func_wrap(
+                "binary",
+                |mut store: StoreContextMut<'_, EagerHost>, (op, a, b): Args| {
+                    let t = eager_tl::Host::binary(store.data_mut(), op.today_eager(), a, b)?;
+                    Ok((t,))
+                },
+            )?;
+        }
+        Ok(())
     }
-    Shapes::new(base, &[(BINOP_BEFORE_DIV, binop_before_div)])
+    Shapes::new(base, adapt, &KERNEL_0_1_0)
 }
 
-/// `distributed` before `init-process-group` took `options` (snapshots
-/// b1ef600 and 6d454a2).
-fn init_process_group_before_options(l: &mut Linker<BenchHost>) -> wasmtime::Result<()> {
-    let mut inst = l.instance(&snapshot_instance("distributed"))?;
-    distributed::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, |s| s)?;
-    type Args = (String, Option<u32>, Option<u32>);
-    inst.func_wrap_async(
-        "init-process-group",
-        |mut store: StoreContextMut<'_, BenchHost>, (backend, world_size, rank): Args| {
-            Box::new(async move {
-                let r = distributed::Host::init_process_group(
-                    store.data_mut(),
-                    backend,
-                    world_size,
-                    rank,
-                    None,
-                )
-                .await?;
-                Ok((r,))
-            })
-        },
-    )
-}
-
-/// A bench's shapes: today's; `distributed` before `options`; and the
-/// first snapshot, `torch.zeros` before `dp` too.
+/// A bench's shapes (see the module doc): under the label `0.1.0`, the
+/// states 0.3.0 and later are today's; 0.2.0 lacks `options`, 0.1.0 `dp`
+/// too.
 pub fn bench(
     base: impl Fn() -> wasmtime::Result<Linker<BenchHost>>,
 ) -> wasmtime::Result<Shapes<BenchHost>> {
-    fn zeros_before_dp(l: &mut Linker<BenchHost>) -> wasmtime::Result<()> {
-        init_process_group_before_options(l)?;
-        let mut inst = l.instance(&snapshot_instance("torch"))?;
-        torch::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, |s| s)?;
-        type Args = (Vec<u32>, Dtype, String);
-        inst.func_wrap_async(
-            "zeros",
-            |mut store: StoreContextMut<'_, BenchHost>, (shape, dtype, name): Args| {
-                Box::new(async move {
-                    let t: Result<Resource<BenchTensor>, String> =
-                        torch::Host::zeros(store.data_mut(), shape, dtype, None, name).await?;
-                    Ok((t,))
-                })
-            },
-        )
+    fn adapt(l: &mut Linker<BenchHost>, label: &str, state: u64) -> wasmtime::Result<()> {
+        fn getter(s: &mut BenchHost) -> &mut BenchHost {
+            s
+        }
+        let mut inst = l.instance(&instance_name("torch", label))?;
+        torch::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        if state < ZEROS_TAKES_DP {
+            type Args = (Vec<u32>, Dtype, String);
+            inst.func_wrap_async(
+                "zeros",
+                |mut store: StoreContextMut<'_, BenchHost>, (shape, dtype, name): Args| {
+                    Box::new(async move {
+                        let t: Result<Resource<BenchTensor>, String> =
+                            torch::Host::zeros(store.data_mut(), shape, dtype, None, name).await?;
+                        Ok((t,))
+                    })
+                },
+            )?;
+        }
+        let mut inst = l.instance(&instance_name("distributed", label))?;
+        distributed::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        if state < INIT_TAKES_OPTIONS {
+            type Args = (String, Option<u32>, Option<u32>);
+            inst.func_wrap_async(
+                "init-process-group",
+                |mut store: StoreContextMut<'_, BenchHost>, (backend, world_size, rank): Args| {
+                    Box::new(async move {
+                        let r = distributed::Host::init_process_group(
+                            store.data_mut(),
+                            backend,
+                            world_size,
+                            rank,
+                            None,
+                        )
+                        .await?;
+                        Ok((r,))
+                    })
+                },
+            )?;
+        }
+        let mut inst = l.instance(&instance_name("multiprocessing", label))?;
+        multiprocessing::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(
+            &mut inst, getter,
+        )?;
+        let mut inst = l.instance(&instance_name("ahbm", label))?;
+        ahbm::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        let mut inst = l.instance(&instance_name("accelerator", label))?;
+        accelerator::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        let mut inst = l.instance(&instance_name("report", label))?;
+        report::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        Ok(())
     }
     Shapes::new(
         base,
+        adapt,
         &[
             (
-                "kernbench:sim@0.1.0 before `init-process-group` took `options` (as of 2026-11-24)",
-                init_process_group_before_options,
+                2,
+                "kernbench:sim@0.2.0 (labelled 0.1.0 then; `init-process-group` without options)",
             ),
             (
-                "kernbench:sim@0.1.0 as first released (as of 2026-11-21 to 2026-11-23)",
-                zeros_before_dp,
+                1,
+                "kernbench:sim@0.1.0 as first released (`zeros` without `dp`, \
+                 `init-process-group` without options)",
             ),
         ],
     )

@@ -1,12 +1,12 @@
-//! Test algorithm built against the frozen `kernbench:sim@0.1.0`
-//! (`wit/history/0.1.0`, the whole released WIT, no guest SDK): a
+//! Test algorithm built against the frozen `kernbench:sim@0.6.0`
+//! (`wit/history/0.6.0`, the whole released WIT, no guest SDK): a
 //! component distributed before the host moved on. The host must run it
 //! unchanged (docs/components.md, "Compatibility"). A one-step exchange that
 //! all-reduces two ranks: load, send east, receive from the west, add,
 //! store.
 
 wit_bindgen::generate!({
-    path: "../../../../wit/history/0.1.0",
+    path: "../../../../wit/history/0.6.0",
     world: "algorithm",
 });
 

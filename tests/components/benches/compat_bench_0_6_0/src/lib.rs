@@ -1,11 +1,11 @@
-//! Test bench built against the frozen `kernbench:sim@0.1.0`
-//! (`wit/history/0.1.0`, no guest SDK): a bench distributed before the
+//! Test bench built against the frozen `kernbench:sim@0.6.0`
+//! (`wit/history/0.6.0`, no guest SDK): a bench distributed before the
 //! host moved on, which must run unchanged. One rank per SIP fills a
 //! tensor with rank + 1, all-reduces it, checks every element is
 //! n(n+1)/2, and rank 0 records one row.
 
 wit_bindgen::generate!({
-    path: "../../../../wit/history/0.1.0",
+    path: "../../../../wit/history/0.6.0",
     world: "bench",
 });
 
