@@ -274,11 +274,16 @@ pub trait Guarded: Send + 'static {
 /// Wire the guard of `store`'s data into the Store: fuel, per-host-call
 /// charge, memory limiter and wall-clock deadline.
 pub fn guard_store<T: Guarded>(store: &mut Store<T>) -> wasmtime::Result<()> {
-    let (fuel, ticks_left) = {
+    let (fuel, ticks_left, max_memory) = {
         let g = store.data_mut().guard();
-        (g.limits.fuel, g.deadline.ticks_left())
+        (g.limits.fuel, g.deadline.ticks_left(), g.limits.max_memory)
     };
     store.set_fuel(fuel)?;
+    // What one host call may pass (wasmtime's default: 128 MiB): as much
+    // as a guest's memory may hold, so a bench can hand over any tensor it
+    // can make (a 200 MB `copy-from-bytes` failed "too much data is being
+    // copied"); the host memory it takes is bounded by the budget.
+    store.set_hostcall_fuel(usize::try_from(max_memory).unwrap_or(usize::MAX));
     store.limiter(|d| d.guard());
     store.call_hook(|mut ctx: StoreContextMut<'_, T>, hook| {
         if !matches!(hook, CallHook::CallingHost) {

@@ -16,8 +16,15 @@ impl Bench for Probe {
         let scenario = args.first().map(String::as_str).unwrap_or("");
         match scenario {
             "nccl" => dist::init_process_group("nccl").map_err(String::from),
-            // torch.__version__ (kernbench:sim@0.1.3), returned as the error text.
+            // torch.__version__ (kernbench:sim@0.6.3), returned as the error text.
             "version" => Err(format!("version: {}", torch::version())),
+            // `hold MB`: every rank holds MB of guest memory and a tensor of
+            // MB, then blocks in a receive no one answers (the host-memory
+            // budget must count what blocked ranks hold).
+            "hold" => {
+                dist::init_process_group("ahbm")?;
+                mp::spawn(ahbm::device_count(), &args)
+            }
             "before-init" => {
                 assert!(!dist::is_initialized());
                 let rank_err = dist::get_rank().unwrap_err().to_string();
@@ -357,6 +364,18 @@ impl Bench for Probe {
                     return Err("set_device_index did not bind the device".into());
                 }
                 Ok(())
+            }
+            "hold" => {
+                let mb: usize = args
+                    .get(1)
+                    .and_then(|a| a.parse().ok())
+                    .ok_or("hold needs a size in MB")?;
+                ahbm::set_device(rank)?;
+                let kept = vec![1u8; mb << 20];
+                let t = torch::zeros(&[(mb << 19) as u32], Dtype::F16, "held")?;
+                t.copy_from_bytes(&kept)?;
+                dist::recv(&t, (rank + 1) % ws).map_err(String::from)?;
+                Err(format!("hold: rank {rank} received {}", kept.len()))
             }
             "all-pes-hello" => {
                 // Every PE of every cube runs hello_send; the ring is laid
