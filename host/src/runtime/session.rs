@@ -503,21 +503,31 @@ impl Session {
 /// PyTorch words it, each distinct error once with the ranks that hit it:
 /// a typo every rank runs into is one traceback, not one per rank.
 fn spawn_error(failed: Vec<(u32, String)>) -> String {
-    let mut groups: Vec<(Vec<u32>, String)> = Vec::new();
+    // Messages that differ only by naming their own rank ("guest instances
+    // (rank 7) asked for ...") are one error too: 14 ranks refused by the
+    // memory budget printed 14 near-identical paragraphs.
+    let own_rank = |rank: u32| format!("(rank {rank})");
+    let mut groups: Vec<(Vec<u32>, String, String)> = Vec::new();
     for (rank, e) in failed {
-        match groups.iter_mut().find(|(_, g)| *g == e) {
-            Some((ranks, _)) => ranks.push(rank),
-            None => groups.push((vec![rank], e)),
+        let key = e.replace(&own_rank(rank), "(rank {})");
+        match groups.iter_mut().find(|(_, k, _)| *k == key) {
+            Some((ranks, _, _)) => ranks.push(rank),
+            None => groups.push((vec![rank], key, e)),
         }
     }
     groups
         .into_iter()
-        .map(|(ranks, e)| {
+        .map(|(ranks, key, e)| {
             let who = match ranks.as_slice() {
                 [r] => format!("process {r}"),
                 _ => format!("processes {}", rank_ranges(&ranks)),
             };
-            format!("{who} terminated with the following error:\n{e}")
+            let each = if ranks.len() > 1 && key != e {
+                " (each naming its own rank; the first's)"
+            } else {
+                ""
+            };
+            format!("{who} terminated with the following error{each}:\n{e}")
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -560,5 +570,22 @@ mod spawn_error_tests {
              process 2 terminated with the following error:\nValueError: y"
         );
         assert_eq!(super::rank_ranges(&[0, 1, 2, 3, 5, 7, 8]), "0-3, 5, 7, 8");
+    }
+
+    #[test]
+    fn errors_that_differ_only_by_their_own_rank_are_told_once() {
+        let e = |r: u32| {
+            (
+                r,
+                format!("budget exhausted: guest instances (rank {r}) asked"),
+            )
+        };
+        let said = super::spawn_error(vec![e(7), e(8), e(9), (10, "other (rank 3)".into())]);
+        assert_eq!(
+            said,
+            "processes 7-9 terminated with the following error (each naming its own rank; \
+             the first's):\nbudget exhausted: guest instances (rank 7) asked\n\
+             process 10 terminated with the following error:\nother (rank 3)"
+        );
     }
 }
