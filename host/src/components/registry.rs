@@ -321,26 +321,7 @@ impl Registry {
                 }
                 other => other,
             })?;
-        let layer: OciDescriptor = manifest.layers[0].clone();
-        if layer.media_type != WASM_LAYER_MEDIA_TYPE {
-            return Err(untrusted(format!(
-                "its layer is {}, not {WASM_LAYER_MEDIA_TYPE}",
-                layer.media_type
-            )));
-        }
-        if layer.size < 0 || layer.size as u64 > MAX_COMPONENT_BYTES {
-            return Err(untrusted(format!(
-                "its layer claims {} bytes, over the {} MiB a component may have",
-                layer.size,
-                MAX_COMPONENT_BYTES >> 20
-            )));
-        }
-        if !config.layer_digests.contains(&layer.digest) {
-            return Err(untrusted(format!(
-                "its config lists layers {:?}, not the manifest's {}",
-                config.layer_digests, layer.digest
-            )));
-        }
+        let layer = check_manifest(&manifest, &config).map_err(untrusted)?;
         let mut sink = Limited {
             buf: Vec::with_capacity(layer.size as usize),
             limit: layer.size as u64,
@@ -353,15 +334,7 @@ impl Registry {
             other => other,
         })?;
         let wasm = sink.buf;
-        let got = super::oci_digest(&wasm);
-        if got != layer.digest || wasm.len() as i64 != layer.size {
-            return Err(untrusted(format!(
-                "the component has digest {got} and {} bytes, the manifest says {} and {} bytes",
-                wasm.len(),
-                layer.digest,
-                layer.size
-            )));
-        }
+        check_blob(&wasm, &layer).map_err(untrusted)?;
         Ok(Pulled {
             wasm,
             manifest_digest,
@@ -369,6 +342,56 @@ impl Registry {
             annotations: manifest.annotations.unwrap_or_default(),
         })
     }
+}
+
+/// The one layer of a pulled manifest, checked against what a component
+/// may be: the Wasm layer media type, a size a component may have, and
+/// listed in the config. The registry sent both, so nothing is trusted
+/// (the `registry` fuzz target feeds it arbitrary JSON).
+pub fn check_manifest(
+    manifest: &oci_client::manifest::OciImageManifest,
+    config: &WasmConfig,
+) -> Result<OciDescriptor, String> {
+    let [layer] = manifest.layers.as_slice() else {
+        return Err(format!(
+            "its manifest has {} layers, not the one of a component",
+            manifest.layers.len()
+        ));
+    };
+    if layer.media_type != WASM_LAYER_MEDIA_TYPE {
+        return Err(format!(
+            "its layer is {}, not {WASM_LAYER_MEDIA_TYPE}",
+            layer.media_type
+        ));
+    }
+    if layer.size < 0 || layer.size as u64 > MAX_COMPONENT_BYTES {
+        return Err(format!(
+            "its layer claims {} bytes, over the {} MiB a component may have",
+            layer.size,
+            MAX_COMPONENT_BYTES >> 20
+        ));
+    }
+    if !config.layer_digests.contains(&layer.digest) {
+        return Err(format!(
+            "its config lists layers {:?}, not the manifest's {}",
+            config.layer_digests, layer.digest
+        ));
+    }
+    Ok(layer.clone())
+}
+
+/// The pulled component's bytes against its layer: digest and size.
+pub fn check_blob(wasm: &[u8], layer: &OciDescriptor) -> Result<(), String> {
+    let got = super::oci_digest(wasm);
+    if got != layer.digest || wasm.len() as i64 != layer.size {
+        return Err(format!(
+            "the component has digest {got} and {} bytes, the manifest says {} and {} bytes",
+            wasm.len(),
+            layer.digest,
+            layer.size
+        ));
+    }
+    Ok(())
 }
 
 /// A writer that refuses more than `limit` bytes (a registry that sends
