@@ -43,6 +43,18 @@ impl Collective {
         }
     }
 
+    /// The WIT's name (`all-reduce`): a case of `ccl.collective`.
+    pub const fn wit_name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::AllGather => "all-gather",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllToAll => "all-to-all",
+        }
+    }
+
     /// The collective named `name` (PyTorch's spelling, or the WIT's with
     /// dashes).
     pub fn from_name(name: &str) -> Option<Collective> {
@@ -246,6 +258,14 @@ impl Call {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wit_name_is_the_name_with_dashes_and_reads_back() {
+        for c in Collective::ALL {
+            assert_eq!(c.wit_name(), c.name().replace('_', "-"));
+            assert_eq!(Collective::from_name(c.wit_name()), Some(c));
+        }
+    }
 
     #[test]
     fn names_round_trip_in_both_spellings() {

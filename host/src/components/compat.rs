@@ -74,6 +74,12 @@ pub fn package_at(version: &str) -> String {
     format!("{WIT_PACKAGE}@{version}")
 }
 
+/// `kernbench:sim/<interface>@<version>`: the name a component imports an
+/// interface of the package by.
+pub fn interface_at(interface: &str, version: &str) -> String {
+    format!("{WIT_PACKAGE}/{interface}@{version}")
+}
+
 /// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.6.3)`.
 pub fn host_description() -> String {
     format!(

@@ -91,7 +91,7 @@ fn call_value(call: &Call, (cube_w, cube_h): (u32, u32)) -> Val {
     Val::Record(vec![
         field(
             "collective",
-            Val::Enum(call.collective.name().replace('_', "-")),
+            Val::Enum(call.collective.wit_name().to_string()),
         ),
         field("dtype", Val::Enum(call.dtype.name().to_string())),
         field("op", Val::Enum(call.op.name().to_string())),
@@ -202,19 +202,6 @@ impl AlgorithmComponent {
     }
 }
 
-/// A parameter as the WIT carries it.
-fn param_out((name, value): &(String, ParamValue)) -> ccl::Param {
-    ccl::Param {
-        name: name.clone(),
-        value: match value {
-            ParamValue::Int(v) => ccl::ParamValue::Int(*v),
-            ParamValue::Float(v) => ccl::ParamValue::Float(*v),
-            ParamValue::Text(v) => ccl::ParamValue::Text(v.clone()),
-            ParamValue::Flag(v) => ccl::ParamValue::Flag(*v),
-        },
-    }
-}
-
 impl AlgorithmHooks {
     fn guest_error(&self, e: wasmtime::Error) -> SimError {
         SimError::Component {
@@ -241,6 +228,21 @@ impl AlgorithmHooks {
         f.call_async(&mut self.store, params, &mut results).await?;
         let [result] = results;
         Ok(result)
+    }
+
+    /// Call `export`, which returns `result<list<s64>, string>`: the
+    /// kernel's arguments, or the algorithm's refusal.
+    async fn args_export(&mut self, export: &str, args: &[Val]) -> Result<Vec<i64>, ArgsError> {
+        let called = self
+            .call_by_value(export, args)
+            .await
+            .map_err(|e| ArgsError::Failed(self.guest_error(e)))?;
+        match args_result_in(&called) {
+            Ok(Ok(args)) => Ok(args),
+            Ok(Err(message)) | Err(message) => {
+                Err(ArgsError::Refused(self.refused(export, message)))
+            }
+        }
     }
 
     fn exports(&mut self, name: &str) -> bool {
@@ -274,28 +276,15 @@ impl AlgorithmHooks {
                 .await
                 .map_err(|e| ArgsError::Failed(self.guest_error(e)));
         }
-        let wit: Vec<ccl::Param> = params.iter().map(param_out).collect();
-        type Args<'a> = (u32, u64, u32, u32, &'a [ccl::Param]);
-        let called = async {
-            let f = self
-                .instance
-                .get_typed_func::<Args, (Result<Vec<i64>, String>,)>(
-                    &mut self.store,
-                    ARGS_WITH_EXPORT,
-                )?;
-            let (r,) = f
-                .call_async(&mut self.store, (world_size, n_elem, cube_w, cube_h, &wit))
-                .await?;
-            wasmtime::Result::Ok(r)
-        }
-        .await;
-        match called {
-            Ok(Ok(args)) => Ok(args),
-            Ok(Err(message)) => Err(ArgsError::Refused(self.refused(ARGS_WITH_EXPORT, message))),
-            Err(e) => Err(ArgsError::Failed(self.guest_error(e))),
-        }
+        let args = [
+            Val::U32(world_size),
+            Val::U64(n_elem),
+            Val::U32(cube_w),
+            Val::U32(cube_h),
+            params_value(params),
+        ];
+        self.args_export(ARGS_WITH_EXPORT, &args).await
     }
-
     /// The collectives the component implements: its `collectives`
     /// export (deduplicated, in [`Collective::ALL`] order), only
     /// all-reduce when it has none.
@@ -338,16 +327,7 @@ impl AlgorithmHooks {
             )));
         }
         let args = [call_value(call, cube), params_value(params)];
-        let called = self
-            .call_by_value(ARGS_FOR_EXPORT, &args)
-            .await
-            .map_err(|e| ArgsError::Failed(self.guest_error(e)))?;
-        let called = args_result_in(&called)
-            .map_err(|m| ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, m)))?;
-        match called {
-            Ok(args) => Ok(args),
-            Err(message) => Err(ArgsError::Refused(self.refused(ARGS_FOR_EXPORT, message))),
-        }
+        self.args_export(ARGS_FOR_EXPORT, &args).await
     }
     /// `topo-name-to-kind(name)`, 0 when not exported or unknown.
     pub async fn topo_kind(&mut self, name: &str) -> Result<i32, SimError> {

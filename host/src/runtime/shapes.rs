@@ -33,6 +33,7 @@ use super::bindings::bench::kernbench::sim::{
 };
 use super::eager::{EagerHost, EagerTensor};
 use super::kernel::{KernelHost, KernelTensor};
+use crate::components::compat::interface_at;
 use wasmtime::component::{Component, ComponentType, HasSelf, InstancePre, Lift, Linker, Resource};
 use wasmtime::StoreContextMut;
 
@@ -123,10 +124,6 @@ impl<T: 'static> Shapes<T> {
     }
 }
 
-fn instance_name(interface: &str, label: &str) -> String {
-    format!("kernbench:sim/{interface}@{label}")
-}
-
 /// `tl.binop` before `div` (0.1.0 to 0.4.0).
 #[derive(ComponentType, Lift, Clone, Copy, Debug, PartialEq, Eq)]
 #[component(enum)]
@@ -179,7 +176,7 @@ pub fn kernel(
     base: impl Fn() -> wasmtime::Result<Linker<KernelHost>>,
 ) -> wasmtime::Result<Shapes<KernelHost>> {
     fn adapt(l: &mut Linker<KernelHost>, label: &str, state: u64) -> wasmtime::Result<()> {
-        let mut inst = l.instance(&instance_name("tl", label))?;
+        let mut inst = l.instance(&interface_at("tl", label))?;
         tl::add_to_linker_instance::<KernelHost, HasSelf<KernelHost>>(&mut inst, |s| s)?;
         if state < BINOP_GAINS_DIV {
             type Args = (
@@ -207,7 +204,7 @@ pub fn eager(
     base: impl Fn() -> wasmtime::Result<Linker<EagerHost>>,
 ) -> wasmtime::Result<Shapes<EagerHost>> {
     fn adapt(l: &mut Linker<EagerHost>, label: &str, state: u64) -> wasmtime::Result<()> {
-        let mut inst = l.instance(&instance_name("tl", label))?;
+        let mut inst = l.instance(&interface_at("tl", label))?;
         eager_tl::add_to_linker_instance::<EagerHost, HasSelf<EagerHost>>(&mut inst, |s| s)?;
         if state < BINOP_GAINS_DIV {
             type Args = (BinopBeforeDiv, Resource<EagerTensor>, Resource<EagerTensor>);
@@ -234,7 +231,7 @@ pub fn bench(
         fn getter(s: &mut BenchHost) -> &mut BenchHost {
             s
         }
-        let mut inst = l.instance(&instance_name("torch", label))?;
+        let mut inst = l.instance(&interface_at("torch", label))?;
         torch::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
         if state < ZEROS_TAKES_DP {
             type Args = (Vec<u32>, Dtype, String);
@@ -249,7 +246,7 @@ pub fn bench(
                 },
             )?;
         }
-        let mut inst = l.instance(&instance_name("distributed", label))?;
+        let mut inst = l.instance(&interface_at("distributed", label))?;
         distributed::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
         if state < INIT_TAKES_OPTIONS {
             type Args = (String, Option<u32>, Option<u32>);
@@ -270,15 +267,15 @@ pub fn bench(
                 },
             )?;
         }
-        let mut inst = l.instance(&instance_name("multiprocessing", label))?;
+        let mut inst = l.instance(&interface_at("multiprocessing", label))?;
         multiprocessing::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(
             &mut inst, getter,
         )?;
-        let mut inst = l.instance(&instance_name("ahbm", label))?;
+        let mut inst = l.instance(&interface_at("ahbm", label))?;
         ahbm::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
-        let mut inst = l.instance(&instance_name("accelerator", label))?;
+        let mut inst = l.instance(&interface_at("accelerator", label))?;
         accelerator::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
-        let mut inst = l.instance(&instance_name("report", label))?;
+        let mut inst = l.instance(&interface_at("report", label))?;
         report::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
         Ok(())
     }
