@@ -43,16 +43,36 @@ fn collectives_before_init_are_runtime_errors() {
 fn second_init_and_unsupported_op_and_single_driver_collective() {
     assert!(probe("twice", 2)
         .contains("RuntimeError: trying to initialize the default process group twice!"));
-    let e = probe("bad-op", 2);
+    // An algorithm of the seed's ABI refuses max; the refusal names
+    // those of ccl.yaml that do it.
+    let e = run(
+        test_component("dist_probe"),
+        topo(2),
+        ccl(),
+        Some("hello_send"),
+        &["bad-op"],
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
         e.contains(
-            "NotImplementedError: all_reduce (max, f16): algorithm 'ring_allreduce' refuses it \
-             (component ring_allreduce: kernel-args-for: implements only an f16 sum all_reduce \
-             (the seed's ABI)); choose another with --algorithm all_reduce=<name>"
+            "NotImplementedError: all_reduce (max, f16): algorithm 'hello_send' refuses it \
+             (component hello_send: kernel-args-for: implements only an f16 sum all_reduce \
+             (the seed's ABI)); double_tree_allreduce, mesh_allreduce, rabenseifner_allreduce \
+             do it: choose one with --algorithm all_reduce=double_tree_allreduce"
         ),
         "{e}"
     );
     assert!(e.contains("processes 0, 1 terminated"), "{e}");
+    // No built-in algorithm averages integers: the refusal says so.
+    let e = probe("avg-i32", 2);
+    assert!(
+        e.contains(
+            "NotImplementedError: all_reduce (avg, i32): algorithm 'ring_allreduce' refuses it \
+             (component ring_allreduce: kernel-args-for: avg of i32 is not offered"
+        ) && e.contains("no algorithm in ccl.yaml does it"),
+        "{e}"
+    );
     let e = probe("single-driver", 4);
     assert!(e.contains("single driver with world_size 4"), "{e}");
 }

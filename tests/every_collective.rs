@@ -125,6 +125,37 @@ fn reducing_collectives_reduce_every_element_with_every_op() {
     }
 }
 
+/// The seed's all-reduce algorithms (sum of f16 only, once) do every op
+/// and dtype, the hierarchical one over every cube of its SIPs.
+#[test]
+fn the_seed_all_reduce_algorithms_do_every_op_and_dtype() {
+    for t in machines() {
+        for (algorithm, dtype, op) in [
+            ("ring_allreduce", "bf16", "prod"),
+            ("ring_allreduce", "f32", "avg"),
+            ("tree_allreduce", "i32", "max"),
+            ("tree_allreduce", "f16", "avg"),
+            ("mesh_allreduce", "f32", "min"),
+            ("mesh_allreduce", "bf16", "avg"),
+        ] {
+            let args = sweep(&["-d", dtype, "-o", op]);
+            check("ccl_allreduce", Some(algorithm), &t, &args, SIZES);
+        }
+        let cube = t.sip.cube_mesh;
+        let cubes: &'static str = Box::leak((cube.w * cube.h).to_string().into_boxed_str());
+        for (dtype, op) in [("f32", "avg"), ("i32", "max"), ("f16", "sum")] {
+            let args = sweep(&["-d", dtype, "-o", op, "--cubes", cubes]);
+            check(
+                "ccl_allreduce",
+                Some("lrab_hierarchical_allreduce"),
+                &t,
+                &args,
+                SIZES,
+            );
+        }
+    }
+}
+
 #[test]
 fn iterations_report_the_mean_and_warmups_are_untimed() {
     let t = topo(4);

@@ -1,16 +1,19 @@
 //! The seed's algorithm helpers (seed 003 §5): `chunked`, `ring_step`,
 //! `tree_step`, plus `pe_tile_addr`, the seed kernels' per-PE tile address,
 //! and the building blocks the built-in algorithms share: the seed's ring
-//! all-reduce and a reduce / broadcast along a line of ranks.
+//! all-reduce and a reduce / broadcast along a line of ranks. The reducing
+//! ones take the [`BinOp`] that combines two partial results
+//! ([`RedOp::combine`]), so an algorithm built on them does every op.
 
-use crate::{Call, Collective, Dtype, Params, RedOp, Tl};
+use crate::{BinOp, Call, Collective, Dtype, Params, RedOp, Tl};
 
 /// Directions along a line of ranks: towards position 0, and away from it.
 pub type Line<'a> = (&'a str, &'a str);
 
-/// Sum a line of `len` ranks towards position 0: each rank adds what comes
-/// from `away` and passes the partial sum `toward`. Position 0 returns the
-/// line's sum, the others their partial sum.
+/// Reduce a line of `len` ranks towards position 0: each rank combines
+/// what comes from `away` into its own (`combine`, e.g. [`BinOp::Add`])
+/// and passes the partial result `toward`. Position 0 returns the line's
+/// reduction, the others their partial one.
 #[track_caller]
 pub fn reduce_line<T: Tl>(
     tl: &T,
@@ -18,11 +21,12 @@ pub fn reduce_line<T: Tl>(
     (pos, len): (u32, u32),
     (toward, away): Line,
     (shape, dtype): (&[u32], Dtype),
+    combine: BinOp,
 ) -> T::Tensor {
     let mut acc = acc;
     if pos + 1 < len {
         let part = tl.recv(Some(away), shape, dtype);
-        acc = tl.add(&acc, &part);
+        acc = tl.binary(combine, &acc, &part);
     }
     if pos > 0 {
         tl.send(toward, &acc);
@@ -51,7 +55,8 @@ pub fn broadcast_line<T: Tl>(
 }
 
 /// All-reduce along a line of `len` ranks: [`reduce_line`] towards
-/// position 0, then [`broadcast_line`] back; every rank returns the sum.
+/// position 0, then [`broadcast_line`] back; every rank returns the
+/// reduction.
 #[track_caller]
 pub fn allreduce_line<T: Tl>(
     tl: &T,
@@ -59,14 +64,16 @@ pub fn allreduce_line<T: Tl>(
     at: (u32, u32),
     dirs: Line,
     tile: (&[u32], Dtype),
+    combine: BinOp,
 ) -> T::Tensor {
-    let sum = reduce_line(tl, acc, at, dirs, tile);
+    let sum = reduce_line(tl, acc, at, dirs, tile, combine);
     broadcast_line(tl, sum, at, dirs, tile)
 }
 
 /// The seed's ring all-reduce (seed 003 §2) over a ring of `len` ranks:
-/// `len − 1` times send the current tile `east`, add the one received from
-/// `west`, and forward what was received (`current = recv`), so every
+/// `len − 1` times send the current tile `east`, combine the one received
+/// from `west` into the own (`combine`: [`BinOp::Add`] for the seed's
+/// sum), and forward what was received (`current = recv`), so every
 /// rank's tile travels the ring once.
 #[track_caller]
 pub fn ring_allreduce<T: Tl>(
@@ -75,13 +82,14 @@ pub fn ring_allreduce<T: Tl>(
     len: u32,
     (east, west): (&str, &str),
     (shape, dtype): (&[u32], Dtype),
+    combine: BinOp,
 ) -> T::Tensor {
     let mut acc = acc;
     let mut current: Option<T::Tensor> = None;
     for _ in 1..len {
         tl.send(east, current.as_ref().unwrap_or(&acc));
         let recv = tl.recv(Some(west), shape, dtype);
-        acc = tl.add(&acc, &recv);
+        acc = tl.binary(combine, &acc, &recv);
         current = Some(recv); // forward what we received, not the sum
     }
     acc

@@ -62,6 +62,7 @@ pub mod prelude {
     };
     pub use crate::ring::DEFAULT_PIECE;
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
+    pub use crate::CALL_ARGS;
     pub use crate::{
         Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, HostArgs, Link,
         Params, RedOp, ReduceOp, Tensor, Tl, UnaryOp,

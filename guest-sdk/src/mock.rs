@@ -840,6 +840,18 @@ pub fn assert_all_reduce_everywhere<A: crate::Algorithm>() {
 /// it unspecified). Collectives with an output buffer of their own get it
 /// after the input, as `out-ptr`.
 pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Params) {
+    let topology = A::entry_defaults().topology.unwrap_or("ring_1d");
+    assert_collective_on::<A>(call, params, topology, 0)
+}
+
+/// [`assert_collective`] on the table `topology`, a 2-D one `grid_w`
+/// ranks wide (0: the squarest grid).
+pub fn assert_collective_on<A: Algorithm>(
+    call: &crate::Call,
+    params: &crate::Params,
+    topology: &str,
+    grid_w: u32,
+) {
     use crate::reference::{expected, Values};
     let ws = call.world_size;
     let values = Values::of_call(call);
@@ -848,8 +860,8 @@ pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Param
         .map(|r| (0..n_in).map(|i| values.value(r, i)).collect())
         .collect();
     let args = A::kernel_args_for(call, params).unwrap_or_else(|e| panic!("kernel_args_for: {e}"));
-    let topology = A::entry_defaults().topology.unwrap_or("ring_1d");
-    let cfg = MockConfig::new(topology, ws, call.dtype, args);
+    let mut cfg = MockConfig::new(topology, ws, call.dtype, args);
+    cfg.grid_w = grid_w;
     let in_place = call.collective.in_place();
     let out = (!in_place).then_some(n_out);
     for (r, mem) in run_in_mock::<A>(&cfg, &inputs, out).iter().enumerate() {
@@ -863,7 +875,8 @@ pub fn assert_collective<A: Algorithm>(call: &crate::Call, params: &crate::Param
                 assert_eq!(
                     g,
                     want,
-                    "{} root {} block {} on {ws} ranks: rank {r} element {j}",
+                    "{} root {} block {} on {ws} ranks ({topology}, {grid_w} wide): \
+                     rank {r} element {j}",
                     call.describe(),
                     call.root,
                     call.block

@@ -15,6 +15,11 @@
 //!    the seed's `ValueError` (ADR-0050 D5).
 //! 3. **Broadcast inside the SIP**: back south along the first column, then
 //!    east along each row.
+//!
+//! Every op and dtype: `sum`, `prod`, `max`, `min` combine in phases 1
+//! and 2; `avg` sums, and cube 0 of each SIP scales the total by
+//! `1/(p · cubes)` (every tile of every SIP is a contribution) before
+//! phase 3.
 
 use kernbench_guest::helpers::{
     allreduce_line, broadcast_line, reduce_line, ring_allreduce as ring,
@@ -42,44 +47,49 @@ pub fn sip_phase(kind: i64) -> Result<SipPhase, String> {
     }
 }
 
+/// Kernel args after the call ([`Call::to_args`]): the cube mesh.
+const OWN_ARGS: usize = CALL_ARGS + 2;
+
 impl Algorithm for LrabHierarchicalAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (n, cube_w, cube_h, n_sips) = (
-            args[0] as u32,
-            args[1] as u32,
-            args[2] as u32,
-            args[3] as u32,
-        );
-        let k = args.len() - 4;
-        let (sip_rank, kind) = (args[k] as u32, args[k + 1]);
-        let (sip_w, sip_h) = (args[k + 2] as u32, args[k + 3] as u32);
-        let phase = sip_phase(kind).unwrap_or_else(|e| panic!("{e}"));
+        let call = Call::from_args(args);
+        let (cube_w, cube_h) = (args[CALL_ARGS] as u32, args[CALL_ARGS + 1] as u32);
+        let host = HostArgs::after(args, OWN_ARGS, t_ptr);
+        let (n, n_sips, dt) = (call.block as u32, call.world_size, call.dtype);
+        let (sip_rank, sip_w, sip_h) = (host.sip_rank, host.sip_topo_w, host.sip_topo_h);
+        let phase = sip_phase(host.sip_topo_kind).unwrap_or_else(|e| panic!("{e}"));
         let cube = tl.program_id(1) as u32;
-        let addr = t_ptr + cube as u64 * n as u64 * Dtype::F16.itemsize() as u64;
+        let addr = t_ptr + cube as u64 * n as u64 * dt.itemsize() as u64;
         let single_cube = cube_w == 1 && cube_h == 1;
         let (cx, cy) = (cube % cube_w, cube / cube_w);
 
-        let tile = (&[n][..], Dtype::F16);
-        let mut acc = tl.load(addr, &[n], Dtype::F16);
+        let (tile, combine) = ((&[n][..], dt), call.op.combine());
+        let mut acc = tl.load(addr, &[n], dt);
         if !single_cube {
-            acc = reduce_line(tl, acc, (cx, cube_w), ("W", "E"), tile);
+            acc = reduce_line(tl, acc, (cx, cube_w), ("W", "E"), tile, combine);
             if cx == 0 {
-                acc = reduce_line(tl, acc, (cy, cube_h), ("N", "S"), tile);
+                acc = reduce_line(tl, acc, (cy, cube_h), ("N", "S"), tile, combine);
             }
         }
         if cube == 0 {
             acc = match phase {
-                SipPhase::Ring => ring(tl, acc, n_sips, ("global_E", "global_W"), tile),
+                SipPhase::Ring => ring(tl, acc, n_sips, ("global_E", "global_W"), tile, combine),
                 SipPhase::Torus => {
-                    let row = ring(tl, acc, sip_w, ("global_E", "global_W"), tile);
-                    ring(tl, row, sip_h, ("global_S", "global_N"), tile)
+                    let row = ring(tl, acc, sip_w, ("global_E", "global_W"), tile, combine);
+                    ring(tl, row, sip_h, ("global_S", "global_N"), tile, combine)
                 }
                 SipPhase::Mesh => {
                     let (x, y) = (sip_rank % sip_w, sip_rank / sip_w);
-                    let row = allreduce_line(tl, acc, (x, sip_w), ("global_W", "global_E"), tile);
-                    allreduce_line(tl, row, (y, sip_h), ("global_N", "global_S"), tile)
+                    let dirs = ("global_W", "global_E");
+                    let row = allreduce_line(tl, acc, (x, sip_w), dirs, tile, combine);
+                    let dirs = ("global_N", "global_S");
+                    allreduce_line(tl, row, (y, sip_h), dirs, tile, combine)
                 }
             };
+            let contributions = n_sips.saturating_mul(cube_w * cube_h);
+            if let (Some(f), true) = (call.op.finish_factor(contributions), contributions > 1) {
+                acc = tl.scale(&acc, f);
+            }
         }
         if !single_cube {
             if cx == 0 {
@@ -107,12 +117,17 @@ impl Algorithm for LrabHierarchicalAllreduce {
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, cube_w: u32, cube_h: u32) -> Vec<i64> {
-        vec![
-            n_elem as i64,
-            cube_w as i64,
-            cube_h as i64,
-            world_size as i64,
-        ]
+        let mut args = Call::all_reduce(n_elem, world_size).to_args();
+        args.extend([cube_w as i64, cube_h as i64]);
+        args
+    }
+
+    fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
+        // The round is not used: a tile goes in one message.
+        let mut args = call_round_args(call, params, Collective::AllReduce, 1, 1)?;
+        args.truncate(CALL_ARGS);
+        args.extend([call.cube_w.max(1) as i64, call.cube_h.max(1) as i64]);
+        Ok(args)
     }
 }
 
@@ -121,7 +136,7 @@ kernbench_guest::export_algorithm!(LrabHierarchicalAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+    use kernbench_guest::mock::{assert_allreduce_sums, assert_collective_on, MockConfig};
 
     #[test]
     fn an_unsupported_kind_is_the_seeds_value_error() {
@@ -141,6 +156,31 @@ mod tests {
             let args = LrabHierarchicalAllreduce::kernel_args(ws, 8, 1, 1);
             let cfg = MockConfig::new("global_ring", ws, Dtype::F16, args);
             assert_allreduce_sums::<LrabHierarchicalAllreduce>(&cfg, 8);
+        }
+    }
+
+    #[test]
+    fn every_op_and_dtype_reduces_exactly_on_single_cube_sips() {
+        for dtype in Dtype::ALL {
+            for op in RedOp::ALL {
+                if op == RedOp::Avg && dtype == Dtype::I32 {
+                    continue;
+                }
+                for ws in [1u32, 2, 3, 4, 5, 8] {
+                    let call = Call {
+                        dtype,
+                        op,
+                        ..Call::all_reduce(5, ws)
+                    };
+                    let params = Params::new(vec![]);
+                    assert_collective_on::<LrabHierarchicalAllreduce>(
+                        &call,
+                        &params,
+                        "global_ring",
+                        0,
+                    );
+                }
+            }
         }
     }
 }

@@ -1,8 +1,12 @@
 //! Ring all-reduce, exactly the seed's semantics (seed 003 §2): for
 //! `world_size - 1` steps every PE sends its current tile east and
-//! accumulates the tile received from the west; the tile received is what
-//! it forwards next (`current = recv`), so every rank's data travels the
-//! ring exactly once. The final sum is stored back once.
+//! combines the tile received from the west into its own; the tile
+//! received is what it forwards next (`current = recv`), so every rank's
+//! data travels the ring exactly once. The result is stored back once.
+//!
+//! Every op and dtype: `sum`, `prod`, `max`, `min` combine on the MATH
+//! unit as the tiles arrive; `avg` sums, then each rank scales its sum by
+//! `1/p` once (every rank holds the same sum: the reference's bytes).
 //!
 //! Parameter `chunk_size` (elements, ccl.yaml): split the tile into chunks
 //! of at most that many elements and all-reduce them one after another, so
@@ -16,30 +20,28 @@ pub struct RingAllreduce;
 
 impl Algorithm for RingAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        // kernel_args = round_args (n_elem, world_size, round), then the
-        // four host-appended (sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h).
-        let (n_elem, world_size, round) = (args[0] as u64, args[1] as u32, args[2] as u64);
-        let pe_addr = pe_tile_addr(tl, t_ptr, n_elem, Dtype::F16);
-        for c in rounds(pe_addr, n_elem, round, Dtype::F16) {
+        // kernel_args = the call, the round (call_round_args), then the
+        // host's values.
+        let (call, round, _) = call_round_kernel_args(args, t_ptr);
+        let (dt, p) = (call.dtype, call.world_size);
+        let pe_addr = pe_tile_addr(tl, t_ptr, call.block, dt);
+        for c in rounds(pe_addr, call.block, round, dt) {
             let shape = [c.n_elem as u32];
-            let acc = tl.load(c.addr, &shape, Dtype::F16);
-            let acc = ring_allreduce(tl, acc, world_size, ("E", "W"), (&shape, Dtype::F16));
+            let acc = tl.load(c.addr, &shape, dt);
+            let mut acc = ring_allreduce(tl, acc, p, ("E", "W"), (&shape, dt), call.op.combine());
+            if let (Some(f), true) = (call.op.finish_factor(p), p > 1) {
+                acc = tl.scale(&acc, f);
+            }
             tl.store(c.addr, &acc);
         }
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        vec![n_elem as i64, world_size as i64, n_elem as i64]
+        seed_call_args(Collective::AllReduce, world_size, n_elem, n_elem)
     }
 
-    fn kernel_args_with(
-        world_size: u32,
-        n_elem: u64,
-        _cube_w: u32,
-        _cube_h: u32,
-        params: &Params,
-    ) -> Result<Vec<i64>, String> {
-        round_args(world_size, n_elem, params)
+    fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
+        call_round_args(call, params, Collective::AllReduce, call.block, call.block)
     }
 }
 
@@ -48,26 +50,33 @@ kernbench_guest::export_algorithm!(RingAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+    use kernbench_guest::mock::{
+        assert_all_reduce, assert_all_reduce_everywhere, assert_allreduce_sums, chunk_size,
+        MockConfig,
+    };
 
     #[test]
     fn chunks_of_any_size_sum_every_element() {
         for (n, chunk) in [(16u64, 5i64), (16, 16), (7, 1), (9, 100)] {
-            let p = Params::new(vec![(
-                "chunk_size".into(),
-                kernbench_guest::ParamValue::Int(chunk),
-            )]);
-            let args = RingAllreduce::kernel_args_with(3, n, 1, 1, &p).unwrap();
-            assert_allreduce_sums::<RingAllreduce>(&MockConfig::ring(3, Dtype::F16, args), n);
+            let args = RingAllreduce::kernel_args_for(&Call::all_reduce(n, 3), &chunk_size(chunk));
+            let cfg = MockConfig::ring(3, Dtype::F16, args.unwrap());
+            assert_allreduce_sums::<RingAllreduce>(&cfg, n);
+            let call = Call {
+                op: RedOp::Max,
+                dtype: Dtype::F32,
+                ..Call::all_reduce(n, 4)
+            };
+            assert_all_reduce::<RingAllreduce>(&call, &chunk_size(chunk));
         }
-        let p = Params::new(vec![(
-            "chunk_size".into(),
-            kernbench_guest::ParamValue::Int(0),
-        )]);
         assert_eq!(
-            RingAllreduce::kernel_args_with(3, 8, 1, 1, &p),
+            RingAllreduce::kernel_args_for(&Call::all_reduce(8, 3), &chunk_size(0)),
             Err("chunk_size must be >= 1 element, got 0".into())
         );
+    }
+
+    #[test]
+    fn every_op_and_dtype_reduces_exactly() {
+        assert_all_reduce_everywhere::<RingAllreduce>();
     }
 
     #[test]

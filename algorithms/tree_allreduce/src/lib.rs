@@ -13,31 +13,32 @@ use kernbench_guest::prelude::*;
 
 pub struct TreeAllreduce;
 
-/// The tree position of this kernel: the rank the host appends (the flat
-/// participant index in the seed's rank = PE mode as well).
-fn tree_rank(args: &[i64]) -> u32 {
-    args[args.len() - 4] as u32
-}
-
 impl Algorithm for TreeAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
-        let (n_elem, world_size) = (args[0] as u32, args[1] as u32);
-        let rank = tree_rank(args);
-        let addr = pe_tile_addr(tl, t_ptr, n_elem as u64, Dtype::F16);
+        // The call, then the host's values: the tree position is the rank
+        // the host appends (the flat participant index in the seed's rank
+        // = PE mode as well).
+        let call = Call::from_args(args);
+        let rank = HostArgs::after(args, CALL_ARGS, t_ptr).sip_rank;
+        let (n_elem, world_size, dt) = (call.block as u32, call.world_size, call.dtype);
+        let addr = pe_tile_addr(tl, t_ptr, n_elem as u64, dt);
         let children: Vec<&str> = [(2 * rank + 1, "C0"), (2 * rank + 2, "C1")]
             .into_iter()
             .filter(|&(c, _)| c < world_size)
             .map(|(_, d)| d)
             .collect();
 
-        let mut acc = tl.load(addr, &[n_elem], Dtype::F16);
+        let mut acc = tl.load(addr, &[n_elem], dt);
         for &d in &children {
-            let part = tl.recv(Some(d), &[n_elem], Dtype::F16);
-            acc = tl.add(&acc, &part);
+            let part = tl.recv(Some(d), &[n_elem], dt);
+            acc = tl.binary(call.op.combine(), &acc, &part);
         }
         if rank > 0 {
             tl.send("P", &acc);
-            acc = tl.recv(Some("P"), &[n_elem], Dtype::F16);
+            acc = tl.recv(Some("P"), &[n_elem], dt);
+        } else if let (Some(f), true) = (call.op.finish_factor(world_size), world_size > 1) {
+            // avg: the root scales the total once; every rank gets its bytes.
+            acc = tl.scale(&acc, f);
         }
         for &d in &children {
             tl.send(d, &acc);
@@ -45,8 +46,23 @@ impl Algorithm for TreeAllreduce {
         tl.store(addr, &acc);
     }
 
+    /// The binary tree's table, for an entry that names none.
+    fn entry_defaults() -> EntryDefaults {
+        EntryDefaults {
+            topology: Some("tree_binary"),
+            ..EntryDefaults::default()
+        }
+    }
+
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        vec![n_elem as i64, world_size as i64]
+        Call::all_reduce(n_elem, world_size).to_args()
+    }
+
+    fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
+        // The round is not used: the tile goes in one message.
+        let mut args = call_round_args(call, params, Collective::AllReduce, 1, 1)?;
+        args.truncate(CALL_ARGS);
+        Ok(args)
     }
 }
 
@@ -55,7 +71,7 @@ kernbench_guest::export_algorithm!(TreeAllreduce);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernbench_guest::mock::{assert_allreduce_sums, MockConfig};
+    use kernbench_guest::mock::{assert_all_reduce_everywhere, assert_allreduce_sums, MockConfig};
 
     #[test]
     fn every_rank_gets_the_sum_in_the_mock() {
@@ -64,5 +80,10 @@ mod tests {
             let cfg = MockConfig::new("tree_binary", ws, Dtype::F16, args);
             assert_allreduce_sums::<TreeAllreduce>(&cfg, 16);
         }
+    }
+
+    #[test]
+    fn every_op_and_dtype_reduces_exactly() {
+        assert_all_reduce_everywhere::<TreeAllreduce>();
     }
 }

@@ -17,6 +17,9 @@ use crate::engine;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// How many algorithms a refusal names at most.
+const ALTERNATIVES: usize = 3;
+
 /// A planned backend and the rank map its entry gives.
 pub(super) struct Plan {
     pub backend: Backend,
@@ -176,7 +179,12 @@ impl Session {
         Ok(backend)
     }
 
-    async fn kernel_args_for(&self, backend: &Backend, call: &Call) -> Result<Vec<i64>, DistError> {
+    async fn kernel_args_for(
+        &self,
+        backend: &Backend,
+        call: &Call,
+        shards: u32,
+    ) -> Result<Vec<i64>, DistError> {
         if let Some(k) = backend.cached_args(call) {
             return Ok(k);
         }
@@ -191,23 +199,71 @@ impl Session {
                 .kernel_args_for(call, cube, &backend.params)
                 .await
         }
-        .await
-        .map_err(|e| match e {
-            super::hooks::ArgsError::Refused(e) => DistError::NotImplemented(format!(
-                "{}: algorithm '{}' refuses it ({e}); choose another with --algorithm {}=<name> \
-                 or ccl.yaml defaults.algorithms",
-                call.describe(),
-                backend.algorithm,
-                call.collective
-            )),
-            super::hooks::ArgsError::Failed(e) => runtime_error(format!(
-                "{}: algorithm '{}' failed giving its kernel arguments: {e}",
-                call.describe(),
-                backend.algorithm,
-            )),
-        })?;
+        .await;
+        let k = match k {
+            Ok(k) => k,
+            Err(super::hooks::ArgsError::Refused(e)) => {
+                let can = self
+                    .algorithms_that_do(call, shards, &backend.algorithm)
+                    .await;
+                let hint = match can.as_slice() {
+                    [] => "no algorithm in ccl.yaml does it".to_string(),
+                    names => format!(
+                        "{} {} it: choose one with --algorithm {}={}",
+                        names.join(", "),
+                        if names.len() == 1 { "does" } else { "do" },
+                        call.collective,
+                        names[0]
+                    ),
+                };
+                return Err(DistError::NotImplemented(format!(
+                    "{}: algorithm '{}' refuses it ({e}); {hint}",
+                    call.describe(),
+                    backend.algorithm,
+                )));
+            }
+            Err(super::hooks::ArgsError::Failed(e)) => {
+                return Err(runtime_error(format!(
+                    "{}: algorithm '{}' failed giving its kernel arguments: {e}",
+                    call.describe(),
+                    backend.algorithm,
+                )))
+            }
+        };
         backend.cache_args(*call, k.clone());
         Ok(k)
+    }
+
+    /// The ccl.yaml algorithms other than `except` that would run `call`
+    /// on tensors of `shards` shards (the first [`ALTERNATIVES`] in name
+    /// order): they load on this machine, implement the collective, take
+    /// its placement and accept the call. Only asked when an algorithm
+    /// refuses a call, to name one that does it.
+    async fn algorithms_that_do(&self, call: &Call, shards: u32, except: &str) -> Vec<String> {
+        let spec = &self.machine.topo.spec;
+        let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
+        let mut found = Vec::new();
+        for (name, entry) in &self.ccl.algorithms {
+            if name == except || found.len() == ALTERNATIVES {
+                continue;
+            }
+            let Ok(plan) = self.plan_backend(name, entry).await else {
+                continue;
+            };
+            let b = plan.backend;
+            let placed = b.validator.is_none_or(|v| v.shards_needed(spec) == shards);
+            if !b.collectives.contains(&call.collective) || !placed {
+                continue;
+            }
+            let accepts = match b.component.hooks(&self.machine, &self.limits).await {
+                Ok(mut hooks) => hooks.kernel_args_for(call, cube, &b.params).await.is_ok(),
+                Err(_) => false,
+            };
+            if accepts {
+                found.push(name.clone());
+            }
+        }
+        found
     }
 
     /// One collective call of `rank` (None: the single driver) with its
@@ -252,7 +308,7 @@ impl Session {
                 }
             }
         }
-        let kargs = match self.kernel_args_for(&backend, &call).await {
+        let kargs = match self.kernel_args_for(&backend, &call, input.shards).await {
             Ok(k) => k,
             Err(e) => return Ok(Err(e)),
         };

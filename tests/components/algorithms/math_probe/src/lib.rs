@@ -48,7 +48,7 @@ impl Algorithm for MathProbe {
                 let x = tl.load(t_ptr, &[1, n], Dtype::F16);
                 let row = tl.reduce(ReduceOp::Max, &x, 0);
                 let y = tl.unary(UnaryOp::Neg, &tl.unary(UnaryOp::Neg, &row));
-                let sum = ring_allreduce(tl, y, ws, ("E", "W"), tile);
+                let sum = ring_allreduce(tl, y, ws, ("E", "W"), tile, BinOp::Add);
                 tl.store(t_ptr, &sum);
             }
             2 => {

@@ -17,7 +17,14 @@ impl Algorithm for SkipRing {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
         let (n_elem, steps) = (args[0] as u32, args[1] as u32);
         let acc = tl.load(t_ptr, &[n_elem], Dtype::F16);
-        let acc = ring_allreduce(tl, acc, steps + 1, ("E", "W"), (&[n_elem], Dtype::F16));
+        let acc = ring_allreduce(
+            tl,
+            acc,
+            steps + 1,
+            ("E", "W"),
+            (&[n_elem], Dtype::F16),
+            BinOp::Add,
+        );
         tl.store(t_ptr, &acc);
     }
 

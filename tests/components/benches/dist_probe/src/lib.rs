@@ -36,10 +36,10 @@ impl Bench for Probe {
                 dist::init_process_group("ahbm")?;
                 dist::init_process_group("ahbm").map_err(String::from)
             }
-            "bad-op" => {
+            "bad-op" | "avg-i32" => {
                 dist::init_process_group("ahbm")?;
                 let ws = dist::get_world_size()?;
-                mp::spawn(ws, &["bad-op".to_string()])
+                mp::spawn(ws, &[scenario.to_string()])
             }
             "single-driver" => {
                 dist::init_process_group("ahbm")?;
@@ -343,6 +343,11 @@ impl Bench for Probe {
                 ahbm::set_device(rank)?;
                 let t = tensor()?;
                 dist::all_reduce(&t, "max").map_err(String::from)
+            }
+            "avg-i32" => {
+                ahbm::set_device(rank)?;
+                let t = torch::zeros(&[4], Dtype::I32, "probe")?;
+                dist::all_reduce(&t, "avg").map_err(String::from)
             }
             "rank-dies" => {
                 if rank == 1 {
