@@ -156,6 +156,48 @@ fn the_seed_all_reduce_algorithms_do_every_op_and_dtype() {
     }
 }
 
+/// `-d all` and `-o all` loop as nccl-tests (dtype, then op),
+/// every case checked; `-c N` checks N runs and reports the same rows.
+#[test]
+fn all_dtypes_and_ops_loop_and_check_iterations_repeat() {
+    let t = topo(3);
+    let sizes = ["-b", "8", "-e", "64", "-f", "8"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        sizes.iter().chain(extra).copied().collect()
+    };
+    let res = run(
+        "ccl_allreduce",
+        t.clone(),
+        ccl(),
+        None,
+        &with(&["-d", "all", "-o", "all"]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    // int32 without avg (4 ops), then half, float, bfloat16 with 5; 2 sizes, 3 ranks.
+    assert_eq!(res.rows.len(), (4 + 3 * 5) * 2 * 3);
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+    let pairs: Vec<(String, String)> = res
+        .rows
+        .iter()
+        .map(|r| (r.dtype.name().to_string(), r.redop.clone()))
+        .collect();
+    let first = |d: &str, o: &str| pairs.iter().position(|p| p == &(d.into(), o.into()));
+    assert!(first("i32", "max") < first("f16", "sum"), "{pairs:?}");
+    assert!(first("f16", "avg") < first("f32", "sum"), "{pairs:?}");
+    assert_eq!(first("i32", "avg"), None);
+    let once = run("ccl_broadcast", t.clone(), ccl(), None, &with(&[])).unwrap();
+    let thrice = run("ccl_broadcast", t.clone(), ccl(), None, &with(&["-c", "3"])).unwrap();
+    assert_eq!(once.rows, thrice.rows);
+    assert!(
+        thrice.end_time_ps > once.end_time_ps,
+        "the further checks run"
+    );
+    let e = run("ccl_allreduce", t, ccl(), None, &with(&["-d", "int8"]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("-d int8: not modelled yet"), "{e}");
+}
+
 #[test]
 fn iterations_report_the_mean_and_warmups_are_untimed() {
     let t = topo(4);

@@ -12,10 +12,25 @@
 //! suffixes), `-f/--stepfactor`, `-n/--iters` (timed iterations; the time
 //! reported is their mean — the simulation is deterministic, so one is
 //! enough and the default), `-w/--warmup_iters` (untimed, default 0),
-//! `-c/--check 0|1` (default 1), `-d/--datatype` (half, bfloat16, float,
-//! int32 or f16, bf16, f32, i32), `-o/--op` (sum, prod, max, min, avg),
-//! `-r/--root` (broadcast and reduce). `--cubes N` (all-reduce only):
-//! every cube is a contributor (see `ccl_allreduce`).
+//! `-c/--check N` (check iterations, default 1; 0: none), `-d/--datatype`
+//! (nccl-tests' names — int32, half, float, bfloat16 are modelled — or
+//! ours, f16, bf16, f32, i32; `all`: every modelled one), `-o/--op` (sum,
+//! prod, max, min, avg; `all`), `-r/--root` (broadcast and reduce).
+//! `--cubes N` (all-reduce only): every cube is a contributor (see
+//! `ccl_allreduce`).
+//!
+//! The loops nest as nccl-tests': dtype, then op, then root, then size
+//! (all-reduce and reduce-scatter: dtype, op; broadcast: dtype, root;
+//! reduce: dtype, op, root; the others: dtype). `-o all` leaves out `avg`
+//! of integer dtypes, which no built-in algorithm offers (integer
+//! division rounds differently between libraries).
+//!
+//! `-c N`: the first check reads the output of the last timed iteration;
+//! each further one refills the inputs, runs the collective again and
+//! checks it. A rank reports the count of its first check that finds a
+//! wrong element, as nccl-tests stops at the first; every rank runs all
+//! `N` (a rank that stopped alone would leave its peers waiting). The
+//! inputs are the same each time: the simulation is deterministic.
 //!
 //! Sizes are nccl-tests': the larger of a rank's buffers (all-gather's
 //! output, reduce-scatter's input, all-to-all's whole buffer), rounded
@@ -44,6 +59,14 @@ impl Measure {
         }
     }
 
+    /// Whether the collective has a root (broadcast, reduce).
+    fn rooted(self) -> bool {
+        matches!(
+            self,
+            Measure::Collective(Collective::Broadcast | Collective::Reduce)
+        )
+    }
+
     fn reduces(self) -> bool {
         matches!(
             self,
@@ -64,6 +87,13 @@ impl Measure {
     }
 }
 
+/// `-r`: one root, or every rank in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Roots {
+    One(u32),
+    All,
+}
+
 /// The sweep and options of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sweep {
@@ -72,26 +102,105 @@ pub struct Sweep {
     pub factor: u64,
     pub iters: u32,
     pub warmup: u32,
-    pub check: bool,
+    /// Check iterations (`-c`; 0: no check).
+    pub check: u32,
     /// Fill the inputs with the reference values (false in a
     /// `--timing-only` run: the host keeps no bytes).
     pub fill: bool,
-    pub dtype: Dtype,
-    pub op: RedOp,
-    pub root: u32,
+    pub dtypes: Vec<Dtype>,
+    pub ops: Vec<RedOp>,
+    /// `-o all`: leave out the ops no algorithm offers for a dtype.
+    pub all_ops: bool,
+    pub roots: Roots,
     /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
     pub cubes: u32,
 }
 
-/// `-d`'s dtype, in nccl-tests' spelling or ours.
-pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
-    match s {
-        "half" | "float16" => Ok(Dtype::F16),
-        "bfloat16" => Ok(Dtype::Bf16),
-        "float" | "float32" => Ok(Dtype::F32),
-        "int32" | "int" => Ok(Dtype::I32),
-        _ => Dtype::parse(s).map_err(|e| format!("-d: {e}")),
+/// One case of the loops: what one stretch of sizes runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Case {
+    pub dtype: Dtype,
+    pub op: RedOp,
+    pub root: u32,
+}
+
+/// nccl-tests' dtypes in its order, with the modelled ones' [`Dtype`].
+pub const NCCL_DTYPES: [(&str, Option<Dtype>); 12] = [
+    ("int8", None),
+    ("uint8", None),
+    ("int32", Some(Dtype::I32)),
+    ("uint32", None),
+    ("int64", None),
+    ("uint64", None),
+    ("half", Some(Dtype::F16)),
+    ("float", Some(Dtype::F32)),
+    ("double", None),
+    ("bfloat16", Some(Dtype::Bf16)),
+    ("f8e4m3", None),
+    ("f8e5m2", None),
+];
+
+/// `-d`'s dtypes: one, in nccl-tests' spelling or ours, or `all` (every
+/// modelled one, in nccl-tests' order).
+pub fn parse_dtypes(s: &str) -> Result<Vec<Dtype>, String> {
+    let modelled = || NCCL_DTYPES.iter().filter_map(|&(_, d)| d);
+    if s == "all" {
+        return Ok(modelled().collect());
     }
+    let alias = match s {
+        "float16" => Some(Dtype::F16),
+        "float32" => Some(Dtype::F32),
+        "int" => Some(Dtype::I32),
+        _ => None,
+    };
+    match NCCL_DTYPES.iter().find(|&&(n, _)| n == s) {
+        Some(&(_, Some(d))) => Ok(vec![d]),
+        Some((name, None)) => Err(format!(
+            "-d {name}: not modelled yet; the modelled dtypes are {} (or {})",
+            NCCL_DTYPES
+                .iter()
+                .filter(|(_, d)| d.is_some())
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", "),
+            modelled().map(Dtype::name).collect::<Vec<_>>().join(", ")
+        )),
+        None => match alias {
+            Some(d) => Ok(vec![d]),
+            None => Dtype::parse(s)
+                .map(|d| vec![d])
+                .map_err(|e| format!("-d: {e}, or all")),
+        },
+    }
+}
+
+/// `-d`'s dtype (one): see [`parse_dtypes`].
+pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
+    match parse_dtypes(s)?.as_slice() {
+        [d] => Ok(*d),
+        _ => Err(format!("-d {s}: one dtype is wanted here")),
+    }
+}
+
+/// `-o`'s ops: one (PyTorch's names, any case) or `all`.
+fn parse_ops(bench: &str, s: &str) -> Result<Vec<RedOp>, String> {
+    if s == "all" {
+        return Ok(RedOp::ALL.to_vec());
+    }
+    if matches!(s, "mulsum" | "premul_sum" | "PREMUL_SUM") {
+        return Err(format!(
+            "{bench}: -o {s}: premul_sum is not offered (sum, prod, max, min, avg, all)"
+        ));
+    }
+    RedOp::from_name(s)
+        .map(|o| vec![o])
+        .ok_or_else(|| format!("{bench}: -o: unknown op {s:?} (sum, prod, max, min, avg, all)"))
+}
+
+/// `-r`: a rank. (Every rank in turn, [`Roots::All`], waits for the
+/// report's root column.)
+fn parse_roots(flag: &str, s: &str) -> Result<Roots, String> {
+    parse_count(flag, s, 0).map(Roots::One)
 }
 
 /// A byte count with an optional K/M/G suffix.
@@ -124,11 +233,12 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         factor: 2,
         iters: 1,
         warmup: 0,
-        check: true,
+        check: 1,
         fill: true,
-        dtype: Dtype::F16,
-        op: RedOp::Sum,
-        root: 0,
+        dtypes: vec![Dtype::F16],
+        ops: vec![RedOp::Sum],
+        all_ops: false,
+        roots: Roots::One(0),
         cubes: 1,
     };
     let mut it = args.iter();
@@ -144,18 +254,19 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
             "-f" | "--stepfactor" => sw.factor = parse_count(a, &val(a)?, 2)? as u64,
             "-n" | "--iters" => sw.iters = parse_count(a, &val(a)?, 1)?,
             "-w" | "--warmup_iters" => sw.warmup = parse_count(a, &val(a)?, 0)?,
-            "-c" | "--check" => sw.check = parse_count(a, &val(a)?, 0)? != 0,
-            "-d" | "--datatype" => sw.dtype = parse_dtype(&val(a)?)?,
+            "-c" | "--check" => sw.check = parse_count(a, &val(a)?, 0)?,
+            "-d" | "--datatype" => {
+                sw.dtypes = parse_dtypes(&val(a)?).map_err(|e| format!("{bench}: {e}"))?
+            }
             "-o" | "--op" => {
                 let v = val(a)?;
-                sw.op = RedOp::from_name(&v).ok_or_else(|| {
-                    format!("{bench}: -o: unknown op {v:?} (sum, prod, max, min, avg)")
-                })?;
+                sw.ops = parse_ops(bench, &v)?;
+                sw.all_ops = v == "all";
                 if !m.reduces() {
                     return Err(format!("{bench}: -o: {} does not reduce", m.name()));
                 }
             }
-            "-r" | "--root" => sw.root = parse_count(a, &val(a)?, 0)?,
+            "-r" | "--root" => sw.roots = parse_roots(a, &val(a)?)?,
             "--cubes" if m == Measure::Collective(Collective::AllReduce) => {
                 sw.cubes = parse_count(a, &val(a)?, 1)?
             }
@@ -178,6 +289,31 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         ));
     }
     Ok(sw)
+}
+
+/// The cases of the sweep on `world_size` ranks, in nccl-tests' order:
+/// dtype, then op (collectives that reduce), then root (rooted ones).
+pub fn cases(m: Measure, sw: &Sweep, world_size: u32) -> Vec<Case> {
+    let ops = if m.reduces() {
+        sw.ops.clone()
+    } else {
+        vec![RedOp::Sum]
+    };
+    let roots: Vec<u32> = match (m.rooted(), sw.roots) {
+        (false, _) => vec![0],
+        (true, Roots::One(r)) => vec![r],
+        (true, Roots::All) => (0..world_size).collect(),
+    };
+    let mut out = Vec::new();
+    for &dtype in &sw.dtypes {
+        for &op in &ops {
+            if sw.all_ops && op == RedOp::Avg && dtype == Dtype::I32 {
+                continue;
+            }
+            out.extend(roots.iter().map(|&root| Case { dtype, op, root }));
+        }
+    }
+    out
 }
 
 /// The sizes of the sweep.
@@ -225,47 +361,45 @@ pub fn worker(
     let mut sw = parse_args(bench, m, &args)?;
     if !report::data_kept() {
         // --timing-only: nothing to fill or check, the times are the same.
-        (sw.fill, sw.check) = (false, false);
+        (sw.fill, sw.check) = (false, 0);
     }
     ahbm::set_device(rank)?;
-    if sw.root >= world_size
-        && matches!(
-            m,
-            Measure::Collective(Collective::Broadcast | Collective::Reduce)
-        )
-    {
-        return Err(format!(
-            "{bench}: -r {} is not a rank (world size {world_size})",
-            sw.root
-        ));
+    if let (true, Roots::One(root)) = (m.rooted(), sw.roots) {
+        if root >= world_size {
+            return Err(format!(
+                "{bench}: -r {root} is not a rank (world size {world_size})"
+            ));
+        }
     }
-    for size in sizes(&sw) {
-        let item = sw.dtype.itemsize() as u64;
-        let mut count = size / item;
-        if m.per_rank_blocks() {
-            count -= count % world_size as u64;
-        }
-        if count == 0 {
-            continue;
-        }
-        let row = match m {
-            Measure::Collective(Collective::AllReduce) if sw.cubes > 1 => {
-                all_reduce_cubes(&sw, rank, world_size, count)?
+    for case in cases(m, &sw, world_size) {
+        for size in sizes(&sw) {
+            let item = case.dtype.itemsize() as u64;
+            let mut count = size / item;
+            if m.per_rank_blocks() {
+                count -= count % world_size as u64;
             }
-            Measure::Collective(c) => collective(c, &sw, rank, world_size, count)?,
-            Measure::SendRecv => match send_recv(&sw, rank, world_size, count)? {
-                Some(row) => row,
-                None => continue,
-            },
-        };
-        report::record(m.name(), &row);
+            if count == 0 {
+                continue;
+            }
+            let row = match m {
+                Measure::Collective(Collective::AllReduce) if sw.cubes > 1 => {
+                    all_reduce_cubes(&sw, case, rank, world_size, count)?
+                }
+                Measure::Collective(c) => collective(c, &sw, case, rank, world_size, count)?,
+                Measure::SendRecv => match send_recv(&sw, case, rank, world_size, count)? {
+                    Some(row) => row,
+                    None => continue,
+                },
+            };
+            report::record(m.name(), &row);
+        }
     }
     Ok(())
 }
 
-fn redop(sw: &Sweep, m: Measure) -> String {
+fn redop(case: Case, m: Measure) -> String {
     if m.reduces() {
-        sw.op.name().into()
+        case.op.name().into()
     } else {
         "none".into()
     }
@@ -340,10 +474,36 @@ fn timed(
     Ok(total / sw.iters as u64)
 }
 
+/// The wrong elements `sw.check` checks find: `count` after the last
+/// timed run, then after each further run (refilled with `refill`);
+/// the count of the first check that finds any (0: none does).
+fn checked(
+    sw: &Sweep,
+    mut refill: impl FnMut() -> Result<(), String>,
+    mut once: impl FnMut() -> Result<(), String>,
+    mut count: impl FnMut() -> Result<u64, String>,
+) -> Result<u64, String> {
+    if sw.check == 0 {
+        return Ok(0);
+    }
+    let mut wrong = count()?;
+    for _ in 1..sw.check {
+        refill()?;
+        dist::barrier()?;
+        once()?;
+        let now = count()?;
+        if wrong == 0 {
+            wrong = now;
+        }
+    }
+    Ok(wrong)
+}
+
 /// One size of a collective: `count` reported elements.
 fn collective(
     c: Collective,
     sw: &Sweep,
+    case: Case,
     rank: u32,
     ws: u32,
     count: u64,
@@ -356,9 +516,9 @@ fn collective(
     };
     let call = Call {
         collective: c,
-        dtype: sw.dtype,
-        op: sw.op,
-        root: sw.root,
+        dtype: case.dtype,
+        op: case.op,
+        root: case.root,
         block,
         world_size: ws,
         cube_w: 1,
@@ -366,43 +526,39 @@ fn collective(
     };
     let values = Values::of_call(&call);
     let (n_in, n_out) = call.buffers();
-    let input = zeros(n_in, sw.dtype, "input")?;
+    let input = zeros(n_in, case.dtype, "input")?;
     let output = if c.in_place() {
         None
     } else {
-        Some(zeros(n_out, sw.dtype, "output")?)
+        Some(zeros(n_out, case.dtype, "output")?)
     };
     let out = output.as_ref().unwrap_or(&input);
-    let op = sw.op.name();
-    let time_ps = timed(
-        sw,
-        || fill(&input, &values, rank, n_in),
-        || {
-            match c {
-                Collective::AllReduce => dist::all_reduce(&input, op),
-                Collective::Broadcast => dist::broadcast(&input, sw.root),
-                Collective::Reduce => dist::reduce(&input, sw.root, op),
-                Collective::AllGather => dist::all_gather_into_tensor(out, &input),
-                Collective::ReduceScatter => dist::reduce_scatter_tensor(out, &input, op),
-                Collective::AllToAll => dist::all_to_all_single(out, &input),
-            }
-            .map_err(String::from)
-        },
-    )?;
-    let wrong = if !sw.check {
-        0
-    } else {
-        match expected_output(&call, &values, rank) {
-            Expected::Unspecified => 0,
-            Expected::PerElement => wrong_in(out, n_out, |j| expected(&call, &values, rank, j))?,
-            table => wrong_in_table(out, n_out, &table)?,
+    let op = case.op.name();
+    let refill = || fill(&input, &values, rank, n_in);
+    let once = || {
+        match c {
+            Collective::AllReduce => dist::all_reduce(&input, op),
+            Collective::Broadcast => dist::broadcast(&input, case.root),
+            Collective::Reduce => dist::reduce(&input, case.root, op),
+            Collective::AllGather => dist::all_gather_into_tensor(out, &input),
+            Collective::ReduceScatter => dist::reduce_scatter_tensor(out, &input, op),
+            Collective::AllToAll => dist::all_to_all_single(out, &input),
         }
+        .map_err(String::from)
     };
+    let time_ps = timed(sw, refill, once)?;
+    let wrong = checked(sw, refill, once, || {
+        match expected_output(&call, &values, rank) {
+            Expected::Unspecified => Ok(0),
+            Expected::PerElement => wrong_in(out, n_out, |j| expected(&call, &values, rank, j)),
+            table => wrong_in_table(out, n_out, &table),
+        }
+    })?;
     Ok(report::Row {
-        size_bytes: count * sw.dtype.itemsize() as u64,
+        size_bytes: count * case.dtype.itemsize() as u64,
         count,
-        dtype: sw.dtype,
-        redop: redop(sw, m),
+        dtype: case.dtype,
+        redop: redop(case, m),
         time_ps,
         wrong,
     })
@@ -410,15 +566,21 @@ fn collective(
 
 /// All-reduce with every cube a contributor (`--cubes N`): each rank's
 /// tensor is N tiles of `count` elements placed row-wise over N cubes.
-fn all_reduce_cubes(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<report::Row, String> {
+fn all_reduce_cubes(
+    sw: &Sweep,
+    case: Case,
+    rank: u32,
+    ws: u32,
+    count: u64,
+) -> Result<report::Row, String> {
     use torch::DpMode::{Replicate, RowWise};
     let cubes = sw.cubes;
     // Inputs and reductions are read at a tile's positions.
-    let values = Values::at_positions_below(ws * cubes, sw.dtype, sw.op, true, count);
+    let values = Values::at_positions_below(ws * cubes, case.dtype, case.op, true, count);
     let total = count * cubes as u64;
     let dp = torch::DpPolicy::new(RowWise, Replicate, cubes, 1);
     let rows = u32::try_from(count).map_err(|_| format!("{count} elements are too many"))?;
-    let t = torch::zeros_dp(&[cubes, rows], sw.dtype, dp, "allreduce_buf")?;
+    let t = torch::zeros_dp(&[cubes, rows], case.dtype, dp, "allreduce_buf")?;
     let refill = || {
         for (first, n) in pieces(total) {
             let data: Vec<f64> = (first..first + n)
@@ -428,19 +590,16 @@ fn all_reduce_cubes(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<report
         }
         Ok(())
     };
-    let time_ps = timed(sw, refill, || {
-        dist::all_reduce(&t, sw.op.name()).map_err(String::from)
+    let once = || dist::all_reduce(&t, case.op.name()).map_err(String::from);
+    let time_ps = timed(sw, refill, once)?;
+    let wrong = checked(sw, refill, once, || {
+        wrong_in(&t, total, |j| Some(values.reduced(j % count)))
     })?;
-    let wrong = if sw.check {
-        wrong_in(&t, total, |j| Some(values.reduced(j % count)))?
-    } else {
-        0
-    };
     Ok(report::Row {
-        size_bytes: count * sw.dtype.itemsize() as u64,
+        size_bytes: count * case.dtype.itemsize() as u64,
         count,
-        dtype: sw.dtype,
-        redop: sw.op.name().into(),
+        dtype: case.dtype,
+        redop: case.op.name().into(),
         time_ps,
         wrong,
     })
@@ -448,44 +607,49 @@ fn all_reduce_cubes(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<report
 
 /// One size of `ccl_sendrecv`: rank 2i sends to 2i + 1. None for an idle
 /// last rank.
-fn send_recv(sw: &Sweep, rank: u32, ws: u32, count: u64) -> Result<Option<report::Row>, String> {
+fn send_recv(
+    sw: &Sweep,
+    case: Case,
+    rank: u32,
+    ws: u32,
+    count: u64,
+) -> Result<Option<report::Row>, String> {
     let peer = rank ^ 1;
     if peer >= ws {
         return Ok(None);
     }
-    let values = Values::at_positions_below(ws, sw.dtype, RedOp::Sum, false, count);
-    let t = zeros(count, sw.dtype, "buffer")?;
+    let values = Values::at_positions_below(ws, case.dtype, RedOp::Sum, false, count);
+    let t = zeros(count, case.dtype, "buffer")?;
     let sender = rank.is_multiple_of(2);
-    let time_ps = timed(
-        sw,
-        || {
-            if sender {
-                fill(&t, &values, rank, count)
-            } else {
-                Ok(())
-            }
-        },
-        || {
-            if sender {
-                dist::send(&t, peer)
-            } else {
-                dist::recv(&t, peer)
-            }
-            .map_err(String::from)
-        },
-    )?;
-    let wrong = if sw.check && !sender {
-        match values.inputs(peer) {
-            Some(want) => wrong_in_table(&t, count, &Expected::Periodic(want))?,
-            None => wrong_in(&t, count, |j| Some(values.value(peer, j)))?,
+    let refill = || {
+        if sender {
+            fill(&t, &values, rank, count)
+        } else {
+            Ok(())
         }
-    } else {
-        0
     };
+    let once = || {
+        if sender {
+            dist::send(&t, peer)
+        } else {
+            dist::recv(&t, peer)
+        }
+        .map_err(String::from)
+    };
+    let time_ps = timed(sw, refill, once)?;
+    let wrong = checked(sw, refill, once, || {
+        if sender {
+            return Ok(0);
+        }
+        match values.inputs(peer) {
+            Some(want) => wrong_in_table(&t, count, &Expected::Periodic(want)),
+            None => wrong_in(&t, count, |j| Some(values.value(peer, j))),
+        }
+    })?;
     Ok(Some(report::Row {
-        size_bytes: count * sw.dtype.itemsize() as u64,
+        size_bytes: count * case.dtype.itemsize() as u64,
         count,
-        dtype: sw.dtype,
+        dtype: case.dtype,
         redop: "none".into(),
         time_ps,
         wrong,
@@ -508,7 +672,8 @@ mod tests {
         assert_eq!((s.min, s.max, s.factor, s.cubes), (1024, 1 << 20, 4, 1));
         assert_eq!(sizes(&s), vec![1024, 4096, 16384, 65536, 262144, 1 << 20]);
         let s = parse_args("t", AR, &args(&["-n", "5", "-w", "2", "-c", "0"])).unwrap();
-        assert_eq!((s.iters, s.warmup, s.check), (5, 2, false));
+        assert_eq!((s.iters, s.warmup, s.check), (5, 2, 0));
+        assert_eq!(parse_args("t", AR, &args(&["-c", "3"])).unwrap().check, 3);
         assert_eq!(
             parse_args("t", AR, &args(&["--cubes", "16"]))
                 .unwrap()
@@ -522,7 +687,10 @@ mod tests {
             &["-f", "1"],
             &["-b", "4", "-e", "2"],
             &["-d", "f64"],
+            &["-d", "int8"],
             &["-o", "band"],
+            &["-o", "mulsum"],
+            &["-r", "x"],
         ] {
             assert!(parse_args("t", AR, &args(bad)).is_err(), "{bad:?}");
         }
@@ -531,7 +699,49 @@ mod tests {
         assert!(e.contains("does not reduce"), "{e}");
         assert!(parse_args("t", gather, &args(&["--cubes", "2"])).is_err());
         let s = parse_args("t", AR, &args(&["-d", "bfloat16", "-o", "PRODUCT"])).unwrap();
-        assert_eq!((s.dtype, s.op), (Dtype::Bf16, RedOp::Prod));
+        assert_eq!((s.dtypes, s.ops), (vec![Dtype::Bf16], vec![RedOp::Prod]));
+        let e = parse_args("t", AR, &args(&["-d", "uint64"])).unwrap_err();
+        assert!(
+            e.contains(
+                "-d uint64: not modelled yet; the modelled dtypes are int32, half, float, bfloat16"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn all_loops_nest_as_nccl_tests() {
+        let case = |dtype, op, root| Case { dtype, op, root };
+        let all = ["-d", "all", "-o", "all"];
+        let s = parse_args("t", AR, &args(&all)).unwrap();
+        let got = cases(AR, &s, 3);
+        // int32 without avg, then half, float, bfloat16 with every op.
+        assert_eq!(got.len(), 4 + 3 * 5);
+        assert_eq!(got[0], case(Dtype::I32, RedOp::Sum, 0));
+        assert_eq!(got[4], case(Dtype::F16, RedOp::Sum, 0));
+        assert_eq!(got[18], case(Dtype::Bf16, RedOp::Avg, 0));
+        let reduce = Measure::Collective(Collective::Reduce);
+        let mut s = parse_args("t", reduce, &args(&all)).unwrap();
+        s.roots = Roots::All;
+        let got = cases(reduce, &s, 2);
+        assert_eq!(got.len(), 2 * (4 + 3 * 5));
+        assert_eq!(
+            got[..3],
+            [
+                case(Dtype::I32, RedOp::Sum, 0),
+                case(Dtype::I32, RedOp::Sum, 1),
+                case(Dtype::I32, RedOp::Prod, 0)
+            ]
+        );
+        let bcast = Measure::Collective(Collective::Broadcast);
+        let mut s = parse_args("t", bcast, &args(&["-d", "all"])).unwrap();
+        s.roots = Roots::All;
+        let got = cases(bcast, &s, 2);
+        assert_eq!(got.len(), 4 * 2);
+        assert_eq!(got[1], case(Dtype::I32, RedOp::Sum, 1));
+        // An explicit -o avg -d int32 is asked for: the algorithm refuses it.
+        let s = parse_args("t", AR, &args(&["-d", "int32", "-o", "avg"])).unwrap();
+        assert_eq!(cases(AR, &s, 2), [case(Dtype::I32, RedOp::Avg, 0)]);
     }
 
     #[test]
