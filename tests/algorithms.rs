@@ -296,20 +296,42 @@ fn lrab_through_ccl_allreduce_needs_and_gets_one_tile_per_cube() {
     assert_eq!(res.rows.len(), 4 * 4, "{:?}", res.rows);
     assert_eq!(res.rows.iter().map(|r| r.size_bytes).max(), Some(1024));
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
-    // Without --cubes the tensor is one block: the algorithm's validator
-    // (from its entry-defaults) refuses it before any kernel runs.
+    // Without --cubes the bench asks the algorithm's placement and
+    // places the tensor over the 16 cubes itself, saying so.
+    let auto = run(
+        "ccl_allreduce",
+        topo(4),
+        ccl(),
+        Some("lrab_hierarchical_allreduce"),
+        &["-b", "2", "-e", "4K", "-f", "8"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        kernbench::report::aggregate(&auto.rows, None),
+        kernbench::report::aggregate(&res.rows, None),
+        "the same rows as --cubes 16"
+    );
+    assert!(
+        auto.notes
+            .iter()
+            .any(|n| n.contains("16 tiles over 16 cubes")),
+        "{:?}",
+        auto.notes
+    );
+    // A placement the validator does not take is refused before any
+    // kernel runs.
     let e = run(
         "ccl_allreduce",
         topo(4),
         ccl(),
         Some("lrab_hierarchical_allreduce"),
-        &["-b", "32", "-e", "32"],
+        &["-b", "32", "-e", "32", "--cubes", "4"],
     )
     .unwrap_err()
     .to_string();
     assert!(
         e.contains("one_shard_per_cube validator of 'lrab_hierarchical_allreduce'")
-            && e.contains("the tensor has 1 shard(s) on SIP")
+            && e.contains("the tensor has 4 shard(s) on SIP")
             && e.contains("needs 16"),
         "{e}"
     );

@@ -7,11 +7,32 @@ use common::{fails, kb, ok};
 #[test]
 fn table_has_the_nccl_tests_columns() {
     let out = ok(kb().args(["run", "ccl_allreduce", "--", "-b", "8", "-e", "1K"]));
-    for col in [
-        "size", "count", "type", "redop", "time", "algbw", "busbw", "bound", "eff", "#wrong",
-    ] {
-        assert!(out.contains(col), "missing {col}:\n{out}");
+    // nccl-tests' four header lines as its all_reduce_perf prints them,
+    // each a prefix of ours (the bound and efficiency follow).
+    let fixture = include_str!("fixtures/nccl-tests/all_reduce_perf.header.txt");
+    let ours: Vec<&str> = out.lines().collect();
+    let at = ours
+        .iter()
+        .position(|l| l.contains("out-of-place"))
+        .expect("the block titles")
+        - 1;
+    for (i, want) in fixture.lines().enumerate() {
+        assert!(
+            ours[at + i].starts_with(want),
+            "header line {}:\n  ours: {:?}\n  nccl: {want:?}",
+            i + 1,
+            ours[at + i]
+        );
     }
+    assert!(ours[at - 1] == "# collective: all_reduce", "{out}");
+    for col in ["bound", "eff"] {
+        assert!(ours[at + 2].contains(col), "missing {col}:\n{out}");
+    }
+    // A row: size count type redop root, then the two blocks.
+    let row: Vec<&str> = ours[at + 4].split_whitespace().collect();
+    assert_eq!(row[..5], ["8", "4", "half", "sum", "-1"], "{out}");
+    assert_eq!(row[5..9], ["N/A"; 4], "all_reduce runs in place: {out}");
+    assert_eq!(row[12], "0", "in-place #wrong: {out}");
     assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
     assert_eq!(
         out.lines().filter(|l| !l.starts_with('#')).count(),
@@ -41,6 +62,39 @@ fn json_output_parses_and_has_every_row() {
     assert_eq!(rows.len(), 4);
     assert_eq!(rows[0]["size_bytes"], 8);
     assert!(rows[0]["busbw_gbps"].as_f64().unwrap() > 0.0);
+    // The table's fields: the root, both blocks, the aggregation.
+    assert_eq!(rows[0]["root"], -1);
+    assert_eq!(rows[0]["type"], "half");
+    assert_eq!(rows[0]["time_aggregation"], "max");
+    assert!(rows[0]["out_of_place"].is_null());
+    let ip = &rows[0]["in_place"];
+    assert_eq!(ip["wrong"], 0);
+    assert_eq!(ip["busbw_gbps"], rows[0]["busbw_gbps"]);
+    // -c 0 checks nothing: no count, and the table says N/A.
+    let out = ok(kb().args([
+        "run",
+        "ccl_reduce",
+        "--format",
+        "json",
+        "--",
+        "-b",
+        "8",
+        "-e",
+        "8",
+        "-c",
+        "0",
+        "-r",
+        "1",
+        "-a",
+        "1",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &v["rows"][0];
+    assert_eq!(
+        (row["root"].as_i64(), row["in_place"]["wrong"].is_null()),
+        (Some(1), true)
+    );
+    assert_eq!(row["time_aggregation"], "mean");
 }
 
 #[test]
@@ -57,7 +111,16 @@ fn csv_output_has_a_header_and_rows() {
         "16",
     ]));
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].starts_with("collective,size_bytes"));
+    assert_eq!(
+        lines[0],
+        "collective,size_bytes,count,type,redop,root,time_aggregation,oop_time_us,oop_algbw_gbps,\
+         oop_busbw_gbps,oop_efficiency,oop_wrong,ip_time_us,ip_algbw_gbps,ip_busbw_gbps,\
+         ip_efficiency,ip_wrong,bound_us"
+    );
+    assert!(
+        lines[1].starts_with("all_reduce,8,4,half,sum,-1,max,,,,,,"),
+        "{out}"
+    );
     assert_eq!(lines.len(), 3);
 }
 
@@ -400,7 +463,7 @@ fn run_plot_draws_busbw_and_time_one_line_per_algorithm() {
     for s in [
         "busbw (GB/s)",
         "time (us)",
-        "all_reduce ring_allreduce (f16 sum)",
+        "all_reduce ring_allreduce (half sum)",
     ] {
         assert!(text.contains(s), "missing {s:?} in the SVG");
     }
@@ -444,8 +507,8 @@ fn plot_overlays_json_reports_named_by_file_and_refuses_bad_input() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("2 line(s) from 2 report(s)"));
     let text = std::fs::read_to_string(&svg).unwrap();
     for s in [
-        "ring_allreduce: all_reduce ring_allreduce (f16 sum)",
-        "ring_rsag_allreduce: all_reduce ring_rsag_allreduce (f16 sum)",
+        "ring_allreduce: all_reduce ring_allreduce (half sum)",
+        "ring_rsag_allreduce: all_reduce ring_rsag_allreduce (half sum)",
     ] {
         assert!(text.contains(s), "missing {s:?} in the SVG");
     }

@@ -156,10 +156,10 @@ fn the_seed_all_reduce_algorithms_do_every_op_and_dtype() {
     }
 }
 
-/// `-d all` and `-o all` loop as nccl-tests (dtype, then op),
+/// `-d all`, `-o all` and `-r all` loop as nccl-tests (dtype, op, root),
 /// every case checked; `-c N` checks N runs and reports the same rows.
 #[test]
-fn all_dtypes_and_ops_loop_and_check_iterations_repeat() {
+fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
     let t = topo(3);
     let sizes = ["-b", "8", "-e", "64", "-f", "8"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> {
@@ -185,9 +185,25 @@ fn all_dtypes_and_ops_loop_and_check_iterations_repeat() {
     assert!(first("i32", "max") < first("f16", "sum"), "{pairs:?}");
     assert!(first("f16", "avg") < first("f32", "sum"), "{pairs:?}");
     assert_eq!(first("i32", "avg"), None);
+    let res = run(
+        "ccl_reduce",
+        t.clone(),
+        ccl(),
+        None,
+        &with(&["-r", "all", "-d", "f32", "-o", "max"]),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rows = kernbench::report::aggregate(&res.rows, None);
+    let roots: Vec<i64> = rows.iter().map(|r| r.root).collect();
+    assert_eq!(roots, [0, 0, 1, 1, 2, 2], "root, then size");
+    assert!(rows.iter().all(|r| r.wrong == 0), "{rows:?}");
     let once = run("ccl_broadcast", t.clone(), ccl(), None, &with(&[])).unwrap();
     let thrice = run("ccl_broadcast", t.clone(), ccl(), None, &with(&["-c", "3"])).unwrap();
-    assert_eq!(once.rows, thrice.rows);
+    // The same rows (the ranks may report in another order).
+    assert_eq!(
+        kernbench::report::aggregate(&once.rows, None),
+        kernbench::report::aggregate(&thrice.rows, None)
+    );
     assert!(
         thrice.end_time_ps > once.end_time_ps,
         "the further checks run"

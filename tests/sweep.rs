@@ -84,13 +84,14 @@ fn a_sweep_is_one_table_whatever_the_workers_and_its_bad_points_are_named() {
         "{table}"
     );
     // More bandwidth, less time: 4 SIPs at 4 KiB, 50 vs 200 GB/s.
-    // (points 1 and 4: 50 and 200 GB/s, 4 SIPs; column 15: time_us.)
+    // (points 1 and 4: 50 and 200 GB/s, 4 SIPs.)
+    let col = lines[0].split(',').position(|c| c == "time_us").unwrap();
     let time = |point: &str| -> f64 {
         let l = lines
             .iter()
             .find(|l| l.starts_with(point) && l.contains(",4096,"))
             .unwrap();
-        l.split(',').nth(15).unwrap().parse().unwrap()
+        l.split(',').nth(col).unwrap().parse().unwrap()
     };
     assert!(time("1,50,4,") > time("4,200,4,"), "{table}");
     let jsonl = std::fs::read_to_string(one.join("results.jsonl")).unwrap();
@@ -326,7 +327,8 @@ fn a_compute_bench_sweeps_into_the_same_table() {
         "{}",
         lines[1]
     );
-    // A slower matrix unit: more time for the same GEMM (column 14: time_us).
-    let time = |l: &str| -> f64 { l.split(',').nth(14).unwrap().parse().unwrap() };
+    // A slower matrix unit: more time for the same GEMM.
+    let col = lines[0].split(',').position(|c| c == "time_us").unwrap();
+    let time = |l: &str| -> f64 { l.split(',').nth(col).unwrap().parse().unwrap() };
     assert!(time(lines[3]) > time(lines[1]) + 0.4, "{table}");
 }

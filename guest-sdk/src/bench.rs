@@ -64,7 +64,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.6.3)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.6.4)`.
     pub fn version() -> String {
         t::version()
     }
@@ -273,6 +273,12 @@ pub mod dist {
     pub fn barrier() -> Result<(), DistError> {
         d::barrier().map_err(conv)
     }
+    /// The shards per SIP a tensor must have for the algorithm that runs
+    /// `collective` (e.g. "all_reduce"), as its ccl.yaml validator wants
+    /// (`one_shard_per_cube`: the cubes of a SIP); None: any placement.
+    pub fn shards_wanted(collective: &str) -> Result<Option<u32>, DistError> {
+        d::shards_wanted(collective).map_err(conv)
+    }
 }
 
 /// `torch.multiprocessing`.
@@ -388,6 +394,71 @@ pub mod report {
                 wrong: row.wrong,
             },
         )
+    }
+
+    /// One variant of a collective in a [`PerfRow`]: nccl-tests'
+    /// out-of-place or in-place block.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Block {
+        pub time_ps: u64,
+        /// Wrong elements of this rank's output; None: not checked.
+        pub wrong: Option<u64>,
+    }
+
+    /// How the host combines the ranks' times of a row (nccl-tests'
+    /// `-a`: 0 rank 0, 1 mean, 2 min, 3 max).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Aggregation {
+        Rank0,
+        Mean,
+        Min,
+        Max,
+    }
+
+    /// One row of a collective bench in nccl-tests' layout.
+    #[derive(Debug, Clone)]
+    pub struct PerfRow {
+        pub size_bytes: u64,
+        pub count: u64,
+        pub dtype: Dtype,
+        /// The op; "none" for a collective that does not reduce.
+        pub redop: String,
+        /// broadcast / reduce: the root.
+        pub root: Option<u32>,
+        pub out_of_place: Option<Block>,
+        pub in_place: Option<Block>,
+        pub aggregation: Aggregation,
+    }
+
+    /// Add this rank's row for `collective`; the host merges the ranks'.
+    pub fn record_perf(collective: &str, row: &PerfRow) {
+        let block = |b: &Block| r::PerfBlock {
+            time_ps: b.time_ps,
+            wrong: b.wrong,
+        };
+        r::record_perf(
+            collective,
+            &r::PerfRow {
+                size_bytes: row.size_bytes,
+                count: row.count,
+                dtype: row.dtype.into(),
+                redop: row.redop.clone(),
+                root: row.root,
+                out_of_place: row.out_of_place.as_ref().map(block),
+                in_place: row.in_place.as_ref().map(block),
+                aggregation: match row.aggregation {
+                    Aggregation::Rank0 => r::TimeAggregation::Rank0,
+                    Aggregation::Mean => r::TimeAggregation::Mean,
+                    Aggregation::Min => r::TimeAggregation::Min,
+                    Aggregation::Max => r::TimeAggregation::Max,
+                },
+            },
+        )
+    }
+
+    /// A line for the report's header (`# <text>`, once).
+    pub fn note(text: &str) {
+        r::note(text)
     }
 }
 

@@ -15,9 +15,20 @@
 //! `-c/--check N` (check iterations, default 1; 0: none), `-d/--datatype`
 //! (nccl-tests' names — int32, half, float, bfloat16 are modelled — or
 //! ours, f16, bf16, f32, i32; `all`: every modelled one), `-o/--op` (sum,
-//! prod, max, min, avg; `all`), `-r/--root` (broadcast and reduce).
-//! `--cubes N` (all-reduce only): every cube is a contributor (see
-//! `ccl_allreduce`).
+//! prod, max, min, avg; `all`), `-r/--root` (broadcast and reduce; `all`
+//! or `-1`: every rank in turn), `-a/--average` (how the host combines
+//! the ranks' times: 0 rank 0, 1 mean, 2 min, 3 max — the default here,
+//! the collective's completion; nccl-tests' default is 1). `--cubes N`
+//! (all-reduce only): every cube is a contributor (see `ccl_allreduce`);
+//! without it, the driver asks the algorithm's placement
+//! (`distributed.shards-wanted`) and places the tensor over that many
+//! cubes, saying so in the report's header.
+//!
+//! Each rank reports its rows with `report.record-perf` in nccl-tests'
+//! layout: the root of broadcast and reduce, and the variant measured —
+//! in place for all-reduce, broadcast and reduce (PyTorch's calls work
+//! in place), out of place for the others; the other block is not run
+//! (`N/A`). `#wrong` is none with `-c 0`.
 //!
 //! The loops nest as nccl-tests': dtype, then op, then root, then size
 //! (all-reduce and reduce-scatter: dtype, op; broadcast: dtype, root;
@@ -114,6 +125,10 @@ pub struct Sweep {
     pub roots: Roots,
     /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
     pub cubes: u32,
+    /// `--cubes` was given: the bench does not place by the algorithm.
+    pub cubes_given: bool,
+    /// How the host combines the ranks' times (`-a`).
+    pub aggregation: report::Aggregation,
 }
 
 /// One case of the loops: what one stretch of sizes runs.
@@ -197,10 +212,16 @@ fn parse_ops(bench: &str, s: &str) -> Result<Vec<RedOp>, String> {
         .ok_or_else(|| format!("{bench}: -o: unknown op {s:?} (sum, prod, max, min, avg, all)"))
 }
 
-/// `-r`: a rank. (Every rank in turn, [`Roots::All`], waits for the
-/// report's root column.)
+/// `-r`: a rank, or `all` / `-1` for every rank in turn (nccl-tests
+/// loops the roots for `-1`; it reads `-r all` as 0, against its own
+/// usage text, which says `all`).
 fn parse_roots(flag: &str, s: &str) -> Result<Roots, String> {
-    parse_count(flag, s, 0).map(Roots::One)
+    match s {
+        "all" | "-1" => Ok(Roots::All),
+        _ => parse_count(flag, s, 0)
+            .map(Roots::One)
+            .map_err(|e| format!("{e} (or all)")),
+    }
 }
 
 /// A byte count with an optional K/M/G suffix.
@@ -240,6 +261,8 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         all_ops: false,
         roots: Roots::One(0),
         cubes: 1,
+        cubes_given: false,
+        aggregation: report::Aggregation::Max,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -267,12 +290,26 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
                 }
             }
             "-r" | "--root" => sw.roots = parse_roots(a, &val(a)?)?,
+            "-a" | "--average" => {
+                sw.aggregation = match parse_count(a, &val(a)?, 0)? {
+                    0 => report::Aggregation::Rank0,
+                    1 => report::Aggregation::Mean,
+                    2 => report::Aggregation::Min,
+                    3 => report::Aggregation::Max,
+                    n => {
+                        return Err(format!(
+                            "{bench}: -a {n}: 0 (rank 0), 1 (mean), 2 (min) or 3 (max)"
+                        ))
+                    }
+                }
+            }
             "--cubes" if m == Measure::Collective(Collective::AllReduce) => {
-                sw.cubes = parse_count(a, &val(a)?, 1)?
+                sw.cubes = parse_count(a, &val(a)?, 1)?;
+                sw.cubes_given = true;
             }
             other => {
                 return Err(format!(
-                "{bench}: unknown argument {other:?} (known: -b, -e, -f, -n, -w, -c, -d, -o, -r{})",
+                "{bench}: unknown argument {other:?} (known: -b, -e, -f, -n, -w, -c, -d, -o, -r, -a{})",
                 if m == Measure::Collective(Collective::AllReduce) {
                     ", --cubes"
                 } else {
@@ -344,9 +381,22 @@ pub fn pieces(count: u64) -> impl Iterator<Item = (u64, u64)> {
 /// The driver of a collective bench: check the flags, initialise the
 /// process group, spawn a worker per rank.
 pub fn driver(bench: &str, m: Measure, args: Vec<String>) -> Result<(), String> {
-    parse_args(bench, m, &args)?;
+    let sw = parse_args(bench, m, &args)?;
     dist::init_process_group("ahbm")?;
     let world_size = dist::get_world_size()?;
+    let mut args = args;
+    if m == Measure::Collective(Collective::AllReduce) && !sw.cubes_given {
+        // The algorithm's validator may want the tensor over the cubes
+        // (lrab_hierarchical_allreduce: one shard per cube): place it so.
+        if let Some(n) = dist::shards_wanted(m.name())?.filter(|&n| n > 1) {
+            report::note(&format!(
+                "placement: each rank's tensor is {n} tiles over {n} cubes of its SIP, one shard \
+                 per cube, as the all_reduce algorithm's validator wants (--cubes {n}); sizes \
+                 are one tile's"
+            ));
+            args.extend(["--cubes".to_string(), n.to_string()]);
+        }
+    }
     mp::spawn(world_size, &args)
 }
 
@@ -381,17 +431,31 @@ pub fn worker(
             if count == 0 {
                 continue;
             }
-            let row = match m {
+            let measured = match m {
                 Measure::Collective(Collective::AllReduce) if sw.cubes > 1 => {
                     all_reduce_cubes(&sw, case, rank, world_size, count)?
                 }
                 Measure::Collective(c) => collective(c, &sw, case, rank, world_size, count)?,
                 Measure::SendRecv => match send_recv(&sw, case, rank, world_size, count)? {
-                    Some(row) => row,
+                    Some(block) => block,
                     None => continue,
                 },
             };
-            report::record(m.name(), &row);
+            // PyTorch's all-reduce, broadcast and reduce work in place;
+            // the other collectives (and send / recv) have an output of
+            // their own.
+            let in_place = matches!(m, Measure::Collective(c) if c.in_place());
+            let row = report::PerfRow {
+                size_bytes: count * case.dtype.itemsize() as u64,
+                count,
+                dtype: case.dtype,
+                redop: redop(case, m),
+                root: m.rooted().then_some(case.root),
+                out_of_place: (!in_place).then_some(measured),
+                in_place: in_place.then_some(measured),
+                aggregation: sw.aggregation,
+            };
+            report::record_perf(m.name(), &row);
         }
     }
     Ok(())
@@ -474,6 +538,14 @@ fn timed(
     Ok(total / sw.iters as u64)
 }
 
+/// A measured block: its time, and its wrong elements when checked.
+fn measured(sw: &Sweep, time_ps: u64, wrong: u64) -> report::Block {
+    report::Block {
+        time_ps,
+        wrong: (sw.check > 0).then_some(wrong),
+    }
+}
+
 /// The wrong elements `sw.check` checks find: `count` after the last
 /// timed run, then after each further run (refilled with `refill`);
 /// the count of the first check that finds any (0: none does).
@@ -507,7 +579,7 @@ fn collective(
     rank: u32,
     ws: u32,
     count: u64,
-) -> Result<report::Row, String> {
+) -> Result<report::Block, String> {
     let m = Measure::Collective(c);
     let block = if m.per_rank_blocks() {
         count / ws as u64
@@ -554,14 +626,7 @@ fn collective(
             table => wrong_in_table(out, n_out, &table),
         }
     })?;
-    Ok(report::Row {
-        size_bytes: count * case.dtype.itemsize() as u64,
-        count,
-        dtype: case.dtype,
-        redop: redop(case, m),
-        time_ps,
-        wrong,
-    })
+    Ok(measured(sw, time_ps, wrong))
 }
 
 /// All-reduce with every cube a contributor (`--cubes N`): each rank's
@@ -572,7 +637,7 @@ fn all_reduce_cubes(
     rank: u32,
     ws: u32,
     count: u64,
-) -> Result<report::Row, String> {
+) -> Result<report::Block, String> {
     use torch::DpMode::{Replicate, RowWise};
     let cubes = sw.cubes;
     // Inputs and reductions are read at a tile's positions.
@@ -595,14 +660,7 @@ fn all_reduce_cubes(
     let wrong = checked(sw, refill, once, || {
         wrong_in(&t, total, |j| Some(values.reduced(j % count)))
     })?;
-    Ok(report::Row {
-        size_bytes: count * case.dtype.itemsize() as u64,
-        count,
-        dtype: case.dtype,
-        redop: case.op.name().into(),
-        time_ps,
-        wrong,
-    })
+    Ok(measured(sw, time_ps, wrong))
 }
 
 /// One size of `ccl_sendrecv`: rank 2i sends to 2i + 1. None for an idle
@@ -613,7 +671,7 @@ fn send_recv(
     rank: u32,
     ws: u32,
     count: u64,
-) -> Result<Option<report::Row>, String> {
+) -> Result<Option<report::Block>, String> {
     let peer = rank ^ 1;
     if peer >= ws {
         return Ok(None);
@@ -646,14 +704,7 @@ fn send_recv(
             None => wrong_in(&t, count, |j| Some(values.value(peer, j))),
         }
     })?;
-    Ok(Some(report::Row {
-        size_bytes: count * case.dtype.itemsize() as u64,
-        count,
-        dtype: case.dtype,
-        redop: "none".into(),
-        time_ps,
-        wrong,
-    }))
+    Ok(Some(measured(sw, time_ps, wrong)))
 }
 
 #[cfg(test)]
@@ -671,7 +722,13 @@ mod tests {
         let s = parse_args("t", AR, &args(&["-b", "1K", "-e", "1M", "-f", "4"])).unwrap();
         assert_eq!((s.min, s.max, s.factor, s.cubes), (1024, 1 << 20, 4, 1));
         assert_eq!(sizes(&s), vec![1024, 4096, 16384, 65536, 262144, 1 << 20]);
-        let s = parse_args("t", AR, &args(&["-n", "5", "-w", "2", "-c", "0"])).unwrap();
+        let s = parse_args(
+            "t",
+            AR,
+            &args(&["-n", "5", "-w", "2", "-c", "0", "-a", "1"]),
+        )
+        .unwrap();
+        assert_eq!(s.aggregation, report::Aggregation::Mean);
         assert_eq!((s.iters, s.warmup, s.check), (5, 2, 0));
         assert_eq!(parse_args("t", AR, &args(&["-c", "3"])).unwrap().check, 3);
         assert_eq!(
@@ -691,6 +748,7 @@ mod tests {
             &["-o", "band"],
             &["-o", "mulsum"],
             &["-r", "x"],
+            &["-a", "4"],
         ] {
             assert!(parse_args("t", AR, &args(bad)).is_err(), "{bad:?}");
         }
@@ -712,7 +770,7 @@ mod tests {
     #[test]
     fn all_loops_nest_as_nccl_tests() {
         let case = |dtype, op, root| Case { dtype, op, root };
-        let all = ["-d", "all", "-o", "all"];
+        let all = ["-d", "all", "-o", "all", "-r", "all"];
         let s = parse_args("t", AR, &args(&all)).unwrap();
         let got = cases(AR, &s, 3);
         // int32 without avg, then half, float, bfloat16 with every op.
@@ -721,8 +779,7 @@ mod tests {
         assert_eq!(got[4], case(Dtype::F16, RedOp::Sum, 0));
         assert_eq!(got[18], case(Dtype::Bf16, RedOp::Avg, 0));
         let reduce = Measure::Collective(Collective::Reduce);
-        let mut s = parse_args("t", reduce, &args(&all)).unwrap();
-        s.roots = Roots::All;
+        let s = parse_args("t", reduce, &args(&all)).unwrap();
         let got = cases(reduce, &s, 2);
         assert_eq!(got.len(), 2 * (4 + 3 * 5));
         assert_eq!(
@@ -734,8 +791,7 @@ mod tests {
             ]
         );
         let bcast = Measure::Collective(Collective::Broadcast);
-        let mut s = parse_args("t", bcast, &args(&["-d", "all"])).unwrap();
-        s.roots = Roots::All;
+        let s = parse_args("t", bcast, &args(&["-d", "all", "-r", "-1"])).unwrap();
         let got = cases(bcast, &s, 2);
         assert_eq!(got.len(), 4 * 2);
         assert_eq!(got[1], case(Dtype::I32, RedOp::Sum, 1));

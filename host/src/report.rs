@@ -1,17 +1,33 @@
-//! Results as nccl-tests prints them (doc/PERFORMANCE.md): per size, the
-//! slowest rank's time, algbw = S/t, busbw = algbw × the collective's
-//! factor, and `#wrong` summed over ranks; plus a lower bound of the
-//! collective on the modelled machine ([`crate::bounds`]) and the
-//! efficiency bound/time. Also JSON and CSV.
+//! Results as nccl-tests prints them (doc/PERFORMANCE.md): per size and
+//! variant (out-of-place, in-place), the ranks' times combined as the row
+//! asks (`-a`: the slowest rank's by default), algbw = S/t, busbw = algbw
+//! × the collective's factor, and `#wrong` summed over ranks; plus a
+//! lower bound of the collective on the modelled machine
+//! ([`crate::bounds`]) and the efficiency bound/time. The table's
+//! columns are nccl-tests 2.x's, with the bound and efficiency after
+//! them. Also JSON and CSV, with the same fields.
 
 use crate::ccl::collective::Collective;
 use crate::hw::dtype::Dtype;
-use crate::runtime::session::{AlphaBeta, ReportRecord};
+use crate::runtime::session::{AlphaBeta, Measured, ReportRecord, TimeAggregation};
 use crate::runtime::RunResult;
 use crate::units::{ps_to_us, Ps};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write;
+
+/// One variant of a row (out-of-place or in-place), all ranks merged.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Block {
+    pub time_ps: Ps,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// bound / time, when a bound is known.
+    pub efficiency: Option<f64>,
+    /// Wrong elements summed over the ranks; None when not checked.
+    pub wrong: Option<u64>,
+}
 
 /// One line of the report (all ranks merged).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -19,10 +35,19 @@ pub struct Row {
     pub collective: String,
     pub size_bytes: u64,
     pub count: u64,
+    /// nccl-tests' name of the dtype (`half`, `bfloat16`, `float`,
+    /// `int32`).
     #[serde(rename = "type")]
     pub dtype: String,
     pub redop: String,
+    /// nccl-tests' root column: the root of broadcast / reduce, -1 for
+    /// the others.
+    pub root: i64,
     pub ranks: u32,
+    /// How the ranks' times were combined (`-a`).
+    pub time_aggregation: TimeAggregation,
+    /// The headline: the out-of-place block's figures when it ran, else
+    /// the in-place block's.
     pub time_ps: Ps,
     pub time_us: f64,
     pub algbw_gbps: f64,
@@ -30,9 +55,14 @@ pub struct Row {
     /// Lower bound of the collective on the modelled machine (µs), when
     /// one is known.
     pub bound_us: Option<f64>,
-    /// bound / time.
+    /// bound / headline time.
     pub efficiency: Option<f64>,
+    /// Wrong elements of both blocks, summed over the ranks.
     pub wrong: u64,
+    /// Output apart from the input (None: not run).
+    pub out_of_place: Option<Block>,
+    /// Output in the input's place (None: not run).
+    pub in_place: Option<Block>,
 }
 
 /// nccl-tests bus-bandwidth factor of a collective with `n` ranks
@@ -71,66 +101,188 @@ pub fn wrong_shown(n: u64) -> String {
     }
 }
 
-/// Merge the per-rank records of each (collective, size): slowest time,
-/// summed `#wrong`. Order: first appearance.
+/// nccl-tests' name of a dtype (its `-d` names).
+pub fn nccl_type(d: Dtype) -> &'static str {
+    match d {
+        Dtype::F16 => "half",
+        Dtype::Bf16 => "bfloat16",
+        Dtype::F32 => "float",
+        Dtype::I32 => "int32",
+    }
+}
+
+/// The ranks' blocks of one variant of a row, merged.
+#[derive(Debug, Default)]
+struct BlockAcc {
+    n: u32,
+    max: Ps,
+    min: Ps,
+    sum: u128,
+    rank0: Option<Ps>,
+    wrong: Option<u64>,
+}
+
+impl BlockAcc {
+    fn add(&mut self, m: &Measured, rank: Option<u32>) {
+        self.max = if self.n == 0 {
+            m.time_ps
+        } else {
+            self.max.max(m.time_ps)
+        };
+        self.min = if self.n == 0 {
+            m.time_ps
+        } else {
+            self.min.min(m.time_ps)
+        };
+        self.n += 1;
+        self.sum += m.time_ps as u128;
+        if rank.unwrap_or(0) == 0 {
+            self.rank0.get_or_insert(m.time_ps);
+        }
+        if let Some(w) = m.wrong {
+            self.wrong = Some(self.wrong.unwrap_or(0).saturating_add(w));
+        }
+    }
+
+    /// The merged block: its time as `how` combines the ranks' (rank 0's
+    /// falls back to the slowest when rank 0 did not report the row).
+    fn block(&self, how: TimeAggregation, row: &Row, n: u32, bound: Option<Ps>) -> Block {
+        let time_ps = match how {
+            TimeAggregation::Rank0 => self.rank0.unwrap_or(self.max),
+            TimeAggregation::Mean => (self.sum / self.n.max(1) as u128) as Ps,
+            TimeAggregation::Min => self.min,
+            TimeAggregation::Max => self.max,
+        };
+        let algbw_gbps = if time_ps == 0 {
+            0.0
+        } else {
+            row.size_bytes as f64 / (time_ps as f64 / 1000.0)
+        };
+        Block {
+            time_ps,
+            time_us: ps_to_us(time_ps),
+            algbw_gbps,
+            busbw_gbps: algbw_gbps * busbw_factor(&row.collective, n),
+            efficiency: bound.and_then(|b| (time_ps > 0).then(|| b as f64 / time_ps as f64)),
+            wrong: self.wrong,
+        }
+    }
+}
+
+/// Merge the per-rank records of each (collective, size, op, dtype,
+/// root): each variant's time combined as the record asks (`-a`),
+/// `#wrong` summed. Order: first appearance.
 pub fn aggregate(records: &[ReportRecord], ab: Option<&AlphaBeta>) -> Vec<Row> {
-    let mut rows: Vec<Row> = Vec::new();
-    // (collective, size, redop, dtype) -> index in `rows`: linear in the
-    // number of records, whatever their count.
-    let mut index: HashMap<(&str, u64, &str, &str), usize> = HashMap::new();
+    let mut rows: Vec<(Row, BlockAcc, BlockAcc)> = Vec::new();
+    // (collective, size, redop, dtype, root) -> index in `rows`: linear
+    // in the number of records, whatever their count.
+    let mut index: HashMap<(&str, u64, &str, Dtype, Option<u32>), usize> = HashMap::new();
     for r in records {
         let key = (
             r.collective.as_str(),
             r.size_bytes,
             r.redop.as_str(),
-            r.dtype.name(),
+            r.dtype,
+            r.root,
         );
-        match index.get(&key) {
-            Some(&i) => {
-                let row = &mut rows[i];
-                row.time_ps = row.time_ps.max(r.time_ps);
-                row.wrong = row.wrong.saturating_add(r.wrong);
-                row.ranks += 1;
-            }
-            None => {
-                index.insert(key, rows.len());
-                rows.push(Row {
+        let i = *index.entry(key).or_insert_with(|| {
+            rows.push((
+                Row {
                     collective: r.collective.clone(),
                     size_bytes: r.size_bytes,
                     count: r.count,
-                    dtype: dtype_name(r.dtype).to_string(),
+                    dtype: nccl_type(r.dtype).to_string(),
                     redop: r.redop.clone(),
-                    ranks: 1,
-                    time_ps: r.time_ps,
+                    root: r.root.map_or(-1, i64::from),
+                    ranks: 0,
+                    time_aggregation: r.aggregation,
+                    time_ps: 0,
                     time_us: 0.0,
                     algbw_gbps: 0.0,
                     busbw_gbps: 0.0,
                     bound_us: None,
                     efficiency: None,
-                    wrong: r.wrong,
-                })
+                    wrong: 0,
+                    out_of_place: None,
+                    in_place: None,
+                },
+                BlockAcc::default(),
+                BlockAcc::default(),
+            ));
+            rows.len() - 1
+        });
+        let (row, oop, ip) = &mut rows[i];
+        row.ranks += 1;
+        if let Some(m) = &r.out_of_place {
+            oop.add(m, r.rank);
+        }
+        if let Some(m) = &r.in_place {
+            ip.add(m, r.rank);
+        }
+    }
+    rows.into_iter()
+        .map(|(mut row, oop, ip)| {
+            let n = ab.map(|a| a.world_size).unwrap_or(row.ranks);
+            let bound = ab.and_then(|a| bound_ps(&row.collective, row.size_bytes, a));
+            let how = row.time_aggregation;
+            row.out_of_place = (oop.n > 0).then(|| oop.block(how, &row, n, bound));
+            row.in_place = (ip.n > 0).then(|| ip.block(how, &row, n, bound));
+            row.bound_us = bound.map(ps_to_us);
+            if let Some(h) = row.out_of_place.as_ref().or(row.in_place.as_ref()) {
+                (
+                    row.time_ps,
+                    row.time_us,
+                    row.algbw_gbps,
+                    row.busbw_gbps,
+                    row.efficiency,
+                ) = (
+                    h.time_ps,
+                    h.time_us,
+                    h.algbw_gbps,
+                    h.busbw_gbps,
+                    h.efficiency,
+                );
             }
-        }
-    }
-    for row in &mut rows {
-        let n = ab.map(|a| a.world_size).unwrap_or(row.ranks);
-        row.time_us = ps_to_us(row.time_ps);
-        row.algbw_gbps = if row.time_ps == 0 {
-            0.0
-        } else {
-            row.size_bytes as f64 / (row.time_ps as f64 / 1000.0)
-        };
-        row.busbw_gbps = row.algbw_gbps * busbw_factor(&row.collective, n);
-        if let Some(b) = ab.and_then(|a| bound_ps(&row.collective, row.size_bytes, a)) {
-            row.bound_us = Some(ps_to_us(b));
-            row.efficiency = (row.time_ps > 0).then(|| b as f64 / row.time_ps as f64);
-        }
-    }
-    rows
+            row.wrong = total_wrong(
+                [&row.out_of_place, &row.in_place]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|b| b.wrong),
+            );
+            row
+        })
+        .collect()
 }
 
-fn dtype_name(d: Dtype) -> &'static str {
-    d.name()
+/// nccl-tests' `getFloatStr(value, width)`: the first of 2, 1 and 0
+/// decimals that fits `width` characters, else an exponent form with one
+/// decimal (width 7 and more) or none, C's `%e` spelling (`1.2e+07`).
+pub fn nccl_float(value: f64, width: usize) -> String {
+    for decimals in [2, 1, 0] {
+        let s = format!("{value:>width$.decimals$}");
+        if s.len() <= width {
+            return s;
+        }
+    }
+    let decimals = usize::from(width >= 7);
+    let e = format!("{value:.decimals$e}");
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sign = if exp < 0 { '-' } else { '+' };
+    format!("{:>width$}", format!("{mantissa}e{sign}{:02}", exp.abs()))
+}
+
+/// C's `%6g` of a count, as nccl-tests prints `#wrong`: the integer up
+/// to six digits, else six significant digits with an exponent.
+pub fn nccl_count(n: u64) -> String {
+    if n < 1_000_000 {
+        return format!("{n:>6}");
+    }
+    let e = format!("{:.5e}", n as f64);
+    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+    let exp: i32 = exp.parse().unwrap_or(0);
+    format!("{mantissa}e+{exp:02}")
 }
 
 /// The machine-readable form of a run.
@@ -203,33 +355,47 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
         for row in v["rows"].as_array_mut().into_iter().flatten() {
             if let Some(o) = row.as_object_mut() {
                 o.remove("wrong");
+                for block in ["out_of_place", "in_place"] {
+                    if let Some(b) = o.get_mut(block).and_then(|b| b.as_object_mut()) {
+                        b.insert("wrong".into(), serde_json::Value::Null);
+                    }
+                }
             }
         }
     }
     serde_json::to_string_pretty(&v).expect("report serialises")
 }
 
-/// The rows as CSV; without the `wrong` column when nothing was checked
-/// (`checked` false: `--timing-only`).
+/// The rows as CSV: the table's fields, each block's as `oop_*` and
+/// `ip_*` columns (empty when the block was not run); without the
+/// `wrong` columns when nothing was checked (`checked` false:
+/// `--timing-only`).
 pub fn to_csv(rows: &[Row], checked: bool) -> String {
     // The csv crate quotes fields holding commas, quotes or newlines (a
     // collective or redop name comes from the guest).
     let mut w = csv::Writer::from_writer(Vec::new());
-    let header = [
+    let mut header: Vec<String> = [
         "collective",
         "size_bytes",
         "count",
         "type",
         "redop",
-        "time_us",
-        "algbw_gbps",
-        "busbw_gbps",
-        "bound_us",
-        "efficiency",
-        "wrong",
-    ];
-    let columns = header.len() - usize::from(!checked);
-    let mut records = vec![header[..columns].iter().map(|h| h.to_string()).collect()];
+        "root",
+        "time_aggregation",
+    ]
+    .map(String::from)
+    .to_vec();
+    let block_fields: &[&str] = if checked {
+        &["time_us", "algbw_gbps", "busbw_gbps", "efficiency", "wrong"]
+    } else {
+        &["time_us", "algbw_gbps", "busbw_gbps", "efficiency"]
+    };
+    for prefix in ["oop", "ip"] {
+        header.extend(block_fields.iter().map(|f| format!("{prefix}_{f}")));
+    }
+    header.push("bound_us".into());
+    let mut records = vec![header];
+    let f4 = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for r in rows {
         let mut rec = vec![
             r.collective.clone(),
@@ -237,14 +403,24 @@ pub fn to_csv(rows: &[Row], checked: bool) -> String {
             r.count.to_string(),
             r.dtype.clone(),
             r.redop.clone(),
-            format!("{:.4}", r.time_us),
-            format!("{:.4}", r.algbw_gbps),
-            format!("{:.4}", r.busbw_gbps),
-            r.bound_us.map(|v| format!("{v:.4}")).unwrap_or_default(),
-            r.efficiency.map(|v| format!("{v:.4}")).unwrap_or_default(),
-            r.wrong.to_string(),
+            r.root.to_string(),
+            aggregation_name(r.time_aggregation).to_string(),
         ];
-        rec.truncate(columns);
+        for b in [&r.out_of_place, &r.in_place] {
+            rec.push(f4(b.as_ref().map(|b| b.time_us)));
+            rec.push(f4(b.as_ref().map(|b| b.algbw_gbps)));
+            rec.push(f4(b.as_ref().map(|b| b.busbw_gbps)));
+            rec.push(f4(b.as_ref().and_then(|b| b.efficiency)));
+            if checked {
+                rec.push(
+                    b.as_ref()
+                        .and_then(|b| b.wrong)
+                        .map(|w| w.to_string())
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        rec.push(f4(r.bound_us));
         records.push(rec);
     }
     for rec in records {
@@ -252,6 +428,55 @@ pub fn to_csv(rows: &[Row], checked: bool) -> String {
         let _ = w.write_record(&rec);
     }
     String::from_utf8_lossy(&w.into_inner().unwrap_or_default()).into_owned()
+}
+
+/// The name of an aggregation, as `-a` and the JSON spell it.
+pub fn aggregation_name(a: TimeAggregation) -> &'static str {
+    match a {
+        TimeAggregation::Rank0 => "rank0",
+        TimeAggregation::Mean => "mean",
+        TimeAggregation::Min => "min",
+        TimeAggregation::Max => "max",
+    }
+}
+
+/// nccl-tests' three header lines (all_reduce_perf's, the same for every
+/// collective): the block titles, the columns, their units. The column
+/// lines end with one space, as nccl-tests prints them.
+pub fn nccl_header() -> [String; 3] {
+    let e = "";
+    [
+        format!(
+            "# {e:>10}  {e:>12}  {e:>8}  {e:>6}  {e:>6}           out-of-place                       in-place          "
+        ),
+        format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} ",
+            "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+            "algbw", "busbw", "#wrong"
+        ),
+        format!(
+            "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} ",
+            "(B)", "(elements)", e, e, e, "(us)", "(GB/s)", "(GB/s)", e, "(us)", "(GB/s)", "(GB/s)", e
+        ),
+    ]
+}
+
+/// One block of a table row as nccl-tests prints it: time, algbw, busbw,
+/// `#wrong` (`N/A` when not checked; every field `N/A` when not run).
+fn nccl_block(b: Option<&Block>, checked: bool) -> String {
+    match b {
+        None => format!("  {:>7}  {:>6}  {:>6}  {:>6}", "N/A", "N/A", "N/A", "N/A"),
+        Some(b) => format!(
+            "  {}  {}  {}  {}",
+            nccl_float(b.time_us, 7),
+            nccl_float(b.algbw_gbps, 6),
+            nccl_float(b.busbw_gbps, 6),
+            match b.wrong.filter(|_| checked) {
+                Some(w) => nccl_count(w),
+                None => format!("{:>6}", "N/A"),
+            }
+        ),
+    }
 }
 
 /// The nccl-tests-style table.
@@ -307,83 +532,75 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
              (same simulated times as a run with data)"
         );
     }
+    for note in &res.notes {
+        let _ = writeln!(s, "# {note}");
+    }
     let _ = writeln!(s, "#");
     if rows.is_empty() && !res.kernel_rows.is_empty() {
         s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
         return s;
     }
-    // Without data there is nothing to count as wrong: no column.
-    let wrong_col = |w: &str| {
-        if res.timing_only {
-            String::new()
+    let checked = !res.timing_only;
+    // The bound and efficiency follow nccl-tests' columns, when known.
+    let bounded = rows.iter().any(|r| r.bound_us.is_some());
+    let extras = |a: &str, b: &str| {
+        if bounded {
+            format!(" {a:>7}  {b:>6}")
         } else {
-            format!(" {w:>7}")
+            String::new()
         }
     };
-    // The collective of each row (a bench may run several), as wide as
-    // the longest name.
-    let coll = rows
-        .iter()
-        .map(|r| r.collective.len())
-        .chain(["collective".len()])
-        .max()
-        .unwrap_or(0);
-    let _ = writeln!(
-        s,
-        "# {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
-        "collective",
-        "size",
-        "count",
-        "type",
-        "redop",
-        "time",
-        "algbw",
-        "busbw",
-        "bound",
-        "eff",
-        wrong_col("#wrong")
-    );
-    let _ = writeln!(
-        s,
-        "# {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11} {:>8} {:>8} {:>11} {:>7}{}",
-        "",
-        "(B)",
-        "(elements)",
-        "",
-        "",
-        "(us)",
-        "(GB/s)",
-        "(GB/s)",
-        "(us)",
-        "(%)",
-        wrong_col("")
-    );
+    let [titles, columns, units] = nccl_header();
+    // One header per collective, its rows in report order.
+    let mut collectives: Vec<&str> = Vec::new();
     for r in rows {
-        let _ = writeln!(
-            s,
-            "  {:<coll$} {:>10} {:>12} {:>6} {:>6} {:>11.3} {:>8.2} {:>8.2} {:>11} {:>7}{}",
-            r.collective,
-            r.size_bytes,
-            r.count,
-            r.dtype,
-            r.redop,
-            r.time_us,
-            r.algbw_gbps,
-            r.busbw_gbps,
-            r.bound_us
-                .map(|v| format!("{v:.3}"))
-                .unwrap_or_else(|| "-".into()),
-            r.efficiency
-                .map(|v| format!("{:.1}", v * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            wrong_col(&wrong_shown(r.wrong))
-        );
+        if !collectives.contains(&r.collective.as_str()) {
+            collectives.push(&r.collective);
+        }
+    }
+    for c in collectives {
+        let _ = writeln!(s, "# collective: {c}");
+        let _ = writeln!(s, "#");
+        let _ = writeln!(s, "{titles}");
+        let _ = writeln!(s, "{columns}{}", extras("bound", "eff"));
+        let _ = writeln!(s, "{units}{}", extras("(us)", "(%)"));
+        for r in rows.iter().filter(|r| r.collective == c) {
+            let _ = write!(
+                s,
+                "{:>12}  {:>12}  {:>8}  {:>6}  {:>6}{}{}",
+                r.size_bytes,
+                r.count,
+                r.dtype,
+                r.redop,
+                r.root,
+                nccl_block(r.out_of_place.as_ref(), checked),
+                nccl_block(r.in_place.as_ref(), checked)
+            );
+            if bounded {
+                let _ = write!(
+                    s,
+                    "  {}  {}",
+                    r.bound_us
+                        .map_or_else(|| format!("{:>7}", "-"), |v| nccl_float(v, 7)),
+                    r.efficiency
+                        .map_or_else(|| format!("{:>6}", "-"), |v| nccl_float(v * 100.0, 6))
+                );
+            }
+            let _ = writeln!(s);
+        }
     }
     let wrong = total_wrong(rows.iter().map(|r| r.wrong));
-    let avg_bus = if rows.is_empty() {
+    // nccl-tests: the mean busbw of every block printed.
+    let busbw: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| [&r.out_of_place, &r.in_place])
+        .flatten()
+        .map(|b| b.busbw_gbps)
+        .collect();
+    let avg_bus = if busbw.is_empty() {
         0.0
     } else {
-        rows.iter().map(|r| r.busbw_gbps).sum::<f64>() / rows.len() as f64
+        busbw.iter().sum::<f64>() / busbw.len() as f64
     };
     if res.timing_only {
         let _ = writeln!(s, "# Out of bounds values : not checked (timing only)");
@@ -467,18 +684,25 @@ mod tests {
         assert_eq!(wrong_shown(7), "7");
     }
 
+    /// A rank's all-reduce record of one block (in place), checked.
+    fn rec(rank: u32, t: Ps, w: u64, how: TimeAggregation) -> ReportRecord {
+        let m = Measured {
+            time_ps: t,
+            wrong: Some(w),
+        };
+        let what = ("all_reduce".into(), 1000, 500, Dtype::F16, "sum".into());
+        ReportRecord::new(what, None, Some(rank), None, Some(m), how)
+    }
+
     #[test]
     fn ranks_merge_to_slowest_time_and_summed_wrong() {
-        let rec = |t, w| ReportRecord {
-            collective: "all_reduce".into(),
-            size_bytes: 1000,
-            count: 500,
-            dtype: Dtype::F16,
-            redop: "sum".into(),
-            time_ps: t,
-            wrong: w,
-        };
-        let rows = aggregate(&[rec(10_000, 1), rec(20_000, 2)], None);
+        let rows = aggregate(
+            &[
+                rec(0, 10_000, 1, TimeAggregation::Max),
+                rec(1, 20_000, 2, TimeAggregation::Max),
+            ],
+            None,
+        );
         assert_eq!(rows.len(), 1);
         assert_eq!(
             (rows[0].time_ps, rows[0].wrong, rows[0].ranks),
@@ -486,38 +710,154 @@ mod tests {
         );
         assert!((rows[0].algbw_gbps - 50.0).abs() < 1e-9); // 1000 B / 20 ns
         assert!((rows[0].busbw_gbps - 50.0).abs() < 1e-9); // 2 ranks: factor 1
+        let ip = rows[0].in_place.as_ref().unwrap();
+        assert_eq!((ip.time_ps, ip.wrong), (20_000, Some(3)));
+        assert_eq!(rows[0].out_of_place, None);
+        assert_eq!((rows[0].root, rows[0].dtype.as_str()), (-1, "half"));
+    }
+
+    #[test]
+    fn a_is_rank_0_mean_min_or_max_as_nccl_tests() {
+        for (how, want) in [
+            (TimeAggregation::Rank0, 30_000),
+            (TimeAggregation::Mean, 20_000),
+            (TimeAggregation::Min, 10_000),
+            (TimeAggregation::Max, 30_000),
+        ] {
+            let recs = [
+                rec(1, 20_000, 0, how),
+                rec(0, 30_000, 0, how),
+                rec(2, 10_000, 0, how),
+            ];
+            let rows = aggregate(&recs, None);
+            assert_eq!(rows[0].time_ps, want, "{how:?}");
+            assert_eq!(rows[0].time_aggregation, how);
+        }
+    }
+
+    #[test]
+    fn both_blocks_roots_and_unchecked_counts_stay_apart() {
+        let block = |t, w| {
+            Some(Measured {
+                time_ps: t,
+                wrong: w,
+            })
+        };
+        let what = || ("reduce".into(), 64, 16, Dtype::F32, "max".into());
+        let recs = [
+            ReportRecord::new(
+                what(),
+                Some(0),
+                Some(0),
+                block(4_000, None),
+                block(2_000, None),
+                TimeAggregation::Max,
+            ),
+            ReportRecord::new(
+                what(),
+                Some(1),
+                Some(0),
+                block(4_000, Some(0)),
+                None,
+                TimeAggregation::Max,
+            ),
+        ];
+        let rows = aggregate(&recs, None);
+        assert_eq!(rows.len(), 2, "one row per root");
+        assert_eq!(rows[0].root, 0);
+        assert_eq!(rows[0].out_of_place.as_ref().unwrap().wrong, None);
+        assert_eq!(rows[0].in_place.as_ref().unwrap().time_ps, 2_000);
+        assert_eq!(
+            rows[0].time_ps, 4_000,
+            "the headline is the out-of-place block"
+        );
+        assert_eq!(rows[1].in_place, None);
+    }
+
+    #[test]
+    fn the_header_is_nccl_tests_all_reduce_perf_s() {
+        // nccl-tests v2.19.6's all_reduce_perf, as it prints them (with
+        // the `#` line before).
+        let fixture = include_str!("../../tests/fixtures/nccl-tests/all_reduce_perf.header.txt");
+        let lines: Vec<&str> = fixture.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0], "#");
+        let ours = nccl_header();
+        for (i, (want, got)) in lines[1..].iter().zip(&ours).enumerate() {
+            assert_eq!(got, want, "header line {}", i + 2);
+        }
+        // Column by column: the names and their right edges.
+        let cols = |l: &str| {
+            l.split_whitespace()
+                .skip(1)
+                .map(|w| (w.to_string(), l.find(w).unwrap() + w.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cols(&ours[1]).len(), 13);
+        assert_eq!(
+            include_str!("../../tests/fixtures/nccl-tests/broadcast_perf.header.txt"),
+            fixture,
+            "every collective prints the same header"
+        );
+    }
+
+    #[test]
+    fn numbers_print_as_nccl_tests_prints_them() {
+        assert_eq!(nccl_float(1234.5, 7), "1234.50");
+        assert_eq!(nccl_float(123456.7, 7), " 123457");
+        assert_eq!(nccl_float(1.2345e7, 7), "1.2e+07");
+        assert_eq!(nccl_float(1234.56, 6), "1234.6");
+        assert_eq!(nccl_float(12345.6, 6), " 12346");
+        assert_eq!(nccl_float(1234567.0, 6), " 1e+06");
+        assert_eq!(nccl_float(1.98, 7), "   1.98");
+        assert_eq!(nccl_count(0), "     0");
+        assert_eq!(nccl_count(999_999), "999999");
+        assert_eq!(nccl_count(1_048_576), "1.04858e+06");
+        assert_eq!(nccl_count(2_000_000), "2e+06");
     }
 
     #[test]
     fn csv_quotes_fields_with_commas_quotes_and_newlines() {
-        let rec = ReportRecord {
-            collective: "all,reduce \"x\"\nnext".into(),
-            size_bytes: 8,
-            count: 4,
-            dtype: Dtype::F16,
-            redop: "sum".into(),
+        let m = Measured {
             time_ps: 1000,
-            wrong: 0,
+            wrong: Some(0),
         };
+        let what = (
+            "all,reduce \"x\"\nnext".into(),
+            8,
+            4,
+            Dtype::F16,
+            "sum".into(),
+        );
+        let rec = ReportRecord::new(what, None, None, Some(m), None, TimeAggregation::Max);
         let csv = to_csv(&aggregate(&[rec], None), true);
         let mut r = csv::Reader::from_reader(csv.as_bytes());
+        assert_eq!(r.headers().unwrap().len(), 18);
         let row = r.records().next().unwrap().unwrap();
         assert_eq!(&row[0], "all,reduce \"x\"\nnext");
         assert_eq!(&row[1], "8");
-        assert_eq!(row.len(), 11);
+        assert_eq!(&row[5], "-1");
+        assert_eq!(&row[11], "0", "oop_wrong");
+        assert_eq!(&row[12], "", "no in-place block");
+        assert_eq!(row.len(), 18);
+        let unchecked = to_csv(&aggregate(&[rec_unchecked()], None), false);
+        assert_eq!(unchecked.lines().next().unwrap().split(',').count(), 16);
+    }
+
+    fn rec_unchecked() -> ReportRecord {
+        rec(0, 1, 0, TimeAggregation::Max)
     }
 
     #[test]
     fn many_distinct_rows_aggregate_in_linear_time() {
         let recs: Vec<ReportRecord> = (0..200_000u64)
-            .map(|i| ReportRecord {
-                collective: "all_reduce".into(),
-                size_bytes: i,
-                count: i,
-                dtype: Dtype::F16,
-                redop: "sum".into(),
-                time_ps: 1,
-                wrong: 0,
+            .map(|i| {
+                let m = Measured {
+                    time_ps: 1,
+                    wrong: Some(0),
+                };
+                let what = ("all_reduce".into(), i, i, Dtype::F16, "sum".into());
+                ReportRecord::new(what, None, None, None, Some(m), TimeAggregation::Max)
             })
             .collect();
         // Quadratic merging would take minutes here; linear takes ms.

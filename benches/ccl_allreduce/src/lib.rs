@@ -6,7 +6,7 @@
 //! exact values, all-reduces it, checks every element against the
 //! reference and reports the simulated time (the shared driver:
 //! [`kernbench_guest::perf`], which lists the flags: nccl-tests' `-b -e -f
-//! -n -w -c -d -o`).
+//! -n -w -c -d -o -r -a`).
 //!
 //! `--cubes N` makes every cube a contributor, as the seed's hierarchical
 //! all-reduce (`lrab_hierarchical_allreduce`, ADR-0050) defines it: each
@@ -14,7 +14,10 @@
 //! (`DPPolicy(cube=row_wise, num_cubes=N)`), and every tile of every rank
 //! ends holding the reduction of all world size × N tiles. Sizes, counts
 //! and the bound then refer to one tile, as nccl-tests reports one GPU's
-//! buffer. Default: one block in cube 0 per rank, reduced over the ranks.
+//! buffer. Default: what the algorithm serving the all-reduce wants
+//! (`distributed.shards-wanted`: N cubes for a validator that wants one
+//! shard per cube, said in the report's header), else one block in cube 0
+//! per rank, reduced over the ranks.
 
 use kernbench_guest::perf::{self, Measure};
 use kernbench_guest::{Bench, Collective};

@@ -8,7 +8,7 @@ use super::bindings::bench::kernbench::sim::{
 use super::bindings::bench::BenchPre;
 use super::kernel::dtype_in;
 use super::limits::{Guarded, InstanceGuard};
-use super::session::{CollectiveTensor, ReportRecord, Session};
+use super::session::{CollectiveTensor, Measured, ReportRecord, Session, TimeAggregation};
 use crate::hw::dtype::Dtype;
 use crate::hw::vmap::PlacedTensor;
 use crate::hw::Machine;
@@ -527,6 +527,13 @@ impl distributed::Host for BenchHost {
         // D6: a no-op once initialised (all ranks share one simulator).
         Ok(self.session.process_group().map(|_| ()))
     }
+    async fn shards_wanted(
+        &mut self,
+        collective: String,
+    ) -> wasmtime::Result<Result<Option<u32>, DistError>> {
+        let s = self.session.clone();
+        Ok(s.shards_wanted(&collective).await)
+    }
 }
 
 impl multiprocessing::Host for BenchHost {
@@ -595,19 +602,56 @@ impl report::Host for BenchHost {
         collective: String,
         row: report::ResultRow,
     ) -> wasmtime::Result<()> {
+        let what = (
+            collective,
+            row.size_bytes,
+            row.count,
+            dtype_in(row.dtype),
+            row.redop,
+        );
+        let rec = ReportRecord::one_block(what, self.rank, row.time_ps, row.wrong);
         self.session
-            .record(
-                ReportRecord {
-                    collective,
-                    size_bytes: row.size_bytes,
-                    count: row.count,
-                    dtype: dtype_in(row.dtype),
-                    redop: row.redop,
-                    time_ps: row.time_ps,
-                    wrong: row.wrong,
-                },
-                self.guard.who(),
-            )
+            .record(rec, self.guard.who())
+            .map_err(wasmtime::Error::msg)
+    }
+
+    async fn record_perf(
+        &mut self,
+        collective: String,
+        row: report::PerfRow,
+    ) -> wasmtime::Result<()> {
+        let block = |b: report::PerfBlock| Measured {
+            time_ps: b.time_ps,
+            wrong: b.wrong,
+        };
+        let aggregation = match row.aggregation {
+            report::TimeAggregation::Rank0 => TimeAggregation::Rank0,
+            report::TimeAggregation::Mean => TimeAggregation::Mean,
+            report::TimeAggregation::Min => TimeAggregation::Min,
+            report::TimeAggregation::Max => TimeAggregation::Max,
+        };
+        let rec = ReportRecord::new(
+            (
+                collective,
+                row.size_bytes,
+                row.count,
+                dtype_in(row.dtype),
+                row.redop,
+            ),
+            row.root,
+            self.rank,
+            row.out_of_place.map(block),
+            row.in_place.map(block),
+            aggregation,
+        );
+        self.session
+            .record(rec, self.guard.who())
+            .map_err(wasmtime::Error::msg)
+    }
+
+    async fn note(&mut self, text: String) -> wasmtime::Result<()> {
+        self.session
+            .note(text, self.guard.who())
             .map_err(wasmtime::Error::msg)
     }
 

@@ -179,6 +179,23 @@ impl Session {
         Ok(backend)
     }
 
+    /// `distributed.shards-wanted`: the shards per SIP the validator of
+    /// the algorithm serving `collective` wants (choosing it as its first
+    /// call would), None without a validator.
+    pub(super) async fn shards_wanted(&self, collective: &str) -> Result<Option<u32>, DistError> {
+        let c = Collective::from_record_name(collective).ok_or_else(|| {
+            DistError::ValueError(format!(
+                "shards_wanted: unknown collective {collective:?} (one of {})",
+                Collective::names()
+            ))
+        })?;
+        let pg = self.process_group()?;
+        let backend = self.backend_for(&pg, c).await?;
+        Ok(backend
+            .validator
+            .map(|v| v.shards_needed(&self.machine.topo.spec)))
+    }
+
     async fn kernel_args_for(
         &self,
         backend: &Backend,

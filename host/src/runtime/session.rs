@@ -26,7 +26,31 @@ use wasmtime::Store;
 const NOT_INITIALIZED: &str =
     "Default process group has not been initialized, please make sure to call init_process_group.";
 
-/// One row a bench reported.
+/// One variant of a collective a rank measured: nccl-tests' out-of-place
+/// or in-place block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measured {
+    pub time_ps: u64,
+    /// Wrong elements of the rank's output; None when not checked.
+    pub wrong: Option<u64>,
+}
+
+/// How the ranks' times of a row combine (nccl-tests' `-a`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeAggregation {
+    /// Rank 0's time (the driver's when it reported the row itself).
+    Rank0,
+    /// The mean of the ranks that reported the row.
+    Mean,
+    /// The fastest rank's.
+    Min,
+    /// The slowest rank's: when the collective has finished everywhere.
+    #[default]
+    Max,
+}
+
+/// One row a bench reported (one rank's, or the driver's).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReportRecord {
     pub collective: String,
@@ -34,8 +58,83 @@ pub struct ReportRecord {
     pub count: u64,
     pub dtype: Dtype,
     pub redop: String,
+    /// The root of broadcast / reduce (None: not rooted, printed -1).
+    pub root: Option<u32>,
+    /// The rank that reported it (None: the driver).
+    pub rank: Option<u32>,
+    pub out_of_place: Option<Measured>,
+    pub in_place: Option<Measured>,
+    pub aggregation: TimeAggregation,
+    /// The row's headline time: the out-of-place block's when it ran,
+    /// else the in-place block's.
     pub time_ps: u64,
+    /// The wrong elements of both blocks (unchecked: 0).
     pub wrong: u64,
+}
+
+impl ReportRecord {
+    /// A record of the two blocks, its headline `time_ps` and `wrong`
+    /// derived from them; rooted at `root`, combined as `aggregation`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        (collective, size_bytes, count, dtype, redop): (String, u64, u64, Dtype, String),
+        root: Option<u32>,
+        rank: Option<u32>,
+        out_of_place: Option<Measured>,
+        in_place: Option<Measured>,
+        aggregation: TimeAggregation,
+    ) -> Self {
+        let headline = out_of_place.or(in_place);
+        let wrong = [out_of_place, in_place]
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.wrong)
+            .fold(0, u64::saturating_add);
+        ReportRecord {
+            collective,
+            size_bytes,
+            count,
+            dtype,
+            redop,
+            root,
+            rank,
+            out_of_place,
+            in_place,
+            aggregation,
+            time_ps: headline.map_or(0, |m| m.time_ps),
+            wrong,
+        }
+    }
+
+    /// A row of `report.record-result` (one block, checked): the in-place
+    /// block for a collective PyTorch runs in place (all-reduce,
+    /// broadcast, reduce), the out-of-place one otherwise.
+    pub fn one_block(
+        (collective, size_bytes, count, dtype, redop): (String, u64, u64, Dtype, String),
+        rank: Option<u32>,
+        time_ps: u64,
+        wrong: u64,
+    ) -> Self {
+        let block = Some(Measured {
+            time_ps,
+            wrong: Some(wrong),
+        });
+        let in_place = crate::ccl::collective::Collective::from_record_name(&collective)
+            .is_some_and(|c| c.in_place());
+        let (oop, ip) = if in_place {
+            (None, block)
+        } else {
+            (block, None)
+        };
+        Self::new(
+            (collective, size_bytes, count, dtype, redop),
+            None,
+            rank,
+            oop,
+            ip,
+            TimeAggregation::Max,
+        )
+    }
 }
 
 /// The tensor argument of a collective, as the backend sees it.
@@ -105,6 +204,8 @@ pub struct Session {
     pub limits: RunLimits,
     pub(super) pg: Mutex<Option<Arc<ProcessGroup>>>,
     rows: Mutex<Vec<ReportRecord>>,
+    /// Header lines the bench asked for (`report.note`), each once.
+    notes: Mutex<Vec<String>>,
     /// The compute table's rows (`report.record-kernel`).
     kernel_rows: Mutex<crate::kernel_report::KernelTable>,
     row_observer: OnceLock<super::sim::RowObserver>,
@@ -176,6 +277,7 @@ impl Session {
             limits,
             pg: Mutex::new(None),
             rows: Mutex::new(Vec::new()),
+            notes: Mutex::default(),
             kernel_rows: Mutex::default(),
             row_observer: OnceLock::new(),
             failures: Failures::default(),
@@ -222,6 +324,30 @@ impl Session {
             );
         }
         rows.push(r);
+        Ok(())
+    }
+
+    /// The header lines the bench asked for, in first-said order.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().unwrap().clone()
+    }
+
+    /// Keep a header line (`report.note`) unless it was said already,
+    /// charged like a row.
+    pub(crate) fn note(&self, text: String, who: &str) -> Result<(), String> {
+        let mut notes = self.notes.lock().unwrap();
+        if notes.contains(&text) {
+            return Ok(());
+        }
+        self.limits
+            .budget
+            .charge(
+                crate::budget::MemoryUse::GuestOutput,
+                REPORT_ROW_HOST_BYTES + 2 * text.len() as u64,
+                who,
+            )
+            .map_err(|e| format!("report.note: {e}"))?;
+        notes.push(text);
         Ok(())
     }
 

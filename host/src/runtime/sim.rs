@@ -148,6 +148,8 @@ pub struct RunResult {
     pub rows: Vec<ReportRecord>,
     /// The compute table (benches that launch kernels).
     pub kernel_rows: Vec<crate::kernel_report::KernelRow>,
+    /// Header lines the bench asked for (`report.note`).
+    pub notes: Vec<String>,
     /// Simulated time at the end of the run.
     pub end_time_ps: Ps,
     pub algorithm: Option<String>,
@@ -414,6 +416,7 @@ fn run_on(
         bench: session.bench.name.clone(),
         rows: session.rows(),
         kernel_rows: session.kernel_rows(),
+        notes: session.notes(),
         end_time_ps: ex.now(),
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
         algorithms: pg.as_ref().map(|p| p.backend_names()).unwrap_or_default(),

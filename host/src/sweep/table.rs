@@ -10,13 +10,15 @@ use super::spec::Sweep;
 use serde_json::{Map, Value as Json};
 
 /// The report's columns, after the axes and the point's own.
-const REPORT_COLUMNS: [&str; 14] = [
+const REPORT_COLUMNS: [&str; 16] = [
     "collective",
     "size_bytes",
     "count",
     "type",
     "redop",
+    "root",
     "ranks",
+    "time_aggregation",
     "time_ps",
     "time_us",
     "algbw_gbps",
@@ -210,7 +212,11 @@ mod tests {
             count: size / 2,
             dtype: "f16".into(),
             redop: "sum".into(),
+            root: -1,
             ranks: 4,
+            time_aggregation: Default::default(),
+            out_of_place: None,
+            in_place: None,
             time_ps: 1_500_000,
             time_us: 1.5,
             algbw_gbps: 0.25,
@@ -263,16 +269,16 @@ mod tests {
         assert_eq!(
             lines[0],
             "point,system.sips.count,defaults.algorithm,status,error,bench,algorithm,world_size,\
-             collective,size_bytes,count,type,redop,ranks,time_ps,time_us,algbw_gbps,busbw_gbps,\
-             bound_us,efficiency,wrong,sim_end_us"
+             collective,size_bytes,count,type,redop,root,ranks,time_aggregation,time_ps,time_us,\
+             algbw_gbps,busbw_gbps,bound_us,efficiency,wrong,sim_end_us"
         );
         assert_eq!(
             lines[2],
-            "0,4,ring_allreduce,ok,,ccl_allreduce,ring_allreduce,4,all_reduce,2048,1024,f16,sum,4,1500000,1.5,0.25,0.375,,,1,9.0"
+            "0,4,ring_allreduce,ok,,ccl_allreduce,ring_allreduce,4,all_reduce,2048,1024,f16,sum,-1,4,max,1500000,1.5,0.25,0.375,,,1,9.0"
         );
         assert_eq!(
             lines[3],
-            "1,8,ring_allreduce,error,\"a, \"\"quoted\"\" error\",ccl_allreduce,,,,,,,,,,,,,,,,"
+            "1,8,ring_allreduce,error,\"a, \"\"quoted\"\" error\",ccl_allreduce,,,,,,,,,,,,,,,,,,"
         );
         // The wall time is not in the table; axis values keep their type
         // in JSON lines.
