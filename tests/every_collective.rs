@@ -214,6 +214,75 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
     assert!(e.contains("-d int8: not modelled yet"), "{e}");
 }
 
+/// Every algorithm of the embedded ccl.yaml (but `hello_send`, a
+/// stand-in that does not reduce) through its nccl-tests bench with every
+/// dtype (`-d all`), op (`-o all`) and root (`-r all`) on rings of 2, 3,
+/// 4, 5 and 8 SIPs of 2×2 cubes: every element of every case equals the
+/// reference. Exactly: the inputs make every reduction exact in every
+/// dtype and order, so nccl-tests' tolerance of 0 holds for every dtype
+/// and op (its 2 ULP for floating `avg` are not needed: the sum is exact
+/// and scaled once).
+#[test]
+fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
+    const BENCH_OF: [(&str, &str, &str); 20] = [
+        ("ring_allreduce", "all_reduce", "ccl_allreduce"),
+        ("ring_allreduce_tcm", "all_reduce", "ccl_allreduce"),
+        ("ring_allreduce_sram", "all_reduce", "ccl_allreduce"),
+        ("ring_allreduce_hbm", "all_reduce", "ccl_allreduce"),
+        ("ring_allreduce_chunked", "all_reduce", "ccl_allreduce"),
+        ("ring_rsag_allreduce", "all_reduce", "ccl_allreduce"),
+        ("rabenseifner_allreduce", "all_reduce", "ccl_allreduce"),
+        ("double_tree_allreduce", "all_reduce", "ccl_allreduce"),
+        ("tree_allreduce", "all_reduce", "ccl_allreduce"),
+        ("mesh_allreduce", "all_reduce", "ccl_allreduce"),
+        ("lrab_hierarchical_allreduce", "all_reduce", "ccl_allreduce"),
+        ("ring_allgather", "all_gather", "ccl_allgather"),
+        ("ring_reducescatter", "reduce_scatter", "ccl_reducescatter"),
+        ("ring_broadcast", "broadcast", "ccl_broadcast"),
+        ("binomial_broadcast", "broadcast", "ccl_broadcast"),
+        ("ring_reduce", "reduce", "ccl_reduce"),
+        ("binomial_reduce", "reduce", "ccl_reduce"),
+        ("ring_alltoall", "all_to_all", "ccl_alltoall"),
+        ("direct_alltoall", "all_to_all", "ccl_alltoall"),
+        ("hello_send", "", ""),
+    ];
+    // A new built-in algorithm must join the table.
+    let ours: std::collections::BTreeSet<&str> = BENCH_OF.iter().map(|&(a, _, _)| a).collect();
+    let embedded = ccl();
+    let theirs: std::collections::BTreeSet<&str> =
+        embedded.algorithms.keys().map(String::as_str).collect();
+    assert_eq!(ours, theirs, "every built-in algorithm is checked here");
+    let dtypes = ["int32", "half", "float", "bfloat16"];
+    for ws in [2u32, 3, 4, 5, 8] {
+        let t = machine(ws, "ring_1d", None, (2, 2));
+        for (algorithm, collective, bench) in BENCH_OF.iter().filter(|b| !b.1.is_empty()) {
+            let choice = format!("{collective}={algorithm}");
+            let reduces = matches!(*collective, "all_reduce" | "reduce_scatter" | "reduce");
+            let rooted = matches!(*collective, "broadcast" | "reduce");
+            let mut args = vec!["-b", "64", "-e", "64", "-d", "all"];
+            if reduces {
+                args.extend(["-o", "all"]);
+            }
+            if rooted {
+                args.extend(["-r", "all"]);
+            }
+            let what = format!("{algorithm} on {ws} ranks");
+            let res = run(bench, t.clone(), ccl(), Some(&choice), &args)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let rows = kernbench::report::aggregate(&res.rows, None);
+            // int32 without avg, the floats with every op; every root.
+            let ops = if reduces { 4 + 3 * 5 } else { 4 };
+            let roots = if rooted { ws as usize } else { 1 };
+            assert_eq!(rows.len(), ops * roots, "{what}: {rows:?}");
+            for r in &rows {
+                assert!(dtypes.contains(&r.dtype.as_str()), "{what}: {r:?}");
+                assert_eq!(r.wrong, 0, "{what}: {r:?}");
+                assert!(r.time_ps > 0, "{what}: {r:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn iterations_report_the_mean_and_warmups_are_untimed() {
     let t = topo(4);
