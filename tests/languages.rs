@@ -154,6 +154,29 @@ fn a_python_bench_calls_every_collective_and_gets_pytorch_s_results() {
         // 12 collective calls on every rank, sendrecv on the pairs
         assert_eq!(res.rows.len() as u32, 12 * n + n - n % 2, "{:?}", res.rows);
         assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+        // broadcast and reduce in nccl-tests' layout: root, in place.
+        let rooted: Vec<_> = res
+            .rows
+            .iter()
+            .filter(|r| r.collective == "broadcast" || r.collective == "reduce")
+            .map(|r| {
+                (
+                    r.collective.as_str(),
+                    r.root,
+                    r.in_place.is_some(),
+                    r.out_of_place,
+                )
+            })
+            .collect();
+        assert!(
+            rooted.contains(&("broadcast", Some(n - 1), true, None)),
+            "{rooted:?}"
+        );
+        assert!(
+            rooted.contains(&("reduce", Some(0), true, None)),
+            "{rooted:?}"
+        );
+        assert_eq!(res.notes, ["all_reduce wants 1 shard(s) per SIP"]);
     }
 }
 

@@ -40,16 +40,26 @@ def worker(rank, world_size, torch):
         t = took[(name, op)]
         torch.report.record(name, 2 * len(want), len(want), "f16", op, t, wrong)
 
+    # The rooted ones in nccl-tests' layout: the root, and the in-place
+    # block (PyTorch's broadcast and reduce work in place).
+    def check_rooted(name, got, want, root, op="none"):
+        wrong = sum(1 for g, w in zip(got, want) if g != w) + abs(len(got) - len(want))
+        torch.report.record_perf(name, 2 * len(want), len(want), "f16", op,
+                                 in_place=(took[(name, op)], wrong), root=root)
+
+    if rank == 0:
+        torch.report.note(f"all_reduce wants {dist.shards_wanted('all_reduce')} shard(s) per SIP")
+
     # broadcast from the last rank
     x = t(block(rank), "bcast")
     timed("broadcast", lambda: dist.broadcast(x, src=p - 1))
-    check("broadcast", x.flat(), block(p - 1))
+    check_rooted("broadcast", x.flat(), block(p - 1), p - 1)
 
     # reduce (max) to rank 0: only the root is defined
     x = t(block(rank), "reduce")
-    timed("reduce", lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.MAX))
+    timed("reduce", lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.MAX), "max")
     want = [max(value(r, i) for r in range(p)) for i in range(N)]
-    check("reduce", x.flat() if rank == 0 else want, want)
+    check_rooted("reduce", x.flat() if rank == 0 else want, want, 0, "max")
 
     # all_gather into one tensor and into a list
     out = torch.zeros((p * N,), dtype="f16", name="ag_out")

@@ -189,6 +189,11 @@ class _Distributed:
     def barrier(self):
         _call(_dist.barrier)
 
+    def shards_wanted(self, collective):
+        """The shards per SIP a tensor must have for the algorithm that
+        runs ``collective`` (its ccl.yaml validator), None: any placement."""
+        return _call(_dist.shards_wanted, str(collective))
+
 
 class _Multiprocessing:
     """``torch.multiprocessing``."""
@@ -242,6 +247,38 @@ class _Report:
     def record(self, collective, size_bytes, count, dtype, redop, time_ps, wrong):
         row = _report.ResultRow(size_bytes, count, _DT[dtype], redop, time_ps, wrong)
         _report.record_result(collective, row)
+
+    def record_perf(self, collective, size_bytes, count, dtype, redop, out_of_place=None,
+                    in_place=None, root=None, aggregation="max"):
+        """A row in nccl-tests' layout. ``out_of_place`` and ``in_place`` are
+        ``(time_ps, wrong)`` (``wrong`` None: not checked), or None when
+        that variant was not run; ``root`` is broadcast's and reduce's;
+        ``aggregation`` is how the host combines the ranks' times
+        (nccl-tests' ``-a``): "rank0", "mean", "min" or "max"."""
+        aggregations = {
+            "rank0": _report.TimeAggregation.RANK0,
+            "mean": _report.TimeAggregation.MEAN,
+            "min": _report.TimeAggregation.MIN,
+            "max": _report.TimeAggregation.MAX,
+        }
+        if aggregation not in aggregations:
+            raise ValueError(f"aggregation must be one of {', '.join(aggregations)}, "
+                             f"got {aggregation!r}")
+
+        def block(b):
+            if b is None:
+                return None
+            time_ps, wrong = b
+            return _report.PerfBlock(int(time_ps), None if wrong is None else int(wrong))
+
+        row = _report.PerfRow(int(size_bytes), int(count), _DT[dtype], str(redop),
+                              None if root is None else int(root), block(out_of_place),
+                              block(in_place), aggregations[aggregation])
+        _report.record_perf(str(collective), row)
+
+    def note(self, text):
+        """A ``# text`` line in the report's header, printed once."""
+        _report.note(str(text))
 
     def data_kept(self):
         """False in a ``--timing-only`` run: the host keeps no bytes, so
