@@ -42,9 +42,11 @@ pub struct Row {
     pub redop: String,
     /// nccl-tests' root column: the root of broadcast / reduce, -1 for
     /// the others.
+    #[serde(default = "no_root")]
     pub root: i64,
     pub ranks: u32,
     /// How the ranks' times were combined (`-a`).
+    #[serde(default)]
     pub time_aggregation: TimeAggregation,
     /// The headline: the out-of-place block's figures when it ran, else
     /// the in-place block's.
@@ -60,9 +62,17 @@ pub struct Row {
     /// Wrong elements of both blocks, summed over the ranks.
     pub wrong: u64,
     /// Output apart from the input (None: not run).
+    #[serde(default)]
     pub out_of_place: Option<Block>,
     /// Output in the input's place (None: not run).
+    #[serde(default)]
     pub in_place: Option<Block>,
+}
+
+/// The root of a row without one (and of rows a sweep wrote before rows
+/// had roots).
+fn no_root() -> i64 {
+    -1
 }
 
 /// nccl-tests bus-bandwidth factor of a collective with `n` ranks
@@ -799,6 +809,16 @@ mod tests {
             fixture,
             "every collective prints the same header"
         );
+    }
+
+    #[test]
+    fn a_row_written_before_roots_and_blocks_reads_back() {
+        let old = r#"{"collective":"all_reduce","size_bytes":8,"count":4,"type":"f16",
+            "redop":"sum","ranks":4,"time_ps":1000,"time_us":0.001,"algbw_gbps":8.0,
+            "busbw_gbps":12.0,"bound_us":null,"efficiency":null,"wrong":0}"#;
+        let row: Row = serde_json::from_str(old).unwrap();
+        assert_eq!((row.root, row.time_aggregation), (-1, TimeAggregation::Max));
+        assert_eq!((row.out_of_place, row.in_place), (None, None));
     }
 
     #[test]
