@@ -197,18 +197,19 @@ pub fn tree_step(rank: u32, world_size: u32) -> TreeNode {
     TreeNode { parent, children }
 }
 
-/// Kernel args of an algorithm that implements `collective` and works in
-/// rounds: the call ([`Call::to_args`]), then the round size
-/// ([`round_param_or`] over `round_of` elements, `default` when the entry
-/// gives no `chunk_size`). Refuses other collectives, and `avg` of i32
-/// (integer division rounds differently between libraries).
-pub fn call_round_args(
-    call: &Call,
-    params: &Params,
-    collective: Collective,
-    round_of: u64,
-    default: u64,
-) -> Result<Vec<i64>, String> {
+/// Kernel args of an algorithm that implements `collective` in one piece:
+/// the call ([`Call::to_args`]). Refuses other collectives, `avg` of i32
+/// (integer division rounds differently between libraries) and any
+/// parameter.
+pub fn call_args(call: &Call, params: &Params, collective: Collective) -> Result<Vec<i64>, String> {
+    check_call(call, collective)?;
+    params.finish()?;
+    Ok(call.to_args())
+}
+
+/// What every SDK algorithm refuses: another collective than its own, and
+/// `avg` of i32.
+fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
     if call.collective != collective {
         return Err(format!(
             "implements {} only, not {}",
@@ -223,6 +224,22 @@ pub fn call_round_args(
                 .into(),
         );
     }
+    Ok(())
+}
+
+/// Kernel args of an algorithm that implements `collective` and works in
+/// rounds: the call ([`Call::to_args`]), then the round size
+/// ([`round_param_or`] over `round_of` elements, `default` when the entry
+/// gives no `chunk_size`). Refuses other collectives, and `avg` of i32
+/// (integer division rounds differently between libraries).
+pub fn call_round_args(
+    call: &Call,
+    params: &Params,
+    collective: Collective,
+    round_of: u64,
+    default: u64,
+) -> Result<Vec<i64>, String> {
+    check_call(call, collective)?;
     let mut args = call.to_args();
     args.push(round_param_or(round_of, params, default)?);
     Ok(args)

@@ -56,9 +56,9 @@ pub use kernbench_guest_macros::component_metadata as __component_metadata;
 /// Re-exports for `use kernbench_guest::prelude::*;`.
 pub mod prelude {
     pub use crate::helpers::{
-        all_to_all_rounds, call_round_args, call_round_kernel_args, chunked, pe_tile_addr,
-        piece_args, rank_blocks, ring_step, rooted, round_args, round_param, round_param_or,
-        rounds, seed_call_args, tree_step, Chunk, Rooted,
+        all_to_all_rounds, call_args, call_round_args, call_round_kernel_args, chunked,
+        pe_tile_addr, piece_args, rank_blocks, ring_step, rooted, round_args, round_param,
+        round_param_or, rounds, seed_call_args, tree_step, Chunk, Rooted,
     };
     pub use crate::ring::DEFAULT_PIECE;
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};

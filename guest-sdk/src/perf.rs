@@ -32,9 +32,9 @@
 //!
 //! The loops nest as nccl-tests': dtype, then op, then root, then size
 //! (all-reduce and reduce-scatter: dtype, op; broadcast: dtype, root;
-//! reduce: dtype, op, root; the others: dtype). `-o all` leaves out `avg`
-//! of integer dtypes, which no built-in algorithm offers (integer
-//! division rounds differently between libraries).
+//! reduce: dtype, op, root; the others: dtype). `-o all` and `-d all`
+//! leave out `avg` of integer dtypes, which no built-in algorithm offers
+//! (integer division rounds differently between libraries).
 //!
 //! `-c N`: the first check reads the output of the last timed iteration;
 //! each further one refills the inputs, runs the collective again and
@@ -120,7 +120,8 @@ pub struct Sweep {
     pub fill: bool,
     pub dtypes: Vec<Dtype>,
     pub ops: Vec<RedOp>,
-    /// `-o all`: leave out the ops no algorithm offers for a dtype.
+    /// `-o all` or `-d all`: leave out the ops no algorithm offers for a
+    /// dtype (avg of int32).
     pub all_ops: bool,
     pub roots: Roots,
     /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
@@ -264,6 +265,7 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         cubes_given: false,
         aggregation: report::Aggregation::Max,
     };
+    let (mut all_dtypes, mut all_ops) = (false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = |name: &str| {
@@ -279,12 +281,14 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
             "-w" | "--warmup_iters" => sw.warmup = parse_count(a, &val(a)?, 0)?,
             "-c" | "--check" => sw.check = parse_count(a, &val(a)?, 0)?,
             "-d" | "--datatype" => {
-                sw.dtypes = parse_dtypes(&val(a)?).map_err(|e| format!("{bench}: {e}"))?
+                let v = val(a)?;
+                sw.dtypes = parse_dtypes(&v).map_err(|e| format!("{bench}: {e}"))?;
+                all_dtypes = v == "all";
             }
             "-o" | "--op" => {
                 let v = val(a)?;
                 sw.ops = parse_ops(bench, &v)?;
-                sw.all_ops = v == "all";
+                all_ops = v == "all";
                 if !m.reduces() {
                     return Err(format!("{bench}: -o: {} does not reduce", m.name()));
                 }
@@ -319,6 +323,7 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
             }
         }
     }
+    sw.all_ops = all_dtypes || all_ops;
     if sw.min < 1 || sw.max < sw.min {
         return Err(format!(
             "{bench}: bad sweep: minbytes {} maxbytes {}",
@@ -447,7 +452,14 @@ pub fn worker(
             let in_place = matches!(m, Measure::Collective(c) if c.in_place());
             let row = report::PerfRow {
                 size_bytes: count * case.dtype.itemsize() as u64,
-                count,
+                // nccl-tests' count: the elements of the call's per-rank
+                // parameter (all-gather's send, reduce-scatter's receive,
+                // all-to-all's block), the size's for the others.
+                count: if m.per_rank_blocks() {
+                    count / world_size as u64
+                } else {
+                    count
+                },
                 dtype: case.dtype,
                 redop: redop(case, m),
                 root: m.rooted().then_some(case.root),
@@ -798,6 +810,9 @@ mod tests {
         // An explicit -o avg -d int32 is asked for: the algorithm refuses it.
         let s = parse_args("t", AR, &args(&["-d", "int32", "-o", "avg"])).unwrap();
         assert_eq!(cases(AR, &s, 2), [case(Dtype::I32, RedOp::Avg, 0)]);
+        // -d all -o avg: the floats only.
+        let s = parse_args("t", AR, &args(&["-d", "all", "-o", "avg"])).unwrap();
+        assert_eq!(cases(AR, &s, 2).len(), 3);
     }
 
     #[test]

@@ -123,9 +123,8 @@ impl Algorithm for LrabHierarchicalAllreduce {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        // The round is not used: a tile goes in one message.
-        let mut args = call_round_args(call, params, Collective::AllReduce, 1, 1)?;
-        args.truncate(CALL_ARGS);
+        // A tile goes in one message: no parameter.
+        let mut args = call_args(call, params, Collective::AllReduce)?;
         args.extend([call.cube_w.max(1) as i64, call.cube_h.max(1) as i64]);
         Ok(args)
     }

@@ -55,10 +55,8 @@ impl Algorithm for MeshAllreduce {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        // The round is not used: the tile goes in one message.
-        let mut args = call_round_args(call, params, Collective::AllReduce, 1, 1)?;
-        args.truncate(CALL_ARGS);
-        Ok(args)
+        // The tile goes in one message: no parameter.
+        call_args(call, params, Collective::AllReduce)
     }
 }
 

@@ -59,10 +59,8 @@ impl Algorithm for TreeAllreduce {
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
-        // The round is not used: the tile goes in one message.
-        let mut args = call_round_args(call, params, Collective::AllReduce, 1, 1)?;
-        args.truncate(CALL_ARGS);
-        Ok(args)
+        // The tile goes in one message: no parameter.
+        call_args(call, params, Collective::AllReduce)
     }
 }
 
@@ -85,5 +83,12 @@ mod tests {
     #[test]
     fn every_op_and_dtype_reduces_exactly() {
         assert_all_reduce_everywhere::<TreeAllreduce>();
+    }
+
+    #[test]
+    fn it_takes_no_parameter() {
+        let p = kernbench_guest::mock::chunk_size(8);
+        let e = TreeAllreduce::kernel_args_for(&Call::all_reduce(4, 2), &p).unwrap_err();
+        assert!(e.contains("chunk_size"), "{e}");
     }
 }
