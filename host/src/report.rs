@@ -292,7 +292,15 @@ pub fn nccl_count(n: u64) -> String {
     let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
     let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
     let exp: i32 = exp.parse().unwrap_or(0);
-    format!("{mantissa}e+{exp:02}")
+    format!("{:>6}", format!("{mantissa}e+{exp:02}"))
+}
+
+/// Guest text as one table line: control characters (a newline would
+/// start a line that is not a comment) become spaces.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// The machine-readable form of a run.
@@ -311,6 +319,9 @@ pub struct JsonReport<'a> {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timing_only: bool,
     pub wrong_total: Option<u64>,
+    /// The header lines the bench asked for (`report.note`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub notes: &'a [String],
     pub rows: &'a [Row],
     /// The compute table (benches that launch kernels).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -349,6 +360,7 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
                     .chain(res.kernel_rows.iter().map(|r| r.wrong)),
             )
         }),
+        notes: &res.notes,
         rows,
         kernels: &res.kernel_rows,
         verify: res.verification.as_ref().map(|v| JsonVerify {
@@ -543,7 +555,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         );
     }
     for note in &res.notes {
-        let _ = writeln!(s, "# {note}");
+        let _ = writeln!(s, "# {}", one_line(note));
     }
     let _ = writeln!(s, "#");
     if rows.is_empty() && !res.kernel_rows.is_empty() {
@@ -569,7 +581,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         }
     }
     for c in collectives {
-        let _ = writeln!(s, "# collective: {c}");
+        let _ = writeln!(s, "# collective: {}", one_line(c));
         let _ = writeln!(s, "#");
         let _ = writeln!(s, "{titles}");
         let _ = writeln!(s, "{columns}{}", extras("bound", "eff"));
@@ -581,7 +593,7 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
                 r.size_bytes,
                 r.count,
                 r.dtype,
-                r.redop,
+                one_line(&r.redop),
                 r.root,
                 nccl_block(r.out_of_place.as_ref(), checked),
                 nccl_block(r.in_place.as_ref(), checked)
@@ -833,7 +845,7 @@ mod tests {
         assert_eq!(nccl_count(0), "     0");
         assert_eq!(nccl_count(999_999), "999999");
         assert_eq!(nccl_count(1_048_576), "1.04858e+06");
-        assert_eq!(nccl_count(2_000_000), "2e+06");
+        assert_eq!(nccl_count(2_000_000), " 2e+06");
     }
 
     #[test]

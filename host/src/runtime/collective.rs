@@ -198,6 +198,7 @@ impl Session {
 
     async fn kernel_args_for(
         &self,
+        pg: &ProcessGroup,
         backend: &Backend,
         call: &Call,
         shards: u32,
@@ -221,7 +222,7 @@ impl Session {
             Ok(k) => k,
             Err(super::hooks::ArgsError::Refused(e)) => {
                 let can = self
-                    .algorithms_that_do(call, shards, &backend.algorithm)
+                    .algorithms_that_do(pg, call, shards, &backend.algorithm)
                     .await;
                 let hint = match can.as_slice() {
                     [] => "no algorithm in ccl.yaml does it".to_string(),
@@ -252,16 +253,31 @@ impl Session {
     }
 
     /// The ccl.yaml algorithms other than `except` that would run `call`
-    /// on tensors of `shards` shards (the first [`ALTERNATIVES`] in name
-    /// order): they load on this machine, implement the collective, take
-    /// its placement and accept the call. Only asked when an algorithm
-    /// refuses a call, to name one that does it.
-    async fn algorithms_that_do(&self, call: &Call, shards: u32, except: &str) -> Vec<String> {
+    /// on tensors of `shards` shards in process group `pg` (the first
+    /// [`ALTERNATIVES`] in name order): they load on this machine,
+    /// implement the collective, share the group's ranks, take the
+    /// placement and accept the call. Only asked when an algorithm refuses
+    /// a call, to name one that does it; found once per group for every
+    /// rank that meets the refusal.
+    async fn algorithms_that_do(
+        &self,
+        pg: &ProcessGroup,
+        call: &Call,
+        shards: u32,
+        except: &str,
+    ) -> Vec<String> {
+        let key = (except.to_string(), *call, shards);
+        if let Some(found) = pg.alternatives.lock().unwrap().get(&key) {
+            return found.clone();
+        }
         let spec = &self.machine.topo.spec;
         let cube = (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h);
         let mut found = Vec::new();
         for (name, entry) in &self.ccl.algorithms {
-            if name == except || found.len() == ALTERNATIVES {
+            if found.len() == ALTERNATIVES {
+                break;
+            }
+            if name == except {
                 continue;
             }
             let Ok(plan) = self.plan_backend(name, entry).await else {
@@ -269,7 +285,10 @@ impl Session {
             };
             let b = plan.backend;
             let placed = b.validator.is_none_or(|v| v.shards_needed(spec) == shards);
-            if !b.collectives.contains(&call.collective) || !placed {
+            let fits = b.collectives.contains(&call.collective)
+                && placed
+                && b.rank_mismatch(&pg.installed).is_none();
+            if !fits {
                 continue;
             }
             let accepts = match b.component.hooks(&self.machine, &self.limits).await {
@@ -280,6 +299,7 @@ impl Session {
                 found.push(name.clone());
             }
         }
+        pg.alternatives.lock().unwrap().insert(key, found.clone());
         found
     }
 
@@ -325,7 +345,10 @@ impl Session {
                 }
             }
         }
-        let kargs = match self.kernel_args_for(&backend, &call, input.shards).await {
+        let kargs = match self
+            .kernel_args_for(&pg, &backend, &call, input.shards)
+            .await
+        {
             Ok(k) => k,
             Err(e) => return Ok(Err(e)),
         };

@@ -154,6 +154,9 @@ pub struct ProcessGroup {
     pub(super) next_epoch: Mutex<HashMap<u32, u64>>,
     /// Unmatched `send` / `recv` calls.
     pub(super) p2p: super::p2p::P2pQueues,
+    /// The algorithms that do a call one refused (found once for every
+    /// rank that meets the refusal): (refusing algorithm, call, shards).
+    pub(super) alternatives: Mutex<HashMap<(String, Call, u32), Vec<String>>>,
 }
 
 impl ProcessGroup {
@@ -173,6 +176,7 @@ impl ProcessGroup {
             epochs: Mutex::new(BTreeMap::new()),
             next_epoch: Mutex::new(HashMap::new()),
             p2p: Default::default(),
+            alternatives: Default::default(),
         }
     }
 
