@@ -87,6 +87,17 @@ impl Measure {
         )
     }
 
+    /// Elements of the call's per-rank parameter (nccl-tests' count) for
+    /// `count` reported elements on `ws` ranks: one rank's block where the
+    /// size is split into blocks, the whole size otherwise.
+    fn block(self, count: u64, ws: u32) -> u64 {
+        if self.per_rank_blocks() {
+            count / ws as u64
+        } else {
+            count
+        }
+    }
+
     /// Whether the reported size is split into one block per rank.
     fn per_rank_blocks(self) -> bool {
         matches!(
@@ -455,11 +466,7 @@ pub fn worker(
                 // nccl-tests' count: the elements of the call's per-rank
                 // parameter (all-gather's send, reduce-scatter's receive,
                 // all-to-all's block), the size's for the others.
-                count: if m.per_rank_blocks() {
-                    count / world_size as u64
-                } else {
-                    count
-                },
+                count: m.block(count, world_size),
                 dtype: case.dtype,
                 redop: redop(case, m),
                 root: m.rooted().then_some(case.root),
@@ -593,11 +600,7 @@ fn collective(
     count: u64,
 ) -> Result<report::Block, String> {
     let m = Measure::Collective(c);
-    let block = if m.per_rank_blocks() {
-        count / ws as u64
-    } else {
-        count
-    };
+    let block = m.block(count, ws);
     let call = Call {
         collective: c,
         dtype: case.dtype,

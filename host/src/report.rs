@@ -122,7 +122,7 @@ pub fn nccl_type(d: Dtype) -> &'static str {
 }
 
 /// The ranks' blocks of one variant of a row, merged.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct BlockAcc {
     n: u32,
     max: Ps,
@@ -132,18 +132,24 @@ struct BlockAcc {
     wrong: Option<u64>,
 }
 
+impl Default for BlockAcc {
+    /// No rank yet: the first one's time is both bounds.
+    fn default() -> Self {
+        BlockAcc {
+            n: 0,
+            max: Ps::MIN,
+            min: Ps::MAX,
+            sum: 0,
+            rank0: None,
+            wrong: None,
+        }
+    }
+}
+
 impl BlockAcc {
     fn add(&mut self, m: &Measured, rank: Option<u32>) {
-        self.max = if self.n == 0 {
-            m.time_ps
-        } else {
-            self.max.max(m.time_ps)
-        };
-        self.min = if self.n == 0 {
-            m.time_ps
-        } else {
-            self.min.min(m.time_ps)
-        };
+        self.max = self.max.max(m.time_ps);
+        self.min = self.min.min(m.time_ps);
         self.n += 1;
         self.sum += m.time_ps as u128;
         if rank.unwrap_or(0) == 0 {
