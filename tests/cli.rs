@@ -31,8 +31,11 @@ fn table_has_the_nccl_tests_columns() {
     // A row: size count type redop root, then the two blocks.
     let row: Vec<&str> = ours[at + 4].split_whitespace().collect();
     assert_eq!(row[..5], ["8", "4", "half", "sum", "-1"], "{out}");
-    assert_eq!(row[5..9], ["N/A"; 4], "all_reduce runs in place: {out}");
+    // Both blocks run (ring_allreduce reads the input and writes the
+    // output): the same time, nothing wrong.
+    assert_eq!(row[8], "0", "out-of-place #wrong: {out}");
     assert_eq!(row[12], "0", "in-place #wrong: {out}");
+    assert_eq!(row[5..8], row[9..12], "{out}");
     assert!(out.contains("Out of bounds values : 0 OK"), "{out}");
     assert_eq!(
         out.lines().filter(|l| !l.starts_with('#')).count(),
@@ -66,10 +69,11 @@ fn json_output_parses_and_has_every_row() {
     assert_eq!(rows[0]["root"], -1);
     assert_eq!(rows[0]["type"], "half");
     assert_eq!(rows[0]["time_aggregation"], "max");
-    assert!(rows[0]["out_of_place"].is_null());
-    let ip = &rows[0]["in_place"];
-    assert_eq!(ip["wrong"], 0);
-    assert_eq!(ip["busbw_gbps"], rows[0]["busbw_gbps"]);
+    let (oop, ip) = (&rows[0]["out_of_place"], &rows[0]["in_place"]);
+    assert_eq!((&oop["wrong"], &ip["wrong"]), (&0.into(), &0.into()));
+    // The headline is the out-of-place block.
+    assert_eq!(oop["busbw_gbps"], rows[0]["busbw_gbps"]);
+    assert!(ip["busbw_gbps"].as_f64().unwrap() > 0.0);
     // -c 0 checks nothing: no count, and the table says N/A.
     let out = ok(kb().args([
         "run",
@@ -117,10 +121,14 @@ fn csv_output_has_a_header_and_rows() {
          oop_busbw_gbps,oop_efficiency,oop_wrong,ip_time_us,ip_algbw_gbps,ip_busbw_gbps,\
          ip_efficiency,ip_wrong,bound_us"
     );
-    assert!(
-        lines[1].starts_with("all_reduce,8,4,half,sum,-1,max,,,,,,"),
-        "{out}"
+    // Both blocks: out of place, then in place.
+    let fields: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(
+        fields[..7],
+        ["all_reduce", "8", "4", "half", "sum", "-1", "max"]
     );
+    assert_eq!((fields[11], fields[16]), ("0", "0"), "{out}");
+    assert_eq!(fields[7..11], fields[12..16], "{out}");
     assert_eq!(lines.len(), 3);
 }
 
@@ -222,14 +230,20 @@ fn trace_has_engines_links_kernels_and_ranks() {
             "no {kind} track"
         );
     }
-    // Each rank's collective span is the time the report shows.
+    // Each rank's collective spans (out of place, then in place) are the
+    // times the report shows.
     let time_us = report["rows"][0]["time_us"].as_f64().unwrap();
     let ranks: Vec<f64> = spans
         .iter()
         .filter(|(t, _)| t.starts_with("rank "))
         .map(|(_, e)| e["dur"].as_f64().unwrap())
         .collect();
-    assert_eq!(ranks.len(), 4);
+    assert_eq!(ranks.len(), 2 * 4);
+    assert_eq!(
+        report["rows"][0]["in_place"]["time_us"].as_f64(),
+        Some(time_us),
+        "ring_allreduce takes as long either way"
+    );
     assert!(
         ranks.iter().all(|d| (d - time_us).abs() < 1e-9),
         "{ranks:?} vs {time_us}"

@@ -272,12 +272,13 @@ fn kernels_launched_again_with_the_same_inputs_replay_their_kept_recording() {
     assert_eq!(a.events, b.events);
     assert_eq!(a.stats.dma_commands, b.stats.dma_commands);
     assert_eq!(a.memory_digest, b.memory_digest);
-    // 2 sizes x 4 launches (1 warm-up, 3 timed) x 4 ranks.
+    // 2 sizes x 2 variants (out of place, in place: other tensors) x 4
+    // launches (1 warm-up, 3 timed) x 4 ranks.
     assert_eq!(
         a.recordings,
         RecordingCounts {
-            recorded: 2 * 4,
-            reused: 2 * 3 * 4
+            recorded: 2 * 2 * 4,
+            reused: 2 * 2 * 3 * 4
         }
     );
     assert_eq!(b.recordings, RecordingCounts::default());

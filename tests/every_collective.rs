@@ -217,8 +217,9 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
 /// Every algorithm of the embedded ccl.yaml (but `hello_send`, a
 /// stand-in that does not reduce) through its nccl-tests bench with every
 /// dtype (`-d all`), op (`-o all`) and root (`-r all`) on rings of 2, 3,
-/// 4, 5 and 8 SIPs of 2×2 cubes: every element of every case equals the
-/// reference. Exactly: the inputs make every reduction exact in every
+/// 4, 5 and 8 SIPs of 2×2 cubes, in both of nccl-tests' variants (out
+/// of place where the algorithm runs it): every element of every case
+/// equals the reference. Exactly: the inputs make every reduction exact in every
 /// dtype and order, so nccl-tests' tolerance of 0 holds for every dtype
 /// and op (its 2 ULP for floating `avg` are not needed: the sum is exact
 /// and scaled once).
@@ -252,6 +253,9 @@ fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
     let theirs: std::collections::BTreeSet<&str> =
         embedded.algorithms.keys().map(String::as_str).collect();
     assert_eq!(ours, theirs, "every built-in algorithm is checked here");
+    // The algorithms that run in place only (no `out-of-place` export):
+    // none of the built-ins.
+    const IN_PLACE_ONLY: [&str; 0] = [];
     let dtypes = ["int32", "half", "float", "bfloat16"];
     for ws in [2u32, 3, 4, 5, 8] {
         let t = machine(ws, "ring_1d", None, (2, 2));
@@ -274,13 +278,82 @@ fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
             let ops = if reduces { 4 + 3 * 5 } else { 4 };
             let roots = if rooted { ws as usize } else { 1 };
             assert_eq!(rows.len(), ops * roots, "{what}: {rows:?}");
+            // Both of nccl-tests' blocks, each checked, where the
+            // algorithm runs both; else the out-of-place block is N/A and
+            // the header says why.
+            let both = !IN_PLACE_ONLY.contains(algorithm);
             for r in &rows {
                 assert!(dtypes.contains(&r.dtype.as_str()), "{what}: {r:?}");
                 assert_eq!(r.wrong, 0, "{what}: {r:?}");
                 assert!(r.time_ps > 0, "{what}: {r:?}");
+                let ip = r.in_place.as_ref().expect("the in-place block runs");
+                assert_eq!(ip.wrong, Some(0), "{what}: {r:?}");
+                match &r.out_of_place {
+                    Some(oop) => {
+                        assert!(both, "{what}: {r:?}");
+                        assert_eq!(oop.wrong, Some(0), "{what}: {r:?}");
+                    }
+                    None => assert!(!both, "{what}: {r:?}"),
+                }
             }
+            let noted = res.notes.iter().any(|n| {
+                n.starts_with("out-of-place block N/A: ") && n.contains(&format!("'{algorithm}'"))
+            });
+            assert_eq!(noted, !both, "{what}: {:?}", res.notes);
         }
     }
+}
+
+/// An algorithm that runs all-reduce in place only (the seed's ABI, no
+/// `out-of-place` export): its out-of-place block is N/A, the header says
+/// why and names the ccl.yaml algorithm that does it, the in-place block
+/// runs and is checked; the kernels get no `out-ptr` they do not expect.
+#[test]
+fn an_in_place_only_algorithm_leaves_the_out_of_place_block_na_and_says_why() {
+    let text = format!(
+        "defaults: {{algorithm: ring_allreduce}}\nalgorithms:\n  minimal: {{module: {}}}\n  ring_allreduce: {{module: ring_allreduce}}\n",
+        test_component("minimal_algo")
+    );
+    let c = kernbench::config::CclConfig::from_yaml(
+        &text,
+        kernbench::config::Origin::Embedded("test ccl.yaml"),
+    )
+    .unwrap();
+    let args = ["-b", "8", "-e", "64"];
+    let res = run(
+        "ccl_allreduce",
+        topo(2),
+        c,
+        Some("all_reduce=minimal"),
+        &args,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rows = kernbench::report::aggregate(&res.rows, None);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r.out_of_place, None, "{r:?}");
+        let ip = r.in_place.as_ref().expect("in place runs");
+        assert_eq!(ip.wrong, Some(0), "{r:?}");
+        assert_eq!(r.time_ps, ip.time_ps, "the headline is the in-place block");
+    }
+    let note = res
+        .notes
+        .iter()
+        .find(|n| n.starts_with("out-of-place block N/A: "))
+        .unwrap_or_else(|| panic!("{:?}", res.notes));
+    assert_contains_all(
+        note,
+        &[
+            "all_reduce (sum, f16) out of place: algorithm 'minimal' runs it in place only",
+            "ring_allreduce does it: choose one with --algorithm all_reduce=ring_allreduce",
+        ],
+    );
+    assert_eq!(
+        res.notes.iter().filter(|n| n.contains("N/A")).count(),
+        1,
+        "one note, not one per size: {:?}",
+        res.notes
+    );
 }
 
 #[test]

@@ -331,6 +331,12 @@ macro_rules! export_algorithm {
                         <$ty as $crate::Algorithm>::collectives(),
                     )
                 }
+                fn out_of_place(
+                ) -> ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Collective> {
+                    $crate::algorithm_wasm::collectives_out(
+                        <$ty as $crate::Algorithm>::out_of_place(),
+                    )
+                }
                 fn kernel_args_for(
                     call: $crate::__algorithm::kernbench::sim::ccl::Call,
                     params: ::std::vec::Vec<$crate::__algorithm::kernbench::sim::ccl::Param>,

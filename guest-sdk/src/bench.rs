@@ -64,7 +64,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.6.4)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.6.5)`.
     pub fn version() -> String {
         t::version()
     }
@@ -278,6 +278,35 @@ pub mod dist {
     /// (`one_shard_per_cube`: the cubes of a SIP); None: any placement.
     pub fn shards_wanted(collective: &str) -> Result<Option<u32>, DistError> {
         d::shards_wanted(collective).map_err(conv)
+    }
+    /// nccl-tests' out-of-place form of `collective` (a KernBench
+    /// extension): `output` gets the result, `input` is kept. All-reduce,
+    /// broadcast and reduce take an output the input's size and need an
+    /// algorithm that lists them in [`crate::Algorithm::out_of_place`]
+    /// (else `NotImplementedError`, naming ones that do). `op` is read by
+    /// the reducing collectives, `root` by broadcast (src) and reduce
+    /// (dst).
+    pub fn collective_out_of_place(
+        collective: &str,
+        output: &Tensor,
+        input: &Tensor,
+        op: &str,
+        root: u32,
+    ) -> Result<(), DistError> {
+        d::collective_out_of_place(collective, &output.0, &input.0, op, root).map_err(conv)
+    }
+    /// nccl-tests' in-place form of `collective` on the one buffer `t` (a
+    /// KernBench extension): all-gather's input is this rank's block of
+    /// `t` (the output), reduce-scatter's output this rank's block of `t`
+    /// (the input), all-to-all sends from and receives into `t`; the others
+    /// are their torch calls. `t` must be one shard.
+    pub fn collective_in_place(
+        collective: &str,
+        t: &Tensor,
+        op: &str,
+        root: u32,
+    ) -> Result<(), DistError> {
+        d::collective_in_place(collective, &t.0, op, root).map_err(conv)
     }
 }
 

@@ -43,10 +43,10 @@ fn ceil_pow2(p: u32) -> u32 {
 /// forwarded as soon as it arrives.
 #[track_caller]
 pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
-    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
     if p < 2 {
-        return;
+        return crate::ring::copy_out(tl, job);
     }
     let v = (rank + p - root) % p;
     let real = |u: u32| (u + root) % p;
@@ -62,12 +62,17 @@ pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
         .filter(|&m| v + m < p)
         .map(|m| real(v + m))
         .collect();
-    for c in chunks.iter().filter(|c| c.n_elem > 0) {
+    for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
         let t = if v == 0 {
-            tl.load(c.addr, &shape, dt)
+            let t = tl.load(c.addr, &shape, dt);
+            if o.addr != c.addr {
+                // Out of place the root's output gets its input too.
+                tl.store(o.addr, &t);
+            }
+            t
         } else {
-            tl.recv_into(Some(&to(real(v - low))), &shape, dt, c.addr)
+            tl.recv_into(Some(&to(real(v - low))), &shape, dt, o.addr)
         };
         for &child in &children {
             tl.send(&to(child), &t);
@@ -82,15 +87,15 @@ pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
 /// The other ranks' tensors are left as they were.
 #[track_caller]
 pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
-    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
     let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
     if p < 2 {
-        return;
+        return crate::ring::copy_out(tl, job);
     }
     let v = (rank + p - root) % p;
     let real = |u: u32| (u + root) % p;
-    for c in chunks.iter().filter(|c| c.n_elem > 0) {
+    for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
         let mut acc = tl.load(c.addr, &shape, dt);
         let mut mask = 1;
@@ -109,7 +114,7 @@ pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
             if let Some(f) = finish {
                 acc = tl.scale(&acc, f);
             }
-            tl.store(c.addr, &acc);
+            tl.store(o.addr, &acc);
         }
     }
 }
@@ -129,10 +134,25 @@ pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: 
     let shape = [n];
     let own = tl.load(src[rank as usize].addr, &shape, dt);
     tl.store(dst[rank as usize].addr, &own);
+    // In place (output = input), a block may arrive before this rank has
+    // sent the one it lands on: load every block first, send the copies.
+    let in_place = src[0].addr == dst[0].addr;
+    let mut loaded: Vec<T::Tensor> = if in_place {
+        (1..p)
+            .map(|k| tl.load(src[((rank + k) % p) as usize].addr, &shape, dt))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    loaded.reverse();
     for k in 1..p {
         let (peer, from) = ((rank + k) % p, (rank + p - k) % p);
-        // The input is never written: sent straight from memory.
-        tl.send_addr(&to(peer), src[peer as usize].addr, &shape, dt);
+        match loaded.pop() {
+            Some(t) => tl.send(&to(peer), &t),
+            // Out of place the input is never written: sent straight
+            // from memory.
+            None => tl.send_addr(&to(peer), src[peer as usize].addr, &shape, dt),
+        }
         tl.recv_into(Some(&to(from)), &shape, dt, dst[from as usize].addr);
     }
 }
@@ -151,11 +171,14 @@ pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: 
 /// 3. all-gather by recursive doubling: distances `1, 2, …, p'/2`, each
 ///    step exchanging the whole range held;
 /// 4. fix-up: each rank `r + 1` sends the result to its even partner.
+///
+/// Blocks are read from `blocks` and the results written to `outs` (the
+/// same chunks in place; the output's out of place).
 #[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn halving_doubling_all_reduce<T: Tl>(
     tl: &T,
-    blocks: &[Chunk],
+    (blocks, outs): (&[Chunk], &[Chunk]),
     combine: BinOp,
     finish: Option<f64>,
     dt: Dtype,
@@ -173,7 +196,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
             tl.send_addr(&to(rank + 1), blocks[b].addr, &shape(b), dt);
         }
         for &b in &all {
-            tl.recv_into(Some(&to(rank + 1)), &shape(b), dt, blocks[b].addr);
+            tl.recv_into(Some(&to(rank + 1)), &shape(b), dt, outs[b].addr);
         }
         return;
     }
@@ -224,7 +247,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
             Some(f) => tl.scale(&t, f),
             None => t,
         };
-        tl.store(blocks[own].addr, &t);
+        tl.store(outs[own].addr, &t);
         acc[own] = Some(t);
     }
     // 3. All-gather by recursive doubling: the held range doubles.
@@ -248,7 +271,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
                 tl.send(&partner, x);
             }
             if live(&t) {
-                acc[t] = Some(tl.recv_into(Some(&partner), &shape(t), dt, blocks[t].addr));
+                acc[t] = Some(tl.recv_into(Some(&partner), &shape(t), dt, outs[t].addr));
             }
         }
         mask *= 2;

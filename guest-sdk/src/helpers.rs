@@ -301,11 +301,22 @@ pub fn rank_blocks(base: u64, p: u64, block: u64, r: Chunk, r_base: u64, dt: Dty
 
 /// What the kernel of a rooted collective (broadcast, reduce) made with
 /// [`call_round_args`] works on: its call, its tile in chunks of the
-/// round size, and its rank.
+/// round size (input and output: the same chunks in place), and its
+/// rank.
 pub struct Rooted {
     pub call: Call,
     pub chunks: Vec<Chunk>,
+    /// Where each chunk's result goes: `chunks` itself in place, the
+    /// output's chunks out of place ([`crate::HostArgs::out_ptr`]).
+    pub outputs: Vec<Chunk>,
     pub rank: u32,
+}
+
+impl Rooted {
+    /// Each input chunk with its output chunk.
+    pub fn pairs(&self) -> impl Iterator<Item = (&Chunk, &Chunk)> {
+        self.chunks.iter().zip(&self.outputs)
+    }
 }
 
 /// The [`Rooted`] view of a kernel's arguments.
@@ -313,8 +324,10 @@ pub struct Rooted {
 pub fn rooted<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) -> Rooted {
     let (call, chunk, host) = call_round_kernel_args(args, t_ptr);
     let tile = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
+    let out = pe_tile_addr(tl, host.out_ptr, call.block, call.dtype);
     Rooted {
         chunks: rounds(tile, call.block, chunk, call.dtype),
+        outputs: rounds(out, call.block, chunk, call.dtype),
         call,
         rank: host.sip_rank,
     }

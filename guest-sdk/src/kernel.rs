@@ -191,7 +191,8 @@ pub trait Algorithm {
     /// The kernel run on every participating PE. `args` is
     /// `kernel_args(...)` (or `kernel_args_for(...)`) followed by
     /// `(sip_rank, sip_topo_kind, sip_topo_w, sip_topo_h)` and, for a
-    /// collective with its own output buffer, `out_ptr`
+    /// collective with its own output buffer (all-gather, reduce-scatter,
+    /// all-to-all, and those [`Algorithm::out_of_place`] lists), `out_ptr`
     /// ([`crate::HostArgs`]).
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]);
 
@@ -223,6 +224,15 @@ pub trait Algorithm {
     /// other. Default: all-reduce.
     fn collectives() -> Vec<crate::Collective> {
         vec![crate::Collective::AllReduce]
+    }
+
+    /// Those of all-reduce, broadcast and reduce whose kernel takes an
+    /// output apart from its input: their calls get `out_ptr` too (equal
+    /// to `t_ptr` in place), and nccl-tests' out-of-place form runs. Read
+    /// the input at `t_ptr`, write the result at
+    /// [`crate::HostArgs::out_ptr`]. Default: none (they run in place).
+    fn out_of_place() -> Vec<crate::Collective> {
+        Vec::new()
     }
 
     /// The kernel's positional arguments for one `call`, with the

@@ -76,7 +76,7 @@ pub mod prelude {
 pub mod __algorithm {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "algorithm-full",
+        world: "algorithm-outputs",
         pub_export_macro: true,
         export_macro_name: "__export_algorithm_world",
         default_bindings_module: "kernbench_guest::__algorithm",

@@ -447,20 +447,19 @@ pub fn worker(
             if count == 0 {
                 continue;
             }
-            let measured = match m {
+            let (out_of_place, in_place) = match m {
                 Measure::Collective(Collective::AllReduce) if sw.cubes > 1 => {
                     all_reduce_cubes(&sw, case, rank, world_size, count)?
                 }
                 Measure::Collective(c) => collective(c, &sw, case, rank, world_size, count)?,
+                // Send / recv have no in-place form (nccl-tests' sendrecv
+                // runs one in place between a rank and itself; pairs here
+                // are two ranks).
                 Measure::SendRecv => match send_recv(&sw, case, rank, world_size, count)? {
-                    Some(block) => block,
+                    Some(block) => (Some(block), None),
                     None => continue,
                 },
             };
-            // PyTorch's all-reduce, broadcast and reduce work in place;
-            // the other collectives (and send / recv) have an output of
-            // their own.
-            let in_place = matches!(m, Measure::Collective(c) if c.in_place());
             let row = report::PerfRow {
                 size_bytes: count * case.dtype.itemsize() as u64,
                 // nccl-tests' count: the elements of the call's per-rank
@@ -470,8 +469,8 @@ pub fn worker(
                 dtype: case.dtype,
                 redop: redop(case, m),
                 root: m.rooted().then_some(case.root),
-                out_of_place: (!in_place).then_some(measured),
-                in_place: in_place.then_some(measured),
+                out_of_place,
+                in_place,
                 aggregation: sw.aggregation,
             };
             report::record_perf(m.name(), &row);
@@ -493,9 +492,10 @@ fn zeros(n: u64, dtype: Dtype, name: &str) -> Result<torch::Tensor, String> {
     torch::zeros(&[n], dtype, name)
 }
 
-/// Fill `t` with rank `rank`'s inputs: pieces copied out of their
-/// period's table where they have one (see [`Periodic`]).
-fn fill(t: &torch::Tensor, values: &Values, rank: u32, n: u64) -> Result<(), String> {
+/// Fill `t` from element `at` with rank `rank`'s `n` inputs: pieces
+/// copied out of their period's table where they have one (see
+/// [`Periodic`]).
+fn fill(t: &torch::Tensor, at: u64, values: &Values, rank: u32, n: u64) -> Result<(), String> {
     let periodic = values.inputs(rank);
     let mut data = Vec::with_capacity(PIECE.min(n) as usize);
     for (first, k) in pieces(n) {
@@ -504,17 +504,22 @@ fn fill(t: &torch::Tensor, values: &Values, rank: u32, n: u64) -> Result<(), Str
             Some(p) => p.extend_piece(first, k, &mut data),
             None => data.extend((first..first + k).map(|i| values.value(rank, i))),
         }
-        t.copy_from_f64_at(first, &data)?;
+        t.copy_from_f64_at(at + first, &data)?;
     }
     Ok(())
 }
 
-/// Elements of `t` (`n` of them) that differ from `want(j)` (None: not
-/// checked).
-fn wrong_in(t: &torch::Tensor, n: u64, want: impl Fn(u64) -> Option<f64>) -> Result<u64, String> {
+/// Elements of `t` from element `at` (`n` of them) that differ from
+/// `want(j)` (None: not checked).
+fn wrong_in(
+    t: &torch::Tensor,
+    at: u64,
+    n: u64,
+    want: impl Fn(u64) -> Option<f64>,
+) -> Result<u64, String> {
     let mut wrong = 0;
     for (first, k) in pieces(n) {
-        let got = t.to_f64_range(first, k)?;
+        let got = t.to_f64_range(at + first, k)?;
         wrong += (first..first + k)
             .zip(got)
             .filter(|&(j, v)| want(j).is_some_and(|w| w != v))
@@ -523,11 +528,12 @@ fn wrong_in(t: &torch::Tensor, n: u64, want: impl Fn(u64) -> Option<f64>) -> Res
     Ok(wrong)
 }
 
-/// Elements of `t` (`n` of them) that differ from the tabulated `want`.
-fn wrong_in_table(t: &torch::Tensor, n: u64, want: &Expected) -> Result<u64, String> {
+/// Elements of `t` from element `at` (`n` of them) that differ from the
+/// tabulated `want`.
+fn wrong_in_table(t: &torch::Tensor, at: u64, n: u64, want: &Expected) -> Result<u64, String> {
     let mut wrong = 0;
     for (first, k) in pieces(n) {
-        let got = t.to_f64_range(first, k)?;
+        let got = t.to_f64_range(at + first, k)?;
         wrong += want
             .mismatches(first, &got)
             .ok_or("the expected output is not tabulated")?;
@@ -535,13 +541,24 @@ fn wrong_in_table(t: &torch::Tensor, n: u64, want: &Expected) -> Result<u64, Str
     Ok(wrong)
 }
 
+/// What the timed runs of a variant found.
+enum Timed {
+    /// The mean time of the timed runs.
+    Took(u64),
+    /// The first call was refused: the algorithm does not run the
+    /// variant (its message).
+    Refused(String),
+}
+
 /// Run `once` `warmup + iters` times (refilling the input before each
-/// with `refill`), return the mean time of the timed ones.
+/// with `refill`), return the mean time of the timed ones. The first
+/// call tells whether the algorithm runs the variant at all: every rank
+/// meets the same refusal, before any rank waits.
 fn timed(
     sw: &Sweep,
     mut refill: impl FnMut() -> Result<(), String>,
-    mut once: impl FnMut() -> Result<(), String>,
-) -> Result<u64, String> {
+    mut once: impl FnMut() -> Result<(), dist::DistError>,
+) -> Result<Timed, String> {
     let mut total = 0u64;
     for i in 0..sw.warmup + sw.iters {
         if sw.fill {
@@ -549,12 +566,19 @@ fn timed(
         }
         dist::barrier()?;
         let t0 = ahbm::now_ps();
-        once()?;
+        match once() {
+            Err(dist::DistError::NotImplementedError(why))
+                if i == 0 && why.contains(" out of place: ") =>
+            {
+                return Ok(Timed::Refused(why));
+            }
+            other => other?,
+        }
         if i >= sw.warmup {
             total += ahbm::now_ps() - t0;
         }
     }
-    Ok(total / sw.iters as u64)
+    Ok(Timed::Took(total / sw.iters as u64))
 }
 
 /// A measured block: its time, and its wrong elements when checked.
@@ -590,7 +614,51 @@ fn checked(
     Ok(wrong)
 }
 
-/// One size of a collective: `count` reported elements.
+/// The two blocks of a row: (out of place, in place); none where the
+/// variant did not run.
+type Blocks = (Option<report::Block>, Option<report::Block>);
+
+/// One variant of one size: the timed runs, then the checks; none when
+/// the algorithm runs it in place only (its refusal noted once, by rank
+/// 0). Any other error ends the bench.
+fn variant(
+    sw: &Sweep,
+    rank: u32,
+    mut refill: impl FnMut() -> Result<(), String>,
+    mut once: impl FnMut() -> Result<(), dist::DistError>,
+    count: impl FnMut() -> Result<u64, String>,
+) -> Result<Option<report::Block>, String> {
+    let time_ps = match timed(sw, &mut refill, &mut once)? {
+        Timed::Took(t) => t,
+        Timed::Refused(why) => {
+            if rank == 0 && !refused_noted(&why) {
+                report::note(&format!("out-of-place block N/A: {why}"));
+            }
+            return Ok(None);
+        }
+    };
+    let once = || once().map_err(String::from);
+    let wrong = checked(sw, &mut refill, once, count)?;
+    Ok(Some(measured(sw, time_ps, wrong)))
+}
+
+/// Whether the refusal `why` was noted before (a note each, not one per
+/// size).
+fn refused_noted(why: &str) -> bool {
+    use std::sync::Mutex;
+    static NOTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut noted = NOTED.lock().unwrap();
+    if noted.iter().any(|n| n == why) {
+        return true;
+    }
+    noted.push(why.to_string());
+    false
+}
+
+/// One size of a collective, `count` reported elements, in both of
+/// nccl-tests' variants: out of place (input and output apart), then in
+/// place (one buffer; see `distributed.collective-in-place` for where
+/// the input and output lie in it).
 fn collective(
     c: Collective,
     sw: &Sweep,
@@ -598,7 +666,7 @@ fn collective(
     rank: u32,
     ws: u32,
     count: u64,
-) -> Result<report::Block, String> {
+) -> Result<Blocks, String> {
     let m = Measure::Collective(c);
     let block = m.block(count, ws);
     let call = Call {
@@ -613,46 +681,53 @@ fn collective(
     };
     let values = Values::of_call(&call);
     let (n_in, n_out) = call.buffers();
-    let input = zeros(n_in, case.dtype, "input")?;
-    let output = if c.in_place() {
-        None
-    } else {
-        Some(zeros(n_out, case.dtype, "output")?)
+    let (name, op) = (c.name(), case.op.name());
+    let check = |t: &torch::Tensor, at: u64| match expected_output(&call, &values, rank) {
+        Expected::Unspecified => Ok(0),
+        Expected::PerElement => wrong_in(t, at, n_out, |j| expected(&call, &values, rank, j)),
+        table => wrong_in_table(t, at, n_out, &table),
     };
-    let out = output.as_ref().unwrap_or(&input);
-    let op = case.op.name();
-    let refill = || fill(&input, &values, rank, n_in);
-    let once = || {
-        match c {
-            Collective::AllReduce => dist::all_reduce(&input, op),
-            Collective::Broadcast => dist::broadcast(&input, case.root),
-            Collective::Reduce => dist::reduce(&input, case.root, op),
-            Collective::AllGather => dist::all_gather_into_tensor(out, &input),
-            Collective::ReduceScatter => dist::reduce_scatter_tensor(out, &input, op),
-            Collective::AllToAll => dist::all_to_all_single(out, &input),
-        }
-        .map_err(String::from)
+    let out_of_place = {
+        let input = zeros(n_in, case.dtype, "input")?;
+        let output = zeros(n_out, case.dtype, "output")?;
+        variant(
+            sw,
+            rank,
+            || fill(&input, 0, &values, rank, n_in),
+            || dist::collective_out_of_place(name, &output, &input, op, case.root),
+            || check(&output, 0),
+        )?
     };
-    let time_ps = timed(sw, refill, once)?;
-    let wrong = checked(sw, refill, once, || {
-        match expected_output(&call, &values, rank) {
-            Expected::Unspecified => Ok(0),
-            Expected::PerElement => wrong_in(out, n_out, |j| expected(&call, &values, rank, j)),
-            table => wrong_in_table(out, n_out, &table),
-        }
-    })?;
-    Ok(measured(sw, time_ps, wrong))
+    let in_place = {
+        // nccl-tests' places: all-gather's input is block `rank` of the
+        // output; reduce-scatter's output is block `rank` of the input.
+        let (n, input_at, output_at) = match c {
+            Collective::AllGather => (n_out, rank as u64 * n_in, 0),
+            Collective::ReduceScatter => (n_in, 0, rank as u64 * n_out),
+            _ => (n_in, 0, 0),
+        };
+        let t = zeros(n, case.dtype, "buffer")?;
+        variant(
+            sw,
+            rank,
+            || fill(&t, input_at, &values, rank, n_in),
+            || dist::collective_in_place(name, &t, op, case.root),
+            || check(&t, output_at),
+        )?
+    };
+    Ok((out_of_place, in_place))
 }
 
 /// All-reduce with every cube a contributor (`--cubes N`): each rank's
-/// tensor is N tiles of `count` elements placed row-wise over N cubes.
+/// tensor is N tiles of `count` elements placed row-wise over N cubes;
+/// out of place, the output is placed alike.
 fn all_reduce_cubes(
     sw: &Sweep,
     case: Case,
     rank: u32,
     ws: u32,
     count: u64,
-) -> Result<report::Block, String> {
+) -> Result<Blocks, String> {
     use torch::DpMode::{Replicate, RowWise};
     let cubes = sw.cubes;
     // Inputs and reductions are read at a tile's positions.
@@ -660,8 +735,8 @@ fn all_reduce_cubes(
     let total = count * cubes as u64;
     let dp = torch::DpPolicy::new(RowWise, Replicate, cubes, 1);
     let rows = u32::try_from(count).map_err(|_| format!("{count} elements are too many"))?;
-    let t = torch::zeros_dp(&[cubes, rows], case.dtype, dp, "allreduce_buf")?;
-    let refill = || {
+    let tiles = |name: &str| torch::zeros_dp(&[cubes, rows], case.dtype, dp, name);
+    let refill = |t: &torch::Tensor| {
         for (first, n) in pieces(total) {
             let data: Vec<f64> = (first..first + n)
                 .map(|j| values.value(rank * cubes + (j / count) as u32, j % count))
@@ -670,12 +745,27 @@ fn all_reduce_cubes(
         }
         Ok(())
     };
-    let once = || dist::all_reduce(&t, case.op.name()).map_err(String::from);
-    let time_ps = timed(sw, refill, once)?;
-    let wrong = checked(sw, refill, once, || {
-        wrong_in(&t, total, |j| Some(values.reduced(j % count)))
-    })?;
-    Ok(measured(sw, time_ps, wrong))
+    let check = |t: &torch::Tensor| wrong_in(t, 0, total, |j| Some(values.reduced(j % count)));
+    let op = case.op.name();
+    let out_of_place = {
+        let (input, output) = (tiles("allreduce_in")?, tiles("allreduce_out")?);
+        variant(
+            sw,
+            rank,
+            || refill(&input),
+            || dist::collective_out_of_place("all_reduce", &output, &input, op, 0),
+            || check(&output),
+        )?
+    };
+    let t = tiles("allreduce_buf")?;
+    let in_place = variant(
+        sw,
+        rank,
+        || refill(&t),
+        || dist::all_reduce(&t, op),
+        || check(&t),
+    )?;
+    Ok((out_of_place, in_place))
 }
 
 /// One size of `ccl_sendrecv`: rank 2i sends to 2i + 1. None for an idle
@@ -696,7 +786,7 @@ fn send_recv(
     let sender = rank.is_multiple_of(2);
     let refill = || {
         if sender {
-            fill(&t, &values, rank, count)
+            fill(&t, 0, &values, rank, count)
         } else {
             Ok(())
         }
@@ -707,19 +797,16 @@ fn send_recv(
         } else {
             dist::recv(&t, peer)
         }
-        .map_err(String::from)
     };
-    let time_ps = timed(sw, refill, once)?;
-    let wrong = checked(sw, refill, once, || {
+    variant(sw, rank, refill, once, || {
         if sender {
             return Ok(0);
         }
         match values.inputs(peer) {
-            Some(want) => wrong_in_table(&t, count, &Expected::Periodic(want)),
-            None => wrong_in(&t, count, |j| Some(values.value(peer, j))),
+            Some(want) => wrong_in_table(&t, 0, count, &Expected::Periodic(want)),
+            None => wrong_in(&t, 0, count, |j| Some(values.value(peer, j))),
         }
-    })?;
-    Ok(Some(measured(sw, time_ps, wrong)))
+    })
 }
 
 #[cfg(test)]

@@ -198,23 +198,27 @@ pub fn all_gather<T: Tl>(
 /// chunk `c + 1` crosses hop `h − 1`.
 #[track_caller]
 pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
-    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
     if p < 2 {
-        return;
+        return copy_out(tl, job);
     }
     let pos = (rank + p - root) % p; // hops from the root
-    for c in chunks.iter().filter(|c| c.n_elem > 0) {
+    for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
         if pos == 0 {
             let t = tl.load(c.addr, &shape, dt);
             tl.send("E", &t);
+            if o.addr != c.addr {
+                // Out of place the root's output gets its input too.
+                tl.store(o.addr, &t);
+            }
         } else {
             let got = tl.recv(Some("W"), &shape, dt);
             if pos < p - 1 {
                 tl.send("E", &got);
             }
-            tl.store(c.addr, &got);
+            tl.store(o.addr, &got);
         }
     }
 }
@@ -227,14 +231,14 @@ pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
 /// as they were.
 #[track_caller]
 pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
-    let (chunks, dt, rank) = (&job.chunks, job.call.dtype, job.rank);
+    let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
     let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
     if p < 2 {
-        return;
+        return copy_out(tl, job);
     }
     let pos = (rank + 2 * p - root - 1) % p; // 0: first of the chain, p − 1: the root
-    for c in chunks.iter().filter(|c| c.n_elem > 0) {
+    for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
         let mine = tl.load(c.addr, &shape, dt);
         if pos == 0 {
@@ -249,8 +253,20 @@ pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
             if let Some(f) = finish {
                 acc = tl.scale(&acc, f);
             }
-            tl.store(c.addr, &acc);
+            tl.store(o.addr, &acc);
         }
+    }
+}
+
+/// A rooted collective of one rank out of place: its output is its
+/// input (nothing to do in place).
+pub(crate) fn copy_out<T: Tl>(tl: &T, job: &Rooted) {
+    for (c, o) in job
+        .pairs()
+        .filter(|(c, o)| c.n_elem > 0 && c.addr != o.addr)
+    {
+        let t = tl.load(c.addr, &[c.n_elem as u32], job.call.dtype);
+        tl.store(o.addr, &t);
     }
 }
 
@@ -282,12 +298,22 @@ pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: 
     let at = |i: i64| dst[i.rem_euclid(p) as usize].addr;
     let own = tl.load(src[rank as usize].addr, &shape, dt);
     tl.store(at(r), &own);
+    let input = |k: i64| tl.load(src[(r + 1 + k).rem_euclid(p) as usize].addr, &shape, dt);
+    // In place (output = input), the first step's receives would land on
+    // blocks not sent yet: load them all before any arrives.
+    let in_place = src[0].addr == dst[0].addr;
+    let mut loaded: Vec<T::Tensor> = if in_place {
+        (0..p - 1).map(input).collect()
+    } else {
+        Vec::new()
+    };
+    loaded.reverse();
     let mut travelling: Vec<T::Tensor> = Vec::new();
     for s in 1..p {
         let mut received = Vec::with_capacity((p - s) as usize);
         for k in 0..p - s {
             if s == 1 {
-                let t = tl.load(src[(r + 1 + k).rem_euclid(p) as usize].addr, &shape, dt);
+                let t = loaded.pop().unwrap_or_else(|| input(k));
                 tl.send("E", &t);
             } else {
                 // Travelling block k, parked at step s − 1 in the output

@@ -135,6 +135,9 @@ pub const LEAF_AHEAD: usize = 1;
 /// The root sends down the results it holds, not what it stored: a load
 /// issued after a store to the same place may read it before the store
 /// lands (DMA commands are ordered at issue, not at completion).
+///
+/// `(tile, out)`: the pieces lie in the input tile at `tile`; each
+/// result is stored at the same offset from `out` (`tile` in place).
 #[track_caller]
 pub fn all_reduce<T: Tl>(
     tl: &T,
@@ -142,8 +145,17 @@ pub fn all_reduce<T: Tl>(
     (combine, finish): (BinOp, Option<f64>),
     dt: Dtype,
     (rank, p): (u32, u32),
+    (tile, out): (u64, u64),
 ) {
+    let out_of = |x: &Chunk| out + (x.addr - tile);
     if p < 2 {
+        // One rank: its tile is the result.
+        for x in pieces.iter().flat_map(|ps| ps.iter()) {
+            if x.n_elem > 0 && out != tile {
+                let t = tl.load(x.addr, &[x.n_elem as u32], dt);
+                tl.store(out_of(x), &t);
+            }
+        }
         return;
     }
     let trees = [dtree(p, rank, 0), dtree(p, rank, 1)];
@@ -197,7 +209,7 @@ pub fn all_reduce<T: Tl>(
                         if let Some(f) = finish {
                             acc = tl.scale(&acc, f);
                         }
-                        tl.store(x.addr, &acc);
+                        tl.store(out_of(x), &acc);
                         results[t].push(acc);
                     }
                 }
@@ -223,7 +235,7 @@ pub fn all_reduce<T: Tl>(
                         .expect("a result for every piece rooted here"),
                     Some(up) => {
                         let got = tl.recv(Some(&to(up)), &shape(x), dt);
-                        tl.store(x.addr, &got);
+                        tl.store(out_of(x), &got);
                         got
                     }
                 };

@@ -46,6 +46,10 @@ impl Algorithm for BinomialBroadcast {
         vec![Collective::Broadcast]
     }
 
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::Broadcast]
+    }
+
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
         piece_args(call, params, Collective::Broadcast)
     }

@@ -42,6 +42,10 @@ impl Algorithm for BinomialReduce {
         vec![Collective::Reduce]
     }
 
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::Reduce]
+    }
+
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
         piece_args(call, params, Collective::Reduce)
     }

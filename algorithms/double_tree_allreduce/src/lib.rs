@@ -49,11 +49,16 @@ impl Algorithm for DoubleTreeAllreduce {
             (call.op.combine(), call.op.finish_factor(p)),
             dt,
             (host.sip_rank, p),
+            (tile, pe_tile_addr(tl, host.out_ptr, call.block, dt)),
         );
     }
 
     fn entry_defaults() -> EntryDefaults {
         kernbench_guest::direct::ENTRY_DEFAULTS
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {

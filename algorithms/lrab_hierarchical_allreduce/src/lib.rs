@@ -60,6 +60,8 @@ impl Algorithm for LrabHierarchicalAllreduce {
         let phase = sip_phase(host.sip_topo_kind).unwrap_or_else(|e| panic!("{e}"));
         let cube = tl.program_id(1) as u32;
         let addr = t_ptr + cube as u64 * n as u64 * dt.itemsize() as u64;
+        // Out of place the result goes to the output's tile of the cube.
+        let out = host.out_ptr + cube as u64 * n as u64 * dt.itemsize() as u64;
         let single_cube = cube_w == 1 && cube_h == 1;
         let (cx, cy) = (cube % cube_w, cube / cube_w);
 
@@ -97,7 +99,11 @@ impl Algorithm for LrabHierarchicalAllreduce {
             }
             acc = broadcast_line(tl, acc, (cx, cube_w), ("W", "E"), tile);
         }
-        tl.store(addr, &acc);
+        tl.store(out, &acc);
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     /// What the seed's ccl.yaml entry (`module:` only, ADR-0050 D6) needs:

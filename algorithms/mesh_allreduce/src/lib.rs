@@ -30,6 +30,8 @@ impl Algorithm for MeshAllreduce {
         let h = world_size / w;
         let (x, y) = (rank % w, rank / w);
         let addr = pe_tile_addr(tl, t_ptr, n_elem as u64, dt);
+        // Out of place the result goes to the output's tile.
+        let out = pe_tile_addr(tl, host.out_ptr, n_elem as u64, dt);
 
         let (tile, combine) = ((&[n_elem][..], dt), call.op.combine());
         let acc = tl.load(addr, &[n_elem], dt);
@@ -39,7 +41,11 @@ impl Algorithm for MeshAllreduce {
             acc = tl.scale(&acc, f);
         }
         let acc = broadcast_line(tl, acc, (y, h), ("N", "S"), tile);
-        tl.store(addr, &acc);
+        tl.store(out, &acc);
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     /// The mesh's table, for an entry that names none.

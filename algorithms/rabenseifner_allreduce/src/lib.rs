@@ -41,11 +41,13 @@ impl Algorithm for RabenseifnerAllreduce {
         let (call, round, host) = call_round_kernel_args(args, t_ptr);
         let (p, dt) = (call.world_size, call.dtype);
         let tile = pe_tile_addr(tl, t_ptr, call.block, dt);
+        let out = pe_tile_addr(tl, host.out_ptr, call.block, dt);
         for r in rounds(tile, call.block, round, dt) {
             let blocks = chunked(r.addr, floor_pow2(p) as u64, r.n_elem, dt);
+            let outs = chunked(out + (r.addr - tile), floor_pow2(p) as u64, r.n_elem, dt);
             direct::halving_doubling_all_reduce(
                 tl,
-                &blocks,
+                (&blocks, &outs),
                 call.op.combine(),
                 call.op.finish_factor(p),
                 dt,
@@ -57,6 +59,10 @@ impl Algorithm for RabenseifnerAllreduce {
 
     fn entry_defaults() -> EntryDefaults {
         direct::ENTRY_DEFAULTS
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {

@@ -22,9 +22,12 @@ impl Algorithm for RingAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
         // kernel_args = the call, the round (call_round_args), then the
         // host's values.
-        let (call, round, _) = call_round_kernel_args(args, t_ptr);
+        let (call, round, host) = call_round_kernel_args(args, t_ptr);
         let (dt, p) = (call.dtype, call.world_size);
         let pe_addr = pe_tile_addr(tl, t_ptr, call.block, dt);
+        // Out of place the tile is read from the input and the result
+        // stored in the output: the same traffic as in place.
+        let out = pe_tile_addr(tl, host.out_ptr, call.block, dt);
         for c in rounds(pe_addr, call.block, round, dt) {
             let shape = [c.n_elem as u32];
             let acc = tl.load(c.addr, &shape, dt);
@@ -32,12 +35,16 @@ impl Algorithm for RingAllreduce {
             if let (Some(f), true) = (call.op.finish_factor(p), p > 1) {
                 acc = tl.scale(&acc, f);
             }
-            tl.store(c.addr, &acc);
+            tl.store(out + (c.addr - pe_addr), &acc);
         }
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
         seed_call_args(Collective::AllReduce, world_size, n_elem, n_elem)
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {

@@ -47,6 +47,10 @@ impl Algorithm for RingBroadcast {
         vec![Collective::Broadcast]
     }
 
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::Broadcast]
+    }
+
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
         call_round_args(
             call,

@@ -46,6 +46,10 @@ impl Algorithm for RingReduce {
         vec![Collective::Reduce]
     }
 
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::Reduce]
+    }
+
     fn kernel_args_for(call: &Call, params: &Params) -> Result<Vec<i64>, String> {
         call_round_args(call, params, Collective::Reduce, call.block, DEFAULT_CHUNK)
     }

@@ -50,21 +50,30 @@ pub struct RingRsagAllreduce;
 /// The reduce-scatter, then the all-gather, of every round's blocks, in
 /// waves of [`ring::WAVE`] rounds, the rounds of a wave interleaved within
 /// each step (they pipeline).
-fn all_reduce<T: Tl>(tl: &T, rounds: &[Chunk], call: &Call, rank: u32) {
+/// Blocks are read from `rounds` and the results written to `outs` (the
+/// same chunks in place).
+fn all_reduce<T: Tl>(tl: &T, (rounds, outs): (&[Chunk], &[Chunk]), call: &Call, rank: u32) {
     let (p, dt) = (call.world_size, call.dtype);
     if p < 2 {
-        return; // one rank: the tile is the result (avg of one = itself)
+        // One rank: the tile is the result (avg of one = itself).
+        for (r, o) in rounds.iter().zip(outs).filter(|(r, o)| r.addr != o.addr) {
+            let t = tl.load(r.addr, &[r.n_elem as u32], dt);
+            tl.store(o.addr, &t);
+        }
+        return;
     }
     let own = ((rank + 1) % p) as usize;
-    for wave in rounds.chunks(ring::WAVE) {
-        let blocks: Vec<Vec<Chunk>> = wave
-            .iter()
+    let cut = |w: &[Chunk]| -> Vec<Vec<Chunk>> {
+        w.iter()
             .map(|r| chunked(r.addr, p as u64, r.n_elem, dt))
-            .collect();
+            .collect()
+    };
+    for (wave, out_wave) in rounds.chunks(ring::WAVE).zip(outs.chunks(ring::WAVE)) {
+        let (blocks, out_blocks) = (cut(wave), cut(out_wave));
         let reduced = ring::reduce_scatter(tl, &blocks, call.op.combine(), dt, rank, 1);
         let mine = reduced
             .into_iter()
-            .zip(&blocks)
+            .zip(&out_blocks)
             .map(|(t, b)| {
                 let t = match (t, call.op.finish_factor(p)) {
                     (Some(t), Some(f)) => Some(tl.scale(&t, f)),
@@ -76,7 +85,7 @@ fn all_reduce<T: Tl>(tl: &T, rounds: &[Chunk], call: &Call, rank: u32) {
                 t
             })
             .collect();
-        ring::all_gather(tl, &blocks, mine, dt, rank, 1);
+        ring::all_gather(tl, &out_blocks, mine, dt, rank, 1);
     }
 }
 
@@ -85,14 +94,22 @@ impl Algorithm for RingRsagAllreduce {
         let (call, round, host) = call_round_kernel_args(args, t_ptr);
         let rank = host.sip_rank;
         let pe_addr = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
+        let out = pe_tile_addr(tl, host.out_ptr, call.block, call.dtype);
         // `round` elements per block: rounds of `p` such blocks.
         let tile_round = round.saturating_mul(call.world_size.max(1) as u64);
         all_reduce(
             tl,
-            &rounds(pe_addr, call.block, tile_round, call.dtype),
+            (
+                &rounds(pe_addr, call.block, tile_round, call.dtype),
+                &rounds(out, call.block, tile_round, call.dtype),
+            ),
             &call,
             rank,
         );
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     fn kernel_args(world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {

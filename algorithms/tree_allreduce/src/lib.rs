@@ -19,9 +19,12 @@ impl Algorithm for TreeAllreduce {
         // the host appends (the flat participant index in the seed's rank
         // = PE mode as well).
         let call = Call::from_args(args);
-        let rank = HostArgs::after(args, CALL_ARGS, t_ptr).sip_rank;
+        let host = HostArgs::after(args, CALL_ARGS, t_ptr);
+        let rank = host.sip_rank;
         let (n_elem, world_size, dt) = (call.block as u32, call.world_size, call.dtype);
         let addr = pe_tile_addr(tl, t_ptr, n_elem as u64, dt);
+        // Out of place the result goes to the output's tile.
+        let out = pe_tile_addr(tl, host.out_ptr, n_elem as u64, dt);
         let children: Vec<&str> = [(2 * rank + 1, "C0"), (2 * rank + 2, "C1")]
             .into_iter()
             .filter(|&(c, _)| c < world_size)
@@ -43,7 +46,11 @@ impl Algorithm for TreeAllreduce {
         for &d in &children {
             tl.send(d, &acc);
         }
-        tl.store(addr, &acc);
+        tl.store(out, &acc);
+    }
+
+    fn out_of_place() -> Vec<Collective> {
+        vec![Collective::AllReduce]
     }
 
     /// The binary tree's table, for an entry that names none.

@@ -40,26 +40,34 @@ def worker(rank, world_size, torch):
         t = took[(name, op)]
         torch.report.record(name, 2 * len(want), len(want), "f16", op, t, wrong)
 
-    # The rooted ones in nccl-tests' layout: the root, and the in-place
-    # block (PyTorch's broadcast and reduce work in place).
-    def check_rooted(name, got, want, root, op="none"):
-        wrong = sum(1 for g, w in zip(got, want) if g != w) + abs(len(got) - len(want))
+    def wrong_in(got, want):
+        return sum(1 for g, w in zip(got, want) if g != w) + abs(len(got) - len(want))
+
+    # The rooted ones in nccl-tests' layout: the root and both blocks, out
+    # of place (collective_out_of_place: output apart, input kept) and in
+    # place (PyTorch's broadcast and reduce).
+    def check_rooted(name, oop, got, want, root, op="none"):
         torch.report.record_perf(name, 2 * len(want), len(want), "f16", op,
-                                 in_place=(took[(name, op)], wrong), root=root)
+                                 out_of_place=oop,
+                                 in_place=(took[(name, op)], wrong_in(got, want)), root=root)
 
     if rank == 0:
         torch.report.note(f"all_reduce wants {dist.shards_wanted('all_reduce')} shard(s) per SIP")
 
     # broadcast from the last rank
-    x = t(block(rank), "bcast")
+    x, y = t(block(rank), "bcast"), t([0.0] * N, "bcast_out")
+    timed("broadcast", lambda: dist.collective_out_of_place("broadcast", y, x, root=p - 1))
+    oop = (took[("broadcast", "none")], wrong_in(y.flat() + x.flat(), block(p - 1) + block(rank)))
     timed("broadcast", lambda: dist.broadcast(x, src=p - 1))
-    check_rooted("broadcast", x.flat(), block(p - 1), p - 1)
+    check_rooted("broadcast", oop, x.flat(), block(p - 1), p - 1)
 
     # reduce (max) to rank 0: only the root is defined
-    x = t(block(rank), "reduce")
-    timed("reduce", lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.MAX), "max")
     want = [max(value(r, i) for r in range(p)) for i in range(N)]
-    check_rooted("reduce", x.flat() if rank == 0 else want, want, 0, "max")
+    x, y = t(block(rank), "reduce"), t([0.0] * N, "reduce_out")
+    timed("reduce", lambda: dist.collective_out_of_place("reduce", y, x, "max", 0), "max")
+    oop = (took[("reduce", "max")], wrong_in(y.flat() if rank == 0 else want, want))
+    timed("reduce", lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.MAX), "max")
+    check_rooted("reduce", oop, x.flat() if rank == 0 else want, want, 0, "max")
 
     # all_gather into one tensor and into a list
     out = torch.zeros((p * N,), dtype="f16", name="ag_out")

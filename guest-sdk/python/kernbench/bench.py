@@ -194,6 +194,20 @@ class _Distributed:
         runs ``collective`` (its ccl.yaml validator), None: any placement."""
         return _call(_dist.shards_wanted, str(collective))
 
+    def collective_out_of_place(self, collective, output, input, op="sum", root=0):
+        """nccl-tests' out-of-place form of ``collective`` (a KernBench
+        extension): ``output`` gets the result, ``input`` is kept.
+        All-reduce, broadcast and reduce need an algorithm that runs them
+        out of place (else NotImplementedError naming ones that do)."""
+        _call(_dist.collective_out_of_place, str(collective), output._t, input._t, _op(op), root)
+
+    def collective_in_place(self, collective, tensor, op="sum", root=0):
+        """nccl-tests' in-place form of ``collective`` on the one buffer
+        ``tensor`` (a KernBench extension): all-gather's input is this
+        rank's block of it, reduce-scatter's output this rank's block,
+        all-to-all sends from and receives into it."""
+        _call(_dist.collective_in_place, str(collective), tensor._t, _op(op), root)
+
 
 class _Multiprocessing:
     """``torch.multiprocessing``."""
@@ -310,7 +324,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.6.4)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.6.5)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):

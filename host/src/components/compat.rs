@@ -25,7 +25,7 @@ use semver::Version;
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
-pub const WIT_VERSION: &str = "0.6.4";
+pub const WIT_VERSION: &str = "0.6.5";
 /// Released versions in semver order, each frozen under
 /// `wit/history/<version>/`; the last is also `wit/kernbench.wit`.
 ///
@@ -36,7 +36,7 @@ pub const WIT_VERSION: &str = "0.6.4";
 /// the old labels; the host serves each state (`runtime::shapes`).
 pub const RELEASED: &[&str] = &[
     "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.6.1",
-    "0.6.2", "0.6.3", "0.6.4",
+    "0.6.2", "0.6.3", "0.6.4", "0.6.5",
 ];
 
 /// Why a component's WIT version is not accepted.
@@ -80,7 +80,7 @@ pub fn interface_at(interface: &str, version: &str) -> String {
     format!("{WIT_PACKAGE}/{interface}@{version}")
 }
 
-/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.6.4)`.
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.6.5)`.
 pub fn host_description() -> String {
     format!(
         "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
@@ -88,7 +88,7 @@ pub fn host_description() -> String {
     )
 }
 
-/// The versions this host accepts, as a range (`0.1.0 ..= 0.6.4`):
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.6.5`):
 /// every released version in it.
 pub fn accepted_range() -> String {
     format!("{WIT_PACKAGE}@{} ..= {WIT_VERSION}", RELEASED[0])
@@ -325,6 +325,10 @@ mod tests {
         (
             "0.6.4",
             "5742869010baba93f041ac57994287018ee264596ee9fb2da9d39f868da02bb9",
+        ),
+        (
+            "0.6.5",
+            "71a3e79e3be8bb030e756be4f5e52571ed0fe200f51eb4c00139f9aa7f1edf7d",
         ),
     ];
 

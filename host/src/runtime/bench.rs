@@ -534,6 +534,31 @@ impl distributed::Host for BenchHost {
         let s = self.session.clone();
         Ok(s.shards_wanted(&collective).await)
     }
+    async fn collective_out_of_place(
+        &mut self,
+        collective: String,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+        op: String,
+        root: u32,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.collective_out_of_place(self.rank, &collective, o, i, &op, root)
+            .await
+    }
+    async fn collective_in_place(
+        &mut self,
+        collective: String,
+        t: Resource<BenchTensor>,
+        op: String,
+        root: u32,
+    ) -> wasmtime::Result<Result<(), DistError>> {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.collective_in_place(self.rank, &collective, tensor, &op, root)
+            .await
+    }
 }
 
 impl multiprocessing::Host for BenchHost {

@@ -20,6 +20,16 @@ use std::sync::Arc;
 /// How many algorithms a refusal names at most.
 const ALTERNATIVES: usize = 3;
 
+/// What a refused call wanted, to name the algorithms that do it.
+#[derive(Clone, Copy)]
+struct Wanted<'a> {
+    call: &'a Call,
+    /// Shards of its tensors.
+    shards: u32,
+    /// Its output apart from its input (nccl-tests' out-of-place form).
+    out_of_place: bool,
+}
+
 /// A planned backend and the rank map its entry gives.
 pub(super) struct Plan {
     pub backend: Backend,
@@ -85,6 +95,7 @@ impl Session {
             .map_err(|e| in_entry(&e))?;
         let params = entry.param_values().map_err(|e| in_entry(&e))?;
         let collectives = hooks.collectives().await.map_err(|e| in_entry(&e))?;
+        let out_of_place = hooks.out_of_place().await.map_err(|e| in_entry(&e))?;
         // The parameters are checked here, before anything is installed.
         if collectives.contains(&Collective::AllReduce) {
             hooks
@@ -96,6 +107,7 @@ impl Session {
             name.to_string(),
             component,
             collectives,
+            out_of_place,
             kind,
             keys,
             tables,
@@ -203,6 +215,11 @@ impl Session {
         call: &Call,
         shards: u32,
     ) -> Result<Vec<i64>, DistError> {
+        let want = Wanted {
+            call,
+            shards,
+            out_of_place: false,
+        };
         if let Some(k) = backend.cached_args(call) {
             return Ok(k);
         }
@@ -221,19 +238,7 @@ impl Session {
         let k = match k {
             Ok(k) => k,
             Err(super::hooks::ArgsError::Refused(e)) => {
-                let can = self
-                    .algorithms_that_do(pg, call, shards, &backend.algorithm)
-                    .await;
-                let hint = match can.as_slice() {
-                    [] => "no algorithm in ccl.yaml does it".to_string(),
-                    names => format!(
-                        "{} {} it: choose one with --algorithm {}={}",
-                        names.join(", "),
-                        if names.len() == 1 { "does" } else { "do" },
-                        call.collective,
-                        names[0]
-                    ),
-                };
+                let hint = self.who_does(pg, want, &backend.algorithm).await;
                 return Err(DistError::NotImplemented(format!(
                     "{}: algorithm '{}' refuses it ({e}); {hint}",
                     call.describe(),
@@ -252,21 +257,41 @@ impl Session {
         Ok(k)
     }
 
-    /// The ccl.yaml algorithms other than `except` that would run `call`
-    /// on tensors of `shards` shards in process group `pg` (the first
-    /// [`ALTERNATIVES`] in name order): they load on this machine,
-    /// implement the collective, share the group's ranks, take the
-    /// placement and accept the call. Only asked when an algorithm refuses
-    /// a call, to name one that does it; found once per group for every
-    /// rank that meets the refusal.
+    /// The end of a refusal of `want`: the algorithms that do it, named
+    /// with the flag that chooses the first, or that none in ccl.yaml does.
+    async fn who_does(&self, pg: &ProcessGroup, want: Wanted<'_>, except: &str) -> String {
+        let can = self.algorithms_that_do(pg, want, except).await;
+        match can.as_slice() {
+            [] => "no algorithm in ccl.yaml does it".to_string(),
+            names => format!(
+                "{} {} it: choose one with --algorithm {}={}",
+                names.join(", "),
+                if names.len() == 1 { "does" } else { "do" },
+                want.call.collective,
+                names[0]
+            ),
+        }
+    }
+
+    /// The ccl.yaml algorithms other than `except` that would do `want`
+    /// in process group `pg` (the first [`ALTERNATIVES`] in name order):
+    /// they load on this machine, implement the collective (out of place
+    /// if wanted), share the group's ranks, take the placement and accept
+    /// the call. Only asked when an algorithm refuses a call, to name one
+    /// that does it; found once per group for every rank that meets the
+    /// refusal.
     async fn algorithms_that_do(
         &self,
         pg: &ProcessGroup,
-        call: &Call,
-        shards: u32,
+        want: Wanted<'_>,
         except: &str,
     ) -> Vec<String> {
-        let key = (except.to_string(), *call, shards);
+        let Wanted {
+            call,
+            shards,
+            out_of_place,
+        } = want;
+        let key = (except.to_string(), *call, shards, out_of_place);
         if let Some(found) = pg.alternatives.lock().unwrap().get(&key) {
             return found.clone();
         }
@@ -286,6 +311,7 @@ impl Session {
             let b = plan.backend;
             let placed = b.validator.is_none_or(|v| v.shards_needed(spec) == shards);
             let fits = b.collectives.contains(&call.collective)
+                && (!out_of_place || b.separate_output(call.collective))
                 && placed
                 && b.rank_mismatch(&pg.installed).is_none();
             if !fits {
@@ -345,6 +371,22 @@ impl Session {
                 }
             }
         }
+        let separate = backend.separate_output(call.collective);
+        if input.t_ptr != output.t_ptr && !separate {
+            let want = Wanted {
+                call: &call,
+                shards: input.shards,
+                out_of_place: true,
+            };
+            let hint = self.who_does(&pg, want, &backend.algorithm).await;
+            return Ok(Err(DistError::NotImplemented(format!(
+                "{} out of place: algorithm '{}' runs it in place only (its `out-of-place` export \
+                 does not list {}); {hint}",
+                call.describe(),
+                backend.algorithm,
+                call.collective
+            ))));
+        }
         let kargs = match self
             .kernel_args_for(&pg, &backend, &call, input.shards)
             .await
@@ -403,10 +445,10 @@ impl Session {
                 pg.sip_topo_wh.0 as i64,
                 pg.sip_topo_wh.1 as i64,
             ]);
-            // The seed's four, then the output of a collective that has
-            // one apart from its input (seed kernels index the four from
-            // the end).
-            if !call.collective.in_place() {
+            // The seed's four, then the output where the kernel takes one
+            // apart from its input (seed kernels index the four from the
+            // end, so only those that declare it get it).
+            if separate {
                 args.push(output.t_ptr as i64);
             }
             for pe in pg.ranks.participants(r) {

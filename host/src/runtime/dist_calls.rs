@@ -24,6 +24,16 @@ fn red_op(what: &str, op: &str) -> Result<RedOp, DistError> {
     })
 }
 
+/// The collective `name` ("all_reduce", "all-gather", ...) names.
+fn collective_named(what: &str, name: &str) -> Result<Collective, DistError> {
+    Collective::from_record_name(name).ok_or_else(|| {
+        DistError::ValueError(format!(
+            "{what}: unknown collective {name:?} (one of {})",
+            Collective::names()
+        ))
+    })
+}
+
 /// `src` / `dst` of a rooted collective must name a rank.
 fn check_root(what: &str, arg: &str, root: u32, world_size: u32) -> Result<(), DistError> {
     if root >= world_size {
@@ -96,27 +106,14 @@ impl Session {
 
     /// `all_reduce(tensor, op)` (ADR-0047 D5): in place.
     pub async fn all_reduce(&self, rank: Option<u32>, t: CollectiveTensor, op: &str) -> DistResult {
-        let checked = || -> Result<Call, DistError> {
-            self.world_size()?;
-            let op = red_op("all_reduce", op)?;
-            Ok(self.call(Collective::AllReduce, &t, op, 0, t.shard_numel))
-        };
-        match checked() {
-            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
-            Err(e) => Ok(Err(e)),
-        }
+        self.whole_buffer(rank, Collective::AllReduce, (t.clone(), t), op, 0)
+            .await
     }
 
     /// `broadcast(tensor, src)`: in place.
     pub async fn broadcast(&self, rank: Option<u32>, t: CollectiveTensor, src: u32) -> DistResult {
-        let checked = || -> Result<Call, DistError> {
-            check_root("broadcast", "src", src, self.world_size()?)?;
-            Ok(self.call(Collective::Broadcast, &t, RedOp::Sum, src, t.shard_numel))
-        };
-        match checked() {
-            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
-            Err(e) => Ok(Err(e)),
-        }
+        self.whole_buffer(rank, Collective::Broadcast, (t.clone(), t), "sum", src)
+            .await
     }
 
     /// `reduce(tensor, dst, op)`: in place, the result on `dst`.
@@ -127,13 +124,55 @@ impl Session {
         dst: u32,
         op: &str,
     ) -> DistResult {
+        self.whole_buffer(rank, Collective::Reduce, (t.clone(), t), op, dst)
+            .await
+    }
+
+    /// All-reduce, broadcast or reduce `c` of `inp` into `out` (the same
+    /// tensor in place, PyTorch's calls; two of one size out of place):
+    /// PyTorch's checks of `op` (all-reduce, reduce) and the root
+    /// (broadcast's `src`, reduce's `dst`), then the call.
+    async fn whole_buffer(
+        &self,
+        rank: Option<u32>,
+        c: Collective,
+        (inp, out): (CollectiveTensor, CollectiveTensor),
+        op: &str,
+        root: u32,
+    ) -> DistResult {
+        let apart = inp.t_ptr != out.t_ptr;
+        let what = if apart {
+            format!("{c} (out of place)")
+        } else {
+            c.to_string()
+        };
         let checked = || -> Result<Call, DistError> {
-            check_root("reduce", "dst", dst, self.world_size()?)?;
-            let op = red_op("reduce", op)?;
-            Ok(self.call(Collective::Reduce, &t, op, dst, t.shard_numel))
+            let ws = self.world_size()?;
+            if apart {
+                check_pair(&what, &out, &inp)?;
+                if out.numel() != inp.numel() || out.shard_numel != inp.shard_numel {
+                    return Err(DistError::ValueError(format!(
+                        "{what}: the output has {} elements, the input {}: they must be equal",
+                        out.numel(),
+                        inp.numel()
+                    )));
+                }
+            }
+            let (op, root) = match c {
+                Collective::Broadcast => {
+                    check_root(&what, "src", root, ws)?;
+                    (RedOp::Sum, root)
+                }
+                Collective::Reduce => {
+                    check_root(&what, "dst", root, ws)?;
+                    (red_op(&what, op)?, root)
+                }
+                _ => (red_op(&what, op)?, 0),
+            };
+            Ok(self.call(c, &inp, op, root, inp.shard_numel))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, call, t.clone(), t).await,
+            Ok(call) => self.run_collective(rank, call, inp, out).await,
             Err(e) => Ok(Err(e)),
         }
     }
@@ -216,6 +255,100 @@ impl Session {
         match checked() {
             Ok(call) => self.run_collective(rank, call, inp, out).await,
             Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// `distributed.collective-out-of-place`: nccl-tests' out-of-place
+    /// form of `name`. All-gather, reduce-scatter and all-to-all are their
+    /// torch calls; all-reduce, broadcast and reduce take an output of the
+    /// input's size and need an algorithm that runs them out of place
+    /// ([`Session::run_collective`] refuses the others).
+    pub async fn collective_out_of_place(
+        &self,
+        rank: Option<u32>,
+        name: &str,
+        out: CollectiveTensor,
+        inp: CollectiveTensor,
+        op: &str,
+        root: u32,
+    ) -> DistResult {
+        let c = match collective_named("collective_out_of_place", name) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        match c {
+            Collective::AllGather => self.all_gather_into_tensor(rank, out, inp).await,
+            Collective::ReduceScatter => self.reduce_scatter_tensor(rank, out, inp, op).await,
+            Collective::AllToAll => self.all_to_all_single(rank, out, inp).await,
+            Collective::AllReduce | Collective::Broadcast | Collective::Reduce => {
+                self.whole_buffer(rank, c, (inp, out), op, root).await
+            }
+        }
+    }
+
+    /// `distributed.collective-in-place`: nccl-tests' in-place form of
+    /// `name` on the one buffer `t`. All-reduce, broadcast and reduce are
+    /// their torch calls; all-to-all sends from and receives into `t`;
+    /// all-gather's input is the caller's block of `t` (the output),
+    /// reduce-scatter's output the caller's block of `t` (the input), as
+    /// nccl-tests places them.
+    pub async fn collective_in_place(
+        &self,
+        rank: Option<u32>,
+        name: &str,
+        t: CollectiveTensor,
+        op: &str,
+        root: u32,
+    ) -> DistResult {
+        let c = match collective_named("collective_in_place", name) {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        match c {
+            Collective::AllReduce => self.all_reduce(rank, t, op).await,
+            Collective::Broadcast => self.broadcast(rank, t, root).await,
+            Collective::Reduce => self.reduce(rank, t, root, op).await,
+            Collective::AllToAll => self.all_to_all_single(rank, t.clone(), t).await,
+            Collective::AllGather | Collective::ReduceScatter => {
+                let what = format!("{c} (in place)");
+                let block = || -> Result<CollectiveTensor, DistError> {
+                    let ws = self.world_size()?;
+                    let r = match rank {
+                        Some(r) => r,
+                        None if ws == 1 => 0,
+                        None => {
+                            return Err(runtime_error(format!(
+                                "{what} called by the single driver with world_size {ws}: each \
+                                 rank's block lies at its own place in the buffer; run one worker \
+                                 per rank with torch.multiprocessing.spawn"
+                            )))
+                        }
+                    };
+                    if t.shards != 1 {
+                        return Err(DistError::ValueError(format!(
+                            "{what}: the tensor has {} shards; the in-place form takes a \
+                             single-shard tensor",
+                            t.shards
+                        )));
+                    }
+                    if !t.numel().is_multiple_of(ws as u64) {
+                        return Err(DistError::ValueError(format!(
+                            "{what}: {} elements do not split into world_size ({ws}) equal blocks",
+                            t.numel()
+                        )));
+                    }
+                    Ok(t.block(r, t.numel() / ws as u64))
+                };
+                let part = match block() {
+                    Ok(p) => p,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if c == Collective::AllGather {
+                    self.all_gather_into_tensor(rank, t, part).await
+                } else {
+                    self.reduce_scatter_tensor(rank, part, t, op).await
+                }
+            }
         }
     }
 

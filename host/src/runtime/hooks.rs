@@ -29,6 +29,7 @@ const DEFAULTS_EXPORT: &str = "entry-defaults";
 const NEIGHBORS_EXPORT: &str = "neighbors";
 const COLLECTIVES_EXPORT: &str = "collectives";
 const ARGS_FOR_EXPORT: &str = "kernel-args-for";
+const OUT_OF_PLACE_EXPORT: &str = "out-of-place";
 
 // The exports whose types changed under the label 0.1.0 (`collectives`
 // and `kernel-args-for` lost `send-recv` from `collective`, the record of
@@ -289,18 +290,38 @@ impl AlgorithmHooks {
     /// export (deduplicated, in [`Collective::ALL`] order), only
     /// all-reduce when it has none.
     pub async fn collectives(&mut self) -> Result<Vec<Collective>, SimError> {
-        if !self.exports(COLLECTIVES_EXPORT) {
-            return Ok(vec![Collective::AllReduce]);
+        Ok(self
+            .listed(COLLECTIVES_EXPORT)
+            .await?
+            .unwrap_or_else(|| vec![Collective::AllReduce]))
+    }
+
+    /// The collectives among all-reduce, broadcast and reduce whose
+    /// kernels take an output apart from the input: its `out-of-place`
+    /// export (since 0.6.5; the others it lists always have one), none
+    /// when it has none.
+    pub async fn out_of_place(&mut self) -> Result<Vec<Collective>, SimError> {
+        let listed = self.listed(OUT_OF_PLACE_EXPORT).await?.unwrap_or_default();
+        Ok(listed.into_iter().filter(|c| c.in_place()).collect())
+    }
+
+    /// The collectives a `list<collective>` export returns (deduplicated,
+    /// in [`Collective::ALL`] order), None when it is not exported.
+    async fn listed(&mut self, export: &str) -> Result<Option<Vec<Collective>>, SimError> {
+        if !self.exports(export) {
+            return Ok(None);
         }
         let got = self
-            .call_by_value(COLLECTIVES_EXPORT, &[])
+            .call_by_value(export, &[])
             .await
             .map_err(|e| self.guest_error(e))?;
-        let got = collectives_in(&got).map_err(|m| self.refused(COLLECTIVES_EXPORT, m))?;
-        Ok(Collective::ALL
-            .into_iter()
-            .filter(|c| got.contains(c))
-            .collect())
+        let got = collectives_in(&got).map_err(|m| self.refused(export, m))?;
+        Ok(Some(
+            Collective::ALL
+                .into_iter()
+                .filter(|c| got.contains(c))
+                .collect(),
+        ))
     }
 
     /// The kernel's positional arguments for one `call`: its

@@ -16,6 +16,10 @@ use crate::hw::machine::IpcqSettings;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
+/// A call one algorithm refused: (that algorithm, the call, its tensors'
+/// shards, whether it wanted the output apart from the input).
+pub(super) type RefusedCall = (String, Call, u32, bool);
+
 /// One algorithm serving collectives of the process group.
 pub struct Backend {
     /// Its ccl.yaml entry name.
@@ -23,6 +27,9 @@ pub struct Backend {
     pub component: AlgorithmComponent,
     /// The collectives its component implements.
     pub collectives: Vec<Collective>,
+    /// Those of all-reduce, broadcast and reduce its kernels also run out
+    /// of place (its `out-of-place` export): their calls get `out-ptr`.
+    pub out_of_place: Vec<Collective>,
     /// `topo-name-to-kind` of the SIP topology.
     pub sip_topo_kind: i32,
     /// The shard-layout check of ccl.yaml's `validator`.
@@ -44,6 +51,7 @@ impl Backend {
         algorithm: String,
         component: AlgorithmComponent,
         collectives: Vec<Collective>,
+        out_of_place: Vec<Collective>,
         sip_topo_kind: i32,
         keys: InstallKeys,
         tables: NeighbourTables,
@@ -54,6 +62,7 @@ impl Backend {
             algorithm,
             component,
             collectives,
+            out_of_place,
             sip_topo_kind,
             validator: keys.validator,
             params,
@@ -62,6 +71,12 @@ impl Backend {
             world_size,
             kernel_args: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether its kernels for `c` take an output buffer of their own
+    /// (`out-ptr` after the host's four values).
+    pub fn separate_output(&self, c: Collective) -> bool {
+        !c.in_place() || self.out_of_place.contains(&c)
     }
 
     /// The kernel arguments it gave for `call` before, if any.
@@ -155,8 +170,8 @@ pub struct ProcessGroup {
     /// Unmatched `send` / `recv` calls.
     pub(super) p2p: super::p2p::P2pQueues,
     /// The algorithms that do a call one refused (found once for every
-    /// rank that meets the refusal): (refusing algorithm, call, shards).
-    pub(super) alternatives: Mutex<HashMap<(String, Call, u32), Vec<String>>>,
+    /// rank that meets the refusal): (refusing algorithm, call, shards, out of place).
+    pub(super) alternatives: Mutex<HashMap<RefusedCall, Vec<String>>>,
 }
 
 impl ProcessGroup {

@@ -175,6 +175,20 @@ impl CollectiveTensor {
     pub fn numel(&self) -> u64 {
         self.nbytes / self.dtype.itemsize()
     }
+    /// Block `i` of `n` elements of a single-shard tensor, as a tensor of
+    /// its own (the other buffer of an in-place collective).
+    pub fn block(&self, i: u32, n: u64) -> CollectiveTensor {
+        let (space, offset, _) = self.blocks[0];
+        let bytes = n * self.dtype.itemsize();
+        let at = i as u64 * bytes;
+        CollectiveTensor {
+            t_ptr: self.t_ptr + at,
+            nbytes: bytes,
+            shard_numel: n,
+            blocks: vec![(space, offset + at, bytes)],
+            ..self.clone()
+        }
+    }
 }
 
 /// The α-β figures of one ring step on the modelled machine.
