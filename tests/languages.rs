@@ -66,30 +66,6 @@ fn assert_same_run_as_rust(c: &CclConfig, rust: &str, other: &str, whole_memory:
         };
         let (r, o) = (go(rust), go(other));
         assert!(r.rows.iter().all(|x| x.wrong == 0), "{:?}", r.rows);
-        if o.rows.iter().all(|x| x.out_of_place.is_none()) {
-            // The other SDK's algorithm works in place only (its SDK builds
-            // `algorithm-full`, without the `out-of-place` export): its
-            // in-place blocks equal Rust's; the run differs by Rust's
-            // out-of-place calls.
-            let in_place = |rows: &[kernbench::runtime::ReportRecord]| {
-                let mut v: Vec<_> = rows
-                    .iter()
-                    .map(|x| (x.size_bytes, x.rank, x.in_place))
-                    .collect();
-                v.sort_by_key(|k| (k.0, k.1));
-                v
-            };
-            assert_eq!(
-                in_place(&r.rows),
-                in_place(&o.rows),
-                "{rust} vs {other} on {n} SIPs"
-            );
-            assert!(o
-                .notes
-                .iter()
-                .any(|n| n.starts_with("out-of-place block N/A")));
-            continue;
-        }
         assert_eq!(r.rows, o.rows, "{rust} vs {other} on {n} SIPs");
         assert_eq!(r.end_time_ps, o.end_time_ps);
         if whole_memory {

@@ -9,8 +9,8 @@
 
 /* ---- the kernel language ------------------------------------------------ */
 
-static algorithm_full_string_t str(const char *s) {
-    algorithm_full_string_t out = {(uint8_t *)s, strlen(s)};
+static algorithm_outputs_string_t str(const char *s) {
+    algorithm_outputs_string_t out = {(uint8_t *)s, strlen(s)};
     return out;
 }
 
@@ -27,7 +27,7 @@ int64_t kb_program_id(uint32_t axis) { return kernbench_sim_tl_program_id(axis);
 int64_t kb_num_programs(uint32_t axis) { return kernbench_sim_tl_num_programs(axis); }
 
 kb_tensor kb_load_shape(uint64_t addr, const uint32_t *shape, size_t rank, kb_dtype dtype) {
-    algorithm_full_list_u32_t s = {(uint32_t *)shape, rank};
+    algorithm_outputs_list_u32_t s = {(uint32_t *)shape, rank};
     return wrap(kernbench_sim_tl_load(addr, &s, (kernbench_sim_tl_dtype_t)dtype));
 }
 
@@ -38,34 +38,34 @@ kb_tensor kb_load(uint64_t addr, uint32_t n, kb_dtype dtype) {
 void kb_store(uint64_t addr, kb_tensor value) { kernbench_sim_tl_store(addr, borrow(value)); }
 
 void kb_send(const char *dir, kb_tensor value) {
-    algorithm_full_string_t d = str(dir);
+    algorithm_outputs_string_t d = str(dir);
     kernbench_sim_tl_send(&d, borrow(value));
 }
 
 kb_tensor kb_recv(const char *dir, uint32_t n, kb_dtype dtype) {
-    algorithm_full_string_t d;
-    algorithm_full_list_u32_t s = {&n, 1};
+    algorithm_outputs_string_t d;
+    algorithm_outputs_list_u32_t s = {&n, 1};
     if (dir) d = str(dir);
     return wrap(kernbench_sim_tl_recv(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype));
 }
 
 kb_tensor kb_recv_into(const char *dir, uint32_t n, kb_dtype dtype, uint64_t dst_addr) {
-    algorithm_full_string_t d;
-    algorithm_full_list_u32_t s = {&n, 1};
+    algorithm_outputs_string_t d;
+    algorithm_outputs_list_u32_t s = {&n, 1};
     if (dir) d = str(dir);
     return wrap(kernbench_sim_tl_recv_into(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype,
                                            dst_addr));
 }
 
 void kb_send_addr(const char *dir, uint64_t src_addr, uint32_t n, kb_dtype dtype) {
-    algorithm_full_string_t d = str(dir);
-    algorithm_full_list_u32_t s = {&n, 1};
+    algorithm_outputs_string_t d = str(dir);
+    algorithm_outputs_list_u32_t s = {&n, 1};
     kernbench_sim_tl_send_addr(&d, src_addr, &s, (kernbench_sim_tl_dtype_t)dtype);
 }
 
 kb_future kb_recv_async(const char *dir, uint32_t n, kb_dtype dtype) {
-    algorithm_full_string_t d;
-    algorithm_full_list_u32_t s = {&n, 1};
+    algorithm_outputs_string_t d;
+    algorithm_outputs_list_u32_t s = {&n, 1};
     if (dir) d = str(dir);
     kb_future f = {kernbench_sim_tl_recv_async(dir ? &d : NULL, &s, (kernbench_sim_tl_dtype_t)dtype)};
     return f;
@@ -115,7 +115,7 @@ uint64_t kb_tensor_nbytes(kb_tensor t) { return kernbench_sim_tl_method_tensor_n
 uint64_t kb_now_ps(void) { return kernbench_sim_tl_now_ps(); }
 
 void kb_log(const char *msg) {
-    algorithm_full_string_t m = str(msg);
+    algorithm_outputs_string_t m = str(msg);
     kernbench_sim_tl_log(&m);
 }
 
@@ -123,33 +123,33 @@ void kb_log(const char *msg) {
 
 /* ---- the world's exports ------------------------------------------------------ */
 
-static char *cstr(const algorithm_full_string_t *s) {
+static char *cstr(const algorithm_outputs_string_t *s) {
     char *out = malloc(s->len + 1);
     memcpy(out, s->ptr, s->len);
     out[s->len] = 0;
     return out;
 }
 
-static void ret_args(const int64_t *vals, size_t n, algorithm_full_list_s64_t *ret) {
+static void ret_args(const int64_t *vals, size_t n, algorithm_outputs_list_s64_t *ret) {
     ret->ptr = malloc(n ? n * sizeof(int64_t) : 1);
     memcpy(ret->ptr, vals, n * sizeof(int64_t));
     ret->len = n;
 }
 
-void exports_algorithm_full_kernel(uint64_t t_ptr, algorithm_full_list_s64_t *args) {
+void exports_algorithm_outputs_kernel(uint64_t t_ptr, algorithm_outputs_list_s64_t *args) {
     kb_kernel(t_ptr, args->ptr, args->len);
-    algorithm_full_list_s64_free(args);
+    algorithm_outputs_list_s64_free(args);
 }
 
-void exports_algorithm_full_kernel_args(uint32_t world_size, uint64_t n_elem, uint32_t cube_w,
-                                        uint32_t cube_h, algorithm_full_list_s64_t *ret) {
+void exports_algorithm_outputs_kernel_args(uint32_t world_size, uint64_t n_elem, uint32_t cube_w,
+                                        uint32_t cube_h, algorithm_outputs_list_s64_t *ret) {
     int64_t out[KB_MAX_ARGS];
     size_t n = kb_kernel_args(world_size, n_elem, cube_w, cube_h, out);
     ret_args(out, n > KB_MAX_ARGS ? KB_MAX_ARGS : n, ret);
 }
 
 /* The WIT parameters as kb_params (free them with params_free). */
-static kb_param *params_in(algorithm_full_list_param_t *params) {
+static kb_param *params_in(algorithm_outputs_list_param_t *params) {
     size_t np = params->len;
     kb_param *ps = calloc(np ? np : 1, sizeof(kb_param));
     for (size_t i = 0; i < np; i++) {
@@ -175,43 +175,53 @@ static void params_free(kb_param *ps, size_t np) {
 
 /* The result of an args export: `n` args in `out`, or the refusal `msg`. */
 static bool args_result(long n, const int64_t *out, const char *msg, const char *fallback,
-                        algorithm_full_list_s64_t *ret, algorithm_full_string_t *err) {
+                        algorithm_outputs_list_s64_t *ret, algorithm_outputs_string_t *err) {
     if (n < 0) {
-        algorithm_full_string_dup(err, msg[0] ? msg : fallback);
+        algorithm_outputs_string_dup(err, msg[0] ? msg : fallback);
         return false;
     }
     ret_args(out, (size_t)n > KB_MAX_ARGS ? KB_MAX_ARGS : (size_t)n, ret);
     return true;
 }
 
-bool exports_algorithm_full_kernel_args_with(uint32_t world_size, uint64_t n_elem,
+bool exports_algorithm_outputs_kernel_args_with(uint32_t world_size, uint64_t n_elem,
                                              uint32_t cube_w, uint32_t cube_h,
-                                             algorithm_full_list_param_t *params,
-                                             algorithm_full_list_s64_t *ret,
-                                             algorithm_full_string_t *err) {
+                                             algorithm_outputs_list_param_t *params,
+                                             algorithm_outputs_list_s64_t *ret,
+                                             algorithm_outputs_string_t *err) {
     size_t np = params->len;
     kb_param *ps = params_in(params);
     int64_t out[KB_MAX_ARGS];
     char msg[512] = {0};
     long n = kb_kernel_args_with(world_size, n_elem, cube_w, cube_h, ps, np, out, msg, sizeof msg);
     params_free(ps, np);
-    algorithm_full_list_param_free(params);
+    algorithm_outputs_list_param_free(params);
     return args_result(n, out, msg, "kernel_args_with refused the parameters", ret, err);
 }
 
-void exports_algorithm_full_collectives(algorithm_full_list_collective_t *ret) {
-    uint8_t out[8];
-    size_t n = kb_collectives(out);
-    if (n > 7) n = 7;
-    ret->ptr = malloc(n ? n : 1);
-    memcpy(ret->ptr, out, n);
-    ret->len = n;
+/* `n` collectives of `vals` (at most `max`) as a WIT list's ptr and len. */
+static void ret_collectives(const uint8_t *vals, size_t n, size_t max, uint8_t **ptr,
+                            size_t *len) {
+    if (n > max) n = max;
+    *ptr = malloc(n ? n : 1);
+    memcpy(*ptr, vals, n);
+    *len = n;
 }
 
-bool exports_algorithm_full_kernel_args_for(algorithm_full_call_t *call,
-                                            algorithm_full_list_param_t *params,
-                                            algorithm_full_list_s64_t *ret,
-                                            algorithm_full_string_t *err) {
+void exports_algorithm_outputs_collectives(algorithm_outputs_list_collective_t *ret) {
+    uint8_t out[8];
+    ret_collectives(out, kb_collectives(out), 7, &ret->ptr, &ret->len);
+}
+
+void exports_algorithm_outputs_out_of_place(algorithm_outputs_list_ccl_collective_t *ret) {
+    uint8_t out[4];
+    ret_collectives(out, kb_out_of_place(out), 3, &ret->ptr, &ret->len);
+}
+
+bool exports_algorithm_outputs_kernel_args_for(algorithm_outputs_call_t *call,
+                                            algorithm_outputs_list_param_t *params,
+                                            algorithm_outputs_list_s64_t *ret,
+                                            algorithm_outputs_string_t *err) {
     kb_call c = {call->collective, call->dtype, call->op, call->root,
                  call->block, call->world_size, call->cube_w, call->cube_h};
     size_t np = params->len;
@@ -220,28 +230,28 @@ bool exports_algorithm_full_kernel_args_for(algorithm_full_call_t *call,
     char msg[512] = {0};
     long n = kb_kernel_args_for(&c, ps, np, out, msg, sizeof msg);
     params_free(ps, np);
-    algorithm_full_list_param_free(params);
+    algorithm_outputs_list_param_free(params);
     return args_result(n, out, msg, "kernel_args_for refused the call", ret, err);
 }
 
-bool exports_algorithm_full_topo_name_to_kind(algorithm_full_string_t *name, int32_t *ret) {
+bool exports_algorithm_outputs_topo_name_to_kind(algorithm_outputs_string_t *name, int32_t *ret) {
     char *n = cstr(name);
     bool known = kb_topo_name_to_kind(n, ret);
     free(n);
-    algorithm_full_string_free(name);
+    algorithm_outputs_string_free(name);
     return known;
 }
 
-void exports_algorithm_full_entry_defaults(algorithm_full_entry_defaults_t *ret) {
+void exports_algorithm_outputs_entry_defaults(algorithm_outputs_entry_defaults_t *ret) {
     memset(ret, 0, sizeof *ret);
 }
 
-bool exports_algorithm_full_neighbors(uint32_t rank, uint32_t world_size,
-                                      algorithm_full_list_link_t *neighbor_map,
-                                      algorithm_full_list_link_t *ret) {
+bool exports_algorithm_outputs_neighbors(uint32_t rank, uint32_t world_size,
+                                      algorithm_outputs_list_link_t *neighbor_map,
+                                      algorithm_outputs_list_link_t *ret) {
     (void)rank;
     (void)world_size;
     (void)ret;
-    algorithm_full_list_link_free(neighbor_map);
+    algorithm_outputs_list_link_free(neighbor_map);
     return false;
 }

@@ -2,7 +2,7 @@
  * functions, kb_kernel and kb_kernel_args, against the kernel language
  * below (seed 003 §4). Build with `kernbench-host build my_algo.c -o
  * my_algo.wasm`: it generates the bindings of the WIT world
- * `algorithm-full`, compiles with clang for wasm32-wasi (Debian: clang, lld,
+ * `algorithm-outputs`, compiles with clang for wasm32-wasi (Debian: clang, lld,
  * wasi-libc, libclang-rt-dev-wasm32) and makes the component.
  *
  * Work-issuing calls return at once; the work runs on the PE's DMA / MATH
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algorithm_full.h"
+#include "algorithm_outputs.h"
 
 typedef enum { KB_F16 = 0, KB_BF16 = 1, KB_F32 = 2, KB_I32 = 3 } kb_dtype;
 
@@ -99,6 +99,19 @@ bool kb_params_unknown(const kb_param *params, size_t nparams, const char *const
  * name. Default: the standard kinds (ring_1d 0, torus_2d 1,
  * mesh_2d_no_wrap 2). */
 bool kb_topo_name_to_kind(const char *name, int32_t *kind);
+
+/* Those of KB_ALL_REDUCE, KB_BROADCAST and KB_REDUCE whose kernel reads its
+ * input at t_ptr and writes its result at kb_out_ptr() (the WIT's
+ * `out-of-place` export): their calls get the output's address after the
+ * host's four values, and nccl-tests' out-of-place form runs. Write them
+ * into `out` (room for 3); return how many. Default: none (they run in
+ * place at t_ptr). */
+size_t kb_out_of_place(uint8_t *out);
+
+/* Where the kernel writes its result: the output address the host appends
+ * after its four values (args[n_own + 4]) for a collective with an output
+ * of its own, else t_ptr. `n_own`: the count kb_kernel_args* returned. */
+uint64_t kb_out_ptr(uint64_t t_ptr, const int64_t *args, size_t nargs, size_t n_own);
 
 /* ---- the kernel language --------------------------------------------------- */
 

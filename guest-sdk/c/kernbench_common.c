@@ -41,6 +41,15 @@ __attribute__((weak)) long kb_kernel_args_with(uint32_t world_size, uint64_t n_e
     return (long)kb_kernel_args(world_size, n_elem, cube_w, cube_h, out);
 }
 
+__attribute__((weak)) size_t kb_out_of_place(uint8_t *out) {
+    (void)out;
+    return 0;
+}
+
+uint64_t kb_out_ptr(uint64_t t_ptr, const int64_t *args, size_t nargs, size_t n_own) {
+    return nargs > n_own + 4 ? (uint64_t)args[n_own + 4] : t_ptr;
+}
+
 __attribute__((weak)) size_t kb_collectives(uint8_t *out) {
     out[0] = KB_ALL_REDUCE;
     return 1;

@@ -139,13 +139,16 @@ function toArgs(values) {
 }
 
 /**
- * The exports of `algorithm-full` for a module with
+ * The exports of `algorithm-outputs` for a module with
  *   kernel(tPtr, ...args, tl)      args: kernelArgs' values, then sipRank,
- *                                  sipTopoKind, sipTopoW, sipTopoH (it
- *                                  gets as many as it names before tl)
+ *                                  sipTopoKind, sipTopoW, sipTopoH and,
+ *                                  for a call with an output of its own,
+ *                                  outPtr (it gets as many as it names
+ *                                  before tl; Numbers, but a value past
+ *                                  2^53, e.g. an address, is a BigInt)
  *   kernelArgs({worldSize, nElem, cubeW, cubeH, ...params}) -> [integers]
  * and optionally PARAMS (the ccl.yaml parameters kernelArgs takes),
- * COLLECTIVES and kernelArgsFor(call, params) (see below),
+ * COLLECTIVES, OUT_OF_PLACE and kernelArgsFor(call, params) (see below),
  * TOPO_NAME_TO_KIND, ENTRY_DEFAULTS and neighbors(rank, worldSize, map)
  * with the seed's {dir: peer} objects.
  */
@@ -172,7 +175,12 @@ export function exportAlgorithm(mod) {
   return {
     kernel(tPtr, args) {
       const wanted = Math.max(0, mod.kernel.length - 2);
-      const all = Array.from(args, Number);
+      // Numbers, but a value past 2^53 (an address, such as outPtr)
+      // stays a BigInt: a Number would round it.
+      const all = Array.from(args, (v) => {
+        const n = Number(v);
+        return Number.isSafeInteger(n) ? n : v;
+      });
       if (wanted > all.length) {
         throw new TypeError(`kernel takes ${wanted} arguments between tPtr and tl, the host gives ${all.length}`);
       }
@@ -188,6 +196,12 @@ export function exportAlgorithm(mod) {
     // without it, all_reduce only.
     collectives() {
       return (mod.COLLECTIVES ?? ["all_reduce"]).map((c) => c.replace(/_/g, "-"));
+    },
+    // OUT_OF_PLACE lists those of all_reduce, broadcast and reduce whose
+    // kernel reads tPtr and writes the output address the host then
+    // appends after its four values; default: none.
+    outOfPlace() {
+      return (mod.OUT_OF_PLACE ?? []).map((c) => c.replace(/_/g, "-"));
     },
     // kernelArgsFor({collective, dtype, op, root, block, worldSize, cubeW,
     // cubeH}, params) when the module has it; else the seed's ABI for an

@@ -913,6 +913,8 @@ async function runRank(d) {
     if (typeof algo.kernel !== "function") throw new TypeError(`${d.moduleUrl} exports no function kernel`);
     // exportAlgorithm: as many of the arguments as kernel names before tl.
     const wanted = Math.max(0, algo.kernel.length - 2);
+    // It takes the output's address too (OUT_OF_PLACE): in place.
+    if (wanted === d.args.length + 1) d.args.push(MOCK_T_PTR);
     if (wanted > d.args.length) {
       throw new TypeError(`kernel takes ${wanted} arguments between tPtr and tl, the host gives ${d.args.length}`);
     }

@@ -8,10 +8,11 @@
 #include <stdio.h>
 
 void kb_kernel(uint64_t t_ptr, const int64_t *args, size_t nargs) {
-    (void)nargs;
     uint64_t n_elem = (uint64_t)args[0], chunk = (uint64_t)args[2];
     uint32_t world_size = (uint32_t)args[1];
     uint64_t addr = kb_pe_tile_addr(t_ptr, n_elem, KB_F16);
+    /* Out of place the sum goes to the output's tile (kb_out_of_place). */
+    uint64_t out = kb_pe_tile_addr(kb_out_ptr(t_ptr, args, nargs, 3), n_elem, KB_F16);
     uint64_t n_chunks = chunk ? (n_elem + chunk - 1) / chunk : 1;
     if (n_chunks == 0) n_chunks = 1;
     uint64_t base = n_elem / n_chunks, extra = n_elem % n_chunks;
@@ -31,9 +32,10 @@ void kb_kernel(uint64_t t_ptr, const int64_t *args, size_t nargs) {
             forwarding = true;
         }
         if (forwarding) kb_drop(current);
-        kb_store(addr, acc);
+        kb_store(out, acc);
         kb_drop(acc);
         addr += (uint64_t)n * 2;
+        out += (uint64_t)n * 2;
     }
 }
 
@@ -65,4 +67,9 @@ long kb_kernel_args_with(uint32_t world_size, uint64_t n_elem, uint32_t cube_w, 
         out[2] = params[i].i < (int64_t)(n_elem ? n_elem : 1) ? params[i].i : (int64_t)(n_elem ? n_elem : 1);
     }
     return (long)n;
+}
+
+size_t kb_out_of_place(uint8_t *out) {
+    out[0] = KB_ALL_REDUCE;
+    return 1;
 }

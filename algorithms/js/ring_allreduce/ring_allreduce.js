@@ -6,8 +6,12 @@
 
 export const PARAMS = ["chunk_size"];
 
-export function kernel(tPtr, nElem, worldSize, chunk, tl) {
+// Out of place the sum goes to the output (the host appends its address).
+export const OUT_OF_PLACE = ["all_reduce"];
+
+export function kernel(tPtr, nElem, worldSize, chunk, _sipRank, _topoKind, _topoW, _topoH, outPtr, tl) {
   let addr = tl.peTileAddr(tPtr, nElem, "f16");
+  let out = tl.peTileAddr(outPtr, nElem, "f16");
   const nChunks = Math.max(1, Math.ceil(nElem / Math.max(1, chunk)));
   const base = Math.floor(nElem / nChunks);
   const extra = nElem % nChunks;
@@ -25,9 +29,10 @@ export function kernel(tPtr, nElem, worldSize, chunk, tl) {
       current = recv; // forward what was received, not the sum
     }
     if (current !== acc) current.drop();
-    tl.store(addr, acc);
+    tl.store(out, acc);
     acc.drop();
     addr += BigInt(n * 2);
+    out += BigInt(n * 2);
   }
 }
 

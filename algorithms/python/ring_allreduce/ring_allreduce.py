@@ -8,11 +8,17 @@ in chunks of at most that many elements, one after another.
 """
 
 
-def kernel(t_ptr, n_elem, world_size, chunk, tl):
+# Out of place the sum goes to the output (the host appends its address).
+OUT_OF_PLACE = ("all_reduce",)
+
+
+def kernel(t_ptr, n_elem, world_size, chunk, _sip_rank, _topo_kind, _topo_w, _topo_h, out_ptr,
+           tl):
     # Global rank from program_id(0/1) (ADR-0022).
     rank = tl.program_id(axis=1) * tl.num_programs(axis=0) + tl.program_id(axis=0)
     nbytes = n_elem * 2  # f16
     pe_addr = t_ptr + rank * nbytes
+    out = out_ptr + rank * nbytes
     n_chunks = max(1, -(-n_elem // max(1, chunk)))
     base, extra = divmod(n_elem, n_chunks)
     addr = pe_addr
@@ -26,8 +32,9 @@ def kernel(t_ptr, n_elem, world_size, chunk, tl):
             acc = acc + recv
             current = recv  # forward what was received, not the sum
         del current
-        tl.store(addr, acc)
+        tl.store(out, acc)
         addr += n * 2
+        out += n * 2
 
 
 def kernel_args(world_size, n_elem, chunk_size=None):

@@ -37,7 +37,7 @@
  *      <name>.c kernbench/mock/kernbench_mock.c test_<name>.c -o test_<name>
  *   ./test_<name>
  *
- * (-I kernbench/mock first: it provides the stand-in algorithm_full.h.
+ * (-I kernbench/mock first: it provides the stand-in algorithm_outputs.h.
  * kernbench/kernbench.c is not compiled: kernbench_mock.c replaces it, weak
  * defaults of the optional hooks included.) No -lm is needed. */
 #ifndef KERNBENCH_MOCK_H

@@ -165,6 +165,12 @@ def export_algorithm(module):
             # names); without it, all_reduce only.
             return [_collective_out(c) for c in getattr(module, "COLLECTIVES", ("all_reduce",))]
 
+        def out_of_place(self):
+            # OUT_OF_PLACE lists those of all_reduce, broadcast and reduce
+            # whose kernel reads t_ptr and writes the output address the
+            # host then appends after its four values; default: none.
+            return [_collective_out(c) for c in getattr(module, "OUT_OF_PLACE", ())]
+
         def kernel_args_for(self, call, params):
             given = dict(_param(p) for p in params)
             c = _call_in(call)

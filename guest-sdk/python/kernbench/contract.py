@@ -14,6 +14,17 @@ class ParameterError(ValueError):
     """A ccl.yaml parameter the algorithm does not take, or a bad result."""
 
 
+def kernel_arity(kernel):
+    """How many values ``kernel`` takes between ``t_ptr`` and ``tl`` (None:
+    any, ``*args``)."""
+    sig = inspect.signature(kernel)
+    if any(p.kind == p.VAR_POSITIONAL for p in sig.parameters.values()):
+        return None
+    return sum(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in sig.parameters.values()
+    ) - 2
+
+
 def call_kernel(kernel, t_ptr, args, tl):
     """``kernel(t_ptr, *args, tl)``, passing as many of ``args`` as the
     function takes before ``tl`` (the seed's kernels take kernel_args'

@@ -389,6 +389,9 @@ def run_kernel_in_mock(
 
     def go(r):
         args = list(kernel_args) + [r, kind, gw, gh]
+        if contract.kernel_arity(kernel_fn) == len(args) + 1:
+            # It takes the output's address too (OUT_OF_PLACE): in place.
+            args.append(MOCK_T_PTR)
         try:
             contract.call_kernel(kernel_fn, MOCK_T_PTR, args, Tl(ranks[r]))
             if ranks[r].unwaited():

@@ -56,7 +56,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
     }
     let tmp = tempfile::tempdir().map_err(io(Path::new("(temporary directory)")))?;
     let dir = tmp.path();
-    let generated = bindings(dir, "algorithm-full")?;
+    let generated = bindings(dir, "algorithm-outputs")?;
     for (name, text) in [
         ("kernbench.h", HEADER),
         ("kernbench.c", LIBRARY),

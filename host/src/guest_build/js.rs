@@ -22,6 +22,7 @@ const ENTRY_EXPORTS: &[&str] = &[
     "neighbors",
     "collectives",
     "kernelArgsFor",
+    "outOfPlace",
 ];
 
 fn missing(what: String) -> BuildError {
@@ -77,7 +78,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         .arg(&entry_file)
         .arg("-w")
         .arg(&wit)
-        .args(["-n", "algorithm-full", "-d", "http", "fetch-event", "-o"])
+        .args(["-n", "algorithm-outputs", "-d", "http", "fetch-event", "-o"])
         .arg(out)
         .output()
         .map_err(|_| missing("Node.js (`node`)".into()))?;

@@ -66,7 +66,7 @@ pub fn build(source: &Path, kind: Kind, out: &Path) -> Result<(), BuildError> {
         std::fs::write(&p, text).map_err(io(&p))?;
     }
     let (world, export) = match kind {
-        Kind::Algorithm => ("algorithm-full", "export_algorithm"),
+        Kind::Algorithm => ("algorithm-outputs", "export_algorithm"),
         Kind::Bench => ("bench", "export_bench"),
     };
     let glue = dir.join("kernbench_app.py");

@@ -94,8 +94,8 @@ const C_SDK: &[(&str, &str)] = &[
     ),
     ("kernbench_common.c", super::c::COMMON),
     (
-        "mock/algorithm_full.h",
-        include_str!("../../../guest-sdk/c/mock/algorithm_full.h"),
+        "mock/algorithm_outputs.h",
+        include_str!("../../../guest-sdk/c/mock/algorithm_outputs.h"),
     ),
     (
         "mock/kernbench_mock.h",
