@@ -356,6 +356,31 @@ fn an_in_place_only_algorithm_leaves_the_out_of_place_block_na_and_says_why() {
     );
 }
 
+/// In place, an all-to-all loads a round's p pieces before the first
+/// arrives: its rounds are p times smaller, so 16 ranks of 1 MiB f32
+/// pieces fit the TCM beside the ring's 8 MiB of slots (the pieces at
+/// once did not: `tcm ... is full`).
+#[test]
+fn an_in_place_all_to_all_of_large_pieces_fits_the_tcm() {
+    let res = run(
+        "ccl_alltoall",
+        topo(16),
+        ccl(),
+        Some("all_to_all=ring_alltoall"),
+        &["-d", "float", "-b", "16M", "-e", "16M"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rows = kernbench::report::aggregate(&res.rows, None);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(
+        r.out_of_place.as_ref().and_then(|b| b.wrong),
+        Some(0),
+        "{r:?}"
+    );
+    assert_eq!(r.in_place.as_ref().and_then(|b| b.wrong), Some(0), "{r:?}");
+}
+
 #[test]
 fn iterations_report_the_mean_and_warmups_are_untimed() {
     let t = topo(4);

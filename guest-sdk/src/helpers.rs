@@ -347,6 +347,14 @@ pub fn all_to_all_rounds<T: Tl>(
     let (p, dt, b) = (call.world_size as u64, call.dtype, call.block);
     let inp = pe_tile_addr(tl, t_ptr, b * p, dt);
     let out = pe_tile_addr(tl, host.out_ptr, b * p, dt);
+    // In place a phase loads a round's p pieces at once (a piece may not
+    // arrive on one not sent yet): rounds p times smaller keep that to
+    // the TCM one piece takes out of place.
+    let round = if inp == out {
+        (round / p.max(1)).max(1)
+    } else {
+        round
+    };
     for r in rounds(inp, b, round, dt) {
         let at = |base: u64| rank_blocks(base, p, b, r, inp, dt);
         phase(tl, &at(inp), &at(out), dt, host.sip_rank);
