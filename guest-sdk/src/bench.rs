@@ -299,7 +299,8 @@ pub mod dist {
     /// KernBench extension): all-gather's input is this rank's block of
     /// `t` (the output), reduce-scatter's output this rank's block of `t`
     /// (the input), all-to-all sends from and receives into `t`; the others
-    /// are their torch calls. `t` must be one shard.
+    /// are their torch calls. All-gather and reduce-scatter take a
+    /// single-shard `t` and a caller that is one rank.
     pub fn collective_in_place(
         collective: &str,
         t: &Tensor,

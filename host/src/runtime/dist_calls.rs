@@ -152,9 +152,12 @@ impl Session {
                 check_pair(&what, &out, &inp)?;
                 if out.numel() != inp.numel() || out.shard_numel != inp.shard_numel {
                     return Err(DistError::ValueError(format!(
-                        "{what}: the output has {} elements, the input {}: they must be equal",
+                        "{what}: the output has {} elements ({} in its first shard), the input {} \
+                         ({}): they must be equal, shard by shard",
                         out.numel(),
-                        inp.numel()
+                        out.shard_numel,
+                        inp.numel(),
+                        inp.shard_numel
                     )));
                 }
             }
