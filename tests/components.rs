@@ -141,7 +141,7 @@ fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("built against kernbench:sim@0.6.9, newer than this host's kernbench:sim@0.6.5")
+        e.contains("built against kernbench:sim@0.7.9, newer than this host's kernbench:sim@0.7.0")
             && e.contains("Upgrade kernbench-host"),
         "{e}"
     );
@@ -160,7 +160,7 @@ fn a_bench_reads_torch_version() {
     .to_string();
     assert!(
         e.contains(&format!(
-            "version: kernbench {} (kernbench:sim@0.6.5)",
+            "version: kernbench {} (kernbench:sim@0.7.0)",
             env!("CARGO_PKG_VERSION")
         )),
         "{e}"
@@ -333,7 +333,7 @@ fn publish_pull_install_and_run_by_name_through_a_real_registry() {
     assert_eq!(a["org.opencontainers.image.title"], "ring_allreduce");
     assert_eq!(a["org.opencontainers.image.licenses"], "Apache-2.0");
     assert_eq!(a["dev.kernbench.kind"], "algorithm");
-    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.6.5");
+    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.7.0");
     assert_eq!(a["dev.kernbench.collectives"], "all_reduce");
 
     // inspect reads a reference without installing it.
@@ -573,7 +573,7 @@ fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
         v["kernbench"]["sdk"],
         "kernbench C SDK (wit-bindgen-c, clang)"
     );
-    assert_eq!(v["wit"][0], "kernbench:sim@0.6.5");
+    assert_eq!(v["wit"][0], "kernbench:sim@0.7.0");
     assert_eq!(v["accepted"], true);
     assert_eq!(v["capabilities"]["collectives"][0], "all_reduce");
     assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
@@ -765,6 +765,52 @@ fn the_components_of_every_earlier_release_run_with_their_data_checked() {
         let res = run("ccl_allreduce", topo(3), ccl_with(&algo), None, &sweep)
             .unwrap_or_else(|e| panic!("{tag}'s ring under today's bench: {e}"));
         check(&res.rows, format!("{tag}'s ring under today's bench"));
+    }
+}
+
+/// An algorithm of the last release with the four-case dtype (0.6.5,
+/// `algorithm-full`) runs each of its dtypes through the adapters of
+/// every import that names one (single calls and a `submit` batch), its
+/// data checked; a dtype it cannot name is refused before it runs, with
+/// the dtypes it knows.
+#[test]
+fn a_guest_of_the_four_dtypes_runs_them_and_is_refused_the_others_by_name() {
+    use common::{run, test_component, topo};
+    let algo = test_component("compat_algo_0_6_5");
+    for dtype in ["f16", "bf16", "f32", "i32"] {
+        for n in [1, 2] {
+            let res = run(
+                "ccl_allreduce",
+                topo(n),
+                ccl_with(algo),
+                None,
+                &["-b", "8", "-e", "1K", "-f", "8", "-d", dtype],
+            )
+            .unwrap_or_else(|e| panic!("{dtype} on {n}: {e}"));
+            let rows = kernbench::report::aggregate(&res.rows, None);
+            assert_eq!(rows.len(), 3, "{dtype} on {n}: {rows:?}");
+            for r in &rows {
+                let ip = r.in_place.as_ref().expect("in place runs");
+                assert_eq!(ip.wrong, Some(0), "{dtype} on {n}: {r:?}");
+            }
+        }
+    }
+    for dtype in ["int8", "double"] {
+        let e = run(
+            "ccl_allreduce",
+            topo(2),
+            ccl_with(algo),
+            None,
+            &["-b", "8", "-e", "8", "-d", dtype],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "built against an earlier kernbench:sim, whose dtypes are f16, bf16, f32, i32 only"
+            ) && e.contains("kernbench:sim@0.7.0"),
+            "{dtype}: {e}"
+        );
     }
 }
 

@@ -173,8 +173,9 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
         &with(&["-d", "all", "-o", "all"]),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    // int32 without avg (4 ops), then half, float, bfloat16 with 5; 2 sizes, 3 ranks.
-    assert_eq!(res.rows.len(), (4 + 3 * 5) * 2 * 3);
+    // The six integers without avg (4 ops), then half, float, double,
+    // bfloat16 with 5; 2 sizes, 3 ranks.
+    assert_eq!(res.rows.len(), (6 * 4 + 4 * 5) * 2 * 3);
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
     let pairs: Vec<(String, String)> = res
         .rows
@@ -182,9 +183,13 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
         .map(|r| (r.dtype.name().to_string(), r.redop.clone()))
         .collect();
     let first = |d: &str, o: &str| pairs.iter().position(|p| p == &(d.into(), o.into()));
-    assert!(first("i32", "max") < first("f16", "sum"), "{pairs:?}");
+    assert!(first("i8", "sum") < first("u8", "sum"), "{pairs:?}");
+    assert!(first("i32", "max") < first("u32", "sum"), "{pairs:?}");
+    assert!(first("u64", "min") < first("f16", "sum"), "{pairs:?}");
     assert!(first("f16", "avg") < first("f32", "sum"), "{pairs:?}");
+    assert!(first("f64", "avg") < first("bf16", "sum"), "{pairs:?}");
     assert_eq!(first("i32", "avg"), None);
+    assert_eq!(first("u8", "avg"), None);
     let res = run(
         "ccl_reduce",
         t.clone(),
@@ -208,10 +213,10 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
         thrice.end_time_ps > once.end_time_ps,
         "the further checks run"
     );
-    let e = run("ccl_allreduce", t, ccl(), None, &with(&["-d", "int8"]))
+    let e = run("ccl_allreduce", t, ccl(), None, &with(&["-d", "f8e4m3"]))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("-d int8: not modelled yet"), "{e}");
+    assert!(e.contains("-d f8e4m3: fp8 is not modelled"), "{e}");
 }
 
 /// Every algorithm of the embedded ccl.yaml (but `hello_send`, a
@@ -256,7 +261,10 @@ fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
     // The algorithms that run in place only (no `out-of-place` export):
     // none of the built-ins.
     const IN_PLACE_ONLY: [&str; 0] = [];
-    let dtypes = ["int32", "half", "float", "bfloat16"];
+    let dtypes = [
+        "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
+        "bfloat16",
+    ];
     for ws in [2u32, 3, 4, 5, 8] {
         let t = machine(ws, "ring_1d", None, (2, 2));
         for (algorithm, collective, bench) in BENCH_OF.iter().filter(|b| !b.1.is_empty()) {
@@ -274,8 +282,8 @@ fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
             let res = run(bench, t.clone(), ccl(), Some(&choice), &args)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let rows = kernbench::report::aggregate(&res.rows, None);
-            // int32 without avg, the floats with every op; every root.
-            let ops = if reduces { 4 + 3 * 5 } else { 4 };
+            // The integers without avg, the floats with every op; every root.
+            let ops = if reduces { 6 * 4 + 4 * 5 } else { 10 };
             let roots = if rooted { ws as usize } else { 1 };
             assert_eq!(rows.len(), ops * roots, "{what}: {rows:?}");
             // Both of nccl-tests' blocks, each checked, where the

@@ -183,7 +183,7 @@ fn encoded_batches_that_cannot_be_read_are_refused_by_name_after_the_calls_befor
     let expected = [
         "call 1: tl.submit-encoded: case 99 is not a batch-call case (0 ..= 14)",
         "call 0: tl.submit-encoded: the bytes end inside the call's id",
-        "call 0: tl.submit-encoded: the call's dtype is 7, which is not a dtype (0 ..= 3)",
+        "call 0: tl.submit-encoded: the call's dtype is 17, which is not a dtype (0 ..= 9)",
         "call 0: tl.submit-encoded: the call's dir is 2, which is not an option's 0 (none) or 1 (some)",
         "call 0: tl.submit-encoded: the call's id runs past 32 bits (its LEB128 is too long)",
         // The first batch's load (before its unreadable call) was made.

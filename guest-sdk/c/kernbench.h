@@ -20,7 +20,19 @@
 
 #include "algorithm_outputs.h"
 
-typedef enum { KB_F16 = 0, KB_BF16 = 1, KB_F32 = 2, KB_I32 = 3 } kb_dtype;
+/* The WIT's types.dtype, case by case (its index). */
+typedef enum {
+    KB_F16 = 0,
+    KB_BF16 = 1,
+    KB_F32 = 2,
+    KB_I32 = 3,
+    KB_I8 = 4,
+    KB_U8 = 5,
+    KB_U32 = 6,
+    KB_I64 = 7,
+    KB_U64 = 8,
+    KB_F64 = 9
+} kb_dtype;
 
 /* A tensor handle in PE-visible memory; the bytes stay in the simulator. */
 typedef struct {
@@ -65,8 +77,7 @@ long kb_kernel_args_with(uint32_t world_size, uint64_t n_elem, uint32_t cube_w, 
 enum { KB_ALL_REDUCE, KB_BROADCAST, KB_REDUCE, KB_ALL_GATHER, KB_REDUCE_SCATTER, KB_ALL_TO_ALL };
 enum { KB_OP_SUM, KB_OP_PROD, KB_OP_MAX, KB_OP_MIN, KB_OP_AVG };
 
-/* One collective call (the WIT's ccl.call); dtype is 0 f16, 1 bf16, 2 f32,
- * 3 i32. */
+/* One collective call (the WIT's ccl.call); dtype is a kb_dtype. */
 typedef struct {
     uint8_t collective;
     uint8_t dtype;
@@ -183,6 +194,8 @@ void kb_log(const char *msg);
 
 /* Bytes per element. */
 size_t kb_itemsize(kb_dtype dtype);
+/* Whether the dtype holds integers (division truncates). */
+int kb_is_integer(kb_dtype dtype);
 /* The seed kernels' tile of this PE: t_ptr + rank * n_elem * itemsize, with
  * rank = cube_id * pes_per_cube + local_pe (ADR-0022). */
 uint64_t kb_pe_tile_addr(uint64_t t_ptr, uint64_t n_elem, kb_dtype dtype);

@@ -2,7 +2,22 @@
  * (mock/kernbench_mock.c) share, #included by both: the helpers built on
  * the kernel language and the weak defaults of the optional hooks. */
 
-size_t kb_itemsize(kb_dtype dtype) { return dtype == KB_F32 || dtype == KB_I32 ? 4 : 2; }
+size_t kb_itemsize(kb_dtype dtype) {
+    switch (dtype) {
+    case KB_I8:
+    case KB_U8: return 1;
+    case KB_F16:
+    case KB_BF16: return 2;
+    case KB_F32:
+    case KB_I32:
+    case KB_U32: return 4;
+    default: return 8;
+    }
+}
+
+int kb_is_integer(kb_dtype dtype) {
+    return !(dtype == KB_F16 || dtype == KB_BF16 || dtype == KB_F32 || dtype == KB_F64);
+}
 
 uint64_t kb_pe_tile_addr(uint64_t t_ptr, uint64_t n_elem, kb_dtype dtype) {
     uint64_t rank = (uint64_t)(kb_program_id(1) * kb_num_programs(0) + kb_program_id(0));

@@ -10,12 +10,12 @@
 // the garbage collector in time: call `t.drop()` when done with one
 // (dropping a received tensor frees its IPCQ slot).
 
-import * as host from "kernbench:sim/tl@0.6.5";
+import * as host from "kernbench:sim/tl@0.7.0";
 
-export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4 };
+export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4, i8: 1, u8: 1, u32: 4, i64: 8, u64: 8, f64: 8 };
 
 function dtypeOf(d) {
-  if (!(d in ITEMSIZE)) throw new TypeError(`dtype ${d}: one of f16, bf16, f32, i32`);
+  if (!(d in ITEMSIZE)) throw new TypeError(`dtype ${d}: one of ${Object.keys(ITEMSIZE).join(", ")}`);
   return d;
 }
 

@@ -52,7 +52,7 @@ export const MOCK_T_PTR = 0x1000_0000n;
 /** The first address of MATH results and received tensors. */
 export const MOCK_SCRATCH = 0x4000_0000_0000n;
 export const DEADLOCK_TIMEOUT_S = 10;
-export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4 };
+export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4, i8: 1, u8: 1, u32: 4, i64: 8, u64: 8, f64: 8 };
 
 const STANDARD_KINDS = { ring_1d: 0, torus_2d: 1, mesh_2d_no_wrap: 2 };
 const COMPASS = { E: "W", W: "E", N: "S", S: "N" };
@@ -124,16 +124,28 @@ export function bf16Value(h) {
   return f32Scratch[0];
 }
 
-function i32Of(v) {
+// Integer dtypes: [lowest, highest] (values must fit, as mock.py's struct
+// packing requires).
+const INTS = {
+  i8: [-128, 127],
+  u8: [0, 255],
+  i32: [-2147483648, 2147483647],
+  u32: [0, 4294967295],
+  i64: [-(2 ** 63), 2 ** 63],
+  u64: [0, 2 ** 64],
+};
+
+function intOf(v, dtype) {
   const t = Math.trunc(v);
-  if (!Number.isFinite(t) || t < -2147483648 || t > 2147483647) {
-    throw new RangeError(`i32: ${v} is not a 32-bit integer`);
+  const [lo, hi] = INTS[dtype];
+  if (!Number.isFinite(t) || t < lo || t > hi) {
+    throw new RangeError(`${dtype}: ${v} is not in its range`);
   }
   return t;
 }
 
 function dtypeOf(d) {
-  if (!(d in ITEMSIZE)) throw new TypeError(`dtype ${d}: one of f16, bf16, f32, i32`);
+  if (!(d in ITEMSIZE)) throw new TypeError(`dtype ${d}: one of ${Object.keys(ITEMSIZE).join(", ")}`);
   return d;
 }
 
@@ -148,7 +160,13 @@ export function encode(values, dtype) {
     if (dtype === "f16") dv.setUint16(at, f16Bits(v), true);
     else if (dtype === "bf16") dv.setUint16(at, bf16Bits(v), true);
     else if (dtype === "f32") dv.setFloat32(at, v, true);
-    else dv.setInt32(at, i32Of(v), true);
+    else if (dtype === "f64") dv.setFloat64(at, v, true);
+    else if (dtype === "i8") dv.setInt8(at, intOf(v, dtype));
+    else if (dtype === "u8") dv.setUint8(at, intOf(v, dtype));
+    else if (dtype === "u32") dv.setUint32(at, intOf(v, dtype), true);
+    else if (dtype === "i64") dv.setBigInt64(at, BigInt(intOf(v, dtype)), true);
+    else if (dtype === "u64") dv.setBigUint64(at, BigInt(intOf(v, dtype)), true);
+    else dv.setInt32(at, intOf(v, dtype), true);
   });
   return out;
 }
@@ -164,6 +182,12 @@ export function decode(bytes, dtype) {
     if (dtype === "f16") out[i] = f16Value(dv.getUint16(at, true));
     else if (dtype === "bf16") out[i] = bf16Value(dv.getUint16(at, true));
     else if (dtype === "f32") out[i] = dv.getFloat32(at, true);
+    else if (dtype === "f64") out[i] = dv.getFloat64(at, true);
+    else if (dtype === "i8") out[i] = dv.getInt8(at);
+    else if (dtype === "u8") out[i] = dv.getUint8(at);
+    else if (dtype === "u32") out[i] = dv.getUint32(at, true);
+    else if (dtype === "i64") out[i] = Number(dv.getBigInt64(at, true));
+    else if (dtype === "u64") out[i] = Number(dv.getBigUint64(at, true));
     else out[i] = dv.getInt32(at, true);
   }
   return out;

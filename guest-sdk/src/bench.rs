@@ -12,6 +12,12 @@ impl From<Dtype> for raw::types::Dtype {
             Dtype::Bf16 => raw::types::Dtype::Bf16,
             Dtype::F32 => raw::types::Dtype::F32,
             Dtype::I32 => raw::types::Dtype::I32,
+            Dtype::I8 => raw::types::Dtype::I8,
+            Dtype::U8 => raw::types::Dtype::U8,
+            Dtype::U32 => raw::types::Dtype::U32,
+            Dtype::I64 => raw::types::Dtype::I64,
+            Dtype::U64 => raw::types::Dtype::U64,
+            Dtype::F64 => raw::types::Dtype::F64,
         }
     }
 }
@@ -23,6 +29,12 @@ impl From<raw::types::Dtype> for Dtype {
             raw::types::Dtype::Bf16 => Dtype::Bf16,
             raw::types::Dtype::F32 => Dtype::F32,
             raw::types::Dtype::I32 => Dtype::I32,
+            raw::types::Dtype::I8 => Dtype::I8,
+            raw::types::Dtype::U8 => Dtype::U8,
+            raw::types::Dtype::U32 => Dtype::U32,
+            raw::types::Dtype::I64 => Dtype::I64,
+            raw::types::Dtype::U64 => Dtype::U64,
+            raw::types::Dtype::F64 => Dtype::F64,
         }
     }
 }
@@ -64,7 +76,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.6.5)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.7.0)`.
     pub fn version() -> String {
         t::version()
     }

@@ -132,8 +132,6 @@ pub struct Call {
 /// Values of [`Call::to_args`].
 pub const CALL_ARGS: usize = 6;
 
-const DTYPES: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
-
 impl Call {
     /// The seed's call: an f16 sum all-reduce of `block` elements.
     pub fn all_reduce(block: u64, world_size: u32) -> Call {
@@ -183,7 +181,7 @@ impl Call {
     /// dtype, op, root, block, world size.
     pub fn to_args(&self) -> Vec<i64> {
         let idx = |c: Collective| Collective::ALL.iter().position(|&x| x == c).unwrap();
-        let dt = DTYPES.iter().position(|&d| d == self.dtype).unwrap();
+        let dt = Dtype::ALL.iter().position(|&d| d == self.dtype).unwrap();
         let op = RedOp::ALL.iter().position(|&o| o == self.op).unwrap();
         vec![
             idx(self.collective) as i64,
@@ -204,7 +202,7 @@ impl Call {
         );
         Call {
             collective: Collective::ALL[args[0] as usize],
-            dtype: DTYPES[args[1] as usize],
+            dtype: Dtype::ALL[args[1] as usize],
             op: RedOp::ALL[args[2] as usize],
             root: args[3] as u32,
             block: args[4] as u64,
@@ -259,7 +257,7 @@ mod tests {
     fn a_call_survives_the_args_encoding() {
         for c in Collective::ALL {
             for op in RedOp::ALL {
-                for dtype in DTYPES {
+                for dtype in Dtype::ALL {
                     let call = Call {
                         collective: c,
                         dtype,

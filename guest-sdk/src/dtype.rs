@@ -8,38 +8,65 @@ pub enum Dtype {
     Bf16,
     F32,
     I32,
+    I8,
+    U8,
+    U32,
+    I64,
+    U64,
+    F64,
 }
 
 impl Dtype {
     /// Bytes per element.
     pub const fn itemsize(self) -> usize {
         match self {
+            Dtype::I8 | Dtype::U8 => 1,
             Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
         }
     }
 
-    /// The name used in reports ("half", "float", ... as nccl-tests prints).
+    /// Whether the dtype holds integers (its math wraps, its division
+    /// truncates, its encoding rounds and saturates).
+    pub const fn is_integer(self) -> bool {
+        !matches!(self, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64)
+    }
+
+    /// The name the WIT gives it (`f16`, `i8`, ...; the reports print
+    /// nccl-tests' names).
     pub const fn name(self) -> &'static str {
         match self {
             Dtype::F16 => "f16",
             Dtype::Bf16 => "bf16",
             Dtype::F32 => "f32",
             Dtype::I32 => "i32",
+            Dtype::I8 => "i8",
+            Dtype::U8 => "u8",
+            Dtype::U32 => "u32",
+            Dtype::I64 => "i64",
+            Dtype::U64 => "u64",
+            Dtype::F64 => "f64",
         }
     }
 
     /// Every dtype, in the WIT's order (its index is [`Dtype::code`]).
-    pub const ALL: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+    pub const ALL: [Dtype; 10] = [
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::F32,
+        Dtype::I32,
+        Dtype::I8,
+        Dtype::U8,
+        Dtype::U32,
+        Dtype::I64,
+        Dtype::U64,
+        Dtype::F64,
+    ];
 
     /// The dtype's index in the WIT enum (how kernel arguments carry it).
     pub const fn code(self) -> i64 {
-        match self {
-            Dtype::F16 => 0,
-            Dtype::Bf16 => 1,
-            Dtype::F32 => 2,
-            Dtype::I32 => 3,
-        }
+        self as i64
     }
 
     /// The dtype of a [`Dtype::code`].
@@ -47,23 +74,27 @@ impl Dtype {
         Dtype::ALL.get(usize::try_from(code).ok()?).copied()
     }
 
-    /// The dtype called `name` (`f16`, `bf16`, `f32`, `i32`).
+    /// The dtype called `name` (its [`Dtype::name`]).
     pub fn parse(name: &str) -> Result<Dtype, String> {
         Dtype::ALL
             .into_iter()
             .find(|d| d.name() == name)
-            .ok_or_else(|| format!("unknown dtype {name:?} (one of f16, bf16, f32, i32)"))
+            .ok_or_else(|| {
+                let names: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
+                format!("unknown dtype {name:?} (one of {})", names.join(", "))
+            })
     }
 
     /// The largest relative error of rounding a value once to this dtype
-    /// (half an ulp: 2^-11 for f16, 2^-8 for bf16, 2^-24 for f32; 0 for
-    /// i32, whose values here are exact integers).
+    /// (half an ulp: 2^-11 for f16, 2^-8 for bf16, 2^-24 for f32, 2^-53
+    /// for f64; 0 for integers, whose values here are exact).
     pub const fn unit_roundoff(self) -> f64 {
         match self {
             Dtype::F16 => 1.0 / 2048.0,
             Dtype::Bf16 => 1.0 / 256.0,
             Dtype::F32 => 1.0 / 16_777_216.0,
-            Dtype::I32 => 0.0,
+            Dtype::F64 => f64::EPSILON / 2.0,
+            _ => 0.0,
         }
     }
 
@@ -77,13 +108,19 @@ impl Dtype {
                 Dtype::Bf16 => half::bf16::from_le_bytes([c[0], c[1]]).to_f64(),
                 Dtype::F32 => f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
                 Dtype::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+                Dtype::I8 => c[0] as i8 as f64,
+                Dtype::U8 => c[0] as f64,
+                Dtype::U32 => u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
+                Dtype::I64 => i64::from_le_bytes(c.try_into().expect("8 bytes")) as f64,
+                Dtype::U64 => u64::from_le_bytes(c.try_into().expect("8 bytes")) as f64,
+                Dtype::F64 => f64::from_le_bytes(c.try_into().expect("8 bytes")),
             })
             .collect()
     }
 
     /// Encode f64 values as little-endian element bytes, rounded to
     /// nearest-even once, exactly as the host encodes them (f16/bf16
-    /// through f32 rounded to odd; i32 rounded, saturating).
+    /// through f32 rounded to odd; integers rounded, saturating, NaN 0).
     pub fn encode(self, values: &[f64]) -> Vec<u8> {
         let mut out = Vec::with_capacity(values.len() * self.itemsize());
         for &v in values {
@@ -96,6 +133,12 @@ impl Dtype {
                 }
                 Dtype::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
                 Dtype::I32 => out.extend_from_slice(&(v.round() as i32).to_le_bytes()),
+                Dtype::I8 => out.extend_from_slice(&(v.round() as i8).to_le_bytes()),
+                Dtype::U8 => out.push(v.round() as u8),
+                Dtype::U32 => out.extend_from_slice(&(v.round() as u32).to_le_bytes()),
+                Dtype::I64 => out.extend_from_slice(&(v.round() as i64).to_le_bytes()),
+                Dtype::U64 => out.extend_from_slice(&(v.round() as u64).to_le_bytes()),
+                Dtype::F64 => out.extend_from_slice(&v.to_le_bytes()),
             }
         }
         out

@@ -198,7 +198,7 @@ pub fn tree_step(rank: u32, world_size: u32) -> TreeNode {
 }
 
 /// Kernel args of an algorithm that implements `collective` in one piece:
-/// the call ([`Call::to_args`]). Refuses other collectives, `avg` of i32
+/// the call ([`Call::to_args`]). Refuses other collectives, `avg` of integers
 /// (integer division rounds differently between libraries) and any
 /// parameter.
 pub fn call_args(call: &Call, params: &Params, collective: Collective) -> Result<Vec<i64>, String> {
@@ -208,7 +208,7 @@ pub fn call_args(call: &Call, params: &Params, collective: Collective) -> Result
 }
 
 /// What every SDK algorithm refuses: another collective than its own, and
-/// `avg` of i32.
+/// `avg` of integers.
 fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
     if call.collective != collective {
         return Err(format!(
@@ -217,12 +217,12 @@ fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
             call.collective.name()
         ));
     }
-    if call.op == RedOp::Avg && call.dtype == Dtype::I32 {
-        return Err(
-            "avg of i32 is not offered (integer division rounds differently between \
-             libraries): reduce with sum and divide"
-                .into(),
-        );
+    if call.op == RedOp::Avg && call.dtype.is_integer() {
+        return Err(format!(
+            "avg of {} is not offered (integer division rounds differently between \
+             libraries): reduce with sum and divide",
+            call.dtype.name()
+        ));
     }
     Ok(())
 }
@@ -230,7 +230,7 @@ fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
 /// Kernel args of an algorithm that implements `collective` and works in
 /// rounds: the call ([`Call::to_args`]), then the round size
 /// ([`round_param_or`] over `round_of` elements, `default` when the entry
-/// gives no `chunk_size`). Refuses other collectives, and `avg` of i32
+/// gives no `chunk_size`). Refuses other collectives, and `avg` of integers
 /// (integer division rounds differently between libraries).
 pub fn call_round_args(
     call: &Call,

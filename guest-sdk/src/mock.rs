@@ -425,7 +425,7 @@ fn elementwise(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
             BinOp::Mul => p * q,
             BinOp::Max => p.max(q),
             BinOp::Min => p.min(q),
-            BinOp::Div if dtype == Dtype::I32 => {
+            BinOp::Div if dtype.is_integer() => {
                 if q == 0.0 {
                     0.0
                 } else {
@@ -809,13 +809,13 @@ pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Param
 }
 
 /// [`assert_collective`] of an all-reduce of `A` with every dtype and op
-/// (but avg of i32, which algorithms refuse) at world sizes 1 to 8 and 12
+/// (but avg of integers, which algorithms refuse) at world sizes 1 to 8 and 12
 /// and 1, 5 and 16 elements per rank.
 pub fn assert_all_reduce_everywhere<A: crate::Algorithm>() {
     use crate::{Call, Collective, Dtype, Params, RedOp};
-    for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+    for dtype in Dtype::ALL {
         for op in RedOp::ALL {
-            if op == RedOp::Avg && dtype == Dtype::I32 {
+            if op == RedOp::Avg && dtype.is_integer() {
                 continue;
             }
             for ws in [1u32, 2, 3, 4, 5, 6, 7, 8, 12] {

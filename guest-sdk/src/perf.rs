@@ -13,8 +13,9 @@
 //! reported is their mean — the simulation is deterministic, so one is
 //! enough and the default), `-w/--warmup_iters` (untimed, default 0),
 //! `-c/--check N` (check iterations, default 1; 0: none), `-d/--datatype`
-//! (nccl-tests' names — int32, half, float, bfloat16 are modelled — or
-//! ours, f16, bf16, f32, i32; `all`: every modelled one), `-o/--op` (sum,
+//! (nccl-tests' names — all but f8e4m3 and f8e5m2 are modelled — or
+//! ours, i8, u8, i32, u32, i64, u64, f16, f32, f64, bf16; `all`: every
+//! modelled one), `-o/--op` (sum,
 //! prod, max, min, avg; `all`), `-r/--root` (broadcast and reduce; `all`
 //! or `-1`: every rank in turn), `-a/--average` (how the host combines
 //! the ranks' times: 0 rank 0, 1 mean, 2 min, 3 max — the default here,
@@ -132,7 +133,7 @@ pub struct Sweep {
     pub dtypes: Vec<Dtype>,
     pub ops: Vec<RedOp>,
     /// `-o all` or `-d all`: leave out the ops no algorithm offers for a
-    /// dtype (avg of int32).
+    /// dtype (avg of the integers).
     pub all_ops: bool,
     pub roots: Roots,
     /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
@@ -153,15 +154,15 @@ pub struct Case {
 
 /// nccl-tests' dtypes in its order, with the modelled ones' [`Dtype`].
 pub const NCCL_DTYPES: [(&str, Option<Dtype>); 12] = [
-    ("int8", None),
-    ("uint8", None),
+    ("int8", Some(Dtype::I8)),
+    ("uint8", Some(Dtype::U8)),
     ("int32", Some(Dtype::I32)),
-    ("uint32", None),
-    ("int64", None),
-    ("uint64", None),
+    ("uint32", Some(Dtype::U32)),
+    ("int64", Some(Dtype::I64)),
+    ("uint64", Some(Dtype::U64)),
     ("half", Some(Dtype::F16)),
     ("float", Some(Dtype::F32)),
-    ("double", None),
+    ("double", Some(Dtype::F64)),
     ("bfloat16", Some(Dtype::Bf16)),
     ("f8e4m3", None),
     ("f8e5m2", None),
@@ -178,12 +179,16 @@ pub fn parse_dtypes(s: &str) -> Result<Vec<Dtype>, String> {
         "float16" => Some(Dtype::F16),
         "float32" => Some(Dtype::F32),
         "int" => Some(Dtype::I32),
+        "char" => Some(Dtype::I8),
+        "uint" => Some(Dtype::U32),
+        "float64" => Some(Dtype::F64),
         _ => None,
     };
     match NCCL_DTYPES.iter().find(|&&(n, _)| n == s) {
         Some(&(_, Some(d))) => Ok(vec![d]),
         Some((name, None)) => Err(format!(
-            "-d {name}: not modelled yet; the modelled dtypes are {} (or {})",
+            "-d {name}: fp8 is not modelled (the MATH unit has no fp8 arithmetic); the \
+             modelled dtypes are {} (or {})",
             NCCL_DTYPES
                 .iter()
                 .filter(|(_, d)| d.is_some())
@@ -360,7 +365,7 @@ pub fn cases(m: Measure, sw: &Sweep, world_size: u32) -> Vec<Case> {
     let mut out = Vec::new();
     for &dtype in &sw.dtypes {
         for &op in &ops {
-            if sw.all_ops && op == RedOp::Avg && dtype == Dtype::I32 {
+            if sw.all_ops && op == RedOp::Avg && dtype.is_integer() {
                 continue;
             }
             out.extend(roots.iter().map(|&root| Case { dtype, op, root }));
@@ -845,8 +850,8 @@ mod tests {
             &["-n", "0"],
             &["-f", "1"],
             &["-b", "4", "-e", "2"],
-            &["-d", "f64"],
-            &["-d", "int8"],
+            &["-d", "f8"],
+            &["-d", "f8e4m3"],
             &["-o", "band"],
             &["-o", "mulsum"],
             &["-r", "x"],
@@ -860,10 +865,14 @@ mod tests {
         assert!(parse_args("t", gather, &args(&["--cubes", "2"])).is_err());
         let s = parse_args("t", AR, &args(&["-d", "bfloat16", "-o", "PRODUCT"])).unwrap();
         assert_eq!((s.dtypes, s.ops), (vec![Dtype::Bf16], vec![RedOp::Prod]));
-        let e = parse_args("t", AR, &args(&["-d", "uint64"])).unwrap_err();
+        let s = parse_args("t", AR, &args(&["-d", "uint64"])).unwrap();
+        assert_eq!(s.dtypes, vec![Dtype::U64]);
+        let e = parse_args("t", AR, &args(&["-d", "f8e5m2"])).unwrap_err();
         assert!(
             e.contains(
-                "-d uint64: not modelled yet; the modelled dtypes are int32, half, float, bfloat16"
+                "-d f8e5m2: fp8 is not modelled (the MATH unit has no fp8 arithmetic); the \
+                 modelled dtypes are int8, uint8, int32, uint32, int64, uint64, half, float, \
+                 double, bfloat16"
             ),
             "{e}"
         );
@@ -875,34 +884,36 @@ mod tests {
         let all = ["-d", "all", "-o", "all", "-r", "all"];
         let s = parse_args("t", AR, &args(&all)).unwrap();
         let got = cases(AR, &s, 3);
-        // int32 without avg, then half, float, bfloat16 with every op.
-        assert_eq!(got.len(), 4 + 3 * 5);
-        assert_eq!(got[0], case(Dtype::I32, RedOp::Sum, 0));
-        assert_eq!(got[4], case(Dtype::F16, RedOp::Sum, 0));
-        assert_eq!(got[18], case(Dtype::Bf16, RedOp::Avg, 0));
+        // The six integers without avg, then half, float, double,
+        // bfloat16 with every op.
+        assert_eq!(got.len(), 6 * 4 + 4 * 5);
+        assert_eq!(got[0], case(Dtype::I8, RedOp::Sum, 0));
+        assert_eq!(got[8], case(Dtype::I32, RedOp::Sum, 0));
+        assert_eq!(got[24], case(Dtype::F16, RedOp::Sum, 0));
+        assert_eq!(got[43], case(Dtype::Bf16, RedOp::Avg, 0));
         let reduce = Measure::Collective(Collective::Reduce);
         let s = parse_args("t", reduce, &args(&all)).unwrap();
         let got = cases(reduce, &s, 2);
-        assert_eq!(got.len(), 2 * (4 + 3 * 5));
+        assert_eq!(got.len(), 2 * (6 * 4 + 4 * 5));
         assert_eq!(
             got[..3],
             [
-                case(Dtype::I32, RedOp::Sum, 0),
-                case(Dtype::I32, RedOp::Sum, 1),
-                case(Dtype::I32, RedOp::Prod, 0)
+                case(Dtype::I8, RedOp::Sum, 0),
+                case(Dtype::I8, RedOp::Sum, 1),
+                case(Dtype::I8, RedOp::Prod, 0)
             ]
         );
         let bcast = Measure::Collective(Collective::Broadcast);
         let s = parse_args("t", bcast, &args(&["-d", "all", "-r", "-1"])).unwrap();
         let got = cases(bcast, &s, 2);
-        assert_eq!(got.len(), 4 * 2);
-        assert_eq!(got[1], case(Dtype::I32, RedOp::Sum, 1));
+        assert_eq!(got.len(), 10 * 2);
+        assert_eq!(got[1], case(Dtype::I8, RedOp::Sum, 1));
         // An explicit -o avg -d int32 is asked for: the algorithm refuses it.
         let s = parse_args("t", AR, &args(&["-d", "int32", "-o", "avg"])).unwrap();
         assert_eq!(cases(AR, &s, 2), [case(Dtype::I32, RedOp::Avg, 0)]);
         // -d all -o avg: the floats only.
         let s = parse_args("t", AR, &args(&["-d", "all", "-o", "avg"])).unwrap();
-        assert_eq!(cases(AR, &s, 2).len(), 3);
+        assert_eq!(cases(AR, &s, 2).len(), 4);
     }
 
     #[test]

@@ -15,12 +15,14 @@ use crate::{Call, Collective, Dtype, RedOp};
 
 /// At most this many ranks add a non-zero value (0..16) to any one
 /// element: every partial sum, in any order, stays an integer within the
-/// dtype's exact range (f16 2048, bf16 256, f32 2^24).
+/// dtype's exact range (f16 2048, bf16 256, i8 128, u8 256, the others
+/// 2^24).
 pub fn max_contributors(dtype: Dtype) -> u32 {
     match dtype {
         Dtype::F16 => 128,
-        Dtype::Bf16 => 16,
-        Dtype::F32 | Dtype::I32 => 1 << 20,
+        Dtype::Bf16 | Dtype::U8 => 16,
+        Dtype::I8 => 8,
+        Dtype::F32 | Dtype::I32 | Dtype::U32 | Dtype::I64 | Dtype::U64 | Dtype::F64 => 1 << 20,
     }
 }
 
@@ -32,12 +34,14 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / x * b
 }
 
-/// The largest integer a dtype holds exactly, plus one (bounded for i32).
+/// The largest integer a dtype holds exactly, plus one (bounded at 2^24
+/// for the wide ones).
 fn exact_range(dtype: Dtype) -> u64 {
     match dtype {
         Dtype::F16 => 2048,
-        Dtype::Bf16 => 256,
-        Dtype::F32 | Dtype::I32 => 1 << 24,
+        Dtype::Bf16 | Dtype::U8 => 256,
+        Dtype::I8 => 128,
+        Dtype::F32 | Dtype::I32 | Dtype::U32 | Dtype::I64 | Dtype::U64 | Dtype::F64 => 1 << 24,
     }
 }
 
@@ -392,7 +396,7 @@ mod tests {
     /// in rank order, for every op, dtype and a range of world sizes.
     #[test]
     fn reductions_by_residue_class_equal_the_direct_fold() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for op in [RedOp::Sum, RedOp::Avg, RedOp::Prod, RedOp::Max, RedOp::Min] {
                 for ws in [1, 2, 3, 15, 16, 17, 31, 129, 256, 300, 1000, 1024] {
                     let v = Values::new(ws, dtype, op, true);
@@ -419,7 +423,7 @@ mod tests {
 
     #[test]
     fn every_partial_result_is_exact_at_every_world_size() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
                 for ws in [1, 2, 4, 16, 17, 128, 129, 273, 1000, 4096] {
                     let v = Values::new(ws, dtype, op, true);
@@ -477,7 +481,7 @@ mod tests {
 
     #[test]
     fn data_moving_values_are_exact_and_tell_ranks_apart() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             let v = Values::new(8, dtype, RedOp::Sum, false);
             for r in 0..8 {
                 for i in 0..64 {
@@ -508,7 +512,7 @@ mod tests {
             })
         };
         let (mut tabulated, mut blocks) = (0, 0);
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
                 for ws in [2, 3, 129, 300] {
                     for call in calls(ws) {

@@ -118,6 +118,12 @@ pub fn nccl_type(d: Dtype) -> &'static str {
         Dtype::Bf16 => "bfloat16",
         Dtype::F32 => "float",
         Dtype::I32 => "int32",
+        Dtype::I8 => "int8",
+        Dtype::U8 => "uint8",
+        Dtype::U32 => "uint32",
+        Dtype::I64 => "int64",
+        Dtype::U64 => "uint64",
+        Dtype::F64 => "double",
     }
 }
 

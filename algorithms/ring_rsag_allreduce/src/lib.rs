@@ -144,7 +144,7 @@ mod tests {
     fn every_op_and_dtype_reduces_exactly() {
         for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
             for op in RedOp::ALL {
-                if op == RedOp::Avg && dtype == Dtype::I32 {
+                if op == RedOp::Avg && dtype.is_integer() {
                     continue;
                 }
                 for (ws, n) in [(3u32, 7u64), (4, 16), (5, 3)] {

@@ -79,10 +79,15 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// Test values for a tensor of `dtype`: exact in it (integers for i32).
+/// Test values for a tensor of `dtype`: exact in it (integers in -64..64
+/// for the integer dtypes, 0..=64 for the unsigned ones).
 fn values(seed: u64, count: u64, dtype: Dtype) -> Vec<f64> {
-    let scale = if dtype == Dtype::I32 { 64.0 } else { 1.0 };
-    (0..count).map(|i| test_value(seed, i) * scale).collect()
+    let scale = if dtype.is_integer() { 64.0 } else { 1.0 };
+    let unsigned = matches!(dtype, Dtype::U8 | Dtype::U32 | Dtype::U64);
+    (0..count)
+        .map(|i| test_value(seed, i) * scale)
+        .map(|v| if unsigned { v.abs() } else { v })
+        .collect()
 }
 
 /// One GEMM of the sweep on cube 0 / PE 0 of device 0.
@@ -175,7 +180,7 @@ mod tests {
         assert!(parse_args(&args("-m 8"))
             .unwrap_err()
             .contains("all of -m, -n and -k"));
-        assert!(parse_args(&args("--dtype f64"))
+        assert!(parse_args(&args("--dtype f8"))
             .unwrap_err()
             .contains("unknown dtype"));
         assert!(parse_args(&args("--sizes 0"))

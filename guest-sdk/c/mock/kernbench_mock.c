@@ -197,7 +197,7 @@ static const char *dtype_name(kb_dtype d) {
 }
 
 static kb_dtype checked_dtype(kb_dtype d, const char *call) {
-    if ((unsigned)d > KB_I32) fail("%s: unknown dtype %d", call, (int)d);
+    if ((unsigned)d > KB_F64) fail("%s: unknown dtype %d", call, (int)d);
     return d;
 }
 
@@ -265,16 +265,27 @@ static double from_bf16(uint32_t h) {
 }
 
 /* Rounded half away from zero, saturating; NaN is 0 (as the Rust SDK). */
-static int32_t to_i32(double v) {
+/* `v` rounded half away from zero and saturated to [lo, hi] (NaN: 0),
+ * as the host's `as` casts do. */
+static double to_int(double v, double lo, double hi) {
     if (v != v) return 0;
-    if (v >= 2147483647.0) return INT32_MAX;
-    if (v <= -2147483648.0) return INT32_MIN;
-    int64_t t = (int64_t)v;
-    double fr = v - (double)t;
-    if (fr >= 0.5) t++;
-    else if (fr <= -0.5) t--;
-    return (int32_t)t;
+    if (v <= lo) return lo;
+    if (v >= hi) return hi;
+    if (v >= 4503599627370496.0 || v <= -4503599627370496.0) return v; /* 2^52: whole */
+    double t = (double)(int64_t)v; /* toward zero */
+    double fr = v - t;
+    if (fr >= 0.5) t += 1;
+    else if (fr <= -0.5) t -= 1;
+    return t;
 }
+/* `q` truncated toward zero (no libm). */
+static double trunc_d(double q) {
+    if (q != q || q >= 4503599627370496.0 || q <= -4503599627370496.0) return q;
+    return (double)(int64_t)q;
+}
+static int32_t to_i32(double v) { return (int32_t)to_int(v, -2147483648.0, 2147483647.0); }
+static uint64_t rd64(const uint8_t *p);
+static void wr64(uint8_t *p, uint64_t v);
 
 static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
@@ -287,9 +298,26 @@ static void wr32(uint8_t *p, uint32_t v) {
     wr16(p + 2, v >> 16);
 }
 
+static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static void wr64(uint8_t *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
 /* Element `i` of `data` in `dt`. */
 static double get_elem(const uint8_t *data, size_t i, kb_dtype dt) {
     switch (dt) {
+    case KB_I8: return (double)(int8_t)data[i];
+    case KB_U8: return (double)data[i];
+    case KB_U32: return (double)rd32(data + 4 * i);
+    case KB_I64: return (double)(int64_t)rd64(data + 8 * i);
+    case KB_U64: return (double)rd64(data + 8 * i);
+    case KB_F64: {
+        uint64_t b = rd64(data + 8 * i);
+        double f;
+        memcpy(&f, &b, sizeof f);
+        return f;
+    }
     case KB_F16: return from_f16(rd16(data + 2 * i));
     case KB_BF16: return from_bf16(rd16(data + 2 * i));
     case KB_F32: {
@@ -305,6 +333,17 @@ static double get_elem(const uint8_t *data, size_t i, kb_dtype dt) {
 /* Element `i` of `data` in `dt` := `v`, rounded once. */
 static void put_elem(uint8_t *data, size_t i, kb_dtype dt, double v) {
     switch (dt) {
+    case KB_I8: data[i] = (uint8_t)(int8_t)to_int(v, -128.0, 127.0); break;
+    case KB_U8: data[i] = (uint8_t)to_int(v, 0.0, 255.0); break;
+    case KB_U32: wr32(data + 4 * i, (uint32_t)to_int(v, 0.0, 4294967295.0)); break;
+    case KB_I64: wr64(data + 8 * i, (uint64_t)(int64_t)to_int(v, -9223372036854775808.0, 9223372036854774784.0)); break;
+    case KB_U64: wr64(data + 8 * i, (uint64_t)to_int(v, 0.0, 18446744073709549568.0)); break;
+    case KB_F64: {
+        uint64_t b;
+        memcpy(&b, &v, sizeof b);
+        wr64(data + 8 * i, b);
+        break;
+    }
     case KB_F16: wr16(data + 2 * i, narrow_float(v, 5, 10)); break;
     case KB_BF16: wr16(data + 2 * i, narrow_float(v, 8, 7)); break;
     case KB_F32: {
@@ -319,7 +358,7 @@ static void put_elem(uint8_t *data, size_t i, kb_dtype dt, double v) {
 }
 
 double kb_mock_round(double v, kb_dtype dtype) {
-    uint8_t b[4];
+    uint8_t b[8];
     put_elem(b, 0, dtype, v);
     return get_elem(b, 0, dtype);
 }
@@ -760,7 +799,7 @@ static kb_tensor binary(int op, kb_tensor ha, kb_tensor hb) {
         case OP_MAX: r = y > x ? y : x; break;
         case OP_MIN: r = y < x ? y : x; break;
         default:
-            if (a.dtype == KB_I32) r = y != 0 ? (double)(int64_t)(x / y) : 0.0;
+            if (kb_is_integer(a.dtype)) r = y != 0 ? trunc_d(x / y) : 0.0;
             else if (y != 0) r = x / y;
             else r = x != 0 ? (x < 0 ? -INFINITY : INFINITY) : NAN;
             break;
@@ -1056,7 +1095,7 @@ int kb_mock_run(const kb_mock_config *cfg, double *const *inputs, double *const 
     if (errlen) err[0] = 0;
     if (!cfg || cfg->world_size == 0)
         return config_error(err, errlen, "mock: world_size must be >= 1");
-    if ((unsigned)cfg->dtype > KB_I32)
+    if ((unsigned)cfg->dtype > KB_F64)
         return config_error(err, errlen, "mock: unknown dtype %d", (int)cfg->dtype);
     uint32_t n = cfg->world_size;
     const char *topo = cfg->topology ? cfg->topology : "ring_1d";

@@ -27,15 +27,39 @@ def _bf16_bits(x):
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
+# Integer dtypes: struct format and range (values saturate, as the host's).
+_INTS = {
+    "i8": ("b", -(1 << 7), (1 << 7) - 1),
+    "u8": ("B", 0, (1 << 8) - 1),
+    "i32": ("i", -(1 << 31), (1 << 31) - 1),
+    "u32": ("I", 0, (1 << 32) - 1),
+    "i64": ("q", -(1 << 63), (1 << 63) - 1),
+    "u64": ("Q", 0, (1 << 64) - 1),
+}
+
+
+def _to_int(v, lo, hi):
+    """``v`` rounded half away from zero and saturated (NaN: 0)."""
+    if math.isnan(v):
+        return 0
+    if math.isinf(v):
+        return hi if v > 0 else lo
+    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
+    return min(max(int(r), lo), hi)
+
+
 def encode(values, dtype):
     """Little-endian bytes of ``values`` in ``dtype``."""
     values = [float(v) for v in values]
+    if dtype in _INTS:
+        fmt, lo, hi = _INTS[dtype]
+        return struct.pack(f"<{len(values)}{fmt}", *(_to_int(v, lo, hi) for v in values))
+    if dtype == "f64":
+        return struct.pack(f"<{len(values)}d", *values)
     if dtype == "f16":
         return struct.pack(f"<{len(values)}e", *values)
     if dtype == "f32":
         return struct.pack(f"<{len(values)}f", *values)
-    if dtype == "i32":
-        return struct.pack(f"<{len(values)}i", *(int(v) for v in values))
     if dtype == "bf16":
         return struct.pack(f"<{len(values)}H", *(_bf16_bits(v) for v in values))
     raise ValueError(f"dtype {dtype!r}")
@@ -43,12 +67,14 @@ def encode(values, dtype):
 
 def decode(data, dtype):
     n = len(data) // ITEMSIZE[dtype]
+    if dtype in _INTS:
+        return [float(v) for v in struct.unpack(f"<{n}{_INTS[dtype][0]}", data)]
+    if dtype == "f64":
+        return list(struct.unpack(f"<{n}d", data))
     if dtype == "f16":
         return list(struct.unpack(f"<{n}e", data))
     if dtype == "f32":
         return list(struct.unpack(f"<{n}f", data))
-    if dtype == "i32":
-        return [float(v) for v in struct.unpack(f"<{n}i", data)]
     if dtype == "bf16":
         return [
             struct.unpack("<f", struct.pack("<I", h << 16))[0]

@@ -9,9 +9,20 @@ reference to a received tensor releases its IPCQ slot.
 
 import math
 
-DTYPES = ("f16", "bf16", "f32", "i32")
+DTYPES = ("f16", "bf16", "f32", "i32", "i8", "u8", "u32", "i64", "u64", "f64")
 UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "relu", "recip")
-ITEMSIZE = {"f16": 2, "bf16": 2, "f32": 4, "i32": 4}
+ITEMSIZE = {
+    "f16": 2,
+    "bf16": 2,
+    "f32": 4,
+    "i32": 4,
+    "i8": 1,
+    "u8": 1,
+    "u32": 4,
+    "i64": 8,
+    "u64": 8,
+    "f64": 8,
+}
 
 
 def _dtype(d):

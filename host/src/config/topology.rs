@@ -317,6 +317,10 @@ pub struct GemmSpec {
     pub max_k: u32,
 }
 
+/// The matrix unit's TFLOP/s by input dtype. f16, bf16, f32 and i32 are
+/// required; the others, when absent, follow from them as a systolic
+/// array's do: i8 / u8 at twice the f16 rate, u32 at the i32 rate, i64 /
+/// u64 at half of it, f64 at a quarter of the f32 rate.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GemmRates {
@@ -324,6 +328,38 @@ pub struct GemmRates {
     pub bf16: f64,
     pub f32: f64,
     pub i32: f64,
+    #[serde(default)]
+    pub i8: Option<f64>,
+    #[serde(default)]
+    pub u8: Option<f64>,
+    #[serde(default)]
+    pub u32: Option<f64>,
+    #[serde(default)]
+    pub i64: Option<f64>,
+    #[serde(default)]
+    pub u64: Option<f64>,
+    #[serde(default)]
+    pub f64: Option<f64>,
+}
+
+impl GemmRates {
+    /// The TFLOP/s for inputs of `dt` (see the type's doc for the rates
+    /// that are not given).
+    pub fn rate(&self, dt: crate::hw::dtype::Dtype) -> f64 {
+        use crate::hw::dtype::Dtype;
+        match dt {
+            Dtype::F16 => self.f16,
+            Dtype::Bf16 => self.bf16,
+            Dtype::F32 => self.f32,
+            Dtype::I32 => self.i32,
+            Dtype::I8 => self.i8.unwrap_or(2.0 * self.f16),
+            Dtype::U8 => self.u8.unwrap_or(2.0 * self.f16),
+            Dtype::U32 => self.u32.unwrap_or(self.i32),
+            Dtype::I64 => self.i64.unwrap_or(self.i32 / 2.0),
+            Dtype::U64 => self.u64.unwrap_or(self.i32 / 2.0),
+            Dtype::F64 => self.f64.unwrap_or(self.f32 / 4.0),
+        }
+    }
 }
 
 impl Default for GemmSpec {
@@ -338,6 +374,12 @@ impl Default for GemmSpec {
                 bf16: 65.536,
                 f32: 16.384,
                 i32: 32.768,
+                i8: None,
+                u8: None,
+                u32: None,
+                i64: None,
+                u64: None,
+                f64: None,
             },
             max_m: 4096,
             max_n: 4096,
@@ -604,14 +646,26 @@ impl TopologySpec {
             units::THROUGHPUT_GFLOPS,
         )?;
         let g = &self.pe.gemm;
-        for (name, v) in [
-            ("pe.gemm.throughput_tflops.f16", g.throughput_tflops.f16),
-            ("pe.gemm.throughput_tflops.bf16", g.throughput_tflops.bf16),
-            ("pe.gemm.throughput_tflops.f32", g.throughput_tflops.f32),
-            ("pe.gemm.throughput_tflops.i32", g.throughput_tflops.i32),
-        ] {
-            // The same range as the vector unit's, in units of 1e3 more.
-            units::check_figure(name, v * 1000.0, units::THROUGHPUT_GFLOPS)?;
+        let r = &g.throughput_tflops;
+        let given = [
+            ("f16", Some(r.f16)),
+            ("bf16", Some(r.bf16)),
+            ("f32", Some(r.f32)),
+            ("i32", Some(r.i32)),
+            ("i8", r.i8),
+            ("u8", r.u8),
+            ("u32", r.u32),
+            ("i64", r.i64),
+            ("u64", r.u64),
+            ("f64", r.f64),
+        ];
+        for (dt, v) in given {
+            // The same range as the vector unit's, in units of 1e3 more;
+            // a rate that follows from these is not a figure of the file.
+            if let Some(v) = v {
+                let name = format!("pe.gemm.throughput_tflops.{dt}");
+                units::check_figure(&name, v * 1000.0, units::THROUGHPUT_GFLOPS)?;
+            }
         }
         for (name, v) in [
             ("pe.gemm.max_m", g.max_m),

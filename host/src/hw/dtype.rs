@@ -17,6 +17,12 @@ pub enum Dtype {
     Bf16,
     F32,
     I32,
+    I8,
+    U8,
+    U32,
+    I64,
+    U64,
+    F64,
 }
 
 /// Element-wise binary operations of the MATH unit.
@@ -59,13 +65,32 @@ impl BinOp {
 impl Dtype {
     /// Every dtype, in declaration order (an element's index is its
     /// discriminant: the recorded command list stores it as a byte).
-    pub const ALL: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+    pub const ALL: [Dtype; 10] = [
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::F32,
+        Dtype::I32,
+        Dtype::I8,
+        Dtype::U8,
+        Dtype::U32,
+        Dtype::I64,
+        Dtype::U64,
+        Dtype::F64,
+    ];
 
     pub const fn itemsize(self) -> u64 {
         match self {
+            Dtype::I8 | Dtype::U8 => 1,
             Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::I64 | Dtype::U64 | Dtype::F64 => 8,
         }
+    }
+
+    /// Whether the dtype holds integers (its math wraps, its division
+    /// truncates, its encoding rounds and saturates).
+    pub const fn is_integer(self) -> bool {
+        !matches!(self, Dtype::F16 | Dtype::Bf16 | Dtype::F32 | Dtype::F64)
     }
 
     /// Bytes of a tensor of `shape` in this dtype (checked: a count that
@@ -80,10 +105,17 @@ impl Dtype {
             Dtype::Bf16 => "bf16",
             Dtype::F32 => "f32",
             Dtype::I32 => "i32",
+            Dtype::I8 => "i8",
+            Dtype::U8 => "u8",
+            Dtype::U32 => "u32",
+            Dtype::I64 => "i64",
+            Dtype::U64 => "u64",
+            Dtype::F64 => "f64",
         }
     }
 
-    /// Decode to f64 (exact for every supported type).
+    /// Decode to f64: exact for every dtype but i64 / u64, whose values
+    /// past 2^53 round to the nearest f64.
     pub fn to_f64(self, bytes: &[u8]) -> Vec<f64> {
         let n = bytes.len() / self.itemsize() as usize;
         let mut out = vec![0f64; n];
@@ -95,17 +127,19 @@ impl Dtype {
                     *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
                 }
             }
-            Dtype::I32 => {
-                for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-                    *o = i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64;
-                }
-            }
+            Dtype::I32 => widen::<i32>(bytes, &mut out, |v| v as f64),
+            Dtype::I8 => widen::<i8>(bytes, &mut out, |v| v as f64),
+            Dtype::U8 => widen::<u8>(bytes, &mut out, |v| v as f64),
+            Dtype::U32 => widen::<u32>(bytes, &mut out, |v| v as f64),
+            Dtype::I64 => widen::<i64>(bytes, &mut out, |v| v as f64),
+            Dtype::U64 => widen::<u64>(bytes, &mut out, |v| v as f64),
+            Dtype::F64 => widen::<f64>(bytes, &mut out, |v| v),
         }
         out
     }
 
-    /// Encode from f64, rounding to nearest-even once (saturating for
-    /// i32). f16/bf16 go through f32 rounded *to odd*, then `half`'s
+    /// Encode from f64, rounding to nearest-even once (integers: rounded
+    /// half away from zero and saturated, NaN to 0). f16/bf16 go through f32 rounded *to odd*, then `half`'s
     /// vectorised f32 conversion: correctly rounded, unlike `half`'s own
     /// `from_f64`, which on x86 rounds to f32 to nearest first and then
     /// again to f16 (1 + 2⁻¹¹ + 2⁻⁴⁰ became 1.0 instead of 1 + 2⁻¹⁰).
@@ -119,13 +153,33 @@ impl Dtype {
                     c.copy_from_slice(&(v as f32).to_le_bytes());
                 }
             }
-            Dtype::I32 => {
-                for (c, &v) in out.chunks_exact_mut(4).zip(values) {
-                    c.copy_from_slice(&(v.round() as i32).to_le_bytes());
-                }
-            }
+            // `as` from a float saturates and maps NaN to 0.
+            Dtype::I32 => narrow(values, &mut out, |v| (v.round() as i32).to_le_bytes()),
+            Dtype::I8 => narrow(values, &mut out, |v| (v.round() as i8).to_le_bytes()),
+            Dtype::U8 => narrow(values, &mut out, |v| (v.round() as u8).to_le_bytes()),
+            Dtype::U32 => narrow(values, &mut out, |v| (v.round() as u32).to_le_bytes()),
+            Dtype::I64 => narrow(values, &mut out, |v| (v.round() as i64).to_le_bytes()),
+            Dtype::U64 => narrow(values, &mut out, |v| (v.round() as u64).to_le_bytes()),
+            Dtype::F64 => narrow(values, &mut out, f64::to_le_bytes),
         }
         out
+    }
+}
+
+/// `out[i] = f(element i of bytes)` for a plain little-endian type `T`.
+fn widen<T: bytemuck::Pod>(bytes: &[u8], out: &mut [f64], f: impl Fn(T) -> f64) {
+    for (o, c) in out
+        .iter_mut()
+        .zip(bytes.chunks_exact(std::mem::size_of::<T>()))
+    {
+        *o = f(bytemuck::pod_read_unaligned(c));
+    }
+}
+
+/// Element `i` of `out` = `f(values[i])`, `N` bytes each.
+fn narrow<const N: usize>(values: &[f64], out: &mut [u8], f: impl Fn(f64) -> [u8; N]) {
+    for (c, &v) in out.chunks_exact_mut(N).zip(values) {
+        c.copy_from_slice(&f(v));
     }
 }
 
@@ -164,16 +218,53 @@ where
     }
 }
 
-fn apply_f32(op: BinOp, a: f32, b: f32) -> f32 {
-    match op {
-        BinOp::Add => a + b,
-        BinOp::Sub => a - b,
-        BinOp::Mul => a * b,
-        BinOp::Max => a.max(b),
-        BinOp::Min => a.min(b),
-        BinOp::Div => a / b,
-    }
+/// A floating MATH op in IEEE arithmetic (`max` / `min` ignore a NaN).
+macro_rules! apply_float {
+    ($name:ident, $t:ty) => {
+        fn $name(op: BinOp, a: $t, b: $t) -> $t {
+            match op {
+                BinOp::Add => a + b,
+                BinOp::Sub => a - b,
+                BinOp::Mul => a * b,
+                BinOp::Max => a.max(b),
+                BinOp::Min => a.min(b),
+                BinOp::Div => a / b,
+            }
+        }
+    };
 }
+apply_float!(apply_f32, f32);
+apply_float!(apply_f64, f64);
+
+/// An integer MATH op: add, sub and mul wrap (two's complement, as
+/// NCCL's integer reductions do), div truncates toward zero and gives 0
+/// for a zero divisor (and wraps `MIN / -1`).
+macro_rules! apply_int {
+    ($name:ident, $t:ty) => {
+        fn $name(op: BinOp, p: $t, q: $t) -> $t {
+            match op {
+                BinOp::Add => p.wrapping_add(q),
+                BinOp::Sub => p.wrapping_sub(q),
+                BinOp::Mul => p.wrapping_mul(q),
+                BinOp::Max => p.max(q),
+                BinOp::Min => p.min(q),
+                BinOp::Div => {
+                    if q == 0 {
+                        0
+                    } else {
+                        p.wrapping_div(q)
+                    }
+                }
+            }
+        }
+    };
+}
+apply_int!(apply_i8, i8);
+apply_int!(apply_u8, u8);
+apply_int!(apply_i32, i32);
+apply_int!(apply_u32, u32);
+apply_int!(apply_i64, i64);
+apply_int!(apply_u64, u64);
 
 /// `out[i] = a[i] op b[i]`, one tight loop per op so that it vectorises.
 fn apply_slices<T: Copy>(op: BinOp, a: &[T], b: &[T], out: &mut [T], f: impl Fn(BinOp, T, T) -> T) {
@@ -263,7 +354,7 @@ where
     }
 }
 
-/// `out = op(a, b)` for a 32-bit type, through an aligned buffer when
+/// `out = op(a, b)` for a type other than f16 / bf16, through an aligned buffer when
 /// `out` is not aligned for it.
 fn binary_wide<T: bytemuck::Pod>(
     op: BinOp,
@@ -365,14 +456,13 @@ pub fn binary_into(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8], out: &mut [u8]) 
         }
         Dtype::Bf16 => binary_half::<bf16>(op, a, b, out),
         Dtype::F32 => binary_wide::<f32>(op, a, b, out, apply_f32),
-        Dtype::I32 => binary_wide::<i32>(op, a, b, out, |op, p, q| match op {
-            BinOp::Add => p.wrapping_add(q),
-            BinOp::Sub => p.wrapping_sub(q),
-            BinOp::Mul => p.wrapping_mul(q),
-            BinOp::Max => p.max(q),
-            BinOp::Min => p.min(q),
-            BinOp::Div => p.checked_div(q).unwrap_or(0),
-        }),
+        Dtype::F64 => binary_wide::<f64>(op, a, b, out, apply_f64),
+        Dtype::I32 => binary_wide::<i32>(op, a, b, out, apply_i32),
+        Dtype::I8 => binary_wide::<i8>(op, a, b, out, apply_i8),
+        Dtype::U8 => binary_wide::<u8>(op, a, b, out, apply_u8),
+        Dtype::U32 => binary_wide::<u32>(op, a, b, out, apply_u32),
+        Dtype::I64 => binary_wide::<i64>(op, a, b, out, apply_i64),
+        Dtype::U64 => binary_wide::<u64>(op, a, b, out, apply_u64),
     }
 }
 
@@ -583,6 +673,76 @@ mod tests {
                     assert_eq!(out[1..], whole[..2 * n], "{n} at an odd offset");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn integers_wrap_truncate_and_saturate_and_f64_is_exact() {
+        let ints = [
+            Dtype::I8,
+            Dtype::U8,
+            Dtype::I32,
+            Dtype::U32,
+            Dtype::I64,
+            Dtype::U64,
+        ];
+        for dt in ints {
+            assert!(dt.is_integer());
+            let v = [0.0, 1.0, 7.0, 100.0, 2.5, -2.5];
+            let got = dt.to_f64(&dt.from_f64(&v));
+            let signed = matches!(dt, Dtype::I8 | Dtype::I32 | Dtype::I64);
+            // Half away from zero; unsigned saturate at 0.
+            let want = if signed {
+                [0.0, 1.0, 7.0, 100.0, 3.0, -3.0]
+            } else {
+                [0.0, 1.0, 7.0, 100.0, 3.0, 0.0]
+            };
+            assert_eq!(got, want, "{}", dt.name());
+            let (a, b) = (dt.from_f64(&[7.0, 100.0]), dt.from_f64(&[2.0, 0.0]));
+            let q = dt.to_f64(&binary(BinOp::Div, dt, &a, &b));
+            assert_eq!(
+                q,
+                [3.0, 0.0],
+                "{}: truncating, 0 for a zero divisor",
+                dt.name()
+            );
+            assert_eq!(dt.from_f64(&[f64::NAN]), vec![0u8; dt.itemsize() as usize]);
+        }
+        // Wrapping as two's complement, as NCCL's integer sums do.
+        let w = |dt: Dtype, x: f64, y: f64| {
+            let r = binary(BinOp::Add, dt, &dt.from_f64(&[x]), &dt.from_f64(&[y]));
+            dt.to_f64(&r)[0]
+        };
+        assert_eq!(w(Dtype::I8, 100.0, 100.0), -56.0);
+        assert_eq!(w(Dtype::U8, 200.0, 100.0), 44.0);
+        assert_eq!(w(Dtype::U32, 4294967295.0, 2.0), 1.0);
+        assert_eq!(Dtype::I8.from_f64(&[1000.0, -1000.0]), [127u8, 128]);
+        // i64 holds what f64 cannot, and its math is exact.
+        let big = (1i64 << 60) + 1;
+        let a = big.to_le_bytes();
+        let r = binary(BinOp::Sub, Dtype::I64, &a, &1i64.to_le_bytes());
+        assert_eq!(i64::from_le_bytes(r.try_into().unwrap()), 1 << 60);
+        let m = binary(
+            BinOp::Max,
+            Dtype::U64,
+            &u64::MAX.to_le_bytes(),
+            &1u64.to_le_bytes(),
+        );
+        assert_eq!(m, u64::MAX.to_le_bytes());
+        // f64 keeps what f32 rounds.
+        let x = 1.0 + f64::EPSILON;
+        let sum = binary(
+            BinOp::Add,
+            Dtype::F64,
+            &Dtype::F64.from_f64(&[x]),
+            &Dtype::F64.from_f64(&[x]),
+        );
+        assert_eq!(Dtype::F64.to_f64(&sum), [2.0 * x]);
+        assert!(!Dtype::F64.is_integer());
+        // Every dtype sits at its discriminant and its size is its bytes.
+        for (i, dt) in Dtype::ALL.into_iter().enumerate() {
+            assert_eq!(dt as usize, i);
+            assert_eq!(dt.from_f64(&[1.0, 2.0]).len() as u64, 2 * dt.itemsize());
         }
     }
 

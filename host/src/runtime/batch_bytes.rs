@@ -101,7 +101,18 @@ pub mod case {
 }
 
 /// `dtype`'s cases in declaration order: a byte is an index here.
-const DTYPES: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
+const DTYPES: [Dtype; 10] = [
+    Dtype::F16,
+    Dtype::Bf16,
+    Dtype::F32,
+    Dtype::I32,
+    Dtype::I8,
+    Dtype::U8,
+    Dtype::U32,
+    Dtype::I64,
+    Dtype::U64,
+    Dtype::F64,
+];
 
 /// The `tl` enums' cases in declaration order, for one bindings module's
 /// `tl` (each module has its own enum types): a byte is an index here.
@@ -486,8 +497,8 @@ mod tests {
         assert_eq!(r.next_case(), None);
 
         assert_eq!(
-            field(&[4], |r| r.dtype("dtype")).unwrap_err().to_string(),
-            "tl.submit-encoded: the call's dtype is 4, which is not a dtype (0 ..= 3)"
+            field(&[10], |r| r.dtype("dtype")).unwrap_err().to_string(),
+            "tl.submit-encoded: the call's dtype is 10, which is not a dtype (0 ..= 9)"
         );
         let e = field(&[2], |r| r.opt_u32("dir")).unwrap_err();
         assert!(e.to_string().contains("an option's 0 (none) or 1 (some)"));
@@ -502,9 +513,13 @@ mod tests {
         assert_eq!(field(&1.5f64.to_le_bytes(), |r| r.f64("factor")), Ok(1.5));
         // The first failure is the one named; the rest of the bytes are
         // dropped (no call after it is read).
-        let mut r = BatchReader::new(&[9, 0x80]);
+        let mut r = BatchReader::new(&[12, 0x80]);
         assert_eq!((r.dtype("dtype"), r.u32("out")), (Dtype::F16, 0));
-        assert!(r.finish(()).unwrap_err().to_string().contains("dtype is 9"));
+        assert!(r
+            .finish(())
+            .unwrap_err()
+            .to_string()
+            .contains("dtype is 12"));
         assert_eq!(r.next_case(), None);
     }
 }

@@ -347,8 +347,41 @@ impl AlgorithmHooks {
                 ),
             )));
         }
+        if let Some(known) = self.dtypes_known(ARGS_FOR_EXPORT) {
+            if !known.iter().any(|d| d == call.dtype.name()) {
+                return Err(ArgsError::Refused(self.refused(
+                    ARGS_FOR_EXPORT,
+                    format!(
+                        "built against an earlier kernbench:sim, whose dtypes are {} only, so it \
+                         cannot be asked for {}: rebuild it against this release's guest SDK \
+                         (kernbench:sim@{}) to run {}",
+                        known.join(", "),
+                        call.describe(),
+                        crate::components::compat::WIT_VERSION,
+                        call.dtype.name()
+                    ),
+                )));
+            }
+        }
         let args = [call_value(call, cube), params_value(params)];
         self.args_export(ARGS_FOR_EXPORT, &args).await
+    }
+
+    /// The dtypes the `call` parameter of `export` names (a component
+    /// built before 0.7.0 knows four): None when its type is not the
+    /// WIT's `call` record.
+    fn dtypes_known(&mut self, export: &str) -> Option<Vec<String>> {
+        use wasmtime::component::types::Type;
+        let f = self.instance.get_func(&mut self.store, export)?;
+        let ty = f.ty(&self.store);
+        let (_, Type::Record(call)) = ty.params().next()? else {
+            return None;
+        };
+        let field = call.fields().find(|f| f.name == "dtype")?;
+        let Type::Enum(dtype) = field.ty else {
+            return None;
+        };
+        Some(dtype.names().map(str::to_string).collect())
     }
     /// `topo-name-to-kind(name)`, 0 when not exported or unknown.
     pub async fn topo_kind(&mut self, name: &str) -> Result<i32, SimError> {

@@ -74,6 +74,12 @@ pub(crate) fn dtype_in(d: types::Dtype) -> Dtype {
         types::Dtype::Bf16 => Dtype::Bf16,
         types::Dtype::F32 => Dtype::F32,
         types::Dtype::I32 => Dtype::I32,
+        types::Dtype::I8 => Dtype::I8,
+        types::Dtype::U8 => Dtype::U8,
+        types::Dtype::U32 => Dtype::U32,
+        types::Dtype::I64 => Dtype::I64,
+        types::Dtype::U64 => Dtype::U64,
+        types::Dtype::F64 => Dtype::F64,
     }
 }
 
@@ -83,6 +89,12 @@ pub(crate) fn dtype_out(d: Dtype) -> types::Dtype {
         Dtype::Bf16 => types::Dtype::Bf16,
         Dtype::F32 => types::Dtype::F32,
         Dtype::I32 => types::Dtype::I32,
+        Dtype::I8 => types::Dtype::I8,
+        Dtype::U8 => types::Dtype::U8,
+        Dtype::U32 => types::Dtype::U32,
+        Dtype::I64 => types::Dtype::I64,
+        Dtype::U64 => types::Dtype::U64,
+        Dtype::F64 => types::Dtype::F64,
     }
 }
 

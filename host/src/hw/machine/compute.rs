@@ -219,12 +219,8 @@ impl Machine {
 
     /// The matrix unit's FLOP/s for inputs of `dt`.
     fn gemm_rate(&self, dt: Dtype) -> Rate {
-        self.timing.gemm_rates[match dt {
-            Dtype::F16 => 0,
-            Dtype::Bf16 => 1,
-            Dtype::F32 => 2,
-            Dtype::I32 => 3,
-        }]
+        // Dtype::ALL lists each dtype at its discriminant.
+        self.timing.gemm_rates[dt as usize]
     }
 
     /// `tl.composite` (and `tl.gemm`, op `Gemm`): `a [m, k] x b [k, n]` on

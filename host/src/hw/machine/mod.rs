@@ -146,7 +146,7 @@ pub struct EngineTiming {
     pub math_rate: Rate,
     pub gemm_overhead: Ps,
     /// FLOP/s of the matrix unit by input dtype (f16, bf16, f32, i32).
-    pub gemm_rates: [Rate; 4],
+    pub gemm_rates: [Rate; Dtype::ALL.len()],
     /// The largest (m, n, k) of one GEMM command.
     pub gemm_max: (u32, u32, u32),
     /// Rate of a copy that stays inside one PE's TCM.
@@ -403,7 +403,7 @@ impl Machine {
             gemm_overhead: ns_to_ps(spec.pe.gemm.overhead_ns),
             gemm_rates: {
                 let r = &spec.pe.gemm.throughput_tflops;
-                [r.f16, r.bf16, r.f32, r.i32].map(|t| Rate::from_giga_per_s(t * 1000.0))
+                Dtype::ALL.map(|dt| Rate::from_giga_per_s(r.rate(dt) * 1000.0))
             },
             gemm_max: (spec.pe.gemm.max_m, spec.pe.gemm.max_n, spec.pe.gemm.max_k),
             local_rate: spec.pe.attach.rate(),

@@ -144,7 +144,7 @@ fn malformed_encoded_batches(t_ptr: u64, n: u32) {
     let answers = [
         tl::submit_encoded(&dirs, &shapes, &[load.as_slice(), &[99]].concat()),
         tl::submit_encoded(&dirs, &shapes, &[13]),
-        tl::submit_encoded(&dirs, &shapes, &[0, 0, 0, 7, 1]),
+        tl::submit_encoded(&dirs, &shapes, &[0, 0, 0, 17, 1]),
         tl::submit_encoded(&dirs, &shapes, &[4, 2, 0, 0, 0, 1]),
         tl::submit_encoded(&dirs, &shapes, &[13, 0xff, 0xff, 0xff, 0xff, 0x7f]),
         // The first batch's load was made: its tensor 0 is live.

@@ -1,20 +1,22 @@
 //! The shapes of the guest interface this host serves: today's
-//! (`kernbench:sim@0.6.5`) and every earlier release.
+//! (`kernbench:sim@0.7.0`) and every earlier release.
 //!
 //! The interface changed incompatibly five times while it was labelled
 //! `0.1.0`; those states are the releases 0.1.0 (as first released) to
 //! 0.6.0 (wit/history/README.md), and the labels 0.1.1 to 0.1.3 were
-//! released on top of the last of them. Three imported functions differ
-//! from today's: `torch.zeros` without `dp` (before 0.2.0),
-//! `distributed.init-process-group` without `options` (before 0.3.0),
+//! released on top of the last of them. Then 0.7.0 gave `dtype` six more
+//! cases. The imported functions that differ from today's:
+//! every one whose type names a dtype, before 0.7.0 ([`dtype4`]);
+//! `torch.zeros` without `dp` (before 0.2.0);
+//! `distributed.init-process-group` without `options` (before 0.3.0);
 //! `tl.binary` with the 5-case `binop` (before 0.5.0).
 //!
 //! wasmtime matches an import by exact name first, else by the highest
 //! version of its semver track, and type-checks every imported function
-//! exactly. So today's linker holds today's interfaces under `@0.6.5`
-//! (0.6.x resolve to it), again under `@0.1.3` (the labels 0.1.1 to 0.1.3,
-//! and 0.1.0 of the states 0.5.0 and 0.6.0, resolve to it), and under
-//! each of `@0.2.0` to `@0.5.0`, with adapters over the one
+//! exactly. So today's linker holds today's interfaces under `@0.7.0`,
+//! again under `@0.6.5` (0.6.x resolve to it) and `@0.1.3` (the labels
+//! 0.1.1 to 0.1.3, and 0.1.0 of the states 0.5.0 and 0.6.0, resolve to
+//! it), and under each of `@0.2.0` to `@0.5.0`, with adapters over the one
 //! implementation for the functions that differ in that state. A
 //! component labelled `0.1.0` may be of any state 0.1.0 to 0.6.0, and one
 //! exact name holds one type per function, so each older state a world
@@ -23,10 +25,13 @@
 //! first, then those; a component none links is refused with today's
 //! linker's words. The exports whose types changed (`entry-defaults`,
 //! `collectives`, `kernel-args-for`) are called by value
-//! ([`crate::runtime::hooks`]), so any state's export serves.
+//! ([`crate::runtime::hooks`]), so any state's export serves; a call of a
+//! dtype the component's `kernel-args-for` cannot name is refused there.
 
-use super::bench::{BenchHost, BenchTensor};
-use super::bindings::algorithm::kernbench::sim::{tl, types::Dtype};
+mod dtype4;
+
+use super::bench::BenchHost;
+use super::bindings::algorithm::kernbench::sim::tl;
 use super::bindings::algorithm_eager::kernbench::sim::tl as eager_tl;
 use super::bindings::bench::kernbench::sim::{
     accelerator, ahbm, distributed, multiprocessing, report, torch,
@@ -44,10 +49,12 @@ const INIT_TAKES_OPTIONS: u64 = 3;
 /// The state in which `tl.binop` gained `div`.
 const BINOP_GAINS_DIV: u64 = 5;
 
-/// The labels today's linker serves besides today's `@0.6.5`, each with
-/// the state (0.MINOR.0) of the interfaces it names: the legacy labels
-/// 0.1.1 to 0.1.3 are today's interface (0.6.x), then each earlier line.
-const LABELS: [(&str, u64); 5] = [
+/// The labels today's linker serves besides today's `@0.7.0`, each with
+/// the state (0.MINOR.0) of the interfaces it names: the last release of
+/// the 0.6 line (0.6.x resolve to it), the legacy labels 0.1.1 to 0.1.3
+/// (the interface of 0.6.1 to 0.6.3), then each earlier line.
+const LABELS: [(&str, u64); 6] = [
+    ("0.6.5", 6),
     ("0.1.3", 6),
     ("0.2.0", 2),
     ("0.3.0", 3),
@@ -178,6 +185,9 @@ pub fn kernel(
     fn adapt(l: &mut Linker<KernelHost>, label: &str, state: u64) -> wasmtime::Result<()> {
         let mut inst = l.instance(&interface_at("tl", label))?;
         tl::add_to_linker_instance::<KernelHost, HasSelf<KernelHost>>(&mut inst, |s| s)?;
+        if state < dtype4::DTYPE_HAS_TEN {
+            dtype4::kernel(&mut inst)?;
+        }
         if state < BINOP_GAINS_DIV {
             type Args = (
                 BinopBeforeDiv,
@@ -206,6 +216,9 @@ pub fn eager(
     fn adapt(l: &mut Linker<EagerHost>, label: &str, state: u64) -> wasmtime::Result<()> {
         let mut inst = l.instance(&interface_at("tl", label))?;
         eager_tl::add_to_linker_instance::<EagerHost, HasSelf<EagerHost>>(&mut inst, |s| s)?;
+        if state < dtype4::DTYPE_HAS_TEN {
+            dtype4::eager(&mut inst)?;
+        }
         if state < BINOP_GAINS_DIV {
             type Args = (BinopBeforeDiv, Resource<EagerTensor>, Resource<EagerTensor>);
             inst.func_wrap(
@@ -233,18 +246,8 @@ pub fn bench(
         }
         let mut inst = l.instance(&interface_at("torch", label))?;
         torch::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
-        if state < ZEROS_TAKES_DP {
-            type Args = (Vec<u32>, Dtype, String);
-            inst.func_wrap_async(
-                "zeros",
-                |mut store: StoreContextMut<'_, BenchHost>, (shape, dtype, name): Args| {
-                    Box::new(async move {
-                        let t: Result<Resource<BenchTensor>, String> =
-                            torch::Host::zeros(store.data_mut(), shape, dtype, None, name).await?;
-                        Ok((t,))
-                    })
-                },
-            )?;
+        if state < dtype4::DTYPE_HAS_TEN {
+            dtype4::torch(&mut inst, state >= ZEROS_TAKES_DP)?;
         }
         let mut inst = l.instance(&interface_at("distributed", label))?;
         distributed::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
@@ -277,6 +280,9 @@ pub fn bench(
         accelerator::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
         let mut inst = l.instance(&interface_at("report", label))?;
         report::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        if state < dtype4::DTYPE_HAS_TEN {
+            dtype4::report(&mut inst)?;
+        }
         Ok(())
     }
     Shapes::new(
