@@ -64,15 +64,36 @@ fn second_init_and_unsupported_op_and_single_driver_collective() {
         "{e}"
     );
     assert!(e.contains("processes 0, 1 terminated"), "{e}");
-    // No built-in algorithm averages integers: the refusal says so.
-    let e = probe("avg-i32", 2);
+    // A ccl.yaml whose only algorithm cannot do the call: the refusal
+    // says that none can.
+    let only_hello = kernbench::config::CclConfig::from_yaml(
+        "defaults: {algorithm: hello_send}\nalgorithms:\n  hello_send: {module: hello_send, topology: ring_1d}\n",
+        kernbench::config::Origin::Embedded("t"),
+    )
+    .unwrap();
+    let e = run(
+        test_component("dist_probe"),
+        topo(2),
+        only_hello,
+        None,
+        &["bad-op"],
+    )
+    .unwrap_err()
+    .to_string();
     assert!(
-        e.contains(
-            "NotImplementedError: all_reduce (avg, i32): algorithm 'ring_allreduce' refuses it \
-             (component ring_allreduce: kernel-args-for: avg of i32 is not offered"
-        ) && e.contains("no algorithm in ccl.yaml does it"),
+        e.contains("NotImplementedError: all_reduce (max, f16): algorithm 'hello_send' refuses it")
+            && e.contains("no algorithm in ccl.yaml does it"),
         "{e}"
     );
+    // Integers average as NCCL's do (the sum divided, truncated).
+    let res = run(
+        test_component("dist_probe"),
+        topo(3),
+        ccl(),
+        None,
+        &["avg-i32"],
+    );
+    assert!(res.is_ok(), "{res:?}");
     let e = probe("single-driver", 4);
     assert!(e.contains("single driver with world_size 4"), "{e}");
 }

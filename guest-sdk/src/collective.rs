@@ -4,7 +4,7 @@
 //! ([`Call::to_args`] / [`Call::from_args`], [`HostArgs`] for the values
 //! the host appends).
 
-use crate::{BinOp, Dtype};
+use crate::{BinOp, Dtype, Tl, UnaryOp};
 
 /// A collective of `torch.distributed` (the WIT's `ccl.collective`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,7 +97,7 @@ impl RedOp {
     }
 
     /// The MATH unit's operation that combines two partial results (`Avg`
-    /// adds; divide once at the end with [`RedOp::finish_factor`]).
+    /// adds; divide once at the end with [`RedOp::finish`]).
     pub const fn combine(self) -> BinOp {
         match self {
             RedOp::Sum | RedOp::Avg => BinOp::Add,
@@ -108,9 +108,64 @@ impl RedOp {
     }
 
     /// The factor to scale the full reduction by: `1 / world_size` for
-    /// `Avg`, none for the others.
+    /// `Avg`, none for the others. Floats only: an integer `avg` divides,
+    /// truncating ([`RedOp::finish`] says which).
     pub fn finish_factor(self, world_size: u32) -> Option<f64> {
         (self == RedOp::Avg).then(|| 1.0 / world_size.max(1) as f64)
+    }
+
+    /// What the full reduction of `contributions` values of `dtype` still
+    /// needs: `Avg`'s division, none for the others.
+    pub fn finish(self, dtype: Dtype, contributions: u32) -> Option<Finish> {
+        let n = contributions.max(1);
+        (self == RedOp::Avg).then(|| {
+            if dtype.is_integer() {
+                Finish::Divide(n)
+            } else {
+                Finish::Scale(1.0 / n as f64)
+            }
+        })
+    }
+}
+
+/// `avg`'s last step, as NCCL does it: floats are scaled by `1 / n` and
+/// rounded once; integers are divided by `n`, truncating toward zero
+/// (NCCL's `ncclAvg` of an integer type: the sum, then divided).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Finish {
+    Scale(f64),
+    Divide(u32),
+}
+
+impl Finish {
+    /// `t` finished on the MATH unit. A float takes one `scale`. An
+    /// integer takes four commands, since the kernel language has no
+    /// constants: `n = exp(t − t) · n`, then `t / n`; i8 / u8 with more
+    /// contributions than they hold are divided in i32 (two `cast`s more).
+    pub fn apply<T: Tl + ?Sized>(self, tl: &T, t: &T::Tensor) -> T::Tensor {
+        match self {
+            Finish::Scale(f) => tl.scale(t, f),
+            Finish::Divide(n) => {
+                let dtype = crate::Tensor::dtype(t);
+                let narrow = match dtype {
+                    Dtype::I8 => n > i8::MAX as u32,
+                    Dtype::U8 => n > u8::MAX as u32,
+                    _ => false,
+                };
+                let divide = |x: &T::Tensor| {
+                    let zero = tl.binary(BinOp::Sub, x, x);
+                    let one = tl.unary(UnaryOp::Exp, &zero);
+                    let d = tl.scale(&one, n as f64);
+                    tl.binary(BinOp::Div, x, &d)
+                };
+                if narrow {
+                    let wide = tl.cast(t, Dtype::I32);
+                    tl.cast(&divide(&wide), dtype)
+                } else {
+                    divide(t)
+                }
+            }
+        }
     }
 }
 

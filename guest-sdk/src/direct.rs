@@ -13,7 +13,7 @@
 //! IPCQ slots while it sends, and every send waits for its copy to land.
 
 use crate::helpers::{Chunk, Rooted};
-use crate::{BinOp, Dtype, Tl};
+use crate::{BinOp, Dtype, Finish, Tl};
 
 /// The install keys of the `full_mesh` algorithms: `p(p − 1)` queues, so
 /// their slots live in HBM (two of 1 MiB per pair), not in TCM.
@@ -89,7 +89,7 @@ pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
 pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
-    let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
+    let (combine, finish) = (job.call.op.combine(), job.call.op.finish(dt, p));
     if p < 2 {
         return crate::ring::copy_out(tl, job);
     }
@@ -112,7 +112,7 @@ pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
         }
         if v == 0 {
             if let Some(f) = finish {
-                acc = tl.scale(&acc, f);
+                acc = f.apply(tl, &acc);
             }
             tl.store(o.addr, &acc);
         }
@@ -180,7 +180,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
     tl: &T,
     (blocks, outs): (&[Chunk], &[Chunk]),
     combine: BinOp,
-    finish: Option<f64>,
+    finish: Option<Finish>,
     dt: Dtype,
     rank: u32,
     p: u32,
@@ -244,7 +244,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
     let own = v as usize;
     if let Some(t) = acc[own].take() {
         let t = match finish {
-            Some(f) => tl.scale(&t, f),
+            Some(f) => f.apply(tl, &t),
             None => t,
         };
         tl.store(outs[own].addr, &t);

@@ -3,9 +3,9 @@
 //! and the building blocks the built-in algorithms share: the seed's ring
 //! all-reduce and a reduce / broadcast along a line of ranks. The reducing
 //! ones take the [`BinOp`] that combines two partial results
-//! ([`RedOp::combine`]), so an algorithm built on them does every op.
+//! ([`crate::RedOp::combine`]), so an algorithm built on them does every op.
 
-use crate::{BinOp, Call, Collective, Dtype, Params, RedOp, Tl};
+use crate::{BinOp, Call, Collective, Dtype, Params, Tl};
 
 /// Directions along a line of ranks: towards position 0, and away from it.
 pub type Line<'a> = (&'a str, &'a str);
@@ -198,8 +198,7 @@ pub fn tree_step(rank: u32, world_size: u32) -> TreeNode {
 }
 
 /// Kernel args of an algorithm that implements `collective` in one piece:
-/// the call ([`Call::to_args`]). Refuses other collectives, `avg` of integers
-/// (integer division rounds differently between libraries) and any
+/// the call ([`Call::to_args`]). Refuses other collectives and any
 /// parameter.
 pub fn call_args(call: &Call, params: &Params, collective: Collective) -> Result<Vec<i64>, String> {
     check_call(call, collective)?;
@@ -207,8 +206,8 @@ pub fn call_args(call: &Call, params: &Params, collective: Collective) -> Result
     Ok(call.to_args())
 }
 
-/// What every SDK algorithm refuses: another collective than its own, and
-/// `avg` of integers.
+/// What every SDK algorithm refuses: another collective than its own
+/// (every dtype and op is done: [`crate::RedOp::finish`]).
 fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
     if call.collective != collective {
         return Err(format!(
@@ -217,21 +216,13 @@ fn check_call(call: &Call, collective: Collective) -> Result<(), String> {
             call.collective.name()
         ));
     }
-    if call.op == RedOp::Avg && call.dtype.is_integer() {
-        return Err(format!(
-            "avg of {} is not offered (integer division rounds differently between \
-             libraries): reduce with sum and divide",
-            call.dtype.name()
-        ));
-    }
     Ok(())
 }
 
 /// Kernel args of an algorithm that implements `collective` and works in
 /// rounds: the call ([`Call::to_args`]), then the round size
 /// ([`round_param_or`] over `round_of` elements, `default` when the entry
-/// gives no `chunk_size`). Refuses other collectives, and `avg` of integers
-/// (integer division rounds differently between libraries).
+/// gives no `chunk_size`). Refuses other collectives.
 pub fn call_round_args(
     call: &Call,
     params: &Params,

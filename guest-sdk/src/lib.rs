@@ -40,7 +40,7 @@ pub mod bench;
 #[cfg(feature = "bench")]
 pub mod perf;
 
-pub use collective::{Call, Collective, HostArgs, RedOp, CALL_ARGS, HOST_ARGS};
+pub use collective::{Call, Collective, Finish, HostArgs, RedOp, CALL_ARGS, HOST_ARGS};
 pub use dtype::Dtype;
 pub use kernel::{Algorithm, BinOp, CompositeOp, ReduceOp, Tensor, Tl, UnaryOp};
 pub use setup::{EntryDefaults, Link, ParamValue, Params};
@@ -64,8 +64,8 @@ pub mod prelude {
     pub use crate::topo::{SIP_TOPO_MESH, SIP_TOPO_RING, SIP_TOPO_TORUS};
     pub use crate::CALL_ARGS;
     pub use crate::{
-        Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, HostArgs, Link,
-        Params, RedOp, ReduceOp, Tensor, Tl, UnaryOp,
+        Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, Finish, HostArgs,
+        Link, Params, RedOp, ReduceOp, Tensor, Tl, UnaryOp,
     };
 }
 

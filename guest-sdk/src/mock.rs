@@ -809,15 +809,12 @@ pub fn assert_all_reduce<A: Algorithm>(call: &crate::Call, params: &crate::Param
 }
 
 /// [`assert_collective`] of an all-reduce of `A` with every dtype and op
-/// (but avg of integers, which algorithms refuse) at world sizes 1 to 8 and 12
+///  at world sizes 1 to 8 and 12
 /// and 1, 5 and 16 elements per rank.
 pub fn assert_all_reduce_everywhere<A: crate::Algorithm>() {
     use crate::{Call, Collective, Dtype, Params, RedOp};
     for dtype in Dtype::ALL {
         for op in RedOp::ALL {
-            if op == RedOp::Avg && dtype.is_integer() {
-                continue;
-            }
             for ws in [1u32, 2, 3, 4, 5, 6, 7, 8, 12] {
                 for n in [1u64, 5, 16] {
                     let call = Call {

@@ -33,9 +33,8 @@
 //!
 //! The loops nest as nccl-tests': dtype, then op, then root, then size
 //! (all-reduce and reduce-scatter: dtype, op; broadcast: dtype, root;
-//! reduce: dtype, op, root; the others: dtype). `-o all` and `-d all`
-//! leave out `avg` of integer dtypes, which no built-in algorithm offers
-//! (integer division rounds differently between libraries).
+//! reduce: dtype, op, root; the others: dtype). `avg` of an integer
+//! dtype is the sum divided, truncating toward zero, as NCCL's.
 //!
 //! `-c N`: the first check reads the output of the last timed iteration;
 //! each further one refills the inputs, runs the collective again and
@@ -132,9 +131,6 @@ pub struct Sweep {
     pub fill: bool,
     pub dtypes: Vec<Dtype>,
     pub ops: Vec<RedOp>,
-    /// `-o all` or `-d all`: leave out the ops no algorithm offers for a
-    /// dtype (avg of the integers).
-    pub all_ops: bool,
     pub roots: Roots,
     /// Cubes the all-reduce tensor is placed over row-wise (1: one block).
     pub cubes: u32,
@@ -275,13 +271,11 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
         fill: true,
         dtypes: vec![Dtype::F16],
         ops: vec![RedOp::Sum],
-        all_ops: false,
         roots: Roots::One(0),
         cubes: 1,
         cubes_given: false,
         aggregation: report::Aggregation::Max,
     };
-    let (mut all_dtypes, mut all_ops) = (false, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = |name: &str| {
@@ -299,12 +293,10 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
             "-d" | "--datatype" => {
                 let v = val(a)?;
                 sw.dtypes = parse_dtypes(&v).map_err(|e| format!("{bench}: {e}"))?;
-                all_dtypes = v == "all";
             }
             "-o" | "--op" => {
                 let v = val(a)?;
                 sw.ops = parse_ops(bench, &v)?;
-                all_ops = v == "all";
                 if !m.reduces() {
                     return Err(format!("{bench}: -o: {} does not reduce", m.name()));
                 }
@@ -339,7 +331,6 @@ pub fn parse_args(bench: &str, m: Measure, args: &[String]) -> Result<Sweep, Str
             }
         }
     }
-    sw.all_ops = all_dtypes || all_ops;
     if sw.min < 1 || sw.max < sw.min {
         return Err(format!(
             "{bench}: bad sweep: minbytes {} maxbytes {}",
@@ -365,9 +356,6 @@ pub fn cases(m: Measure, sw: &Sweep, world_size: u32) -> Vec<Case> {
     let mut out = Vec::new();
     for &dtype in &sw.dtypes {
         for &op in &ops {
-            if sw.all_ops && op == RedOp::Avg && dtype.is_integer() {
-                continue;
-            }
             out.extend(roots.iter().map(|&root| Case { dtype, op, root }));
         }
     }
@@ -884,17 +872,17 @@ mod tests {
         let all = ["-d", "all", "-o", "all", "-r", "all"];
         let s = parse_args("t", AR, &args(&all)).unwrap();
         let got = cases(AR, &s, 3);
-        // The six integers without avg, then half, float, double,
-        // bfloat16 with every op.
-        assert_eq!(got.len(), 6 * 4 + 4 * 5);
+        // Every dtype in nccl-tests' order, each with every op.
+        assert_eq!(got.len(), 10 * 5);
         assert_eq!(got[0], case(Dtype::I8, RedOp::Sum, 0));
-        assert_eq!(got[8], case(Dtype::I32, RedOp::Sum, 0));
-        assert_eq!(got[24], case(Dtype::F16, RedOp::Sum, 0));
-        assert_eq!(got[43], case(Dtype::Bf16, RedOp::Avg, 0));
+        assert_eq!(got[4], case(Dtype::I8, RedOp::Avg, 0));
+        assert_eq!(got[10], case(Dtype::I32, RedOp::Sum, 0));
+        assert_eq!(got[30], case(Dtype::F16, RedOp::Sum, 0));
+        assert_eq!(got[49], case(Dtype::Bf16, RedOp::Avg, 0));
         let reduce = Measure::Collective(Collective::Reduce);
         let s = parse_args("t", reduce, &args(&all)).unwrap();
         let got = cases(reduce, &s, 2);
-        assert_eq!(got.len(), 2 * (6 * 4 + 4 * 5));
+        assert_eq!(got.len(), 2 * 10 * 5);
         assert_eq!(
             got[..3],
             [
@@ -908,12 +896,11 @@ mod tests {
         let got = cases(bcast, &s, 2);
         assert_eq!(got.len(), 10 * 2);
         assert_eq!(got[1], case(Dtype::I8, RedOp::Sum, 1));
-        // An explicit -o avg -d int32 is asked for: the algorithm refuses it.
         let s = parse_args("t", AR, &args(&["-d", "int32", "-o", "avg"])).unwrap();
         assert_eq!(cases(AR, &s, 2), [case(Dtype::I32, RedOp::Avg, 0)]);
-        // -d all -o avg: the floats only.
+        // -d all -o avg: every dtype.
         let s = parse_args("t", AR, &args(&["-d", "all", "-o", "avg"])).unwrap();
-        assert_eq!(cases(AR, &s, 2).len(), 4);
+        assert_eq!(cases(AR, &s, 2).len(), 10);
     }
 
     #[test]

@@ -45,6 +45,17 @@ fn exact_range(dtype: Dtype) -> u64 {
     }
 }
 
+/// `avg` of `n` values that sum to `sum` (exact), as NCCL finishes it:
+/// floats scaled by `1 / n` (rounded once, by the caller's encoding),
+/// integers divided, truncating toward zero.
+fn avg(sum: f64, n: u64, dtype: Dtype) -> f64 {
+    if dtype.is_integer() {
+        (sum / n as f64).trunc()
+    } else {
+        sum * (1.0 / n as f64)
+    }
+}
+
 /// The inputs of one run: `contributors` ranks, `dtype`, `op`, and
 /// whether the collective reduces.
 #[derive(Debug, Clone)]
@@ -149,7 +160,7 @@ impl Values {
             let classes = (0..l.min(n)).map(|c| (self.value(c as u32, i), (n - c).div_ceil(l)));
             match self.op {
                 RedOp::Sum => classes.map(|(v, k)| v * k as f64).sum(),
-                RedOp::Avg => classes.map(|(v, k)| v * k as f64).sum::<f64>() * (1.0 / n as f64),
+                RedOp::Avg => avg(classes.map(|(v, k)| v * k as f64).sum(), n, self.dtype),
                 RedOp::Max => classes.fold(f64::MIN, |m, (v, _)| m.max(v)),
                 RedOp::Min => classes.fold(f64::MAX, |m, (v, _)| m.min(v)),
                 RedOp::Prod => unreachable!("handled above"),
@@ -404,7 +415,7 @@ mod tests {
                         let vals = (0..ws).map(|r| v.value(r, i));
                         let x = match op {
                             RedOp::Sum => vals.sum(),
-                            RedOp::Avg => vals.sum::<f64>() * (1.0 / ws as f64),
+                            RedOp::Avg => avg(vals.sum(), ws as u64, dtype),
                             RedOp::Prod => vals.product(),
                             RedOp::Max => vals.fold(f64::MIN, f64::max),
                             RedOp::Min => vals.fold(f64::MAX, f64::min),

@@ -233,7 +233,7 @@ pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
 pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
-    let (combine, finish) = (job.call.op.combine(), job.call.op.finish_factor(p));
+    let (combine, finish) = (job.call.op.combine(), job.call.op.finish(dt, p));
     if p < 2 {
         return copy_out(tl, job);
     }
@@ -251,7 +251,7 @@ pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
             tl.send("E", &acc);
         } else {
             if let Some(f) = finish {
-                acc = tl.scale(&acc, f);
+                acc = f.apply(tl, &acc);
             }
             tl.store(o.addr, &acc);
         }

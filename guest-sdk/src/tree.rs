@@ -20,7 +20,7 @@
 
 use crate::helpers::Chunk;
 use crate::kernel::Tl;
-use crate::{BinOp, Dtype};
+use crate::{BinOp, Dtype, Finish};
 
 /// One rank's place in one tree.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -142,7 +142,7 @@ pub const LEAF_AHEAD: usize = 1;
 pub fn all_reduce<T: Tl>(
     tl: &T,
     pieces: [&[Chunk]; 2],
-    (combine, finish): (BinOp, Option<f64>),
+    (combine, finish): (BinOp, Option<Finish>),
     dt: Dtype,
     (rank, p): (u32, u32),
     (tile, out): (u64, u64),
@@ -207,7 +207,7 @@ pub fn all_reduce<T: Tl>(
                     Some(up) => tl.send(&to(up), &acc),
                     None => {
                         if let Some(f) = finish {
-                            acc = tl.scale(&acc, f);
+                            acc = f.apply(tl, &acc);
                         }
                         tl.store(out_of(x), &acc);
                         results[t].push(acc);

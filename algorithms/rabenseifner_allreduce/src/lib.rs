@@ -49,7 +49,7 @@ impl Algorithm for RabenseifnerAllreduce {
                 tl,
                 (&blocks, &outs),
                 call.op.combine(),
-                call.op.finish_factor(p),
+                call.op.finish(dt, p),
                 dt,
                 host.sip_rank,
                 p,

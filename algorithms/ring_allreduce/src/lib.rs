@@ -32,8 +32,8 @@ impl Algorithm for RingAllreduce {
             let shape = [c.n_elem as u32];
             let acc = tl.load(c.addr, &shape, dt);
             let mut acc = ring_allreduce(tl, acc, p, ("E", "W"), (&shape, dt), call.op.combine());
-            if let (Some(f), true) = (call.op.finish_factor(p), p > 1) {
-                acc = tl.scale(&acc, f);
+            if let (Some(f), true) = (call.op.finish(dt, p), p > 1) {
+                acc = f.apply(tl, &acc);
             }
             tl.store(out + (c.addr - pe_addr), &acc);
         }

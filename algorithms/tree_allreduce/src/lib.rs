@@ -39,9 +39,9 @@ impl Algorithm for TreeAllreduce {
         if rank > 0 {
             tl.send("P", &acc);
             acc = tl.recv(Some("P"), &[n_elem], dt);
-        } else if let (Some(f), true) = (call.op.finish_factor(world_size), world_size > 1) {
+        } else if let (Some(f), true) = (call.op.finish(call.dtype, world_size), world_size > 1) {
             // avg: the root scales the total once; every rank gets its bytes.
-            acc = tl.scale(&acc, f);
+            acc = f.apply(tl, &acc);
         }
         for &d in &children {
             tl.send(d, &acc);
