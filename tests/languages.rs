@@ -180,6 +180,38 @@ fn a_python_bench_calls_every_collective_and_gets_pytorch_s_results() {
     }
 }
 
+/// The Python bench with a broadcast that runs in place only: its
+/// out-of-place block is N/A and the header says why, the rest runs.
+#[test]
+fn a_python_bench_leaves_an_in_place_only_block_na_and_says_why() {
+    let bench = guests::python("bench", "benches/python/ccl_collectives/ccl_collectives.py");
+    let mut c = ccl();
+    let compat = ccl_yaml(&format!(
+        "algorithms:\n  compat: {{module: {}, topology: ring_1d}}\n",
+        common::test_component("compat_algo_0_6_5")
+    ));
+    c.algorithms.extend(compat.algorithms);
+    let res = run(&bench, topo(2), c, Some("broadcast=compat"), &[]).unwrap();
+    assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
+    let bcast: Vec<_> = res
+        .rows
+        .iter()
+        .filter(|r| r.collective == "broadcast")
+        .collect();
+    assert!(!bcast.is_empty());
+    for r in bcast {
+        assert!(r.out_of_place.is_none() && r.in_place.is_some(), "{r:?}");
+    }
+    assert!(
+        res.notes.iter().any(|n| n.starts_with(
+            "out-of-place block N/A: broadcast (f16, root 1) out of place: algorithm 'compat' \
+             runs it in place only"
+        )),
+        "{:?}",
+        res.notes
+    );
+}
+
 #[test]
 fn c_ring_allreduce_and_hello_send_equal_rust_in_bytes_and_picoseconds() {
     let c = ccl_yaml(&format!(

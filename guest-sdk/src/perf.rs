@@ -624,7 +624,8 @@ fn variant(
     let time_ps = match timed(sw, &mut refill, &mut once)? {
         Timed::Took(t) => t,
         Timed::Refused(why) => {
-            if rank == 0 && !refused_noted(&why) {
+            // The host prints a note once however often it is said.
+            if rank == 0 {
                 report::note(&format!("out-of-place block N/A: {why}"));
             }
             return Ok(None);
@@ -633,19 +634,6 @@ fn variant(
     let once = || once().map_err(String::from);
     let wrong = checked(sw, &mut refill, once, count)?;
     Ok(Some(measured(sw, time_ps, wrong)))
-}
-
-/// Whether the refusal `why` was noted before (a note each, not one per
-/// size).
-fn refused_noted(why: &str) -> bool {
-    use std::sync::Mutex;
-    static NOTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let mut noted = NOTED.lock().unwrap();
-    if noted.iter().any(|n| n == why) {
-        return true;
-    }
-    noted.push(why.to_string());
-    false
 }
 
 /// One size of a collective, `count` reported elements, in both of

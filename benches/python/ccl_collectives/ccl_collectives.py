@@ -51,21 +51,34 @@ def worker(rank, world_size, torch):
                                  out_of_place=oop,
                                  in_place=(took[(name, op)], wrong_in(got, want)), root=root)
 
+    # nccl-tests' out-of-place block: False when the algorithm runs the
+    # collective in place only (the block prints N/A, the header says why).
+    def out_of_place(name, call, op="none"):
+        try:
+            timed(name, call, op)
+            return True
+        except NotImplementedError as e:
+            if rank == 0:
+                torch.report.note(f"out-of-place block N/A: {e}")
+            return False
+
     if rank == 0:
         torch.report.note(f"all_reduce wants {dist.shards_wanted('all_reduce')} shard(s) per SIP")
 
     # broadcast from the last rank
     x, y = t(block(rank), "bcast"), t([0.0] * N, "bcast_out")
-    timed("broadcast", lambda: dist.collective_out_of_place("broadcast", y, x, root=p - 1))
-    oop = (took[("broadcast", "none")], wrong_in(y.flat() + x.flat(), block(p - 1) + block(rank)))
+    oop = None
+    if out_of_place("broadcast", lambda: dist.collective_out_of_place("broadcast", y, x, root=p - 1)):
+        oop = (took[("broadcast", "none")], wrong_in(y.flat() + x.flat(), block(p - 1) + block(rank)))
     timed("broadcast", lambda: dist.broadcast(x, src=p - 1))
     check_rooted("broadcast", oop, x.flat(), block(p - 1), p - 1)
 
     # reduce (max) to rank 0: only the root is defined
     want = [max(value(r, i) for r in range(p)) for i in range(N)]
     x, y = t(block(rank), "reduce"), t([0.0] * N, "reduce_out")
-    timed("reduce", lambda: dist.collective_out_of_place("reduce", y, x, "max", 0), "max")
-    oop = (took[("reduce", "max")], wrong_in(y.flat() if rank == 0 else want, want))
+    oop = None
+    if out_of_place("reduce", lambda: dist.collective_out_of_place("reduce", y, x, "max", 0), "max"):
+        oop = (took[("reduce", "max")], wrong_in(y.flat() if rank == 0 else want, want))
     timed("reduce", lambda: dist.reduce(x, dst=0, op=dist.ReduceOp.MAX), "max")
     check_rooted("reduce", oop, x.flat() if rank == 0 else want, want, 0, "max")
 

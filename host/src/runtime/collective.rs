@@ -8,7 +8,7 @@
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::KernelLaunch;
-use super::process_group::{Backend, ProcessGroup};
+use super::process_group::{Backend, ProcessGroup, Wanted};
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::ccl::collective::{Call, Collective};
 use crate::ccl::ranks::RankMap;
@@ -19,16 +19,6 @@ use std::sync::Arc;
 
 /// How many algorithms a refusal names at most.
 const ALTERNATIVES: usize = 3;
-
-/// What a refused call wanted, to name the algorithms that do it.
-#[derive(Clone, Copy)]
-struct Wanted<'a> {
-    call: &'a Call,
-    /// Shards of its tensors.
-    shards: u32,
-    /// Its output apart from its input (nccl-tests' out-of-place form).
-    out_of_place: bool,
-}
 
 /// A planned backend and the rank map its entry gives.
 pub(super) struct Plan {
@@ -208,18 +198,15 @@ impl Session {
             .map(|v| v.shards_needed(&self.machine.topo.spec)))
     }
 
+    /// The kernel's arguments for `want.call` from `backend`, cached; a
+    /// refusal names the algorithms that do the call as wanted.
     async fn kernel_args_for(
         &self,
         pg: &ProcessGroup,
         backend: &Backend,
-        call: &Call,
-        shards: u32,
+        want: Wanted,
     ) -> Result<Vec<i64>, DistError> {
-        let want = Wanted {
-            call,
-            shards,
-            out_of_place: false,
-        };
+        let call = &want.call;
         if let Some(k) = backend.cached_args(call) {
             return Ok(k);
         }
@@ -259,7 +246,7 @@ impl Session {
 
     /// The end of a refusal of `want`: the algorithms that do it, named
     /// with the flag that chooses the first, or that none in ccl.yaml does.
-    async fn who_does(&self, pg: &ProcessGroup, want: Wanted<'_>, except: &str) -> String {
+    async fn who_does(&self, pg: &ProcessGroup, want: Wanted, except: &str) -> String {
         let can = self.algorithms_that_do(pg, want, except).await;
         match can.as_slice() {
             [] => "no algorithm in ccl.yaml does it".to_string(),
@@ -283,7 +270,7 @@ impl Session {
     async fn algorithms_that_do(
         &self,
         pg: &ProcessGroup,
-        want: Wanted<'_>,
+        want: Wanted,
         except: &str,
     ) -> Vec<String> {
         let Wanted {
@@ -291,7 +278,8 @@ impl Session {
             shards,
             out_of_place,
         } = want;
-        let key = (except.to_string(), *call, shards, out_of_place);
+        let call = &call;
+        let key = (except.to_string(), want);
         if let Some(found) = pg.alternatives.lock().unwrap().get(&key) {
             return found.clone();
         }
@@ -374,7 +362,7 @@ impl Session {
         let separate = backend.separate_output(call.collective);
         if input.t_ptr != output.t_ptr && !separate {
             let want = Wanted {
-                call: &call,
+                call,
                 shards: input.shards,
                 out_of_place: true,
             };
@@ -388,7 +376,15 @@ impl Session {
             ))));
         }
         let kargs = match self
-            .kernel_args_for(&pg, &backend, &call, input.shards)
+            .kernel_args_for(
+                &pg,
+                &backend,
+                Wanted {
+                    call,
+                    shards: input.shards,
+                    out_of_place: input.t_ptr != output.t_ptr,
+                },
+            )
             .await
         {
             Ok(k) => k,

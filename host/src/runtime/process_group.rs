@@ -16,9 +16,15 @@ use crate::hw::machine::IpcqSettings;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-/// A call one algorithm refused: (that algorithm, the call, its tensors'
-/// shards, whether it wanted the output apart from the input).
-pub(super) type RefusedCall = (String, Call, u32, bool);
+/// What a refused call wanted, to name the algorithms that do it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Wanted {
+    pub call: Call,
+    /// Shards of its tensors.
+    pub shards: u32,
+    /// Its output apart from its input (nccl-tests' out-of-place form).
+    pub out_of_place: bool,
+}
 
 /// One algorithm serving collectives of the process group.
 pub struct Backend {
@@ -170,8 +176,9 @@ pub struct ProcessGroup {
     /// Unmatched `send` / `recv` calls.
     pub(super) p2p: super::p2p::P2pQueues,
     /// The algorithms that do a call one refused (found once for every
-    /// rank that meets the refusal): (refusing algorithm, call, shards, out of place).
-    pub(super) alternatives: Mutex<HashMap<RefusedCall, Vec<String>>>,
+    /// rank that meets the refusal), by the refusing algorithm and what
+    /// the call wanted.
+    pub(super) alternatives: Mutex<HashMap<(String, Wanted), Vec<String>>>,
 }
 
 impl ProcessGroup {

@@ -6,7 +6,8 @@
 //! `load`, `tensor.dtype`, `cast`, `recv-async` and its future's `dtype`,
 //! and a `submit` batch of `load`, `send`, `recv`, `binary`, `store`.
 //! The all-reduce is a one-step exchange of two ranks (one rank keeps its
-//! tile).
+//! tile); the broadcast of two ranks, the root's tile sent to the other.
+//! Without an `out-of-place` export both run in place only.
 
 // The generated `composite` takes the WIT's parameters.
 #![allow(clippy::too_many_arguments)]
@@ -27,6 +28,17 @@ const DTYPES: [Dtype; 4] = [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32];
 impl Guest for Compat {
     fn kernel(t_ptr: u64, args: Vec<i64>) {
         let (n, dtype, world) = (args[0] as u32, DTYPES[args[1] as usize], args[2]);
+        if args[3] == 1 {
+            // Broadcast: n, dtype, world, 1, root, then the host's values
+            // (sip-rank first).
+            let (root, rank) = (args[4], args[5]);
+            if world > 1 && rank == root {
+                tl::send("E", &tl::load(t_ptr, &[n], dtype));
+            } else if world > 1 {
+                tl::store(t_ptr, &tl::recv(Some("W"), &[n], dtype));
+            }
+            return;
+        }
         // The single calls: their types name the four-case dtype.
         let probe = tl::load(t_ptr, &[n], dtype);
         assert!(probe.dtype() == dtype, "tensor.dtype");
@@ -65,11 +77,11 @@ impl Guest for Compat {
     }
 
     fn kernel_args(_world_size: u32, n_elem: u64, _cube_w: u32, _cube_h: u32) -> Vec<i64> {
-        vec![n_elem as i64, 0, 2]
+        vec![n_elem as i64, 0, 2, 0]
     }
 
     fn collectives() -> Vec<Collective> {
-        vec![Collective::AllReduce]
+        vec![Collective::AllReduce, Collective::Broadcast]
     }
 
     fn kernel_args_for(call: Call, _params: Vec<Param>) -> Result<Vec<i64>, String> {
@@ -77,7 +89,13 @@ impl Guest for Compat {
             return Err("a sum of one or two ranks only".into());
         }
         let code = DTYPES.iter().position(|d| *d == call.dtype).unwrap() as i64;
-        Ok(vec![call.block as i64, code, call.world_size as i64])
+        let mut args = vec![call.block as i64, code, call.world_size as i64];
+        if call.collective == Collective::Broadcast {
+            args.extend([1, call.root as i64]);
+        } else {
+            args.push(0);
+        }
+        Ok(args)
     }
 
     fn topo_name_to_kind(_name: String) -> Option<i32> {
