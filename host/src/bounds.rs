@@ -109,20 +109,17 @@ impl CollectiveBound {
     pub fn collective_ps(&self, collective: &str, bytes: u64, p: u32) -> Option<Ps> {
         let p64 = u64::from(p.max(1));
         let block = bytes / p64;
-        let others = bytes - block;
-        let half = self.diameter.div_ceil(2);
-        let name = match Collective::from_record_name(collective) {
-            Some(c) => c.name(),
-            None => collective,
+        let amount = |a: Amount| match a {
+            Amount::All => bytes,
+            Amount::Block => block,
+            Amount::Others => bytes - block,
         };
-        let (enter, leave, hops) = match name {
-            "all_reduce" => (bytes, bytes, self.diameter),
-            "all_gather" => (others, block, self.diameter),
-            "reduce_scatter" => (block, others, self.diameter),
-            "broadcast" | "reduce" => (bytes, bytes, half),
-            "all_to_all" => (others, others, self.diameter),
-            "sendrecv" => (bytes, bytes, 1),
-            _ => return None,
+        let row = Row::of(collective)?;
+        let (enter, leave) = (amount(row.enter), amount(row.leave));
+        let hops = match row.hops {
+            Hops::Diameter => self.diameter,
+            Hops::Half => self.diameter.div_ceil(2),
+            Hops::One => 1,
         };
         let first = self.setup.checked_add(self.link_latency)?;
         let data = first
@@ -133,6 +130,71 @@ impl CollectiveBound {
             .checked_add(self.link_latency.checked_mul(hops as u64)?)?;
         Some(data.max(distance))
     }
+}
+
+/// How much of a rank's `S` bytes a row of the table counts.
+#[derive(Debug, Clone, Copy)]
+enum Amount {
+    All,
+    Block,
+    Others,
+}
+
+/// The distance a row of the table counts.
+#[derive(Debug, Clone, Copy)]
+enum Hops {
+    Diameter,
+    Half,
+    One,
+}
+
+/// One row of the module's table.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    enter: Amount,
+    leave: Amount,
+    hops: Hops,
+}
+
+impl Row {
+    /// The row of `collective` (a `torch.distributed` function's name or
+    /// `sendrecv`).
+    fn of(collective: &str) -> Option<Row> {
+        use Amount::*;
+        let name = Collective::from_record_name(collective).map_or(collective, |c| c.name());
+        let (enter, leave, hops) = match name {
+            "all_reduce" => (All, All, Hops::Diameter),
+            "all_gather" => (Others, Block, Hops::Diameter),
+            "reduce_scatter" => (Block, Others, Hops::Diameter),
+            "broadcast" | "reduce" => (All, All, Hops::Half),
+            "all_to_all" => (Others, Others, Hops::Diameter),
+            "sendrecv" => (All, All, Hops::One),
+            _ => return None,
+        };
+        Some(Row { enter, leave, hops })
+    }
+}
+
+/// The bytes `collective` must move into and out of a SIP and its
+/// distance, as the report's header says them, e.g. `broadcast: S in, S
+/// out, ceil(D/2) hops` (None for an unknown collective).
+pub fn terms(collective: &str) -> Option<String> {
+    let row = Row::of(collective)?;
+    let amount = |a| match a {
+        Amount::All => "S",
+        Amount::Block => "S/p",
+        Amount::Others => "(p-1)S/p",
+    };
+    let hops = match row.hops {
+        Hops::Diameter => "D hops",
+        Hops::Half => "ceil(D/2) hops",
+        Hops::One => "1 hop",
+    };
+    Some(format!(
+        "{collective}: {} in, {} out, {hops}",
+        amount(row.enter),
+        amount(row.leave)
+    ))
 }
 
 /// Largest SIP-hop distance between two of the SIPs `0..ranks` of a
@@ -186,6 +248,28 @@ mod tests {
             4,
             "0 and 4: (0,0)..(0,1) and 3..4"
         );
+    }
+
+    #[test]
+    fn the_header_says_each_collective_s_own_terms() {
+        assert_eq!(
+            terms("all_reduce").unwrap(),
+            "all_reduce: S in, S out, D hops"
+        );
+        assert_eq!(
+            terms("broadcast").unwrap(),
+            "broadcast: S in, S out, ceil(D/2) hops"
+        );
+        assert_eq!(
+            terms("all_gather_into_tensor").unwrap(),
+            "all_gather_into_tensor: (p-1)S/p in, S/p out, D hops"
+        );
+        assert_eq!(
+            terms("reduce_scatter").unwrap(),
+            "reduce_scatter: S/p in, (p-1)S/p out, D hops"
+        );
+        assert_eq!(terms("sendrecv").unwrap(), "sendrecv: S in, S out, 1 hop");
+        assert_eq!(terms("gemm"), None);
     }
 
     #[test]

@@ -546,12 +546,22 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
         );
         let bounded = rows.iter().any(|r| r.bound_us.is_some());
         if let Some(b) = ab.bound.as_ref().filter(|_| bounded) {
+            // The terms of the collectives the table bounds, each once.
+            let mut terms: Vec<String> = Vec::new();
+            for r in rows.iter().filter(|r| r.bound_us.is_some()) {
+                if let Some(t) = crate::bounds::terms(&r.collective) {
+                    if !terms.contains(&t) {
+                        terms.push(t);
+                    }
+                }
+            }
             let _ = writeln!(
                 s,
                 "# bound: lower bound max(setup + hops*lambda, setup + lambda + in/B_in, setup + lambda + out/B_out) \
-                 with the bytes that must enter and leave a SIP (all-reduce: n and n; docs/timing-model.md); \
+                 with the bytes S per rank that must enter and leave a SIP ({}; docs/timing-model.md); \
                  D = {} SIP hops, lambda = {:.3} us per inter-SIP link, B_in = {:.1} GB/s, B_out = {:.1} GB/s; \
                  eff = bound / time",
+                terms.join("; "),
                 b.diameter,
                 ps_to_us(b.link_latency),
                 b.ingress.giga_per_s(),
