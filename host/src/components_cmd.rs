@@ -63,7 +63,8 @@ pub fn inspect(args: InspectArgs) -> Result<()> {
             format!("runs here (this host implements {})", host_wit())
         }
         (Ok(Some(Accepted::Older(v))), Ok(None)) => format!(
-            "runs here: built against {}@{v}, an earlier version of this host's {} (compatible: \
+            "runs here: built against {}@{v}, an earlier version of this host's {}, its imports \
+             served with the types it was built with (adapters where they differ; compatible: \
              every import type-checks)",
             compat::WIT_PACKAGE,
             host_wit()

@@ -68,7 +68,7 @@ enum Op {
 const DIRS: [&str; 3] = ["E", "W", "N"];
 
 fn dtype(d: u8) -> Dtype {
-    [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32][d as usize % 4]
+    Dtype::ALL[d as usize % Dtype::ALL.len()]
 }
 
 fn addr(a: &Addr, shared: u64) -> u64 {
