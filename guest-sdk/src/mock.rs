@@ -924,6 +924,39 @@ mod tests {
         }
     }
 
+    /// Divides its tile by `args[1]` as `avg` finishes an integer
+    /// reduction ([`crate::Finish::Divide`]), in dtype `args[2]`.
+    struct DivideBy;
+
+    impl Algorithm for DivideBy {
+        fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+            let (n, by) = (args[0] as u32, args[1] as u32);
+            let dt = Dtype::from_code(args[2]).unwrap();
+            let t = tl.load(t_ptr, &[n], dt);
+            tl.store(t_ptr, &crate::Finish::Divide(by).apply(tl, &t));
+        }
+        fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
+            vec![n_elem as i64]
+        }
+    }
+
+    #[test]
+    fn an_integer_average_truncates_and_a_divisor_past_the_dtype_still_divides() {
+        let divide = |dt: Dtype, by: u32, values: &[f64]| {
+            let args = vec![values.len() as i64, by as i64, dt.code()];
+            let cfg = MockConfig::ring(1, dt, args);
+            run_kernel_in_mock::<DivideBy>(&cfg, &[values.to_vec()]).remove(0)
+        };
+        let v = [127.0, -128.0, 100.0, -7.0];
+        assert_eq!(divide(Dtype::I8, 3, &v), [42.0, -42.0, 33.0, -2.0]);
+        // 200 does not fit an i8 (127 would divide 127 into 1): in i32.
+        assert_eq!(divide(Dtype::I8, 200, &v), [0.0; 4]);
+        assert_eq!(divide(Dtype::U8, 255, &[255.0, 254.0]), [1.0, 0.0]);
+        assert_eq!(divide(Dtype::U8, 300, &[255.0, 254.0]), [0.0, 0.0]);
+        assert_eq!(divide(Dtype::I64, 2, &[7.0, -7.0]), [3.0, -3.0]);
+        assert_eq!(divide(Dtype::U32, 4, &[4_000_000_000.0]), [1_000_000_000.0]);
+    }
+
     /// A ring of three steps that adds what it receives, keeping the
     /// received tensors alive (`KEEP`) or dropping each after its add.
     struct Keeps<const KEEP: bool>;
