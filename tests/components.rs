@@ -814,6 +814,40 @@ fn a_guest_of_the_four_dtypes_runs_them_and_is_refused_the_others_by_name() {
     }
 }
 
+/// A bench of the last release with the four-case dtype (0.6.5) makes,
+/// reads and reports tensors of those dtypes through the adapters of
+/// `torch.zeros`, `tensor.dtype` and the three report rows.
+#[test]
+fn a_bench_of_the_four_dtypes_reports_through_every_row_kind() {
+    use common::{ccl, run, test_component, topo};
+    use kernbench::hw::dtype::Dtype;
+    let res = run(
+        test_component("compat_bench_0_6_5"),
+        topo(2),
+        ccl(),
+        None,
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let kinds: Vec<(Dtype, u64, Option<u64>)> = res
+        .rows
+        .iter()
+        .map(|r| (r.dtype, r.wrong, r.in_place.as_ref().and_then(|b| b.wrong)))
+        .collect();
+    assert_eq!(
+        kinds,
+        [(Dtype::F32, 0, Some(0)), (Dtype::Bf16, 0, Some(0))],
+        "{:?}",
+        res.rows
+    );
+    let k: Vec<(&str, &str)> = res
+        .kernel_rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.dtype))
+        .collect();
+    assert_eq!(k, [("probe", "i32")]);
+}
+
 /// A registry that streams an endless manifest: the pull stops once the
 /// process has grown past KERNBENCH_REGISTRY_MAX_MIB (it buffered 13 GB
 /// in 40 s before the timeout).

@@ -124,24 +124,65 @@ export function bf16Value(h) {
   return f32Scratch[0];
 }
 
-// Integer dtypes: [lowest, highest] (values must fit, as mock.py's struct
-// packing requires).
-const INTS = {
-  i8: [-128, 127],
-  u8: [0, 255],
-  i32: [-2147483648, 2147483647],
-  u32: [0, 4294967295],
-  i64: [-(2 ** 63), 2 ** 63],
-  u64: [0, 2 ** 64],
-};
+// Integer dtypes: [width in bits, signed]. A value is rounded half away
+// from zero and saturated, NaN to 0, as the host encodes it.
+const INTS = { i8: [8, true], u8: [8, false], i32: [32, true], u32: [32, false], i64: [64, true], u64: [64, false] };
 
+/** `v` (a Number) as a BigInt of `dtype`'s range (mock.py _to_int). */
 function intOf(v, dtype) {
-  const t = Math.trunc(v);
-  const [lo, hi] = INTS[dtype];
-  if (!Number.isFinite(t) || t < lo || t > hi) {
-    throw new RangeError(`${dtype}: ${v} is not in its range`);
+  const [bits, signed] = INTS[dtype];
+  const lo = signed ? -(1n << BigInt(bits - 1)) : 0n;
+  const hi = signed ? (1n << BigInt(bits - 1)) - 1n : (1n << BigInt(bits)) - 1n;
+  if (Number.isNaN(v)) return 0n;
+  if (v === Infinity) return hi;
+  if (v === -Infinity) return lo;
+  let t = Math.trunc(v);
+  if (Math.abs(v - t) >= 0.5) t += v > 0 ? 1 : -1;
+  const r = BigInt(t);
+  return r < lo ? lo : r > hi ? hi : r;
+}
+
+/** `op` of two integers of `dtype` (BigInts) as the host's MATH unit: exact,
+ * add / sub / mul wrapping at the width, div truncating, 0 for a zero divisor. */
+function intOp(op, dtype, p, q) {
+  const [bits, signed] = INTS[dtype];
+  const wrap = (r) => (signed ? BigInt.asIntN(bits, r) : BigInt.asUintN(bits, r));
+  switch (op) {
+    case "add": return wrap(p + q);
+    case "sub": return wrap(p - q);
+    case "mul": return wrap(p * q);
+    case "max": return q > p ? q : p;
+    case "min": return q < p ? q : p;
+    default: return q === 0n ? 0n : wrap(p / q); // BigInt division truncates
   }
-  return t;
+}
+
+/** The elements of integer `bytes` of `dtype` as BigInts. */
+function intsOf(bytes, dtype) {
+  const [bits, signed] = INTS[dtype];
+  const size = bits / 8;
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const get = {
+    8: (at) => BigInt(signed ? dv.getInt8(at) : dv.getUint8(at)),
+    32: (at) => BigInt(signed ? dv.getInt32(at, true) : dv.getUint32(at, true)),
+    64: (at) => (signed ? dv.getBigInt64(at, true) : dv.getBigUint64(at, true)),
+  }[bits];
+  return Array.from({ length: Math.floor(bytes.byteLength / size) }, (_, i) => get(i * size));
+}
+
+/** Little-endian bytes of BigInts of integer `dtype` (each in its range). */
+function bytesOfInts(values, dtype) {
+  const [bits, signed] = INTS[dtype];
+  const size = bits / 8;
+  const out = new Uint8Array(values.length * size);
+  const dv = new DataView(out.buffer);
+  values.forEach((r, i) => {
+    const at = i * size;
+    if (bits === 8) signed ? dv.setInt8(at, Number(r)) : dv.setUint8(at, Number(r));
+    else if (bits === 32) signed ? dv.setInt32(at, Number(r), true) : dv.setUint32(at, Number(r), true);
+    else signed ? dv.setBigInt64(at, r, true) : dv.setBigUint64(at, r, true);
+  });
+  return out;
 }
 
 function dtypeOf(d) {
@@ -161,12 +202,12 @@ export function encode(values, dtype) {
     else if (dtype === "bf16") dv.setUint16(at, bf16Bits(v), true);
     else if (dtype === "f32") dv.setFloat32(at, v, true);
     else if (dtype === "f64") dv.setFloat64(at, v, true);
-    else if (dtype === "i8") dv.setInt8(at, intOf(v, dtype));
-    else if (dtype === "u8") dv.setUint8(at, intOf(v, dtype));
-    else if (dtype === "u32") dv.setUint32(at, intOf(v, dtype), true);
-    else if (dtype === "i64") dv.setBigInt64(at, BigInt(intOf(v, dtype)), true);
-    else if (dtype === "u64") dv.setBigUint64(at, BigInt(intOf(v, dtype)), true);
-    else dv.setInt32(at, intOf(v, dtype), true);
+    else if (dtype === "i8") dv.setInt8(at, Number(intOf(v, dtype)));
+    else if (dtype === "u8") dv.setUint8(at, Number(intOf(v, dtype)));
+    else if (dtype === "u32") dv.setUint32(at, Number(intOf(v, dtype)), true);
+    else if (dtype === "i64") dv.setBigInt64(at, intOf(v, dtype), true);
+    else if (dtype === "u64") dv.setBigUint64(at, intOf(v, dtype), true);
+    else dv.setInt32(at, Number(intOf(v, dtype)), true);
   });
   return out;
 }
@@ -798,6 +839,11 @@ class Rank {
   binary(op, a, b) {
     if (!sameShape(a.shape, b.shape) || a.dtype !== b.dtype) {
       this.fail(`${op}: shapes/dtypes differ: [${a.shape}] ${a.dtype} vs [${b.shape}] ${b.dtype}`);
+    }
+    if (a.dtype in INTS) {
+      const y = intsOf(b.data, b.dtype);
+      const out = intsOf(a.data, a.dtype).map((x, i) => intOp(op, a.dtype, x, y[i]));
+      return this.scratch(a.shape, a.dtype, bytesOfInts(out, a.dtype));
     }
     const f = OPS[op];
     const y = decode(b.data, b.dtype);

@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn the_root_gets_the_reduction_for_every_root_op_and_dtype() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for op in RedOp::ALL {
                 for ws in [1u32, 2, 3, 5, 8] {
                     for root in [0, ws / 2, ws - 1] {

@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn every_block_reaches_its_rank() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for ws in [1u32, 2, 3, 4, 5, 8] {
                 for block in [1u64, 3, 8] {
                     let call = Call {

@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn every_rank_gets_every_block_in_rank_order() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for ws in [1u32, 2, 3, 4, 5, 8] {
                 for block in [1u64, 3, 16] {
                     assert_collective::<RingAllgather>(

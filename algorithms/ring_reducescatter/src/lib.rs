@@ -75,7 +75,7 @@ mod tests {
 
     #[test]
     fn every_rank_gets_its_reduced_block_for_every_op_and_dtype() {
-        for dtype in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        for dtype in Dtype::ALL {
             for op in RedOp::ALL {
                 for (ws, block) in [(1u32, 3u64), (2, 1), (3, 7), (4, 16), (5, 3)] {
                     let call = Call {

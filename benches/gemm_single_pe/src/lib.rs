@@ -146,7 +146,11 @@ impl Bench for GemmSinglePe {
         ahbm::set_device(0)?;
         for &dtype in &o.dtypes {
             for &shape in &o.shapes {
-                let out = o.out_dtype.unwrap_or(dtype);
+                // i8 / u8 products accumulate in i32, as int8 GEMMs do.
+                let out = o.out_dtype.unwrap_or(match dtype {
+                    Dtype::I8 | Dtype::U8 => Dtype::I32,
+                    d => d,
+                });
                 report::record_kernel(&measure(shape, dtype, out, o.tile_m)?);
             }
         }

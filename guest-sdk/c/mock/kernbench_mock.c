@@ -192,8 +192,9 @@ static const char *repr(const char *dir, char *buf, size_t len) {
 }
 
 static const char *dtype_name(kb_dtype d) {
-    static const char *const names[] = {"f16", "bf16", "f32", "i32"};
-    return (unsigned)d < 4 ? names[d] : "?";
+    static const char *const names[] = {"f16", "bf16", "f32", "i32", "i8",
+                                        "u8",  "u32",  "i64", "u64", "f64"};
+    return (unsigned)d <= KB_F64 ? names[d] : "?";
 }
 
 static kb_dtype checked_dtype(kb_dtype d, const char *call) {
@@ -304,6 +305,43 @@ static void wr64(uint8_t *p, uint64_t v) {
     wr32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* The MATH unit's binary ops, in the WIT's order. */
+enum { OP_ADD, OP_SUB, OP_MUL, OP_MAX, OP_MIN, OP_DIV };
+
+/* `n` elements of `out = x op y` in integer dtype `dt`, as the host's MATH
+ * unit: exact, add / sub / mul wrapping at the dtype's width (done in
+ * uint64_t, whose low bytes are the two's-complement result), div
+ * truncating toward zero and 0 for a zero divisor. */
+static void int_binary(int op, kb_dtype dt, const uint8_t *x, const uint8_t *y, uint8_t *out,
+                       size_t n) {
+    size_t w = kb_itemsize(dt);
+    int is_signed = dt == KB_I8 || dt == KB_I32 || dt == KB_I64;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t p = 0, q = 0, r;
+        memcpy(&p, x + w * i, w); /* little-endian host, as the store */
+        memcpy(&q, y + w * i, w);
+        if (is_signed && w < 8) { /* sign-extend */
+            uint64_t sign = (uint64_t)1 << (8 * w - 1);
+            p = (p ^ sign) - sign;
+            q = (q ^ sign) - sign;
+        }
+        int64_t sp = (int64_t)p, sq = (int64_t)q;
+        switch (op) {
+        case OP_ADD: r = p + q; break;
+        case OP_SUB: r = p - q; break;
+        case OP_MUL: r = p * q; break;
+        case OP_MAX: r = is_signed ? (sp > sq ? p : q) : (p > q ? p : q); break;
+        case OP_MIN: r = is_signed ? (sp < sq ? p : q) : (p < q ? p : q); break;
+        default:
+            if (q == 0) r = 0;
+            else if (is_signed && sq == -1) r = (uint64_t)0 - p; /* MIN / -1 wraps */
+            else r = is_signed ? (uint64_t)(sp / sq) : p / q;
+            break;
+        }
+        memcpy(out + w * i, &r, w);
+    }
+}
+
 /* Element `i` of `data` in `dt`. */
 static double get_elem(const uint8_t *data, size_t i, kb_dtype dt) {
     switch (dt) {
@@ -336,8 +374,17 @@ static void put_elem(uint8_t *data, size_t i, kb_dtype dt, double v) {
     case KB_I8: data[i] = (uint8_t)(int8_t)to_int(v, -128.0, 127.0); break;
     case KB_U8: data[i] = (uint8_t)to_int(v, 0.0, 255.0); break;
     case KB_U32: wr32(data + 4 * i, (uint32_t)to_int(v, 0.0, 4294967295.0)); break;
-    case KB_I64: wr64(data + 8 * i, (uint64_t)(int64_t)to_int(v, -9223372036854775808.0, 9223372036854774784.0)); break;
-    case KB_U64: wr64(data + 8 * i, (uint64_t)to_int(v, 0.0, 18446744073709549568.0)); break;
+    case KB_I64: {
+        /* 2^63 does not fit: it and past saturate at the maximum. */
+        double r = to_int(v, -9223372036854775808.0, 9223372036854775808.0);
+        wr64(data + 8 * i, r >= 9223372036854775808.0 ? (uint64_t)INT64_MAX : (uint64_t)(int64_t)r);
+        break;
+    }
+    case KB_U64: {
+        double r = to_int(v, 0.0, 18446744073709551616.0);
+        wr64(data + 8 * i, r >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)r);
+        break;
+    }
     case KB_F64: {
         uint64_t b;
         memcpy(&b, &v, sizeof b);
@@ -774,8 +821,6 @@ kb_tensor kb_wait(kb_future fh) {
     return received(rk, dr, f.n, f.dtype, f.msg);
 }
 
-enum { OP_ADD, OP_SUB, OP_MUL, OP_MAX, OP_MIN, OP_DIV };
-
 static kb_tensor binary(int op, kb_tensor ha, kb_tensor hb) {
     static const char *const names[] = {"add", "sub", "mul", "max", "min", "div"};
     static const char *const calls[] = {"kb_add", "kb_sub", "kb_mul", "kb_max", "kb_min", "kb_div"};
@@ -790,6 +835,10 @@ static kb_tensor binary(int op, kb_tensor ha, kb_tensor hb) {
     }
     size_t n = t_elems(&a);
     uint8_t *out = xalloc(a.len);
+    if (kb_is_integer(a.dtype)) {
+        int_binary(op, a.dtype, a.data, b.data, out, n);
+        return new_tensor(rk, 0, a.shape, a.ndim, a.dtype, out, a.len, NULL);
+    }
     for (size_t i = 0; i < n; i++) {
         double x = get_elem(a.data, i, a.dtype), y = get_elem(b.data, i, b.dtype), r;
         switch (op) {
@@ -799,8 +848,7 @@ static kb_tensor binary(int op, kb_tensor ha, kb_tensor hb) {
         case OP_MAX: r = y > x ? y : x; break;
         case OP_MIN: r = y < x ? y : x; break;
         default:
-            if (kb_is_integer(a.dtype)) r = y != 0 ? trunc_d(x / y) : 0.0;
-            else if (y != 0) r = x / y;
+            if (y != 0) r = x / y;
             else r = x != 0 ? (x < 0 ? -INFINITY : INFINITY) : NAN;
             break;
         }

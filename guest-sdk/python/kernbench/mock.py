@@ -44,8 +44,37 @@ def _to_int(v, lo, hi):
         return 0
     if math.isinf(v):
         return hi if v > 0 else lo
-    r = math.floor(abs(v) + 0.5) * (1 if v >= 0 else -1)
-    return min(max(int(r), lo), hi)
+    t = math.trunc(v)  # exact for every float
+    if abs(v - t) >= 0.5:
+        t += 1 if v > 0 else -1
+    return min(max(t, lo), hi)
+
+
+def _int_binary(op, dtype, a, b):
+    """``op`` of two encoded integer tensors as the host's MATH unit does
+    it: exact, add / sub / mul wrapping at the dtype's width, div
+    truncating toward zero and 0 for a zero divisor."""
+    fmt, lo, hi = _INTS[dtype]
+    n = len(a) // ITEMSIZE[dtype]
+    xs, ys = struct.unpack(f"<{n}{fmt}", a), struct.unpack(f"<{n}{fmt}", b)
+    span = hi - lo + 1
+
+    def div(p, q):
+        if q == 0:
+            return 0
+        r = abs(p) // abs(q)
+        return r if (p >= 0) == (q >= 0) else -r
+
+    f = {
+        "add": lambda p, q: p + q,
+        "sub": lambda p, q: p - q,
+        "mul": lambda p, q: p * q,
+        "max": max,
+        "min": min,
+        "div": div,
+    }[op]
+    out = [(f(p, q) - lo) % span + lo for p, q in zip(xs, ys)]
+    return struct.pack(f"<{n}{fmt}", *out)
 
 
 def encode(values, dtype):
@@ -310,6 +339,8 @@ class _Rank:
     def binary(self, op, a, b):
         if a.shape != b.shape or a.dtype != b.dtype:
             self._fail(f"{op}: shapes/dtypes differ: {a.shape} {a.dtype} vs {b.shape} {b.dtype}")
+        if a.dtype in _INTS:
+            return self._scratch(a.shape, a.dtype, _int_binary(op, a.dtype, a.data, b.data))
         f = _OPS[op]
         out = [f(x, y) for x, y in zip(decode(a.data, a.dtype), decode(b.data, b.dtype))]
         return self._scratch(a.shape, a.dtype, encode(out, a.dtype))

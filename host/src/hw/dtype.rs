@@ -33,7 +33,7 @@ pub enum BinOp {
     Mul,
     Max,
     Min,
-    /// `a / b` (i32: truncating, and 0 where `b` is 0).
+    /// `a / b` (integers: truncating, and 0 where `b` is 0).
     Div,
 }
 

@@ -3,7 +3,8 @@
 //! [`super::dtype`]). Values are computed in f64 and rounded once to the
 //! output dtype: correctly rounded for f16, bf16 and f32 results of the
 //! exactly-computed ops (neg, abs, relu, casts; sqrt and reciprocal within
-//! f64's own rounding), to nearest and saturating for i32.
+//! f64's own rounding), to nearest and saturating for the integers
+//! (i64 / u64 past 2^53 are rounded to f64 on the way).
 
 use super::dtype::Dtype;
 
@@ -153,7 +154,22 @@ mod tests {
 
     #[test]
     fn unary_ops_round_once_in_every_dtype() {
-        for d in [Dtype::F16, Dtype::Bf16, Dtype::F32, Dtype::I32] {
+        // exp(0) = 1 in every dtype (how an SDK kernel makes constants).
+        for d in Dtype::ALL {
+            let mut o = vec![0u8; d.itemsize() as usize];
+            unary_into(UnaryOp::Exp, d, &enc(d, &[0.0]), &mut o);
+            assert_eq!(d.to_f64(&o), [1.0], "{d:?}");
+        }
+        let signed = [
+            Dtype::F16,
+            Dtype::Bf16,
+            Dtype::F32,
+            Dtype::F64,
+            Dtype::I8,
+            Dtype::I32,
+            Dtype::I64,
+        ];
+        for d in signed {
             let a = enc(d, &[-4.0, 0.0, 9.0]);
             let mut o = vec![0u8; a.len()];
             let run = |op, o: &mut Vec<u8>| {

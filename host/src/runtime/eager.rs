@@ -676,7 +676,14 @@ mod tests {
             (G::Bf16, W::Bf16),
             (G::F32, W::F32),
             (G::I32, W::I32),
+            (G::I8, W::I8),
+            (G::U8, W::U8),
+            (G::U32, W::U32),
+            (G::I64, W::I64),
+            (G::U64, W::U64),
+            (G::F64, W::F64),
         ];
+        assert_eq!(dtypes.len(), G::ALL.len(), "every dtype");
         let binops = [
             (BinOp::Add, tl::Binop::Add),
             (BinOp::Sub, tl::Binop::Sub),

@@ -145,7 +145,8 @@ pub struct EngineTiming {
     pub math_overhead: Ps,
     pub math_rate: Rate,
     pub gemm_overhead: Ps,
-    /// FLOP/s of the matrix unit by input dtype (f16, bf16, f32, i32).
+    /// FLOP/s of the matrix unit by input dtype, at [`Dtype::ALL`]'s
+    /// index.
     pub gemm_rates: [Rate; Dtype::ALL.len()],
     /// The largest (m, n, k) of one GEMM command.
     pub gemm_max: (u32, u32, u32),
