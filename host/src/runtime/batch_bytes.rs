@@ -100,8 +100,10 @@ pub mod case {
     pub const LAST: u8 = DROP_FUTURE;
 }
 
-/// `dtype`'s cases in declaration order: a byte is an index here.
-const DTYPES: [Dtype; 10] = [
+/// `dtype`'s cases in declaration order: a byte is an index here, and
+/// so is the host's [`crate::hw::dtype::Dtype::ALL`] (the conversions of
+/// `runtime::kernel` index both).
+pub(crate) const DTYPES: [Dtype; 10] = [
     Dtype::F16,
     Dtype::Bf16,
     Dtype::F32,
@@ -420,7 +422,12 @@ mod tests {
     fn a_dtype_s_byte_is_its_place_in_the_wit() {
         for (i, d) in DTYPES.iter().enumerate() {
             assert_eq!(*d as usize, i);
+            // The host's dtype of the same index is the same case.
+            let hw = crate::hw::dtype::Dtype::ALL[i];
+            let wit = format!("{d:?}");
+            assert_eq!(wit.trim_start_matches("Dtype::"), format!("{hw:?}"));
         }
+        assert_eq!(DTYPES.len(), crate::hw::dtype::Dtype::ALL.len());
         wit_enum_has("dtype", DTYPES.len());
     }
 

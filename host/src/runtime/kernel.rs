@@ -68,34 +68,15 @@ impl WasiView for KernelHost {
     }
 }
 
+/// The WIT's dtype as the host's: both list the cases in the WIT's order
+/// (`batch_bytes::DTYPES`, [`Dtype::ALL`]).
 pub(crate) fn dtype_in(d: types::Dtype) -> Dtype {
-    match d {
-        types::Dtype::F16 => Dtype::F16,
-        types::Dtype::Bf16 => Dtype::Bf16,
-        types::Dtype::F32 => Dtype::F32,
-        types::Dtype::I32 => Dtype::I32,
-        types::Dtype::I8 => Dtype::I8,
-        types::Dtype::U8 => Dtype::U8,
-        types::Dtype::U32 => Dtype::U32,
-        types::Dtype::I64 => Dtype::I64,
-        types::Dtype::U64 => Dtype::U64,
-        types::Dtype::F64 => Dtype::F64,
-    }
+    Dtype::ALL[d as usize]
 }
 
+/// The host's dtype as the WIT's (see [`dtype_in`]).
 pub(crate) fn dtype_out(d: Dtype) -> types::Dtype {
-    match d {
-        Dtype::F16 => types::Dtype::F16,
-        Dtype::Bf16 => types::Dtype::Bf16,
-        Dtype::F32 => types::Dtype::F32,
-        Dtype::I32 => types::Dtype::I32,
-        Dtype::I8 => types::Dtype::I8,
-        Dtype::U8 => types::Dtype::U8,
-        Dtype::U32 => types::Dtype::U32,
-        Dtype::I64 => types::Dtype::I64,
-        Dtype::U64 => types::Dtype::U64,
-        Dtype::F64 => types::Dtype::F64,
-    }
+    super::batch_bytes::DTYPES[d as usize]
 }
 
 impl KernelHost {

@@ -4,7 +4,13 @@
 //! no fabric. Each rank is one SIP whose single participating PE is
 //! (cube 0, pe 0), as on the simulator's leader-only mapping.
 
+mod math;
+mod tables;
+
+pub use tables::{rows, table};
+
 use crate::{Algorithm, BinOp, Dtype, Tensor, Tl};
+use math::elementwise;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -133,126 +139,6 @@ impl MockConfig {
         );
         (w, n / w)
     }
-}
-
-/// `(direction, peer rank, direction the peer receives from)` of `rank`:
-/// the host's builtin tables (`host/src/ccl/tables.rs`, whose tests check
-/// that the two agree).
-pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
-    let n = cfg.world_size;
-    let e = |d: &str, peer: u32, pd: &str| (d.to_string(), peer, pd.to_string());
-    match cfg.topology.as_str() {
-        "ring_1d" => vec![e("E", (rank + 1) % n, "W"), e("W", (rank + n - 1) % n, "E")],
-        "ring_1d_unidir" => vec![e("E", (rank + 1) % n, "W")],
-        "none" => Vec::new(),
-        "full_mesh" => (0..n)
-            .filter(|&j| j != rank)
-            .map(|j| e(&format!("R{j}"), j, &format!("R{rank}")))
-            .collect(),
-        // The SIP ring of `intercube_multisip` on single-cube SIPs.
-        "global_ring" => vec![
-            e("global_E", (rank + 1) % n, "global_W"),
-            e("global_W", (rank + n - 1) % n, "global_E"),
-        ],
-        "tree_binary" => {
-            let mut v = Vec::new();
-            if rank > 0 {
-                v.push(e(
-                    "P",
-                    (rank - 1) / 2,
-                    if rank % 2 == 1 { "C0" } else { "C1" },
-                ));
-            }
-            for (c, d) in [(2 * rank + 1, "C0"), (2 * rank + 2, "C1")] {
-                if c < n {
-                    v.push(e(d, c, "P"));
-                }
-            }
-            v
-        }
-        "mesh_2d" | "torus_2d" => {
-            let (w, h) = cfg.grid();
-            let (x, y) = (rank % w, rank / w);
-            let wrap = cfg.topology == "torus_2d";
-            let mut v = Vec::new();
-            let compass = [
-                ("E", 1i64, 0i64, "W"),
-                ("W", -1, 0, "E"),
-                ("S", 0, 1, "N"),
-                ("N", 0, -1, "S"),
-            ];
-            for (d, dx, dy, back) in compass {
-                let (mut nx, mut ny) = (x as i64 + dx, y as i64 + dy);
-                if wrap {
-                    nx = nx.rem_euclid(w as i64);
-                    ny = ny.rem_euclid(h as i64);
-                }
-                if nx >= 0
-                    && ny >= 0
-                    && nx < w as i64
-                    && ny < h as i64
-                    && (nx, ny) != (x as i64, y as i64)
-                {
-                    v.push(e(d, ny as u32 * w + nx as u32, back));
-                }
-            }
-            v
-        }
-        other => panic!("mock: unknown topology {other:?}"),
-    }
-}
-
-/// `rank`'s row of [`table`] after `A`'s [`Algorithm::neighbors`] (seed
-/// 003 §3), resolved as the host does: a link without `peer_dir` takes the
-/// builtin row's when it had the same direction to the same peer, else the
-/// compass opposite.
-pub fn rows<A: Algorithm>(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
-    let builtin = table(cfg, rank);
-    let links = builtin
-        .iter()
-        .map(|(dir, peer, pd)| crate::Link {
-            dir: dir.clone(),
-            peer: *peer,
-            peer_dir: Some(pd.clone()),
-        })
-        .collect();
-    let Some(new) = A::neighbors(rank, cfg.world_size, links) else {
-        return builtin;
-    };
-    new.into_iter()
-        .map(|l| {
-            assert!(
-                l.peer < cfg.world_size,
-                "mock: neighbors() of rank {rank}: direction {:?} leads to rank {} of {}",
-                l.dir,
-                l.peer,
-                cfg.world_size
-            );
-            let pd = l.peer_dir.clone().unwrap_or_else(|| {
-                builtin
-                    .iter()
-                    .find(|(d, p, _)| *d == l.dir && *p == l.peer)
-                    .map(|(_, _, pd)| pd.clone())
-                    .or_else(|| {
-                        let opposite = match l.dir.as_str() {
-                            "E" => "W",
-                            "W" => "E",
-                            "N" => "S",
-                            "S" => "N",
-                            _ => return None,
-                        };
-                        Some(opposite.to_string())
-                    })
-                    .unwrap_or_else(|| {
-                        panic!(
-                            "mock: neighbors() of rank {rank}: direction {:?} needs a peer_dir",
-                            l.dir
-                        )
-                    })
-            });
-            (l.dir, l.peer, pd)
-        })
-        .collect()
 }
 
 /// A mock tensor owns its bytes.
@@ -412,60 +298,6 @@ impl MockTl {
             },
         }
     }
-}
-
-fn elementwise(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
-    if dtype.is_integer() {
-        return integer_elementwise(op, dtype, a, b);
-    }
-    let (x, y) = (dtype.decode(a), dtype.decode(b));
-    let r: Vec<f64> = x
-        .iter()
-        .zip(&y)
-        .map(|(&p, &q)| match op {
-            BinOp::Add => p + q,
-            BinOp::Sub => p - q,
-            BinOp::Mul => p * q,
-            BinOp::Max => p.max(q),
-            BinOp::Min => p.min(q),
-            BinOp::Div => p / q,
-        })
-        .collect();
-    dtype.encode(&r)
-}
-
-/// [`elementwise`] of an integer dtype as the host's MATH unit does it:
-/// exact, add / sub / mul wrapping at the dtype's width (two's
-/// complement), div truncating toward zero and 0 for a zero divisor.
-fn integer_elementwise(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
-    let width = dtype.itemsize();
-    let signed = matches!(dtype, Dtype::I8 | Dtype::I32 | Dtype::I64);
-    // An element as i128 (sign- or zero-extended from its bytes).
-    let read = |c: &[u8]| -> i128 {
-        let mut buf = [0u8; 16];
-        buf[..width].copy_from_slice(c);
-        if signed && c[width - 1] & 0x80 != 0 {
-            buf[width..].fill(0xff);
-        }
-        i128::from_le_bytes(buf)
-    };
-    let mut out = Vec::with_capacity(a.len());
-    for (p, q) in a.chunks_exact(width).zip(b.chunks_exact(width)) {
-        let (p, q) = (read(p), read(q));
-        let r = match op {
-            BinOp::Add => p.wrapping_add(q),
-            BinOp::Sub => p.wrapping_sub(q),
-            BinOp::Mul => p.wrapping_mul(q),
-            BinOp::Max => p.max(q),
-            BinOp::Min => p.min(q),
-            BinOp::Div if q == 0 => 0,
-            // In range but for MIN / -1, which wraps to MIN (as `wrapping_div`).
-            BinOp::Div => p / q,
-        };
-        // The low `width` bytes: the result wrapped to the dtype.
-        out.extend_from_slice(&r.to_le_bytes()[..width]);
-    }
-    out
 }
 
 impl Tl for MockTl {
@@ -952,39 +784,6 @@ mod tests {
         fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
             vec![n_elem as i64]
         }
-    }
-
-    #[test]
-    fn integer_math_wraps_and_is_exact_as_the_host_s() {
-        let op = |op, dt: Dtype, x: &[u8], y: &[u8]| integer_elementwise(op, dt, x, y);
-        let i8s = |v: &[i8]| v.iter().map(|&x| x as u8).collect::<Vec<u8>>();
-        assert_eq!(
-            op(BinOp::Add, Dtype::I8, &i8s(&[100]), &i8s(&[100])),
-            i8s(&[-56])
-        );
-        assert_eq!(
-            op(BinOp::Div, Dtype::I8, &i8s(&[-128, 7]), &i8s(&[-1, 0])),
-            i8s(&[-128, 0])
-        );
-        assert_eq!(op(BinOp::Add, Dtype::U8, &[200], &[100]), [44]);
-        assert_eq!(op(BinOp::Max, Dtype::U8, &[200], &[100]), [200]);
-        let big = ((1i64 << 60) + 1).to_le_bytes();
-        let r = op(BinOp::Sub, Dtype::I64, &big, &1i64.to_le_bytes());
-        assert_eq!(r, (1i64 << 60).to_le_bytes());
-        let r = op(
-            BinOp::Max,
-            Dtype::U64,
-            &u64::MAX.to_le_bytes(),
-            &1u64.to_le_bytes(),
-        );
-        assert_eq!(r, u64::MAX.to_le_bytes());
-        let r = op(
-            BinOp::Mul,
-            Dtype::U32,
-            &u32::MAX.to_le_bytes(),
-            &2u32.to_le_bytes(),
-        );
-        assert_eq!(r, (u32::MAX - 1).to_le_bytes());
     }
 
     /// Divides its tile by `args[1]` as `avg` finishes an integer
