@@ -92,7 +92,7 @@ fn ring_rsag_allreduce_on_rings_tori_and_meshes() {
 #[test]
 fn ring_rsag_allreduce_does_every_op_and_dtype_through_the_host() {
     for dtype in ["f16", "bf16", "f32", "i32", "u8", "f64"] {
-        for op in ["sum", "prod", "max", "min", "avg"] {
+        for op in ["sum", "prod", "max", "min", "avg", "mulsum"] {
             for n in [3, 4] {
                 let args = ["-b", "8", "-e", "8K", "-f", "32", "-d", dtype, "-o", op];
                 let res = run(

@@ -427,8 +427,8 @@ fn a_component_built_against_another_wit_version_is_refused() {
         .to_string();
     assert!(
         e.contains("built against kernbench:sim@0.0.9")
-            && e.contains("implements kernbench:sim@0.7.0")
-            && e.contains("runs guests of kernbench:sim@0.1.0 ..= 0.7.0 only"),
+            && e.contains("implements kernbench:sim@0.8.0")
+            && e.contains("runs guests of kernbench:sim@0.1.0 ..= 0.8.0 only"),
         "{e}"
     );
 }
@@ -542,7 +542,10 @@ fn collective_arguments_are_checked_as_pytorch_does() {
         &e,
         &[
             "ValueError: broadcast: src=4 is not a rank of the process group (world_size 4: ranks 0..3)",
-            "ValueError: reduce: unknown op 'band' (known: sum, prod, max, min, avg)",
+            "ValueError: reduce: unknown op 'band' (known: sum, prod, max, min, avg, premul_sum:<factor>)",
+            "ValueError: all_reduce: op 'premul_sum' needs the rank's factor: premul_sum:<factor> (PyTorch: dist._make_nccl_premul_sum(factor))",
+            "ValueError: all_reduce: op 'premul_sum:nan': the factor 'nan' is not a finite number (e.g. premul_sum:0.5)",
+            "ValueError: reduce_scatter_tensor: op 'max:2': only premul_sum takes a factor (write 'max')",
             "ValueError: all_gather_into_tensor: the output tensor must have world_size (4) x the input's elements (4 x 4 = 16), it has 17",
             "ValueError: all_gather_into_tensor: the output tensor is f32 but the input is f16: they must have the same dtype",
             "ValueError: reduce_scatter_tensor: the input tensor must have world_size (4) x the output's elements (4 x 4 = 16), it has 17",
@@ -553,6 +556,21 @@ fn collective_arguments_are_checked_as_pytorch_does() {
             "ValueError: recv: src=7 is not a rank of the process group (world_size 4: ranks 0..3)",
         ],
     );
+}
+
+#[test]
+fn premul_sum_takes_each_ranks_own_factor() {
+    for n in [2, 3, 5] {
+        let e = probe("premul", n);
+        let ws = n;
+        let f: f64 = (1..=ws).map(|r| 0.5 * f64::from(r * r)).sum();
+        let i: u32 = (1..=ws).map(|r| 2 * r).sum();
+        let rs: u32 = (1..=ws).map(|r| r * r).sum();
+        assert!(
+            e.contains(&format!("premul ok f32={f} i32={i} rs={rs}")),
+            "{n} ranks: {e}"
+        );
+    }
 }
 
 #[test]

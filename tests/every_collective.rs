@@ -104,6 +104,8 @@ fn reducing_collectives_reduce_every_element_with_every_op() {
                 ("bf16", "max"),
                 ("f32", "avg"),
                 ("i32", "prod"),
+                ("f32", "mulsum"),
+                ("i8", "mulsum"),
             ] {
                 check(bench, None, &t, &sweep(&["-d", dtype, "-o", op]), SIZES);
             }
@@ -137,13 +139,24 @@ fn the_seed_all_reduce_algorithms_do_every_op_and_dtype() {
             ("tree_allreduce", "f16", "avg"),
             ("mesh_allreduce", "f32", "min"),
             ("mesh_allreduce", "bf16", "avg"),
+            ("ring_allreduce", "f16", "mulsum"),
+            ("tree_allreduce", "u8", "mulsum"),
+            ("mesh_allreduce", "f64", "mulsum"),
+            ("rabenseifner_allreduce", "bf16", "mulsum"),
+            ("double_tree_allreduce", "i64", "mulsum"),
+            ("ring_rsag_allreduce", "u32", "mulsum"),
         ] {
             let args = sweep(&["-d", dtype, "-o", op]);
             check("ccl_allreduce", Some(algorithm), &t, &args, SIZES);
         }
         let cube = t.sip.cube_mesh;
         let cubes: &'static str = Box::leak((cube.w * cube.h).to_string().into_boxed_str());
-        for (dtype, op) in [("f32", "avg"), ("i32", "max"), ("f16", "sum")] {
+        for (dtype, op) in [
+            ("f32", "avg"),
+            ("i32", "max"),
+            ("f16", "sum"),
+            ("f16", "mulsum"),
+        ] {
             let args = sweep(&["-d", dtype, "-o", op, "--cubes", cubes]);
             check(
                 "ccl_allreduce",
@@ -173,8 +186,8 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
         &with(&["-d", "all", "-o", "all"]),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    // The ten dtypes in nccl-tests' order, each with 5 ops; 2 sizes, 3 ranks.
-    assert_eq!(res.rows.len(), 10 * 5 * 2 * 3);
+    // The ten dtypes in nccl-tests' order, each with 6 ops; 2 sizes, 3 ranks.
+    assert_eq!(res.rows.len(), 10 * 6 * 2 * 3);
     assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
     let pairs: Vec<(String, String)> = res
         .rows
@@ -187,6 +200,8 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
     assert!(first("u64", "min") < first("f16", "sum"), "{pairs:?}");
     assert!(first("f16", "avg") < first("f32", "sum"), "{pairs:?}");
     assert!(first("f64", "avg") < first("bf16", "sum"), "{pairs:?}");
+    assert!(first("i8", "avg") < first("i8", "mulsum"), "{pairs:?}");
+    assert!(first("bf16", "mulsum").is_some(), "{pairs:?}");
     assert!(first("i32", "avg") < first("u32", "sum"), "{pairs:?}");
     let res = run(
         "ccl_reduce",
@@ -281,7 +296,7 @@ fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let rows = kernbench::report::aggregate(&res.rows, None);
             // Every dtype with every op; every root.
-            let ops = if reduces { 10 * 5 } else { 10 };
+            let ops = if reduces { 10 * 6 } else { 10 };
             let roots = if rooted { ws as usize } else { 1 };
             assert_eq!(rows.len(), ops * roots, "{what}: {rows:?}");
             // Both of nccl-tests' blocks, each checked, where the

@@ -145,14 +145,15 @@ fn a_python_bench_calls_every_collective_and_gets_pytorch_s_results() {
             .iter()
             .map(|r| (r.collective.as_str(), r.redop.as_str()))
             .collect();
-        assert_eq!(calls.len(), 13, "{calls:?}");
+        assert_eq!(calls.len(), 14, "{calls:?}");
+        assert!(calls.contains(&("all_reduce", "premul_sum")), "{calls:?}");
         // Every row is named for the torch.distributed function it timed,
         // and the table knows each as a collective (busbw factor, bound).
         for (name, _) in &calls {
             assert!(kernbench::report::knows(name), "{name}");
         }
-        // 12 collective calls on every rank, sendrecv on the pairs
-        assert_eq!(res.rows.len() as u32, 12 * n + n - n % 2, "{:?}", res.rows);
+        // 13 collective calls on every rank, sendrecv on the pairs
+        assert_eq!(res.rows.len() as u32, 13 * n + n - n % 2, "{:?}", res.rows);
         assert!(res.rows.iter().all(|r| r.wrong == 0), "{:?}", res.rows);
         // broadcast and reduce in nccl-tests' layout: root, both blocks.
         let rooted: Vec<_> = res

@@ -75,7 +75,7 @@ long kb_kernel_args_with(uint32_t world_size, uint64_t n_elem, uint32_t cube_w, 
 
 /* The collectives (the WIT's ccl.collective) and reductions (ccl.red-op). */
 enum { KB_ALL_REDUCE, KB_BROADCAST, KB_REDUCE, KB_ALL_GATHER, KB_REDUCE_SCATTER, KB_ALL_TO_ALL };
-enum { KB_OP_SUM, KB_OP_PROD, KB_OP_MAX, KB_OP_MIN, KB_OP_AVG };
+enum { KB_OP_SUM, KB_OP_PROD, KB_OP_MAX, KB_OP_MIN, KB_OP_AVG, KB_OP_PREMUL_SUM };
 
 /* One collective call (the WIT's ccl.call); dtype is a kb_dtype. */
 typedef struct {

@@ -247,6 +247,7 @@ pub fn call_in(c: ccl::Call) -> Call {
             ccl::RedOp::Max => RedOp::Max,
             ccl::RedOp::Min => RedOp::Min,
             ccl::RedOp::Avg => RedOp::Avg,
+            ccl::RedOp::PremulSum => RedOp::PremulSum,
         },
         root: c.root,
         block: c.block,

@@ -69,11 +69,26 @@ pub enum RedOp {
     Min,
     /// The sum divided by the world size.
     Avg,
+    /// The sum of every rank's input times that rank's own factor
+    /// (PyTorch's `_make_nccl_premul_sum`): the host appends the factor
+    /// to the kernel's arguments ([`HostArgs::factor`]); an algorithm
+    /// multiplies its own contribution by it as it reads it
+    /// ([`RedOp::prepare`]), then sums.
+    PremulSum,
 }
 
 impl RedOp {
-    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+    pub const ALL: [RedOp; 6] = [
+        RedOp::Sum,
+        RedOp::Prod,
+        RedOp::Max,
+        RedOp::Min,
+        RedOp::Avg,
+        RedOp::PremulSum,
+    ];
 
+    /// PyTorch's name, lower case (`premul_sum`; nccl-tests prints
+    /// [`RedOp::nccl_name`]).
     pub const fn name(self) -> &'static str {
         match self {
             RedOp::Sum => "sum",
@@ -81,26 +96,55 @@ impl RedOp {
             RedOp::Max => "max",
             RedOp::Min => "min",
             RedOp::Avg => "avg",
+            RedOp::PremulSum => "premul_sum",
+        }
+    }
+
+    /// nccl-tests' name (`-o`, the table's `redop` column): `mulsum` for
+    /// premul_sum.
+    pub const fn nccl_name(self) -> &'static str {
+        match self {
+            RedOp::PremulSum => "mulsum",
+            other => other.name(),
         }
     }
 
     /// The op named `name` (PyTorch's `ReduceOp` names, any case;
-    /// `product` for prod).
+    /// `product` for prod; `mulsum` for premul_sum).
     pub fn from_name(name: &str) -> Option<RedOp> {
         let n = name.to_ascii_lowercase();
-        let n = if n == "product" {
-            "prod".to_string()
-        } else {
-            n
+        let n = match n.as_str() {
+            "product" => "prod".to_string(),
+            "mulsum" | "premul-sum" => "premul_sum".to_string(),
+            _ => n,
         };
         RedOp::ALL.into_iter().find(|o| o.name() == n)
     }
 
+    /// The op as `torch.distributed` takes it from one rank: its name, and
+    /// for premul_sum the rank's `factor` (`premul_sum:<factor>`).
+    pub fn spelled(self, factor: f64) -> String {
+        match self {
+            RedOp::PremulSum => format!("premul_sum:{factor:?}"),
+            other => other.name().to_string(),
+        }
+    }
+
+    /// What a rank does to its own contribution before it combines it:
+    /// premul_sum's multiplication by the rank's `factor` (none for the
+    /// other ops, or without a factor).
+    pub fn prepare(self, dtype: Dtype, factor: Option<f64>) -> Option<Prepare> {
+        match (self, factor) {
+            (RedOp::PremulSum, Some(f)) => Some(Prepare::of(dtype, f)),
+            _ => None,
+        }
+    }
+
     /// The MATH unit's operation that combines two partial results (`Avg`
-    /// adds; divide once at the end with [`RedOp::finish`]).
+    /// and premul_sum add; divide once at the end with [`RedOp::finish`]).
     pub const fn combine(self) -> BinOp {
         match self {
-            RedOp::Sum | RedOp::Avg => BinOp::Add,
+            RedOp::Sum | RedOp::Avg | RedOp::PremulSum => BinOp::Add,
             RedOp::Prod => BinOp::Mul,
             RedOp::Max => BinOp::Max,
             RedOp::Min => BinOp::Min,
@@ -166,6 +210,115 @@ impl Finish {
                 }
             }
         }
+    }
+}
+
+/// premul_sum's first step, NCCL's `preOp`: a rank's own contribution
+/// times the rank's factor converted to the dtype, the product taken in
+/// the dtype. A float's factor is rounded to the dtype and applied by one
+/// `scale` (the f64 product of two values of the dtype is exact, so the
+/// one rounding is the dtype's own multiplication). An integer's factor
+/// is truncated toward zero and wrapped to the dtype, then multiplied
+/// with `binary(mul)`, which wraps as NCCL's does: four commands, since
+/// the kernel language has no constants (`exp(t − t) · k`, then `t · k`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Prepare {
+    Scale(f64),
+    Multiply(f64),
+}
+
+impl Prepare {
+    /// The step for `factor` on values of `dtype`.
+    pub fn of(dtype: Dtype, factor: f64) -> Prepare {
+        if dtype.is_integer() {
+            Prepare::Multiply(dtype.wrap(factor.trunc()))
+        } else {
+            Prepare::Scale(dtype.decode(&dtype.encode(&[factor]))[0])
+        }
+    }
+
+    /// `t` times the factor, on the MATH unit.
+    pub fn apply<T: Tl + ?Sized>(self, tl: &T, t: &T::Tensor) -> T::Tensor {
+        match self {
+            Prepare::Scale(f) => tl.scale(t, f),
+            Prepare::Multiply(k) => {
+                let zero = tl.binary(BinOp::Sub, t, t);
+                let one = tl.unary(UnaryOp::Exp, &zero);
+                let k = tl.scale(&one, k);
+                tl.binary(BinOp::Mul, t, &k)
+            }
+        }
+    }
+}
+
+/// How one rank reduces for a call, the three steps of NCCL's reduction:
+/// its own contribution prepared as it is read ([`Prepare`]: premul_sum's
+/// factor), partial results combined ([`RedOp::combine`]), the full
+/// reduction finished ([`Finish`]: avg's division). The SDK's reducing
+/// helpers take one, so an algorithm built on them does every op.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reduction {
+    pub prepare: Option<Prepare>,
+    pub combine: BinOp,
+    pub finish: Option<Finish>,
+}
+
+impl Reduction {
+    /// This rank's reduction for `call` (its factor from `host`) over
+    /// `contributions` values (one: nothing to finish, avg of one value
+    /// is the value).
+    pub fn of(call: &Call, host: &HostArgs, contributions: u32) -> Reduction {
+        Reduction {
+            prepare: host.prepare(call),
+            combine: call.op.combine(),
+            finish: call
+                .op
+                .finish(call.dtype, contributions)
+                .filter(|_| contributions > 1),
+        }
+    }
+
+    /// Combine with `combine` only (nothing to prepare or finish: the
+    /// seed's sum is `BinOp::Add`).
+    pub const fn combining(combine: BinOp) -> Reduction {
+        Reduction {
+            prepare: None,
+            combine,
+            finish: None,
+        }
+    }
+
+    /// The rank's own contribution `t`, prepared.
+    pub fn own<T: Tl + ?Sized>(&self, tl: &T, t: T::Tensor) -> T::Tensor {
+        match self.prepare {
+            Some(p) => p.apply(tl, &t),
+            None => t,
+        }
+    }
+
+    /// Load the rank's own contribution (`n` elements of `dt` at `addr`),
+    /// prepared.
+    pub fn load<T: Tl + ?Sized>(&self, tl: &T, addr: u64, n: u64, dt: Dtype) -> T::Tensor {
+        self.own(tl, tl.load(addr, &[n as u32], dt))
+    }
+
+    /// `a` and `b` combined.
+    pub fn combine<T: Tl + ?Sized>(&self, tl: &T, a: &T::Tensor, b: &T::Tensor) -> T::Tensor {
+        tl.binary(self.combine, a, b)
+    }
+
+    /// The full reduction `t`, finished.
+    pub fn finished<T: Tl + ?Sized>(&self, tl: &T, t: T::Tensor) -> T::Tensor {
+        match self.finish {
+            Some(f) => f.apply(tl, &t),
+            None => t,
+        }
+    }
+
+    /// Whether a rank alone must still compute (premul_sum's factor): its
+    /// result is not its input as is.
+    pub fn alone_computes(&self) -> bool {
+        self.prepare.is_some()
     }
 }
 
@@ -269,7 +422,7 @@ impl Call {
 }
 
 /// The values the host appends to every kernel's arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HostArgs {
     /// The rank (SIP rank) this kernel runs for.
     pub sip_rank: u32,
@@ -279,6 +432,9 @@ pub struct HostArgs {
     /// Where the rank's output goes: the appended `out-ptr` of a
     /// collective with its own output buffer, else `t_ptr` (in place).
     pub out_ptr: u64,
+    /// The rank's premul_sum factor (the host appends it after `out-ptr`
+    /// to a premul_sum call's arguments), none for the other ops.
+    pub factor: Option<f64>,
 }
 
 /// The seed's four host values (sip rank, topology kind, w, h).
@@ -300,7 +456,14 @@ impl HostArgs {
             sip_topo_w: t[2] as u32,
             sip_topo_h: t[3] as u32,
             out_ptr: t.get(HOST_ARGS).map_or(t_ptr, |&p| p as u64),
+            factor: t.get(HOST_ARGS + 1).map(|&b| f64::from_bits(b as u64)),
         }
+    }
+
+    /// What this rank does to its own contribution to `call` before it
+    /// combines it ([`RedOp::prepare`] with the rank's factor).
+    pub fn prepare(&self, call: &Call) -> Option<Prepare> {
+        call.op.prepare(call.dtype, self.factor)
     }
 }
 
@@ -339,5 +502,27 @@ mod tests {
         assert_eq!(h.out_ptr, 0x9000);
         let h = HostArgs::after(&[1, 2, 5, 0, 4, 4], 2, 0x1000);
         assert_eq!(h.out_ptr, 0x1000, "in place");
+        assert_eq!(h.factor, None);
+        let h = HostArgs::after(
+            &[1, 2, 5, 0, 4, 4, 0x1000, 2.5f64.to_bits() as i64],
+            2,
+            0x1000,
+        );
+        assert_eq!(h.factor, Some(2.5));
+    }
+
+    #[test]
+    fn premul_sums_factor_is_converted_to_the_dtype_as_nccl_does() {
+        assert_eq!(Prepare::of(Dtype::F32, 0.1), Prepare::Scale(0.1f32 as f64));
+        assert_eq!(Prepare::of(Dtype::F16, 2.0), Prepare::Scale(2.0));
+        assert_eq!(Prepare::of(Dtype::I32, 2.9), Prepare::Multiply(2.0));
+        assert_eq!(Prepare::of(Dtype::I32, -2.9), Prepare::Multiply(-2.0));
+        assert_eq!(Prepare::of(Dtype::U8, 257.0), Prepare::Multiply(1.0));
+        assert_eq!(Prepare::of(Dtype::I8, 200.0), Prepare::Multiply(-56.0));
+        assert_eq!(RedOp::Sum.prepare(Dtype::F32, Some(2.0)), None);
+        assert_eq!(RedOp::PremulSum.prepare(Dtype::F32, None), None);
+        assert_eq!(RedOp::from_name("mulsum"), Some(RedOp::PremulSum));
+        assert_eq!(RedOp::PremulSum.spelled(2.0), "premul_sum:2.0");
+        assert_eq!(RedOp::Max.spelled(2.0), "max");
     }
 }

@@ -13,7 +13,7 @@
 //! IPCQ slots while it sends, and every send waits for its copy to land.
 
 use crate::helpers::{Chunk, Rooted};
-use crate::{BinOp, Dtype, Finish, Tl};
+use crate::{Dtype, Reduction, Tl};
 
 /// The install keys of the `full_mesh` algorithms: `p(p − 1)` queues, so
 /// their slots live in HBM (two of 1 MiB per pair), not in TCM.
@@ -89,15 +89,15 @@ pub fn binomial_broadcast<T: Tl>(tl: &T, job: &Rooted) {
 pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
-    let (combine, finish) = (job.call.op.combine(), job.call.op.finish(dt, p));
+    let red = job.reduction();
     if p < 2 {
-        return crate::ring::copy_out(tl, job);
+        return crate::ring::reduce_alone(tl, job, &red);
     }
     let v = (rank + p - root) % p;
     let real = |u: u32| (u + root) % p;
     for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
-        let mut acc = tl.load(c.addr, &shape, dt);
+        let mut acc = red.load(tl, c.addr, c.n_elem, dt);
         let mut mask = 1;
         while mask < p {
             if v & mask != 0 {
@@ -106,14 +106,12 @@ pub fn binomial_reduce<T: Tl>(tl: &T, job: &Rooted) {
             }
             if v + mask < p {
                 let got = tl.recv(Some(&to(real(v + mask))), &shape, dt);
-                acc = tl.binary(combine, &acc, &got);
+                acc = red.combine(tl, &acc, &got);
             }
             mask <<= 1;
         }
         if v == 0 {
-            if let Some(f) = finish {
-                acc = f.apply(tl, &acc);
-            }
+            acc = red.finished(tl, acc);
             tl.store(o.addr, &acc);
         }
     }
@@ -167,20 +165,19 @@ pub fn all_to_all<T: Tl>(tl: &T, src: &[Chunk], dst: &[Chunk], dt: Dtype, rank: 
 /// 2. reduce-scatter by recursive halving: `log2 p'` steps; at distance
 ///    `p'/2, p'/4, …, 1` a rank exchanges half of its current range with
 ///    its partner and combines the half it keeps; it ends owning block
-///    `v` (its new number), fully reduced (then scaled by `finish`);
+///    `v` (its new number), fully reduced (then finished by `red`; every
+///    rank's own blocks are prepared as they are read);
 /// 3. all-gather by recursive doubling: distances `1, 2, …, p'/2`, each
 ///    step exchanging the whole range held;
 /// 4. fix-up: each rank `r + 1` sends the result to its even partner.
 ///
 /// Blocks are read from `blocks` and the results written to `outs` (the
 /// same chunks in place; the output's out of place).
-#[allow(clippy::too_many_arguments)]
 #[track_caller]
 pub fn halving_doubling_all_reduce<T: Tl>(
     tl: &T,
     (blocks, outs): (&[Chunk], &[Chunk]),
-    combine: BinOp,
-    finish: Option<Finish>,
+    red: Reduction,
     dt: Dtype,
     rank: u32,
     p: u32,
@@ -193,7 +190,13 @@ pub fn halving_doubling_all_reduce<T: Tl>(
     // 1. Fix-up in.
     if rank < 2 * extra && rank.is_multiple_of(2) {
         for &b in &all {
-            tl.send_addr(&to(rank + 1), blocks[b].addr, &shape(b), dt);
+            if red.prepare.is_some() {
+                // premul_sum: its contribution times its factor.
+                let t = red.load(tl, blocks[b].addr, blocks[b].n_elem, dt);
+                tl.send(&to(rank + 1), &t);
+            } else {
+                tl.send_addr(&to(rank + 1), blocks[b].addr, &shape(b), dt);
+            }
         }
         for &b in &all {
             tl.recv_into(Some(&to(rank + 1)), &shape(b), dt, outs[b].addr);
@@ -207,13 +210,13 @@ pub fn halving_doubling_all_reduce<T: Tl>(
     };
     let real = |u: u32| if u < extra { 2 * u + 1 } else { u + extra };
     let mut acc: Vec<Option<T::Tensor>> = (0..pp as usize)
-        .map(|b| live(&b).then(|| tl.load(blocks[b].addr, &shape(b), dt)))
+        .map(|b| live(&b).then(|| red.load(tl, blocks[b].addr, blocks[b].n_elem, dt)))
         .collect();
     if rank < 2 * extra {
         for &b in &all {
             let got = tl.recv(Some(&to(rank - 1)), &shape(b), dt);
             let mine = acc[b].take().expect("a live block");
-            acc[b] = Some(tl.binary(combine, &mine, &got));
+            acc[b] = Some(red.combine(tl, &mine, &got));
         }
     }
     // 2. Reduce-scatter by recursive halving.
@@ -234,7 +237,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
             if live(&k) {
                 let got = tl.recv(Some(&partner), &shape(k), dt);
                 let mine = acc[k].take().expect("a live block");
-                acc[k] = Some(tl.binary(combine, &mine, &got));
+                acc[k] = Some(red.combine(tl, &mine, &got));
             }
         }
         (lo, hi) = (keep.start, keep.end);
@@ -243,10 +246,7 @@ pub fn halving_doubling_all_reduce<T: Tl>(
     // Block v is fully reduced: finish and store it.
     let own = v as usize;
     if let Some(t) = acc[own].take() {
-        let t = match finish {
-            Some(f) => f.apply(tl, &t),
-            None => t,
-        };
+        let t = red.finished(tl, t);
         tl.store(outs[own].addr, &t);
         acc[own] = Some(t);
     }

@@ -118,6 +118,22 @@ impl Dtype {
             .collect()
     }
 
+    /// An integer dtype's value of the integer `v` (already whole) as a
+    /// C cast to the type gives it on two's complement: wrapped modulo
+    /// 2^bits (past ±2^63 the f64 saturates first). Floats: `v` as is.
+    pub fn wrap(self, v: f64) -> f64 {
+        let i = v as i128;
+        match self {
+            Dtype::I8 => i as i8 as f64,
+            Dtype::U8 => i as u8 as f64,
+            Dtype::I32 => i as i32 as f64,
+            Dtype::U32 => i as u32 as f64,
+            Dtype::I64 => i as i64 as f64,
+            Dtype::U64 => i as u64 as f64,
+            _ => v,
+        }
+    }
+
     /// Encode f64 values as little-endian element bytes, rounded to
     /// nearest-even once, exactly as the host encodes them (f16/bf16
     /// through f32 rounded to odd; integers rounded, saturating, NaN 0).

@@ -11,7 +11,8 @@ use crate::{BinOp, Call, Collective, Dtype, Params, Tl};
 pub type Line<'a> = (&'a str, &'a str);
 
 /// Reduce a line of `len` ranks towards position 0: each rank combines
-/// what comes from `away` into its own (`combine`, e.g. [`BinOp::Add`])
+/// what comes from `away` into its own `acc` (`combine`, e.g.
+/// [`BinOp::Add`]; `acc` already prepared, [`crate::Reduction::own`])
 /// and passes the partial result `toward`. Position 0 returns the line's
 /// reduction, the others their partial one.
 #[track_caller]
@@ -301,12 +302,19 @@ pub struct Rooted {
     /// output's chunks out of place ([`crate::HostArgs::out_ptr`]).
     pub outputs: Vec<Chunk>,
     pub rank: u32,
+    /// The host's values (the rank's premul_sum factor among them).
+    pub host: crate::HostArgs,
 }
 
 impl Rooted {
     /// Each input chunk with its output chunk.
     pub fn pairs(&self) -> impl Iterator<Item = (&Chunk, &Chunk)> {
         self.chunks.iter().zip(&self.outputs)
+    }
+
+    /// This rank's reduction of every rank's values (a reduce).
+    pub fn reduction(&self) -> crate::Reduction {
+        crate::Reduction::of(&self.call, &self.host, self.call.world_size)
     }
 }
 
@@ -321,6 +329,7 @@ pub fn rooted<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) -> Rooted {
         outputs: rounds(out, call.block, chunk, call.dtype),
         call,
         rank: host.sip_rank,
+        host,
     }
 }
 

@@ -40,7 +40,9 @@ pub mod bench;
 #[cfg(feature = "bench")]
 pub mod perf;
 
-pub use collective::{Call, Collective, Finish, HostArgs, RedOp, CALL_ARGS, HOST_ARGS};
+pub use collective::{
+    Call, Collective, Finish, HostArgs, Prepare, RedOp, Reduction, CALL_ARGS, HOST_ARGS,
+};
 pub use dtype::Dtype;
 pub use kernel::{Algorithm, BinOp, CompositeOp, ReduceOp, Tensor, Tl, UnaryOp};
 pub use setup::{EntryDefaults, Link, ParamValue, Params};
@@ -65,7 +67,7 @@ pub mod prelude {
     pub use crate::CALL_ARGS;
     pub use crate::{
         Algorithm, BinOp, Call, Collective, CompositeOp, Dtype, EntryDefaults, Finish, HostArgs,
-        Link, Params, RedOp, ReduceOp, Tensor, Tl, UnaryOp,
+        Link, Params, Prepare, RedOp, ReduceOp, Reduction, Tensor, Tl, UnaryOp,
     };
 }
 

@@ -210,19 +210,23 @@ pub fn parse_dtype(s: &str) -> Result<Dtype, String> {
     }
 }
 
-/// `-o`'s ops: one (PyTorch's names, any case) or `all`.
+/// `-o`'s ops: one (nccl-tests' names or PyTorch's, any case) or `all`.
+/// `mulsum` (premul_sum) multiplies each rank's input by nccl-tests'
+/// factor for it ([`crate::reference::premul_factor`]: 1 on even ranks,
+/// 2 on odd ones).
 fn parse_ops(bench: &str, s: &str) -> Result<Vec<RedOp>, String> {
     if s == "all" {
         return Ok(RedOp::ALL.to_vec());
     }
-    if matches!(s, "mulsum" | "premul_sum" | "PREMUL_SUM") {
-        return Err(format!(
-            "{bench}: -o {s}: premul_sum is not offered (sum, prod, max, min, avg, all)"
-        ));
-    }
-    RedOp::from_name(s)
-        .map(|o| vec![o])
-        .ok_or_else(|| format!("{bench}: -o: unknown op {s:?} (sum, prod, max, min, avg, all)"))
+    RedOp::from_name(s).map(|o| vec![o]).ok_or_else(|| {
+        format!("{bench}: -o: unknown op {s:?} (sum, prod, max, min, avg, mulsum, all)")
+    })
+}
+
+/// `case.op` as `rank` passes it to `torch.distributed`: with nccl-tests'
+/// factor for the rank, for premul_sum.
+fn op_of(case: Case, rank: u32) -> String {
+    case.op.spelled(crate::reference::premul_factor(rank))
 }
 
 /// `-r`: a rank, or `all` / `-1` for every rank in turn (nccl-tests
@@ -474,7 +478,7 @@ pub fn worker(
 
 fn redop(case: Case, m: Measure) -> String {
     if m.reduces() {
-        case.op.name().into()
+        case.op.nccl_name().into()
     } else {
         "none".into()
     }
@@ -662,7 +666,8 @@ fn collective(
     };
     let values = Values::of_call(&call);
     let (n_in, n_out) = call.buffers();
-    let (name, op) = (c.name(), case.op.name());
+    let (name, op) = (c.name(), op_of(case, rank));
+    let op = op.as_str();
     let check = |t: &torch::Tensor, at: u64| match expected_output(&call, &values, rank) {
         Expected::Unspecified => Ok(0),
         Expected::PerElement => wrong_in(t, at, n_out, |j| expected(&call, &values, rank, j)),
@@ -712,7 +717,8 @@ fn all_reduce_cubes(
     use torch::DpMode::{Replicate, RowWise};
     let cubes = sw.cubes;
     // Inputs and reductions are read at a tile's positions.
-    let values = Values::at_positions_below(ws * cubes, case.dtype, case.op, true, count);
+    let values = Values::at_positions_below(ws * cubes, case.dtype, case.op, true, count)
+        .contributors_per_rank(cubes);
     let total = count * cubes as u64;
     let dp = torch::DpPolicy::new(RowWise, Replicate, cubes, 1);
     let rows = u32::try_from(count).map_err(|_| format!("{count} elements are too many"))?;
@@ -727,7 +733,8 @@ fn all_reduce_cubes(
         Ok(())
     };
     let check = |t: &torch::Tensor| wrong_in(t, 0, total, |j| Some(values.reduced(j % count)));
-    let op = case.op.name();
+    let op = op_of(case, rank);
+    let op = op.as_str();
     let out_of_place = {
         let (input, output) = (tiles("allreduce_in")?, tiles("allreduce_out")?);
         variant(
@@ -829,7 +836,7 @@ mod tests {
             &["-d", "f8"],
             &["-d", "f8e4m3"],
             &["-o", "band"],
-            &["-o", "mulsum"],
+            &["-o", "premul_sum:2"],
             &["-r", "x"],
             &["-a", "4"],
         ] {
@@ -861,16 +868,17 @@ mod tests {
         let s = parse_args("t", AR, &args(&all)).unwrap();
         let got = cases(AR, &s, 3);
         // Every dtype in nccl-tests' order, each with every op.
-        assert_eq!(got.len(), 10 * 5);
+        assert_eq!(got.len(), 10 * 6);
         assert_eq!(got[0], case(Dtype::I8, RedOp::Sum, 0));
         assert_eq!(got[4], case(Dtype::I8, RedOp::Avg, 0));
-        assert_eq!(got[10], case(Dtype::I32, RedOp::Sum, 0));
-        assert_eq!(got[30], case(Dtype::F16, RedOp::Sum, 0));
-        assert_eq!(got[49], case(Dtype::Bf16, RedOp::Avg, 0));
+        assert_eq!(got[5], case(Dtype::I8, RedOp::PremulSum, 0));
+        assert_eq!(got[12], case(Dtype::I32, RedOp::Sum, 0));
+        assert_eq!(got[36], case(Dtype::F16, RedOp::Sum, 0));
+        assert_eq!(got[59], case(Dtype::Bf16, RedOp::PremulSum, 0));
         let reduce = Measure::Collective(Collective::Reduce);
         let s = parse_args("t", reduce, &args(&all)).unwrap();
         let got = cases(reduce, &s, 2);
-        assert_eq!(got.len(), 2 * 10 * 5);
+        assert_eq!(got.len(), 2 * 10 * 6);
         assert_eq!(
             got[..3],
             [
@@ -884,6 +892,16 @@ mod tests {
         let got = cases(bcast, &s, 2);
         assert_eq!(got.len(), 10 * 2);
         assert_eq!(got[1], case(Dtype::I8, RedOp::Sum, 1));
+        let s = parse_args("t", AR, &args(&["-o", "mulsum"])).unwrap();
+        assert_eq!(s.ops, [RedOp::PremulSum]);
+        assert_eq!(
+            op_of(case(Dtype::F32, RedOp::PremulSum, 0), 3),
+            "premul_sum:2.0"
+        );
+        assert_eq!(
+            op_of(case(Dtype::F32, RedOp::PremulSum, 0), 2),
+            "premul_sum:1.0"
+        );
         let s = parse_args("t", AR, &args(&["-d", "int32", "-o", "avg"])).unwrap();
         assert_eq!(cases(AR, &s, 2), [case(Dtype::I32, RedOp::Avg, 0)]);
         // -d all -o avg: every dtype.

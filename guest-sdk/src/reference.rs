@@ -26,6 +26,18 @@ pub fn max_contributors(dtype: Dtype) -> u32 {
     }
 }
 
+/// Rank `rank`'s premul_sum factor in the benches and the mock: 1 on
+/// even ranks, 2 on odd ones, nccl-tests' `ncclVerifiablePremulScalar`.
+/// Its contributions can double, so premul_sum's inputs use half of
+/// [`max_contributors`].
+pub fn premul_factor(rank: u32) -> f64 {
+    if rank.is_multiple_of(2) {
+        1.0
+    } else {
+        2.0
+    }
+}
+
 fn lcm(a: u64, b: u64) -> u64 {
     let (mut x, mut y) = (a, b);
     while y != 0 {
@@ -71,6 +83,9 @@ pub struct Values {
     positions: u64,
     /// The exact reduction of every element (reductions only).
     reductions: Option<Periodic>,
+    /// Contributors per rank (a rank's cubes, each a contributor): all of
+    /// a rank's take its premul_sum factor ([`Values::factor`]).
+    per_rank: u32,
 }
 
 impl Values {
@@ -91,7 +106,11 @@ impl Values {
         reduces: bool,
         positions: u64,
     ) -> Values {
-        let stride = contributors.div_ceil(max_contributors(dtype)).max(1) as u64;
+        let cap = match op {
+            RedOp::PremulSum => max_contributors(dtype) / 2,
+            _ => max_contributors(dtype),
+        };
+        let stride = contributors.div_ceil(cap).max(1) as u64;
         let mut v = Values {
             contributors,
             dtype,
@@ -100,14 +119,39 @@ impl Values {
             stride,
             positions,
             reductions: None,
+            per_rank: 1,
         };
-        if reduces {
+        v.tabulate();
+        v
+    }
+
+    /// The reductions tabulated (reductions only).
+    fn tabulate(&mut self) {
+        if self.reduces {
             // The reduction is periodic in the element index (period
             // 48 × stride): tabulated once, not reduced per element.
-            let period = v.input_period();
-            v.reductions = period.map(|p| Periodic::below(p, positions, |i| v.reduce_exact(i)));
+            let period = self.input_period();
+            let positions = self.positions;
+            self.reductions =
+                period.map(|p| Periodic::below(p, positions, |i| self.reduce_exact(i)));
         }
-        v
+    }
+
+    /// These values with `k` consecutive contributors per rank (a rank's
+    /// `k` cubes): the premul_sum factor is the rank's.
+    pub fn contributors_per_rank(mut self, k: u32) -> Values {
+        self.per_rank = k.max(1);
+        self.tabulate();
+        self
+    }
+
+    /// Contributor `c`'s premul_sum factor: its rank's
+    /// [`premul_factor`]; 1 for the other ops.
+    pub fn factor(&self, c: u32) -> f64 {
+        match self.op {
+            RedOp::PremulSum => premul_factor(c / self.per_rank),
+            _ => 1.0,
+        }
     }
 
     /// The values of `call` (its world size contributes). Every position
@@ -160,6 +204,16 @@ impl Values {
             let classes = (0..l.min(n)).map(|c| (self.value(c as u32, i), (n - c).div_ceil(l)));
             match self.op {
                 RedOp::Sum => classes.map(|(v, k)| v * k as f64).sum(),
+                // l is a multiple of 16: class c's ranks share c's parity,
+                // so its factor.
+                RedOp::PremulSum if self.per_rank == 1 => (0..l.min(n))
+                    .map(|c| {
+                        self.value(c as u32, i) * self.factor(c as u32) * (n - c).div_ceil(l) as f64
+                    })
+                    .sum(),
+                RedOp::PremulSum => (0..n)
+                    .map(|c| self.value(c as u32, i) * self.factor(c as u32))
+                    .sum(),
                 RedOp::Avg => avg(classes.map(|(v, k)| v * k as f64).sum(), n, self.dtype),
                 RedOp::Max => classes.fold(f64::MIN, |m, (v, _)| m.max(v)),
                 RedOp::Min => classes.fold(f64::MAX, |m, (v, _)| m.min(v)),
@@ -408,13 +462,16 @@ mod tests {
     #[test]
     fn reductions_by_residue_class_equal_the_direct_fold() {
         for dtype in Dtype::ALL {
-            for op in [RedOp::Sum, RedOp::Avg, RedOp::Prod, RedOp::Max, RedOp::Min] {
+            for op in RedOp::ALL {
                 for ws in [1, 2, 3, 15, 16, 17, 31, 129, 256, 300, 1000, 1024] {
                     let v = Values::new(ws, dtype, op, true);
                     for i in 0..2 * 48 * v.stride + 5 {
                         let vals = (0..ws).map(|r| v.value(r, i));
                         let x = match op {
                             RedOp::Sum => vals.sum(),
+                            RedOp::PremulSum => {
+                                (0..ws).map(|r| v.value(r, i) * premul_factor(r)).sum()
+                            }
                             RedOp::Avg => avg(vals.sum(), ws as u64, dtype),
                             RedOp::Prod => vals.product(),
                             RedOp::Max => vals.fold(f64::MIN, f64::max),
@@ -435,11 +492,21 @@ mod tests {
     #[test]
     fn every_partial_result_is_exact_at_every_world_size() {
         for dtype in Dtype::ALL {
-            for op in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Avg] {
+            for op in [
+                RedOp::Sum,
+                RedOp::Prod,
+                RedOp::Max,
+                RedOp::Avg,
+                RedOp::PremulSum,
+            ] {
                 for ws in [1, 2, 4, 16, 17, 128, 129, 273, 1000, 4096] {
                     let v = Values::new(ws, dtype, op, true);
                     for i in 0..v.reductions.as_ref().unwrap().period() * 2 {
-                        let vals: Vec<f64> = (0..ws).map(|r| v.value(r, i)).collect();
+                        let factor = |r| match op {
+                            RedOp::PremulSum => premul_factor(r),
+                            _ => 1.0,
+                        };
+                        let vals: Vec<f64> = (0..ws).map(|r| v.value(r, i) * factor(r)).collect();
                         // Sums and products of all of them bound every
                         // partial result, in any order.
                         if op == RedOp::Prod {
@@ -464,6 +531,23 @@ mod tests {
         let once = Dtype::F16.decode(&Dtype::F16.encode(&[23.0 * (1.0 / 3.0)]))[0];
         assert_eq!(avg.reduced(0), once);
         assert_ne!(once, 23.0 / 3.0, "f16 rounds it");
+    }
+
+    #[test]
+    fn premul_sum_takes_each_ranks_factor_for_all_its_contributors() {
+        for dtype in [Dtype::F16, Dtype::I8, Dtype::F32] {
+            for (ws, k) in [(2u32, 1u32), (3, 4), (4, 16), (5, 2)] {
+                let v = Values::new(ws * k, dtype, RedOp::PremulSum, true).contributors_per_rank(k);
+                for i in 0..48 * v.stride {
+                    let direct: f64 = (0..ws * k)
+                        .map(|c| v.value(c, i) * premul_factor(c / k))
+                        .sum();
+                    let direct = dtype.decode(&dtype.encode(&[direct]))[0];
+                    assert_eq!(v.reduced(i), direct, "{dtype:?} {ws} x {k} element {i}");
+                }
+            }
+        }
+        assert_eq!(Values::new(4, Dtype::F32, RedOp::Sum, true).factor(3), 1.0);
     }
 
     #[test]

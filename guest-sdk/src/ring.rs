@@ -11,7 +11,7 @@
 //! `r`).
 
 use crate::helpers::{ring_step, Chunk, Rooted};
-use crate::{BinOp, Dtype, Tl};
+use crate::{Dtype, Reduction, Tl};
 
 /// Elements of one block piece when an entry gives no `chunk_size`: 1 MiB
 /// of a 4-byte dtype (512 KiB of f16), so the default entries' 1 MiB
@@ -40,9 +40,11 @@ pub const PIPELINE_WINDOW: usize = 2;
 /// of this rank's input (one block per rank): `p − 1` steps; at step `s`
 /// the rank sends its partial result of block `(r + k − 1 − s) mod p`
 /// east and combines the block `(r + k − 2 − s) mod p` received from the
-/// west into its own with `combine`. Returns, per round, the full
+/// west into its own with `red`'s combine (every own block loaded is
+/// prepared: premul_sum's factor). Returns, per round, the full
 /// reduction of block `(r + k) mod p` (not yet finished: an `avg` still
-/// has to be scaled), None if that block is empty.
+/// has to be scaled, [`Reduction::finished`]), None if that block is
+/// empty.
 ///
 /// The rounds pipeline across the steps (NCCL's chunking): within a step
 /// the rounds' pieces are sent one after another, and a piece owed by
@@ -56,13 +58,14 @@ pub const PIPELINE_WINDOW: usize = 2;
 pub fn reduce_scatter<T: Tl>(
     tl: &T,
     rounds: &[Vec<Chunk>],
-    combine: BinOp,
+    red: Reduction,
     dt: Dtype,
     rank: u32,
     k: u32,
 ) -> Vec<Option<T::Tensor>> {
     let p = rounds.first().map_or(0, |b| b.len()) as u32;
-    let load = |b: &Chunk| tl.load(b.addr, &[b.n_elem as u32], dt);
+    // Every block loaded is the rank's own contribution.
+    let load = |b: &Chunk| red.load(tl, b.addr, b.n_elem, dt);
     let none = || std::iter::repeat_with(|| None).take(p as usize).collect();
     let mut acc: Vec<Vec<Option<T::Tensor>>> = rounds.iter().map(|_| none()).collect();
     let mut owed = Owed::default();
@@ -72,7 +75,7 @@ pub fn reduce_scatter<T: Tl>(
         let mine = acc[j][b as usize]
             .take()
             .expect("loaded when the piece became owed");
-        acc[j][b as usize] = Some(tl.binary(combine, &mine, &got));
+        acc[j][b as usize] = Some(red.combine(tl, &mine, &got));
     };
     // ring_step(q, s) = (q − s, q − s − 1): here q = r + k − 1.
     let q = rank + k + p.max(1) - 1;
@@ -233,28 +236,37 @@ pub fn broadcast<T: Tl>(tl: &T, job: &Rooted) {
 pub fn reduce<T: Tl>(tl: &T, job: &Rooted) {
     let (dt, rank) = (job.call.dtype, job.rank);
     let (root, p) = (job.call.root, job.call.world_size);
-    let (combine, finish) = (job.call.op.combine(), job.call.op.finish(dt, p));
+    let red = job.reduction();
     if p < 2 {
-        return copy_out(tl, job);
+        return reduce_alone(tl, job, &red);
     }
     let pos = (rank + 2 * p - root - 1) % p; // 0: first of the chain, p − 1: the root
     for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
         let shape = [c.n_elem as u32];
-        let mine = tl.load(c.addr, &shape, dt);
+        let mine = red.load(tl, c.addr, c.n_elem, dt);
         if pos == 0 {
             tl.send("E", &mine);
             continue;
         }
         let got = tl.recv(Some("W"), &shape, dt);
-        let mut acc = tl.binary(combine, &mine, &got);
+        let acc = red.combine(tl, &mine, &got);
         if pos < p - 1 {
             tl.send("E", &acc);
         } else {
-            if let Some(f) = finish {
-                acc = f.apply(tl, &acc);
-            }
-            tl.store(o.addr, &acc);
+            tl.store(o.addr, &red.finished(tl, acc));
         }
+    }
+}
+
+/// A reduce of one rank: its output is its input (nothing to do in
+/// place), or with premul_sum its input times its factor.
+pub(crate) fn reduce_alone<T: Tl>(tl: &T, job: &Rooted, red: &Reduction) {
+    if !red.alone_computes() {
+        return copy_out(tl, job);
+    }
+    for (c, o) in job.pairs().filter(|(c, _)| c.n_elem > 0) {
+        let t = red.load(tl, c.addr, c.n_elem, job.call.dtype);
+        tl.store(o.addr, &t);
     }
 }
 

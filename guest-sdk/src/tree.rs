@@ -20,7 +20,7 @@
 
 use crate::helpers::Chunk;
 use crate::kernel::Tl;
-use crate::{BinOp, Dtype, Finish};
+use crate::{Dtype, Reduction};
 
 /// One rank's place in one tree.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -114,7 +114,8 @@ pub const LEAF_AHEAD: usize = 1;
 
 /// Double-binary-tree all-reduce of two halves, half `t` over tree `t`,
 /// each half in `pieces[t]`: reduce every piece to its tree's root
-/// (combining with `combine`, the root scales by `finish`), then
+/// (each rank's own piece prepared, combined with `red`'s combine, the
+/// root finishing it), then
 /// broadcast it back down, in waves of [`WAVE`] pieces per half. Every
 /// rank ends with the reduction of both halves in place.
 ///
@@ -142,17 +143,17 @@ pub const LEAF_AHEAD: usize = 1;
 pub fn all_reduce<T: Tl>(
     tl: &T,
     pieces: [&[Chunk]; 2],
-    (combine, finish): (BinOp, Option<Finish>),
+    red: Reduction,
     dt: Dtype,
     (rank, p): (u32, u32),
     (tile, out): (u64, u64),
 ) {
     let out_of = |x: &Chunk| out + (x.addr - tile);
     if p < 2 {
-        // One rank: its tile is the result.
+        // One rank: its tile is the result (premul_sum: times its factor).
         for x in pieces.iter().flat_map(|ps| ps.iter()) {
-            if x.n_elem > 0 && out != tile {
-                let t = tl.load(x.addr, &[x.n_elem as u32], dt);
+            if x.n_elem > 0 && (out != tile || red.alone_computes()) {
+                let t = red.load(tl, x.addr, x.n_elem, dt);
                 tl.store(out_of(x), &t);
             }
         }
@@ -198,17 +199,15 @@ pub fn all_reduce<T: Tl>(
                 let Some(&x) = j.and_then(|j| wave[t].get(j)) else {
                     continue;
                 };
-                let mut acc = tl.load(x.addr, &shape(x), dt);
+                let mut acc = red.load(tl, x.addr, x.n_elem, dt);
                 for &child in &tree.children {
                     let got = tl.recv(Some(&to(child)), &shape(x), dt);
-                    acc = tl.binary(combine, &acc, &got);
+                    acc = red.combine(tl, &acc, &got);
                 }
                 match tree.parent {
                     Some(up) => tl.send(&to(up), &acc),
                     None => {
-                        if let Some(f) = finish {
-                            acc = f.apply(tl, &acc);
-                        }
+                        acc = red.finished(tl, acc);
                         tl.store(out_of(x), &acc);
                         results[t].push(acc);
                     }

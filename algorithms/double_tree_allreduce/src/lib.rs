@@ -46,7 +46,7 @@ impl Algorithm for DoubleTreeAllreduce {
         tree::all_reduce(
             tl,
             [&pieces[0], &pieces[1]],
-            (call.op.combine(), call.op.finish(call.dtype, p)),
+            Reduction::of(&call, &host, p),
             dt,
             (host.sip_rank, p),
             (tile, pe_tile_addr(tl, host.out_ptr, call.block, dt)),

@@ -65,8 +65,10 @@ impl Algorithm for LrabHierarchicalAllreduce {
         let single_cube = cube_w == 1 && cube_h == 1;
         let (cx, cy) = (cube % cube_w, cube / cube_w);
 
-        let (tile, combine) = ((&[n][..], dt), call.op.combine());
-        let mut acc = tl.load(addr, &[n], dt);
+        let contributions = n_sips.saturating_mul(cube_w * cube_h);
+        let red = Reduction::of(&call, &host, contributions);
+        let (tile, combine) = ((&[n][..], dt), red.combine);
+        let mut acc = red.load(tl, addr, n as u64, dt);
         if !single_cube {
             acc = reduce_line(tl, acc, (cx, cube_w), ("W", "E"), tile, combine);
             if cx == 0 {
@@ -88,11 +90,7 @@ impl Algorithm for LrabHierarchicalAllreduce {
                     allreduce_line(tl, row, (y, sip_h), dirs, tile, combine)
                 }
             };
-            let contributions = n_sips.saturating_mul(cube_w * cube_h);
-            if let (Some(f), true) = (call.op.finish(call.dtype, contributions), contributions > 1)
-            {
-                acc = f.apply(tl, &acc);
-            }
+            acc = red.finished(tl, acc);
         }
         if !single_cube {
             if cx == 0 {

@@ -33,12 +33,13 @@ impl Algorithm for MeshAllreduce {
         // Out of place the result goes to the output's tile.
         let out = pe_tile_addr(tl, host.out_ptr, n_elem as u64, dt);
 
-        let (tile, combine) = ((&[n_elem][..], dt), call.op.combine());
-        let acc = tl.load(addr, &[n_elem], dt);
+        let red = Reduction::of(&call, &host, world_size);
+        let (tile, combine) = ((&[n_elem][..], dt), red.combine);
+        let acc = red.load(tl, addr, n_elem as u64, dt);
         let acc = allreduce_line(tl, acc, (x, w), ("W", "E"), tile, combine);
         let mut acc = reduce_line(tl, acc, (y, h), ("N", "S"), tile, combine);
-        if let (Some(f), 0, true) = (call.op.finish(call.dtype, world_size), y, world_size > 1) {
-            acc = f.apply(tl, &acc);
+        if y == 0 {
+            acc = red.finished(tl, acc);
         }
         let acc = broadcast_line(tl, acc, (y, h), ("N", "S"), tile);
         tl.store(out, &acc);

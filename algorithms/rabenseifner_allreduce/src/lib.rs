@@ -48,8 +48,7 @@ impl Algorithm for RabenseifnerAllreduce {
             direct::halving_doubling_all_reduce(
                 tl,
                 (&blocks, &outs),
-                call.op.combine(),
-                call.op.finish(dt, p),
+                Reduction::of(&call, &host, p),
                 dt,
                 host.sip_rank,
                 p,

@@ -28,14 +28,12 @@ impl Algorithm for RingAllreduce {
         // Out of place the tile is read from the input and the result
         // stored in the output: the same traffic as in place.
         let out = pe_tile_addr(tl, host.out_ptr, call.block, dt);
+        let red = Reduction::of(&call, &host, p);
         for c in rounds(pe_addr, call.block, round, dt) {
             let shape = [c.n_elem as u32];
-            let acc = tl.load(c.addr, &shape, dt);
-            let mut acc = ring_allreduce(tl, acc, p, ("E", "W"), (&shape, dt), call.op.combine());
-            if let (Some(f), true) = (call.op.finish(dt, p), p > 1) {
-                acc = f.apply(tl, &acc);
-            }
-            tl.store(out + (c.addr - pe_addr), &acc);
+            let acc = red.load(tl, c.addr, c.n_elem, dt);
+            let acc = ring_allreduce(tl, acc, p, ("E", "W"), (&shape, dt), red.combine);
+            tl.store(out + (c.addr - pe_addr), &red.finished(tl, acc));
         }
     }
 

@@ -40,14 +40,11 @@ impl Algorithm for RingReducescatter {
                 .iter()
                 .map(|&r| rank_blocks(inp, p as u64, b, r, out, dt))
                 .collect();
-            let reduced = ring::reduce_scatter(tl, &src, call.op.combine(), dt, host.sip_rank, 0);
+            let red = Reduction::of(&call, &host, p);
+            let reduced = ring::reduce_scatter(tl, &src, red, dt, host.sip_rank, 0);
             for (r, mine) in wave.iter().zip(reduced) {
-                let mine = match (mine, call.op.finish(call.dtype, p)) {
-                    (Some(t), Some(f)) => Some(f.apply(tl, &t)),
-                    (m, _) => m,
-                };
-                if let Some(t) = &mine {
-                    tl.store(r.addr, t);
+                if let Some(t) = mine {
+                    tl.store(r.addr, &red.finished(tl, t));
                 }
             }
         }

@@ -52,12 +52,18 @@ pub struct RingRsagAllreduce;
 /// each step (they pipeline).
 /// Blocks are read from `rounds` and the results written to `outs` (the
 /// same chunks in place).
-fn all_reduce<T: Tl>(tl: &T, (rounds, outs): (&[Chunk], &[Chunk]), call: &Call, rank: u32) {
-    let (p, dt) = (call.world_size, call.dtype);
+fn all_reduce<T: Tl>(tl: &T, (rounds, outs): (&[Chunk], &[Chunk]), call: &Call, host: &HostArgs) {
+    let (p, dt, rank) = (call.world_size, call.dtype, host.sip_rank);
+    let red = Reduction::of(call, host, p);
     if p < 2 {
-        // One rank: the tile is the result (avg of one = itself).
-        for (r, o) in rounds.iter().zip(outs).filter(|(r, o)| r.addr != o.addr) {
-            let t = tl.load(r.addr, &[r.n_elem as u32], dt);
+        // One rank: the tile is the result (avg of one = itself;
+        // premul_sum: times its factor).
+        for (r, o) in rounds
+            .iter()
+            .zip(outs)
+            .filter(|(r, o)| r.addr != o.addr || red.alone_computes())
+        {
+            let t = red.load(tl, r.addr, r.n_elem, dt);
             tl.store(o.addr, &t);
         }
         return;
@@ -70,15 +76,12 @@ fn all_reduce<T: Tl>(tl: &T, (rounds, outs): (&[Chunk], &[Chunk]), call: &Call, 
     };
     for (wave, out_wave) in rounds.chunks(ring::WAVE).zip(outs.chunks(ring::WAVE)) {
         let (blocks, out_blocks) = (cut(wave), cut(out_wave));
-        let reduced = ring::reduce_scatter(tl, &blocks, call.op.combine(), dt, rank, 1);
+        let reduced = ring::reduce_scatter(tl, &blocks, red, dt, rank, 1);
         let mine = reduced
             .into_iter()
             .zip(&out_blocks)
             .map(|(t, b)| {
-                let t = match (t, call.op.finish(call.dtype, p)) {
-                    (Some(t), Some(f)) => Some(f.apply(tl, &t)),
-                    (t, _) => t,
-                };
+                let t = t.map(|t| red.finished(tl, t));
                 if let Some(t) = &t {
                     tl.store(b[own].addr, t);
                 }
@@ -92,7 +95,6 @@ fn all_reduce<T: Tl>(tl: &T, (rounds, outs): (&[Chunk], &[Chunk]), call: &Call, 
 impl Algorithm for RingRsagAllreduce {
     fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
         let (call, round, host) = call_round_kernel_args(args, t_ptr);
-        let rank = host.sip_rank;
         let pe_addr = pe_tile_addr(tl, t_ptr, call.block, call.dtype);
         let out = pe_tile_addr(tl, host.out_ptr, call.block, call.dtype);
         // `round` elements per block: rounds of `p` such blocks.
@@ -104,7 +106,7 @@ impl Algorithm for RingRsagAllreduce {
                 &rounds(out, call.block, tile_round, call.dtype),
             ),
             &call,
-            rank,
+            &host,
         );
     }
 

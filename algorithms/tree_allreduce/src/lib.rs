@@ -31,17 +31,18 @@ impl Algorithm for TreeAllreduce {
             .map(|(_, d)| d)
             .collect();
 
-        let mut acc = tl.load(addr, &[n_elem], dt);
+        let red = Reduction::of(&call, &host, world_size);
+        let mut acc = red.load(tl, addr, n_elem as u64, dt);
         for &d in &children {
             let part = tl.recv(Some(d), &[n_elem], dt);
-            acc = tl.binary(call.op.combine(), &acc, &part);
+            acc = red.combine(tl, &acc, &part);
         }
         if rank > 0 {
             tl.send("P", &acc);
             acc = tl.recv(Some("P"), &[n_elem], dt);
-        } else if let (Some(f), true) = (call.op.finish(call.dtype, world_size), world_size > 1) {
+        } else {
             // avg: the root scales the total once; every rank gets its bytes.
-            acc = f.apply(tl, &acc);
+            acc = red.finished(tl, acc);
         }
         for &d in &children {
             tl.send(d, &acc);

@@ -121,6 +121,13 @@ def worker(rank, world_size, torch):
         r["prod"] = prod
         check("all_reduce", x.flat(), [r[op]] * N, op)
 
+    # premul_sum: every rank's input times that rank's own factor
+    x = t([float(rank % 2 + 1)] * N, "ar_premul_sum")
+    factor = dist._make_nccl_premul_sum(0.5 * (rank + 1))
+    timed("all_reduce", lambda: dist.all_reduce(x, op=factor), "premul_sum")
+    want = sum(0.5 * (r + 1) * (r % 2 + 1) for r in range(p))
+    check("all_reduce", x.flat(), [want] * N, "premul_sum")
+
     # send/recv: even ranks send to the next odd one
     x = t(block(rank), "p2p")
     if rank % 2 == 0 and rank + 1 < p:

@@ -150,9 +150,23 @@ class _Distributed:
         return _call(_dist.get_backend)
 
     class ReduceOp:
-        """``torch.distributed.ReduceOp``: the ops are their names."""
+        """``torch.distributed.ReduceOp``: the ops are their names
+        (``PREMUL_SUM`` takes a factor: ``_make_nccl_premul_sum``)."""
 
         SUM, PRODUCT, MAX, MIN, AVG = "sum", "prod", "max", "min", "avg"
+        PREMUL_SUM = "premul_sum"
+
+    def _make_nccl_premul_sum(self, factor):
+        """PyTorch's premul_sum op: the sum of every rank's input times
+        that rank's own ``factor`` (a number, or a one-element tensor)."""
+        if hasattr(factor, "tolist"):
+            values = factor.tolist()
+            while isinstance(values, list):
+                if len(values) != 1:
+                    raise ValueError("_make_nccl_premul_sum: a tensor factor must hold one element")
+                values = values[0]
+            factor = values
+        return "premul_sum:" + repr(float(factor))
 
     def all_reduce(self, tensor, op="sum"):
         _call(_dist.all_reduce, tensor._t, _op(op))
@@ -324,7 +338,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.7.0)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.8.0)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):

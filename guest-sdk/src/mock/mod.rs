@@ -102,6 +102,9 @@ pub struct MockConfig {
     pub dtype: Dtype,
     /// `kernel_args(...)` (the four host-appended args are added by the mock).
     pub kernel_args: Vec<i64>,
+    /// A premul_sum call's factor of each rank: the mock appends
+    /// `out-ptr` and the factor as the host does.
+    pub factor: Option<fn(u32) -> f64>,
 }
 
 impl MockConfig {
@@ -115,6 +118,7 @@ impl MockConfig {
             n_slots: 4,
             dtype,
             kernel_args,
+            factor: None,
         }
     }
 
@@ -575,6 +579,12 @@ pub fn run_in_mock<A: Algorithm>(
                     args.push((MOCK_T_PTR + memory.len() as u64) as i64);
                     memory.extend(cfg.dtype.encode(&vec![0.0; out as usize]));
                 }
+                if let Some(factor) = cfg.factor {
+                    if out_elems.is_none() {
+                        args.push(MOCK_T_PTR as i64);
+                    }
+                    args.push(factor(r as u32).to_bits() as i64);
+                }
                 s.spawn(move || {
                     let tl = MockTl {
                         rank: r as u32,
@@ -721,6 +731,9 @@ pub fn assert_collective_on<A: Algorithm>(
     let args = A::kernel_args_for(call, params).unwrap_or_else(|e| panic!("kernel_args_for: {e}"));
     let mut cfg = MockConfig::new(topology, ws, call.dtype, args);
     cfg.grid_w = grid_w;
+    if call.op == crate::RedOp::PremulSum {
+        cfg.factor = Some(crate::reference::premul_factor);
+    }
     let in_place = call.collective.in_place();
     let out = (!in_place).then_some(n_out);
     for (r, mem) in run_in_mock::<A>(&cfg, &inputs, out).iter().enumerate() {

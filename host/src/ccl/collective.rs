@@ -163,12 +163,24 @@ pub enum RedOp {
     Min,
     /// The sum divided by the world size.
     Avg,
+    /// The sum of every rank's input times that rank's own factor
+    /// (PyTorch's `_make_nccl_premul_sum`; [`Reduction`] carries the
+    /// factor, which differs per rank and is not part of the call).
+    PremulSum,
 }
 
 impl RedOp {
-    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+    pub const ALL: [RedOp; 6] = [
+        RedOp::Sum,
+        RedOp::Prod,
+        RedOp::Max,
+        RedOp::Min,
+        RedOp::Avg,
+        RedOp::PremulSum,
+    ];
 
-    /// nccl-tests' name (`-o`), lower case as reports print it.
+    /// The name reports print, lower case: nccl-tests' `-o` name but for
+    /// `premul_sum` (PyTorch's; nccl-tests prints `mulsum`).
     pub const fn name(self) -> &'static str {
         match self {
             RedOp::Sum => "sum",
@@ -176,11 +188,21 @@ impl RedOp {
             RedOp::Max => "max",
             RedOp::Min => "min",
             RedOp::Avg => "avg",
+            RedOp::PremulSum => "premul_sum",
+        }
+    }
+
+    /// The WIT's case (`ccl.red-op`).
+    pub const fn wit_name(self) -> &'static str {
+        match self {
+            RedOp::PremulSum => "premul-sum",
+            other => other.name(),
         }
     }
 
     /// The op named `name`: nccl-tests' spelling or PyTorch's `ReduceOp`
-    /// member (`SUM`, `PRODUCT`, `MAX`, `MIN`, `AVG`), any case.
+    /// member (`SUM`, `PRODUCT`, `MAX`, `MIN`, `AVG`, `PREMUL_SUM`), any
+    /// case.
     pub fn from_name(name: &str) -> Option<RedOp> {
         match name.to_ascii_lowercase().as_str() {
             "sum" => Some(RedOp::Sum),
@@ -188,7 +210,56 @@ impl RedOp {
             "max" => Some(RedOp::Max),
             "min" => Some(RedOp::Min),
             "avg" => Some(RedOp::Avg),
+            "premul_sum" | "premul-sum" | "mulsum" => Some(RedOp::PremulSum),
             _ => None,
+        }
+    }
+}
+
+/// One rank's reduction as a bench asks for it: the op and, for
+/// `premul_sum`, the rank's factor. Spelled `sum`, `avg`, ... or
+/// `premul_sum:<factor>` (e.g. `premul_sum:0.25`; the factor any number
+/// Rust's `f64` parser reads, finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reduction {
+    pub op: RedOp,
+    /// `premul_sum`'s factor, none for the other ops.
+    pub factor: Option<f64>,
+}
+
+impl Reduction {
+    /// `op` with no factor.
+    pub const fn plain(op: RedOp) -> Reduction {
+        Reduction { op, factor: None }
+    }
+
+    /// The reduction `spec` spells, or why not (the caller names the call).
+    pub fn parse(spec: &str) -> Result<Reduction, String> {
+        let known = "known: sum, prod, max, min, avg, premul_sum:<factor>";
+        let (name, factor) = match spec.split_once(':') {
+            Some((n, f)) => (n.trim(), Some(f.trim())),
+            None => (spec.trim(), None),
+        };
+        let op = RedOp::from_name(name).ok_or_else(|| format!("unknown op '{spec}' ({known})"))?;
+        match (op, factor) {
+            (RedOp::PremulSum, None) => Err(format!(
+                "op '{spec}' needs the rank's factor: premul_sum:<factor> (PyTorch: \
+                 dist._make_nccl_premul_sum(factor))"
+            )),
+            (RedOp::PremulSum, Some(f)) => match f.parse::<f64>() {
+                Ok(x) if x.is_finite() => Ok(Reduction {
+                    op,
+                    factor: Some(x),
+                }),
+                _ => Err(format!(
+                    "op '{spec}': the factor '{f}' is not a finite number (e.g. premul_sum:0.5)"
+                )),
+            },
+            (_, Some(_)) => Err(format!(
+                "op '{spec}': only premul_sum takes a factor (write '{}')",
+                op.name()
+            )),
+            (_, None) => Ok(Reduction::plain(op)),
         }
     }
 }
@@ -295,6 +366,25 @@ mod tests {
         }
         assert_eq!(RedOp::from_name("PRODUCT"), Some(RedOp::Prod));
         assert_eq!(RedOp::from_name("band"), None);
+        assert_eq!(RedOp::PremulSum.wit_name(), "premul-sum");
+    }
+
+    #[test]
+    fn a_reduction_reads_premul_sums_factor_and_refuses_what_is_not_one() {
+        assert_eq!(Reduction::parse("avg"), Ok(Reduction::plain(RedOp::Avg)));
+        let p = Reduction::parse("PREMUL_SUM:0.25").unwrap();
+        assert_eq!((p.op, p.factor), (RedOp::PremulSum, Some(0.25)));
+        assert_eq!(Reduction::parse("premul_sum: 2").unwrap().factor, Some(2.0));
+        for (bad, why) in [
+            ("premul_sum", "needs the rank's factor"),
+            ("premul_sum:inf", "not a finite number"),
+            ("premul_sum:x", "not a finite number"),
+            ("sum:2", "only premul_sum takes a factor"),
+            ("band", "unknown op 'band'"),
+        ] {
+            let e = Reduction::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::kernel::KernelLaunch;
 use super::process_group::{Backend, ProcessGroup, Wanted};
 use super::session::{runtime_error, CollectiveTensor, Session};
-use crate::ccl::collective::{Call, Collective};
+use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::ranks::RankMap;
 use crate::config::ccl::AlgorithmEntry;
 use crate::engine;
@@ -321,12 +321,14 @@ impl Session {
     /// input and output (the same tensor for in-place collectives): pick
     /// the backend, check the shard layout, launch the kernels of the
     /// ranks this caller stands for, join the epoch, return when every
-    /// rank's kernels have finished. A kernel failure traps the calling
-    /// bench (it is not a recoverable Python-style exception).
+    /// rank's kernels have finished. `factor` is the caller's premul-sum
+    /// factor: it is not part of the call, so ranks may differ in it. A
+    /// kernel failure traps the calling bench (it is not a recoverable
+    /// Python-style exception).
     pub(super) async fn run_collective(
         &self,
         rank: Option<u32>,
-        call: Call,
+        (call, factor): (Call, Option<f64>),
         input: CollectiveTensor,
         output: CollectiveTensor,
     ) -> wasmtime::Result<Result<(), DistError>> {
@@ -444,8 +446,13 @@ impl Session {
             // The seed's four, then the output where the kernel takes one
             // apart from its input (seed kernels index the four from the
             // end, so only those that declare it get it).
-            if separate {
+            // A premul-sum call: the output always, then the rank's factor
+            // (the WIT's `kernel`).
+            if separate || call.op == RedOp::PremulSum {
                 args.push(output.t_ptr as i64);
+            }
+            if call.op == RedOp::PremulSum {
+                args.push(factor.unwrap_or(1.0).to_bits() as i64);
             }
             for pe in pg.ranks.participants(r) {
                 let launch = KernelLaunch {

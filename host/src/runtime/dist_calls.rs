@@ -9,19 +9,16 @@
 use super::bindings::bench::kernbench::sim::distributed::DistError;
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::address::Space;
-use crate::ccl::collective::{Call, Collective, RedOp};
+use crate::ccl::collective::{Call, Collective, RedOp, Reduction};
 use crate::hw::machine::HostCopy;
 use crate::placement::{self, DpPolicy};
 
 type DistResult = wasmtime::Result<Result<(), DistError>>;
 
-/// `op` as a [`RedOp`], or the error PyTorch's users expect.
-fn red_op(what: &str, op: &str) -> Result<RedOp, DistError> {
-    RedOp::from_name(op).ok_or_else(|| {
-        DistError::ValueError(format!(
-            "{what}: unknown op '{op}' (known: sum, prod, max, min, avg)"
-        ))
-    })
+/// `op` as a [`Reduction`] (`premul_sum:<factor>` carries the rank's
+/// factor), or the error PyTorch's users expect.
+fn red_op(what: &str, op: &str) -> Result<Reduction, DistError> {
+    Reduction::parse(op).map_err(|e| DistError::ValueError(format!("{what}: {e}")))
 }
 
 /// The collective `name` ("all_reduce", "all-gather", ...) names.
@@ -146,7 +143,7 @@ impl Session {
         } else {
             c.to_string()
         };
-        let checked = || -> Result<Call, DistError> {
+        let checked = || -> Result<(Call, Option<f64>), DistError> {
             let ws = self.world_size()?;
             if apart {
                 check_pair(&what, &out, &inp)?;
@@ -161,10 +158,10 @@ impl Session {
                     )));
                 }
             }
-            let (op, root) = match c {
+            let (red, root) = match c {
                 Collective::Broadcast => {
                     check_root(&what, "src", root, ws)?;
-                    (RedOp::Sum, root)
+                    (Reduction::plain(RedOp::Sum), root)
                 }
                 Collective::Reduce => {
                     check_root(&what, "dst", root, ws)?;
@@ -172,10 +169,13 @@ impl Session {
                 }
                 _ => (red_op(&what, op)?, 0),
             };
-            Ok(self.call(c, &inp, op, root, inp.shard_numel))
+            Ok((
+                self.call(c, &inp, red.op, root, inp.shard_numel),
+                red.factor,
+            ))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
             Err(e) => Ok(Err(e)),
         }
     }
@@ -195,7 +195,7 @@ impl Session {
             Ok(self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.shard_numel))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
             Err(e) => Ok(Err(e)),
         }
     }
@@ -209,15 +209,16 @@ impl Session {
         op: &str,
     ) -> DistResult {
         let what = "reduce_scatter_tensor";
-        let checked = || -> Result<Call, DistError> {
+        let checked = || -> Result<(Call, Option<f64>), DistError> {
             let ws = self.world_size()?;
-            let op = red_op(what, op)?;
+            let red = red_op(what, op)?;
             check_pair(what, &out, &inp)?;
             check_times(what, ("input", &inp), ("output", &out), ws)?;
-            Ok(self.call(Collective::ReduceScatter, &out, op, 0, out.shard_numel))
+            let call = self.call(Collective::ReduceScatter, &out, red.op, 0, out.shard_numel);
+            Ok((call, red.factor))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
             Err(e) => Ok(Err(e)),
         }
     }
@@ -256,7 +257,7 @@ impl Session {
             ))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, call, inp, out).await,
+            Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
             Err(e) => Ok(Err(e)),
         }
     }
@@ -370,7 +371,7 @@ impl Session {
         };
         let call = self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.numel());
         match self
-            .run_collective(rank, call, inp.clone(), staging.view.clone())
+            .run_collective(rank, (call, None), inp.clone(), staging.view.clone())
             .await?
         {
             Ok(()) => {}
@@ -394,11 +395,11 @@ impl Session {
         op: &str,
     ) -> DistResult {
         let what = "reduce_scatter";
-        let checked = || -> Result<(RedOp, Staging), DistError> {
-            let op = red_op(what, op)?;
-            Ok((op, self.list_staging(what, &inps, &out)?))
+        let checked = || -> Result<(Reduction, Staging), DistError> {
+            let red = red_op(what, op)?;
+            Ok((red, self.list_staging(what, &inps, &out)?))
         };
-        let (op, staging) = match checked() {
+        let (red, staging) = match checked() {
             Ok(x) => x,
             Err(e) => return Ok(Err(e)),
         };
@@ -411,8 +412,8 @@ impl Session {
             Ok(()) => {}
             Err(e) => return Ok(Err(e)),
         }
-        let call = self.call(Collective::ReduceScatter, &out, op, 0, out.numel());
-        self.run_collective(rank, call, staging.view.clone(), out)
+        let call = self.call(Collective::ReduceScatter, &out, red.op, 0, out.numel());
+        self.run_collective(rank, (call, red.factor), staging.view.clone(), out)
             .await
     }
 

@@ -95,7 +95,7 @@ fn call_value(call: &Call, (cube_w, cube_h): (u32, u32)) -> Val {
             Val::Enum(call.collective.wit_name().to_string()),
         ),
         field("dtype", Val::Enum(call.dtype.name().to_string())),
-        field("op", Val::Enum(call.op.name().to_string())),
+        field("op", Val::Enum(call.op.wit_name().to_string())),
         field("root", Val::U32(call.root)),
         field("block", Val::U64(call.block)),
         field("world-size", Val::U32(call.world_size)),
@@ -347,18 +347,26 @@ impl AlgorithmHooks {
                 ),
             )));
         }
-        if let Some(known) = self.dtypes_known(ARGS_FOR_EXPORT) {
-            if !known.iter().any(|d| d == call.dtype.name()) {
+        // A case the component's `call` cannot name (an op or dtype of a
+        // later release) is refused by name.
+        let wanted = [
+            ("op", "ops", call.op.wit_name(), call.op.name()),
+            ("dtype", "dtypes", call.dtype.name(), call.dtype.name()),
+        ];
+        for (field, plural, case, name) in wanted {
+            let Some(known) = self.cases_known(ARGS_FOR_EXPORT, field) else {
+                continue;
+            };
+            if !known.iter().any(|k| k == case) {
                 return Err(ArgsError::Refused(self.refused(
                     ARGS_FOR_EXPORT,
                     format!(
-                        "built against an earlier kernbench:sim, whose dtypes are {} only, so it \
-                         cannot be asked for {}: rebuild it against this release's guest SDK \
-                         (kernbench:sim@{}) to run {}",
+                        "built against an earlier kernbench:sim, whose {plural} are {} only, so \
+                         it cannot be asked for {}: rebuild it against this release's guest SDK \
+                         (kernbench:sim@{}) to run {name}",
                         known.join(", "),
                         call.describe(),
                         crate::components::compat::WIT_VERSION,
-                        call.dtype.name()
                     ),
                 )));
             }
@@ -367,21 +375,22 @@ impl AlgorithmHooks {
         self.args_export(ARGS_FOR_EXPORT, &args).await
     }
 
-    /// The dtypes the `call` parameter of `export` names (a component
-    /// built before 0.7.0 knows four): None when its type is not the
+    /// The cases of the enum field `field` of the `call` parameter of
+    /// `export`: the dtypes (a component built before 0.7.0 knows four)
+    /// or the ops (before 0.8.0, five). None when its type is not the
     /// WIT's `call` record.
-    fn dtypes_known(&mut self, export: &str) -> Option<Vec<String>> {
+    fn cases_known(&mut self, export: &str, field: &str) -> Option<Vec<String>> {
         use wasmtime::component::types::Type;
         let f = self.instance.get_func(&mut self.store, export)?;
         let ty = f.ty(&self.store);
         let (_, Type::Record(call)) = ty.params().next()? else {
             return None;
         };
-        let field = call.fields().find(|f| f.name == "dtype")?;
-        let Type::Enum(dtype) = field.ty else {
+        let field = call.fields().find(|f| f.name == field)?;
+        let Type::Enum(cases) = field.ty else {
             return None;
         };
-        Some(dtype.names().map(str::to_string).collect())
+        Some(cases.names().map(str::to_string).collect())
     }
     /// `topo-name-to-kind(name)`, 0 when not exported or unknown.
     pub async fn topo_kind(&mut self, name: &str) -> Result<i32, SimError> {

@@ -1,11 +1,13 @@
 //! The shapes of the guest interface this host serves: today's
-//! (`kernbench:sim@0.7.0`) and every earlier release.
+//! (`kernbench:sim@0.8.0`) and every earlier release.
 //!
 //! The interface changed incompatibly five times while it was labelled
 //! `0.1.0`; those states are the releases 0.1.0 (as first released) to
 //! 0.6.0 (wit/history/README.md), and the labels 0.1.1 to 0.1.3 were
 //! released on top of the last of them. Then 0.7.0 gave `dtype` six more
-//! cases. The imported functions that differ from today's:
+//! cases, and 0.8.0 `ccl.red-op` the case `premul-sum` (a type only the
+//! exports use: 0.7.0's imports are today's). The imported functions
+//! that differ from today's:
 //! every one whose type names a dtype, before 0.7.0 ([`dtype4`]);
 //! `torch.zeros` without `dp` (before 0.2.0);
 //! `distributed.init-process-group` without `options` (before 0.3.0);
@@ -13,8 +15,8 @@
 //!
 //! wasmtime matches an import by exact name first, else by the highest
 //! version of its semver track, and type-checks every imported function
-//! exactly. So today's linker holds today's interfaces under `@0.7.0`,
-//! again under `@0.6.5` (0.6.x resolve to it) and `@0.1.3` (the labels
+//! exactly. So today's linker holds today's interfaces under `@0.8.0`,
+//! again under `@0.7.0`, `@0.6.5` (0.6.x resolve to it) and `@0.1.3` (the labels
 //! 0.1.1 to 0.1.3, and 0.1.0 of the states 0.5.0 and 0.6.0, resolve to
 //! it), and under each of `@0.2.0` to `@0.5.0`, with adapters over the one
 //! implementation for the functions that differ in that state. A
@@ -49,11 +51,12 @@ const INIT_TAKES_OPTIONS: u64 = 3;
 /// The state in which `tl.binop` gained `div`.
 const BINOP_GAINS_DIV: u64 = 5;
 
-/// The labels today's linker serves besides today's `@0.7.0`, each with
-/// the state (0.MINOR.0) of the interfaces it names: the last release of
+/// The labels today's linker serves besides today's `@0.8.0`, each with
+/// the state (0.MINOR.0) of the interfaces it names: 0.7.0, the last release of
 /// the 0.6 line (0.6.x resolve to it), the legacy labels 0.1.1 to 0.1.3
 /// (the interface of 0.6.1 to 0.6.3), then each earlier line.
-const LABELS: [(&str, u64); 6] = [
+const LABELS: [(&str, u64); 7] = [
+    ("0.7.0", 7),
     ("0.6.5", 6),
     ("0.1.3", 6),
     ("0.2.0", 2),

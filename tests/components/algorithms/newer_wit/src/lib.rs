@@ -1,10 +1,10 @@
 //! Test algorithm built against a `kernbench:sim` newer than the host's
-//! (0.7.9, same line): the host must refuse it, name both versions and
+//! (0.8.9, same line): the host must refuse it, name both versions and
 //! say to upgrade.
 
 wit_bindgen::generate!({
     inline: r#"
-        package kernbench:sim@0.7.9;
+        package kernbench:sim@0.8.9;
         interface tl {
             program-id: func(axis: u32) -> s64;
         }

@@ -16,7 +16,7 @@ impl Bench for Probe {
         let scenario = args.first().map(String::as_str).unwrap_or("");
         match scenario {
             "nccl" => dist::init_process_group("nccl").map_err(String::from),
-            // torch.__version__ (kernbench:sim@0.7.0), returned as the error text.
+            // torch.__version__ (kernbench:sim@0.8.0), returned as the error text.
             "version" => Err(format!("version: {}", torch::version())),
             // `hold MB`: every rank holds MB of guest memory and a tensor of
             // MB, then blocks in a receive no one answers (the host-memory
@@ -228,7 +228,7 @@ impl Bench for Probe {
                 mp::spawn(ws, &args)?;
                 Err(format!("hier ok ws={ws} at {} ps", ahbm::now_ps()))
             }
-            "arg-checks" | "mismatch" | "p2p-sizes" | "p2p-unmatched" | "lists" => {
+            "arg-checks" | "mismatch" | "p2p-sizes" | "p2p-unmatched" | "lists" | "premul" => {
                 dist::init_process_group("ahbm")?;
                 let ws = dist::get_world_size()?;
                 mp::spawn(ws, &args)?;
@@ -262,6 +262,9 @@ impl Bench for Probe {
                 let errs = [
                     dist::broadcast(&t, ws).unwrap_err(),
                     dist::reduce(&t, 0, "band").unwrap_err(),
+                    dist::all_reduce(&t, "premul_sum").unwrap_err(),
+                    dist::all_reduce(&t, "premul_sum:nan").unwrap_err(),
+                    dist::reduce_scatter_tensor(&t, &big, "max:2").unwrap_err(),
                     dist::all_gather_into_tensor(&odd, &t).unwrap_err(),
                     dist::all_gather_into_tensor(&f32t, &t).unwrap_err(),
                     dist::reduce_scatter_tensor(&t, &odd, "sum").unwrap_err(),
@@ -336,6 +339,43 @@ impl Bench for Probe {
                 }
                 if rank == 0 {
                     return Err(format!("lists ok all_gather={gather}"));
+                }
+                Ok(())
+            }
+            "premul" => {
+                // premul_sum with a factor of each rank's own: the sum of
+                // every input times its rank's factor, floats and integers
+                // (the factor truncated to the dtype), and reduce-scatter.
+                ahbm::set_device(rank)?;
+                let x = f64::from(rank + 1);
+                let f = torch::zeros(&[4], Dtype::F32, "f32")?;
+                f.copy_from_f64(&[x; 4])?;
+                dist::all_reduce(&f, &format!("premul_sum:{}", 0.5 * x)).map_err(String::from)?;
+                let want: f64 = (1..=ws).map(|r| 0.5 * f64::from(r * r)).sum();
+                if f.to_f64() != vec![want; 4] {
+                    return Err(format!("rank {rank}: f32 premul_sum: {:?}", f.to_f64()));
+                }
+                let i = torch::zeros(&[3], Dtype::I32, "i32")?;
+                i.copy_from_f64(&[x; 3])?;
+                dist::all_reduce(&i, "premul_sum:2.9").map_err(String::from)?;
+                let want_i = f64::from((1..=ws).map(|r| 2 * r).sum::<u32>());
+                if i.to_f64() != vec![want_i; 3] {
+                    return Err(format!("rank {rank}: i32 premul_sum: {:?}", i.to_f64()));
+                }
+                let input = torch::zeros(&[2 * ws], Dtype::F32, "rs_in")?;
+                input.copy_from_f64(&vec![x; 2 * ws as usize])?;
+                let out = torch::zeros(&[2], Dtype::F32, "rs_out")?;
+                dist::reduce_scatter_tensor(&out, &input, &format!("premul_sum:{x}"))
+                    .map_err(String::from)?;
+                let want_rs: f64 = (1..=ws).map(|r| f64::from(r * r)).sum();
+                if out.to_f64() != vec![want_rs; 2] {
+                    return Err(format!(
+                        "rank {rank}: reduce_scatter premul_sum: {:?}",
+                        out.to_f64()
+                    ));
+                }
+                if rank == 0 {
+                    return Err(format!("premul ok f32={want} i32={want_i} rs={want_rs}"));
                 }
                 Ok(())
             }
