@@ -16,6 +16,7 @@ pub mod ccl;
 pub mod components;
 pub mod config;
 pub mod cores;
+pub mod digest;
 pub mod engine;
 pub mod error;
 pub mod files;

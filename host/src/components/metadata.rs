@@ -239,7 +239,7 @@ pub fn read(wasm: &[u8]) -> Result<ComponentInfo, MetadataError> {
     let verdict = compat::check_component(imports.iter().chain(&exports).map(String::as_str));
     Ok(ComponentInfo {
         bytes: wasm.len() as u64,
-        sha256: super::sha256_hex(wasm),
+        sha256: crate::digest::sha256_hex(wasm),
         kind,
         imports,
         exports,

@@ -13,17 +13,6 @@ pub mod store;
 /// The largest component the host reads, from a file or a registry.
 pub const MAX_COMPONENT_BYTES: u64 = 512 << 20;
 
-/// SHA-256 of bytes as lowercase hex (cache keys, `inspect`).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    format!("{:x}", sha2::Sha256::digest(bytes))
-}
-
-/// SHA-256 of bytes as OCI writes a digest: `sha256:<hex>`.
-pub fn oci_digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", sha256_hex(bytes))
-}
-
 /// The world a component implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Kind {

@@ -382,7 +382,7 @@ pub fn check_manifest(
 
 /// The pulled component's bytes against its layer: digest and size.
 pub fn check_blob(wasm: &[u8], layer: &OciDescriptor) -> Result<(), String> {
-    let got = super::oci_digest(wasm);
+    let got = crate::digest::oci_digest(wasm);
     if got != layer.digest || wasm.len() as i64 != layer.size {
         return Err(format!(
             "the component has digest {got} and {} bytes, the manifest says {} and {} bytes",

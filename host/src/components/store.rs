@@ -251,7 +251,7 @@ impl Store {
         };
         let (wasm_path, _) = self.paths(kind, name);
         let wasm = crate::files::read_bounded(&wasm_path, super::MAX_COMPONENT_BYTES)?;
-        let got = super::oci_digest(&wasm);
+        let got = crate::digest::oci_digest(&wasm);
         if got != record.digest {
             return Err(StoreError::Tampered {
                 kind: kind.name(),

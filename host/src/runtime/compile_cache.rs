@@ -123,7 +123,7 @@ impl CompileCache {
     pub fn path_for(&self, engine: &Engine, wasm: &[u8]) -> PathBuf {
         self.dir.join(format!(
             "{}-{}.{EXT}",
-            crate::components::sha256_hex(wasm),
+            crate::digest::sha256_hex(wasm),
             engine_hash(engine)
         ))
     }

@@ -330,7 +330,7 @@ impl Sweep {
         // Where the results go and how the array is cut do not change them.
         s.slurm = SlurmSettings::default();
         s.name.clear();
-        crate::components::sha256_hex(
+        crate::digest::sha256_hex(
             serde_json::to_string(&s)
                 .expect("a sweep serialises")
                 .as_bytes(),

@@ -514,7 +514,7 @@ mod tests {
         for l in &t.links {
             writeln!(s, "{} {} {:?}", l.from.index(), l.to.index(), l.kind).unwrap();
         }
-        crate::components::sha256_hex(s.as_bytes())
+        crate::digest::sha256_hex(s.as_bytes())
     }
 
     #[test]
