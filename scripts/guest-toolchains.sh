@@ -9,16 +9,16 @@
 #   C       clang for wasm32-wasi with wasi-libc: Debian's clang, lld,
 #           wasi-libc, libclang-rt-dev-wasm32 (installed with apt-get when
 #           missing and we are root; otherwise the command to run is printed)
-#   Registry  an OCI registry server for tests/components.rs: Debian's
+#   Registry  an OCI registry server for tests/all/components.rs: Debian's
 #           docker-registry (the CNCF distribution server), started by the
 #           tests on a loopback port (installed with apt-get when missing
 #           and we are root)
-#   Slurm     a single-node cluster for tests/slurm.rs: Debian's slurm-wlm
+#   Slurm     a single-node cluster for tests/all/slurm.rs: Debian's slurm-wlm
 #           and munge (slurmctld, slurmd, munged, sbatch ...), started by
 #           the test in a temporary directory on loopback ports (installed
 #           with apt-get when missing and we are root)
 #
-# The integration tests (tests/languages.rs, tests/components.rs) use
+# The integration tests (tests/all/languages.rs, tests/all/components.rs) use
 # them and fail, naming this script, when one is missing.
 #
 #   --guests-only   only the guest toolchains (Python, JS, C), not the

@@ -14,7 +14,7 @@
 //! so the time is the tree's depth `d = max popcount(v), v < p` (relative
 //! ranks; `⌈log2 p⌉` for a power of two, less otherwise: 1 for p = 3)
 //! times a message, where no two messages share a link:
-//! `T = d·(α + S/B)` on the idealised machine (`tests/fidelity.rs`).
+//! `T = d·(α + S/B)` on the idealised machine (`tests/all/fidelity.rs`).
 //!
 //! Parameter `chunk_size` (elements per chunk). Absent: chunks of
 //! [`kernbench_guest::ring::DEFAULT_PIECE`] elements (256 Ki: any size

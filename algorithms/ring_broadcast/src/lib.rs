@@ -16,7 +16,7 @@
 //! The best `k` balances the terms: `k* = sqrt((p − 2)·S / (α·B))`.
 //!
 //! Exactly, where `α` = the path latency `λ` (no DMA set-up, free SIP
-//! internals: `tests/fidelity.rs`), with chunks of `c` bytes, the last
+//! internals: `tests/all/fidelity.rs`), with chunks of `c` bytes, the last
 //! `c_l`: `T = (p − 1)·λ + (p − 2 + k − 1)·c/B + c_l/B`. A link carries
 //! one chunk after another at its bandwidth and the latencies of
 //! back-to-back chunks overlap (cut-through), so the `≈` form above,

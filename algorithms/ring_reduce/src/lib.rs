@@ -16,7 +16,7 @@
 //! finish before it moves on). For large `S` it tends to `S/B + S·γ`.
 //!
 //! Exactly, where `α` = the path latency `λ` (no DMA set-up, free SIP
-//! internals and combines: `tests/fidelity.rs`), with chunks of `c` bytes, the last
+//! internals and combines: `tests/all/fidelity.rs`), with chunks of `c` bytes, the last
 //! `c_l`: `T = (p − 1)·λ + (p − 2 + k − 1)·c/B + c_l/B`. A link carries
 //! one chunk after another at its bandwidth and the latencies of
 //! back-to-back chunks overlap (cut-through), so the `≈` form above,

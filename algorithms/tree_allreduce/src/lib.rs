@@ -7,7 +7,7 @@
 //!
 //! Uncontended time, for a tree of depth d = ⌊log2 p⌋: the slowest path is
 //! 2d messages (d up, d down) plus the adds on the way up; the exact form
-//! for 3 ranks is checked in `tests/timing.rs`.
+//! for 3 ranks is checked in `tests/all/timing.rs`.
 
 use kernbench_guest::prelude::*;
 

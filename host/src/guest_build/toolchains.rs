@@ -6,6 +6,8 @@
 //! and `node/` (componentize-js in an npm project). They are searched in
 //! this order, and the first that has the tool wins:
 //!
+//! 0. the directory a program embedding the builder gave
+//!    ([`search_first`]);
 //! 1. `$KERNBENCH_TOOLCHAINS`;
 //! 2. the per-user directory, `$KERNBENCH_DATA_DIR/toolchains`, else the
 //!    platform's data directory (`~/.local/share/kernbench/toolchains` on
@@ -41,9 +43,19 @@ pub fn user_dir() -> Option<PathBuf> {
     crate::components::store::data_dir().map(|d| d.join("toolchains"))
 }
 
+/// A directory searched before all others, set by a program that embeds
+/// the builder (a test binary, whose threads make `set_var` unsound).
+static FIRST: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Search `dir` first, before `$KERNBENCH_TOOLCHAINS`, for the rest of
+/// the process; false if a first directory was already set.
+pub fn search_first(dir: PathBuf) -> bool {
+    FIRST.set(dir).is_ok()
+}
+
 /// The toolchain directories, in the order they are searched.
 pub fn search_dirs() -> Vec<PathBuf> {
-    let mut v = Vec::new();
+    let mut v: Vec<PathBuf> = FIRST.get().cloned().into_iter().collect();
     if let Some(d) = std::env::var_os("KERNBENCH_TOOLCHAINS").filter(|d| !d.is_empty()) {
         v.push(PathBuf::from(d));
     }

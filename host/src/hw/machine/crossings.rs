@@ -24,7 +24,7 @@
 //! before the plain events of its picosecond, in the order of its key
 //! (the issuing PE; the ring), which does not depend on when it was set.
 //! A partition's events of a picosecond then run in one order however
-//! the machine is split. Shown for landings (`tests/split.rs`: without
+//! the machine is split. Shown for landings (`tests/all/split.rs`: without
 //! the keys, two algorithms' memory digests differed); the credits'
 //! keys follow the same reasoning, no test has yet made their order
 //! differ.

@@ -18,7 +18,9 @@ pub fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn toolchains() -> PathBuf {
+/// The guest toolchains: $KERNBENCH_TOOLCHAINS, else the checkout's
+/// `.toolchains/` (where `scripts/guest-toolchains.sh` puts them).
+pub fn toolchains() -> PathBuf {
     std::env::var_os("KERNBENCH_TOOLCHAINS")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join(".toolchains"))
@@ -90,12 +92,14 @@ fn cached(out: PathBuf, inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBu
 /// Python module or a C file), `kind` "algorithm" or "bench", built with
 /// `kernbench::guest_build` (as `kernbench-host build` does).
 fn component(lang: &str, kind: &str, src: &str, sdk: &str) -> String {
-    // The builder looks in $KERNBENCH_TOOLCHAINS, default .toolchains/ of
-    // the working directory: the tests run in host/.
+    // The builder looks in $KERNBENCH_TOOLCHAINS, else .toolchains/ of the
+    // working directory, but the tests run in host/: the checkout's
+    // .toolchains/ is searched first (not through the environment, which
+    // the test threads read).
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         if std::env::var_os("KERNBENCH_TOOLCHAINS").is_none() {
-            std::env::set_var("KERNBENCH_TOOLCHAINS", toolchains());
+            kernbench::guest_build::toolchains::search_first(toolchains());
         }
     });
     let src = root().join(src);

@@ -4,7 +4,7 @@
 //! same algorithm gives the same bytes and the same simulated times in
 //! every language.
 
-mod common;
+use crate::common;
 use common::guests;
 use common::*;
 use kernbench::config::{CclConfig, Origin};

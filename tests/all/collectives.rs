@@ -2,7 +2,7 @@
 //! components: correct data for several world sizes and topologies, and
 //! determinism.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn check_allreduce(t: kernbench::config::TopologySpec, ws: u32) {

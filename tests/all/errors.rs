@@ -2,8 +2,7 @@
 //! `torch.distributed`, guest traps, bad directions and addresses, runaway
 //! guests, deadlocks and broken components. Never a host panic or a hang.
 
-mod common;
-mod hostile;
+use crate::common;
 use common::*;
 use kernbench::error::SimError;
 

@@ -6,7 +6,7 @@
 //! [`TOLERANCE`]). The algorithms' IPCQ slots hold a whole ring step
 //! (16 MiB), so each step is one message, as the closed forms assume.
 //!
-//! `cargo test --test fidelity -- --nocapture` prints the whole table.
+//! `cargo test --test all fidelity:: -- --nocapture` prints the whole table.
 //!
 //! Systematic differences, all below 0.031 %: the SIP-internal hops are not
 //! exactly free (the validator caps paths at 1e6 GB/s and math at 1e7 G
@@ -14,7 +14,7 @@
 //! hop and an add of `e` elements `e/1e7 G/s`: ~1e-4 of its transfer time
 //! each), and times are whole picoseconds.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::config::{CclConfig, Origin, TopologySpec, DEFAULT_CCL_YAML};
 use kernbench::runtime::run_bench;
@@ -29,7 +29,7 @@ const WAVE: f64 = 4.0;
 
 fn ideal(n: u32, torus_w: Option<u32>) -> TopologySpec {
     let mut t = TopologySpec::from_yaml(
-        include_str!("../configs/ideal_ring.yaml"),
+        include_str!("../../configs/ideal_ring.yaml"),
         Origin::Embedded("configs/ideal_ring.yaml"),
     )
     .unwrap();
@@ -249,7 +249,7 @@ fn relay_ring_all_to_all_matches_its_form() {
 
 /// The algorithms that talk to distant ranks, where their partners are
 /// links apart without sharing a link (a ring of 3, a 2×2 torus; on bigger
-/// rings their messages share links, see `tests/contention.rs`):
+/// rings their messages share links, see `tests/all/contention.rs`):
 ///
 /// * Rabenseifner: `Σ_k 2·(d_k·L + S/2^(k+1)/B)` over the halving steps,
 ///   `d_k` the partner's distance in hops (2×2 torus, ranks placed along

@@ -6,7 +6,7 @@
 //! bench's independent reference, the whole run deterministic, and the
 //! second pass (`--verify-data`) clean: no mismatch, no race.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::config::TopologySpec;
 

@@ -13,7 +13,7 @@
 //! recursive halving–doubling on a ring of 8 (partners 1, 2, 4 hops
 //! away, every step's messages stacked on the same ring links).
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::runtime::run_bench;
 use serde_json::Value;

@@ -1,10 +1,10 @@
 //! `--verify-data` (seed ADR-0052, DESIGN §3): the second pass replays the
 //! op log and compares every byte, and names the ops of every race. The
-//! built-in algorithms are verified by `tests/algorithms.rs` (each of its
+//! built-in algorithms are verified by `tests/all/algorithms.rs` (each of its
 //! runs twice, the second with the second pass); here the built-in
 //! benches, the three race probes and the CLI.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::runtime::RunResult;
 use kernbench::verify::{RaceKind, Verification};

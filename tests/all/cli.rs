@@ -1,7 +1,7 @@
 //! The command line as a user runs it: table, JSON, CSV, list, config
 //! files from disk and clear config errors.
 
-mod common;
+use crate::common;
 use common::{fails, kb, ok};
 
 #[test]
@@ -9,7 +9,7 @@ fn table_has_the_nccl_tests_columns() {
     let out = ok(kb().args(["run", "ccl_allreduce", "--", "-b", "8", "-e", "1K"]));
     // nccl-tests' four header lines as its all_reduce_perf prints them,
     // each a prefix of ours (the bound and efficiency follow).
-    let fixture = include_str!("fixtures/nccl-tests/all_reduce_perf.header.txt");
+    let fixture = include_str!("../fixtures/nccl-tests/all_reduce_perf.header.txt");
     let ours: Vec<&str> = out.lines().collect();
     let at = ours
         .iter()

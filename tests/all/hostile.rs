@@ -452,30 +452,44 @@ fn guest_memories_are_charged_to_the_budget() {
 /// Peak resident size of a child process, from the OS (wait4's rusage;
 /// std's `wait` would not give it, so the child is reaped by `wait4`).
 #[allow(clippy::zombie_processes)]
+///
+/// Measured through a small intermediary (python3, which the guest
+/// toolchains need anyway): Linux carries a process's peak RSS across
+/// `exec` (`ru_maxrss` keeps the old memory's high-water mark), so a
+/// child spawned straight from this test binary, which holds gigabytes
+/// of other tests' runs, reports the binary's peak. The intermediary's
+/// own child starts from the intermediary's few MiB.
 fn run_measuring_rss(cmd: &mut std::process::Command) -> (i32, String, u64) {
-    use std::io::Read;
-    let mut child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -1
-    };
-    (code, err, usage.ru_maxrss as u64 * 1024)
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        r = subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n\
+        kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n\
+        sys.stderr.write('\\nkernbench-test-maxrss-kib=%d\\n' % kib)\n\
+        sys.exit(r.returncode if r.returncode >= 0 else 255)\n";
+    let mut python = std::process::Command::new("python3");
+    python.arg("-c").arg(MEASURE).arg(cmd.get_program());
+    python.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => python.env(k, v),
+            None => python.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        python.current_dir(d);
+    }
+    let out = python
+        .output()
+        .expect("python3 runs (the guest toolchains need it)");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (err, kib) = err
+        .rsplit_once("\nkernbench-test-maxrss-kib=")
+        .map(|(e, k)| (e.to_string(), k.trim().parse::<u64>().expect("a KiB count")))
+        .unwrap_or_else(|| panic!("the RSS measurement did not report: {err}"));
+    let code = out
+        .status
+        .code()
+        .map_or(-1, |c| if c == 255 { -1 } else { c });
+    (code, err, kib * 1024)
 }
 
 /// `kernbench-host run <run_args> --memory-budget <mib>M --topology

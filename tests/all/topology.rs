@@ -8,7 +8,7 @@ use kernbench::routing::PathRouter;
 use kernbench::topology::{compile, LayoutCache, LinkKind, NodeId, PeCoord, Topology};
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 use common::{fails, kb, ok};
 
 const SHAPES: [&str; 3] = ["ring_1d", "torus_2d", "mesh_2d_no_wrap"];

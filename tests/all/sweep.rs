@@ -3,7 +3,7 @@
 //! an invalid point reported with its coordinates without stopping the
 //! others, resume after an interruption, and the plot.
 
-mod common;
+use crate::common;
 use common::{fails, kb, ok};
 use std::path::{Path, PathBuf};
 

@@ -236,6 +236,8 @@ pub fn kb() -> std::process::Command {
             std::process::id()
         )),
     );
+    // The guest toolchains of the checkout (`build` of Python, JS, C).
+    c.env("KERNBENCH_TOOLCHAINS", guests::toolchains());
     c
 }
 

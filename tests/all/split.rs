@@ -9,7 +9,7 @@
 //! digests of ring_rsag_allreduce and ring_reducescatter differed (TCM
 //! blocks freed and taken at one picosecond, in another order).
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::error::SimError;
 use kernbench::runtime::{run_bench, RunRequest, RunResult};

@@ -8,7 +8,7 @@
 //! `kernbench_guest::reference`, the run is deterministic, and its
 //! second pass (`--verify-data`) finds no mismatch and no race.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::config::TopologySpec;
 

@@ -1,7 +1,7 @@
 //! Components as things people keep and share: the precompiled cache,
 //! `inspect`, the WIT compatibility contract, install and the OCI registry.
 
-mod common;
+use crate::common;
 use common::{fails, kb, ok};
 use std::path::Path;
 

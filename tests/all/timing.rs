@@ -11,7 +11,7 @@
 //! received tile overlaps the previous add (M ≤ X), so only the last add is
 //! exposed.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::config::TopologySpec;
 use kernbench::engine::Executor;

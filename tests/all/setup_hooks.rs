@@ -3,7 +3,7 @@
 //! algorithm supplies when its entry is silent (`entry-defaults`), and
 //! seed 003 §3's `neighbors()` rewriting the builtin table.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::config::{CclConfig, Origin};
 

@@ -1,7 +1,7 @@
 //! The op log (seed ADR-0052): what a run records when asked, its
 //! dependency edges, its JSON-lines form and its determinism.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::hw::oplog::{OpParams, OpRecord};
 

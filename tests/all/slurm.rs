@@ -7,7 +7,7 @@
 //! prints fixes it. If the cluster cannot start, the test fails saying
 //! why: it is never skipped.
 
-mod common;
+use crate::common;
 use common::{fails, kb, ok};
 use std::path::{Path, PathBuf};
 use std::process::Command;

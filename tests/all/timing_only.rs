@@ -3,7 +3,7 @@
 //! collective and algorithm; its host memory does not grow with the sizes
 //! it moves; the report says it checked nothing.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::runtime::{run_bench, RunResult};
 

@@ -3,7 +3,7 @@
 //! against their references on several topologies, their times against
 //! the collective and kernel runs they are made of, and their errors.
 
-mod common;
+use crate::common;
 use common::*;
 use kernbench::kernel_report::KernelRow;
 
