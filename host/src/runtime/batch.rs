@@ -201,7 +201,7 @@ macro_rules! batch_call_fn {
             dirs: Vec<String>,
             shapes: Vec<Vec<u32>>,
             bytes: Vec<u8>,
-        ) -> wasmtime::Result<Result<(), tl::BatchError>> {
+        ) -> Result<(), $crate::runtime::fail::Fail<tl::BatchError>> {
             // A call takes two bytes or more: room for all at once.
             let mut calls = Vec::with_capacity(bytes.len() / 2);
             let mut reader = $crate::runtime::batch_bytes::BatchReader::new(&bytes);
@@ -212,16 +212,14 @@ macro_rules! batch_call_fn {
                     None => break None,
                 }
             };
-            if let Err(refused) = $name(host, dirs, shapes, calls) $($aw)* ? {
-                return Ok(Err(refused));
-            }
-            Ok(match unread {
+            $name(host, dirs, shapes, calls) $($aw)* ?;
+            match unread {
                 None => Ok(()),
-                Some(e) => Err(tl::BatchError {
+                Some(e) => Err($crate::runtime::fail::Fail::Raised(tl::BatchError {
                     index: e.index(),
                     message: e.to_string(),
-                }),
-            })
+                })),
+            }
         }
 
         /// The next call of a `tl.submit-encoded` batch (`None`: no more).
@@ -294,8 +292,10 @@ macro_rules! batch_call_fn {
             dirs: Vec<String>,
             shapes: Vec<Vec<u32>>,
             calls: Vec<tl::BatchCall>,
-        ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-            host.guard.batched_calls(calls.len())?;
+        ) -> Result<(), $crate::runtime::fail::Fail<tl::BatchError>> {
+            host.guard
+                .batched_calls(calls.len())
+                .map_err(wasmtime::Error::from)?;
             let named = $crate::runtime::batch::Named {
                 dirs: &dirs,
                 shapes: &shapes,
@@ -303,10 +303,11 @@ macro_rules! batch_call_fn {
             for (index, call) in calls.into_iter().enumerate() {
                 if let Err(e) = one_call(host, &named, call) $($aw)* {
                     let (index, message) = $crate::runtime::batch::refusal(index, e)?;
-                    return Ok(Err(tl::BatchError { index, message }));
+                    let refused = tl::BatchError { index, message };
+                    return Err($crate::runtime::fail::Fail::Raised(refused));
                 }
             }
-            Ok(Ok(()))
+            Ok(())
         }
 
         $($async)? fn one_call(

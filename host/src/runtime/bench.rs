@@ -17,6 +17,7 @@ use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::fail::{to_wit, DistFail, DistResult, MsgResult};
 use distributed::DistError;
 
 /// The host object behind a guest `torch.tensor`: its shards in their
@@ -145,17 +146,15 @@ impl BenchHost {
         got: u64,
         want: u64,
         unit: &str,
-    ) -> wasmtime::Result<Result<(), String>> {
+    ) -> MsgResult<()> {
         let bt = self.table.get(r)?;
         if got != want {
-            return Ok(Err(format!(
-                "copy_: tensor '{}' has {want} {unit}, got {got}",
-                bt.name
-            )));
+            let e = format!("copy_: tensor '{}' has {want} {unit}, got {got}", bt.name);
+            return Err(e.into());
         }
-        Ok(bt
-            .write(&self.session.machine, 0, bytes)
-            .map_err(|e| format!("copy_: {e}")))
+        bt.write(&self.session.machine, 0, bytes)
+            .map_err(|e| format!("copy_: {e}"))?;
+        Ok(())
     }
 
     /// Read elements `[first, first + count)` of a tensor for the guest,
@@ -192,16 +191,17 @@ impl BenchHost {
         call: &str,
         offset: u64,
         count: u64,
-    ) -> wasmtime::Result<Result<(), String>> {
+    ) -> MsgResult<()> {
         let bt = self.table.get(r)?;
         let numel = bt.numel();
-        Ok(match offset.checked_add(count) {
+        match offset.checked_add(count) {
             Some(end) if end <= numel => Ok(()),
             _ => Err(format!(
                 "{call}: elements {offset}..{offset}+{count} are outside tensor '{}' ({numel} elements)",
                 bt.name
-            )),
-        })
+            )
+            .into()),
+        }
     }
 
     fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
@@ -266,7 +266,7 @@ impl torch::HostTensor for BenchHost {
         data: Vec<u8>,
     ) -> wasmtime::Result<Result<(), String>> {
         let want = self.tensor(&r)?.nbytes();
-        self.write_checked(&r, &data, data.len() as u64, want, "bytes")
+        to_wit(self.write_checked(&r, &data, data.len() as u64, want, "bytes"))
     }
     async fn copy_from_f64(
         &mut self,
@@ -275,7 +275,7 @@ impl torch::HostTensor for BenchHost {
     ) -> wasmtime::Result<Result<(), String>> {
         let t = self.tensor(&r)?;
         let (bytes, want) = (t.dtype.from_f64(&data), t.numel());
-        self.write_checked(&r, &bytes, data.len() as u64, want, "elements")
+        to_wit(self.write_checked(&r, &bytes, data.len() as u64, want, "elements"))
     }
     async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
         let t = self.tensor(&r)?;
@@ -294,13 +294,13 @@ impl torch::HostTensor for BenchHost {
         data: Vec<f64>,
     ) -> wasmtime::Result<Result<(), String>> {
         let call = "copy_from_f64_at";
-        if let Err(e) = self.element_range(&r, call, offset, data.len() as u64)? {
-            return Ok(Err(e));
-        }
-        let bt = self.table.get(&r)?;
-        Ok(bt
-            .write(&self.session.machine, offset, &bt.dtype.from_f64(&data))
-            .map_err(|e| format!("{call}: {e}")))
+        to_wit((|| {
+            self.element_range(&r, call, offset, data.len() as u64)?;
+            let bt = self.table.get(&r)?;
+            bt.write(&self.session.machine, offset, &bt.dtype.from_f64(&data))
+                .map_err(|e| format!("{call}: {e}"))?;
+            Ok(())
+        })())
     }
     async fn to_f64_range(
         &mut self,
@@ -309,12 +309,12 @@ impl torch::HostTensor for BenchHost {
         count: u64,
     ) -> wasmtime::Result<Result<Vec<f64>, String>> {
         let call = "tensor.to_f64_range()";
-        if let Err(e) = self.element_range(&r, call, offset, count)? {
-            return Ok(Err(e));
-        }
-        let dtype = self.tensor(&r)?.dtype;
-        let bytes = self.read_for_guest(&r, call, (offset, count), 8)?;
-        Ok(Ok(dtype.to_f64(&bytes)))
+        to_wit((|| {
+            self.element_range(&r, call, offset, count)?;
+            let dtype = self.tensor(&r)?.dtype;
+            let bytes = self.read_for_guest(&r, call, (offset, count), 8)?;
+            Ok(dtype.to_f64(&bytes))
+        })())
     }
     async fn drop(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<()> {
         self.table.delete(r)?;
@@ -371,25 +371,26 @@ impl torch::Host for BenchHost {
             )
         };
         let machine = &self.session.machine;
-        if let Err(e) = dtype.nbytes(&shape) {
-            return Ok(Err(format!("{}: {e}", call())));
-        }
-        let specs = match placement::resolve(&dp, &shape, dtype.itemsize(), sip, &machine.topo.spec)
-        {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(format!("{}: ValueError: {e}", call()))),
-        };
-        // Allocated memory reads as zero and costs nothing until written.
-        let placed = match machine.place_tensor(specs, dtype, &name) {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(format!("{}: {e}", call()))),
-        };
-        Ok(Ok(self.table.push(BenchTensor {
-            placed,
-            shape,
-            dtype,
-            name,
-        })?))
+        let placed = (|| -> MsgResult<_> {
+            dtype
+                .nbytes(&shape)
+                .map_err(|e| format!("{}: {e}", call()))?;
+            let specs = placement::resolve(&dp, &shape, dtype.itemsize(), sip, &machine.topo.spec)
+                .map_err(|e| format!("{}: ValueError: {e}", call()))?;
+            // Allocated memory reads as zero and costs nothing until written.
+            Ok(machine
+                .place_tensor(specs, dtype, &name)
+                .map_err(|e| format!("{}: {e}", call()))?)
+        })();
+        to_wit(placed.and_then(|placed| {
+            let tensor = BenchTensor {
+                placed,
+                shape,
+                dtype,
+                name,
+            };
+            Ok(self.table.push(tensor)?)
+        }))
     }
 
     async fn version(&mut self) -> wasmtime::Result<String> {
@@ -398,54 +399,46 @@ impl torch::Host for BenchHost {
 }
 
 impl distributed::Host for BenchHost {
+    fn convert_dist_error(&mut self, err: DistFail) -> wasmtime::Result<DistError> {
+        err.into_wit()
+    }
     async fn init_process_group(
         &mut self,
         backend: String,
         _world_size: Option<u32>,
         _rank: Option<u32>,
         options: Option<distributed::PgOptions>,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         // D2: world_size / rank arguments are accepted and ignored.
         let s = self.session.clone();
         let wanted = options.and_then(|o| o.algorithm);
-        Ok(s.init_process_group(&backend, wanted.as_deref()).await)
+        Ok(s.init_process_group(&backend, wanted.as_deref()).await?)
     }
     async fn is_initialized(&mut self) -> wasmtime::Result<bool> {
         Ok(self.session.process_group().is_ok())
     }
-    async fn get_rank(&mut self) -> wasmtime::Result<Result<u32, DistError>> {
-        Ok(self.session.process_group().map(|_| self.rank.unwrap_or(0)))
+    async fn get_rank(&mut self) -> DistResult<u32> {
+        self.session.process_group()?;
+        Ok(self.rank.unwrap_or(0))
     }
-    async fn get_world_size(&mut self) -> wasmtime::Result<Result<u32, DistError>> {
-        Ok(self.session.process_group().map(|pg| pg.world_size))
+    async fn get_world_size(&mut self) -> DistResult<u32> {
+        Ok(self.session.process_group()?.world_size)
     }
-    async fn get_backend(&mut self) -> wasmtime::Result<Result<String, DistError>> {
-        Ok(self.session.process_group().map(|_| "ahbm".to_string()))
+    async fn get_backend(&mut self) -> DistResult<String> {
+        self.session.process_group()?;
+        Ok("ahbm".to_string())
     }
-    async fn all_reduce(
-        &mut self,
-        t: Resource<BenchTensor>,
-        op: String,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    async fn all_reduce(&mut self, t: Resource<BenchTensor>, op: String) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.all_reduce(self.rank, tensor, &op).await
     }
-    async fn broadcast(
-        &mut self,
-        t: Resource<BenchTensor>,
-        src: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    async fn broadcast(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.broadcast(self.rank, tensor, src).await
     }
-    async fn reduce(
-        &mut self,
-        t: Resource<BenchTensor>,
-        dst: u32,
-        op: String,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    async fn reduce(&mut self, t: Resource<BenchTensor>, dst: u32, op: String) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.reduce(self.rank, tensor, dst, &op).await
@@ -454,7 +447,7 @@ impl distributed::Host for BenchHost {
         &mut self,
         output: Resource<BenchTensor>,
         input: Resource<BenchTensor>,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.session.clone();
         s.all_gather_into_tensor(self.rank, o, i).await
@@ -463,7 +456,7 @@ impl distributed::Host for BenchHost {
         &mut self,
         outputs: Vec<Resource<BenchTensor>>,
         input: Resource<BenchTensor>,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let outs = outputs
             .iter()
             .map(|o| self.view(o))
@@ -477,7 +470,7 @@ impl distributed::Host for BenchHost {
         output: Resource<BenchTensor>,
         input: Resource<BenchTensor>,
         op: String,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.session.clone();
         s.reduce_scatter_tensor(self.rank, o, i, &op).await
@@ -487,7 +480,7 @@ impl distributed::Host for BenchHost {
         output: Resource<BenchTensor>,
         inputs: Vec<Resource<BenchTensor>>,
         op: String,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let o = self.view(&output)?;
         let ins = inputs
             .iter()
@@ -500,39 +493,29 @@ impl distributed::Host for BenchHost {
         &mut self,
         output: Resource<BenchTensor>,
         input: Resource<BenchTensor>,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.session.clone();
         s.all_to_all_single(self.rank, o, i).await
     }
-    async fn send(
-        &mut self,
-        t: Resource<BenchTensor>,
-        dst: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    async fn send(&mut self, t: Resource<BenchTensor>, dst: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.send(self.rank, tensor, dst).await
     }
-    async fn recv(
-        &mut self,
-        t: Resource<BenchTensor>,
-        src: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    async fn recv(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.recv(self.rank, tensor, src).await
     }
-    async fn barrier(&mut self) -> wasmtime::Result<Result<(), DistError>> {
+    async fn barrier(&mut self) -> DistResult {
         // D6: a no-op once initialised (all ranks share one simulator).
-        Ok(self.session.process_group().map(|_| ()))
+        self.session.process_group()?;
+        Ok(())
     }
-    async fn shards_wanted(
-        &mut self,
-        collective: String,
-    ) -> wasmtime::Result<Result<Option<u32>, DistError>> {
+    async fn shards_wanted(&mut self, collective: String) -> DistResult<Option<u32>> {
         let s = self.session.clone();
-        Ok(s.shards_wanted(&collective).await)
+        Ok(s.shards_wanted(&collective).await?)
     }
     async fn collective_out_of_place(
         &mut self,
@@ -541,7 +524,7 @@ impl distributed::Host for BenchHost {
         input: Resource<BenchTensor>,
         op: String,
         root: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.session.clone();
         s.collective_out_of_place(self.rank, &collective, o, i, &op, root)
@@ -553,7 +536,7 @@ impl distributed::Host for BenchHost {
         t: Resource<BenchTensor>,
         op: String,
         root: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.session.clone();
         s.collective_in_place(self.rank, &collective, tensor, &op, root)
@@ -568,9 +551,8 @@ impl multiprocessing::Host for BenchHost {
         args: Vec<String>,
     ) -> wasmtime::Result<Result<(), String>> {
         if self.rank.is_some() {
-            return Ok(Err(
-                "multiprocessing.spawn called from inside a spawned worker".into(),
-            ));
+            let e = "multiprocessing.spawn called from inside a spawned worker";
+            return to_wit(Err(e.to_string().into()));
         }
         let s = self.session.clone();
         Ok(s.spawn_workers(nprocs, args).await)
@@ -593,11 +575,12 @@ impl ahbm::Host for BenchHost {
     ) -> wasmtime::Result<Result<ahbm::DeviceProperties, String>> {
         let spec = &self.session.machine.topo.spec;
         if device >= spec.n_sips() {
-            return Ok(Err(format!(
+            let e = format!(
                 "invalid device {device}: this machine has {} SIPs (0..{})",
                 spec.n_sips(),
                 spec.n_sips()
-            )));
+            );
+            return to_wit(Err(e.into()));
         }
         Ok(Ok(ahbm::DeviceProperties {
             name: format!("sip{device}"),

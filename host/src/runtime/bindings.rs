@@ -57,6 +57,11 @@ pub mod bench {
         world: "bench",
         imports: { default: async | trappable },
         exports: { default: async },
+        // `result<_, dist-error>` as `Result<_, DistFail>`: host code uses
+        // `?` for PyTorch's exceptions and for traps alike.
+        trappable_error_type: {
+            "kernbench:sim/distributed.dist-error" => crate::runtime::fail::DistFail,
+        },
         with: {
             "kernbench:sim/types": super::algorithm::kernbench::sim::types,
             "kernbench:sim/torch.tensor": crate::runtime::bench::BenchTensor,

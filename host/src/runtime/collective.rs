@@ -7,6 +7,7 @@
 //! report.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::fail::DistResult;
 use super::kernel::KernelLaunch;
 use super::process_group::{Backend, ProcessGroup, Wanted};
 use super::session::{runtime_error, CollectiveTensor, Session};
@@ -331,24 +332,24 @@ impl Session {
         (call, factor): (Call, Option<f64>),
         input: CollectiveTensor,
         output: CollectiveTensor,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let pg = match self.process_group() {
             Ok(pg) => pg,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let backend = match self.backend_for(&pg, call.collective).await {
             Ok(b) => b,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let ranks = match self.callers_ranks(&pg, rank, &input, call.collective) {
             Ok(r) => r,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         if let Some(v) = backend.validator {
             let want = v.shards_needed(&self.machine.topo.spec);
             for t in [&input, &output] {
                 if t.shards != want {
-                    return Ok(Err(DistError::ValueError(format!(
+                    return Err(DistError::ValueError(format!(
                         "{} on rank {} ({} validator of '{}'): the tensor has {} shard(s) on SIP {}, \
                          the algorithm needs {want} (place it with a DPPolicy that gives {want})",
                         call.collective,
@@ -357,7 +358,7 @@ impl Session {
                         backend.algorithm,
                         t.shards,
                         t.sip
-                    ))));
+                    )).into());
                 }
             }
         }
@@ -369,13 +370,14 @@ impl Session {
                 out_of_place: true,
             };
             let hint = self.who_does(&pg, want, &backend.algorithm).await;
-            return Ok(Err(DistError::NotImplemented(format!(
+            return Err(DistError::NotImplemented(format!(
                 "{} out of place: algorithm '{}' runs it in place only (its `out-of-place` export \
                  does not list {}); {hint}",
                 call.describe(),
                 backend.algorithm,
                 call.collective
-            ))));
+            ))
+            .into());
         }
         let kargs = match self
             .kernel_args_for(
@@ -390,7 +392,7 @@ impl Session {
             .await
         {
             Ok(k) => k,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
 
         let started = engine::now();
@@ -425,7 +427,7 @@ impl Session {
                     );
                     self.failures
                         .record(format!("rank {}", ranks[0]), e.clone());
-                    return Ok(Err(runtime_error(e)));
+                    return Err(runtime_error(e).into());
                 }
                 Some(_) => {}
             }
@@ -529,7 +531,7 @@ impl Session {
                 }
                 Err(why) => {
                     self.machine.give_up_split(why.clone());
-                    return Err(wasmtime::Error::msg(format!("split run given up: {why}")));
+                    return Err(wasmtime::Error::msg(format!("split run given up: {why}")).into());
                 }
             }
         }
@@ -569,9 +571,10 @@ impl Session {
                 "{} failed: {}",
                 call.collective,
                 errors.join("; ")
-            )));
+            ))
+            .into());
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// The ranks a collective call of `rank` (None: the single driver)

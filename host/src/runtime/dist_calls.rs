@@ -7,13 +7,12 @@
 //! Point-to-point `send` / `recv` are [`super::p2p`]'s.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::fail::DistResult;
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::address::Space;
 use crate::ccl::collective::{Call, Collective, RedOp, Reduction};
 use crate::hw::machine::HostCopy;
 use crate::placement::{self, DpPolicy};
-
-type DistResult = wasmtime::Result<Result<(), DistError>>;
 
 /// `op` as a [`Reduction`] (`premul_sum:<factor>` carries the rank's
 /// factor), or the error PyTorch's users expect.
@@ -176,7 +175,7 @@ impl Session {
         };
         match checked() {
             Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
-            Err(e) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -196,7 +195,7 @@ impl Session {
         };
         match checked() {
             Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
-            Err(e) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -219,7 +218,7 @@ impl Session {
         };
         match checked() {
             Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
-            Err(e) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -258,7 +257,7 @@ impl Session {
         };
         match checked() {
             Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
-            Err(e) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -278,7 +277,7 @@ impl Session {
     ) -> DistResult {
         let c = match collective_named("collective_out_of_place", name) {
             Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         match c {
             Collective::AllGather => self.all_gather_into_tensor(rank, out, inp).await,
@@ -306,7 +305,7 @@ impl Session {
     ) -> DistResult {
         let c = match collective_named("collective_in_place", name) {
             Ok(c) => c,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         match c {
             Collective::AllReduce => self.all_reduce(rank, t, op).await,
@@ -345,7 +344,7 @@ impl Session {
                 };
                 let part = match block() {
                     Ok(p) => p,
-                    Err(e) => return Ok(Err(e)),
+                    Err(e) => return Err(e.into()),
                 };
                 if c == Collective::AllGather {
                     self.all_gather_into_tensor(rank, t, part).await
@@ -367,16 +366,11 @@ impl Session {
         let what = "all_gather";
         let staging = match self.list_staging(what, &outs, &inp) {
             Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let call = self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.numel());
-        match self
-            .run_collective(rank, (call, None), inp.clone(), staging.view.clone())
-            .await?
-        {
-            Ok(()) => {}
-            Err(e) => return Ok(Err(e)),
-        }
+        self.run_collective(rank, (call, None), inp.clone(), staging.view.clone())
+            .await?;
         let copies = outs
             .iter()
             .enumerate()
@@ -401,17 +395,14 @@ impl Session {
         };
         let (red, staging) = match checked() {
             Ok(x) => x,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let copies = inps
             .iter()
             .enumerate()
             .map(|(i, t)| (t.blocks[0], staging.block(i, out.nbytes)))
             .collect();
-        match self.staging_copies(what, rank, copies).await? {
-            Ok(()) => {}
-            Err(e) => return Ok(Err(e)),
-        }
+        self.staging_copies(what, rank, copies).await?;
         let call = self.call(Collective::ReduceScatter, &out, red.op, 0, out.numel());
         self.run_collective(rank, (call, red.factor), staging.view.clone(), out)
             .await
@@ -483,7 +474,7 @@ impl Session {
     ) -> DistResult {
         let pg = match self.process_group() {
             Ok(pg) => pg,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let pe = pg.ranks.first_pe(rank.unwrap_or(0));
         let copies = copies
@@ -495,12 +486,12 @@ impl Session {
             })
             .collect();
         if let Err(e) = self.machine.host_copies(pe, copies).await {
-            return Err(wasmtime::Error::msg(format!("{what}: staging copy: {e}")));
+            return Err(wasmtime::Error::msg(format!("{what}: staging copy: {e}")).into());
         }
         if self.machine.oplog().is_some() {
             self.machine.note_host_sync(&[pe]);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 }
 

@@ -624,7 +624,7 @@ impl tl::Host for EagerHost {
         shapes: Vec<Vec<u32>>,
         calls: Vec<tl::BatchCall>,
     ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-        submit_batch(self, dirs, shapes, calls)
+        super::fail::to_wit(submit_batch(self, dirs, shapes, calls))
     }
 
     fn submit_encoded(
@@ -633,7 +633,7 @@ impl tl::Host for EagerHost {
         shapes: Vec<Vec<u32>>,
         calls: Vec<u8>,
     ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-        submit_encoded_batch(self, dirs, shapes, calls)
+        super::fail::to_wit(submit_encoded_batch(self, dirs, shapes, calls))
     }
 
     /// A batch asks for a handle only for what a recorded tensor cannot

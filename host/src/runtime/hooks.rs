@@ -128,8 +128,9 @@ fn params_value(params: &[(String, ParamValue)]) -> Val {
     )
 }
 
-/// A `result<list<s64>, string>`.
-fn args_result_in(v: &Val) -> Result<Result<Vec<i64>, String>, String> {
+/// A `result<list<s64>, string>`: the arguments, or the algorithm's
+/// message (its refusal, or what it returned instead of the WIT's type).
+fn args_result_in(v: &Val) -> Result<Vec<i64>, String> {
     let unexpected = || format!("returned {v:?}, not result<list<s64>, string>");
     match v {
         Val::Result(Ok(Some(list))) => match list.as_ref() {
@@ -139,12 +140,11 @@ fn args_result_in(v: &Val) -> Result<Result<Vec<i64>, String>, String> {
                     Val::S64(n) => Ok(*n),
                     _ => Err(unexpected()),
                 })
-                .collect::<Result<Vec<_>, _>>()
-                .map(Ok),
+                .collect(),
             _ => Err(unexpected()),
         },
         Val::Result(Err(Some(message))) => match message.as_ref() {
-            Val::String(m) => Ok(Err(m.clone())),
+            Val::String(m) => Err(m.clone()),
             _ => Err(unexpected()),
         },
         _ => Err(unexpected()),
@@ -238,12 +238,7 @@ impl AlgorithmHooks {
             .call_by_value(export, args)
             .await
             .map_err(|e| ArgsError::Failed(self.guest_error(e)))?;
-        match args_result_in(&called) {
-            Ok(Ok(args)) => Ok(args),
-            Ok(Err(message)) | Err(message) => {
-                Err(ArgsError::Refused(self.refused(export, message)))
-            }
-        }
+        args_result_in(&called).map_err(|message| ArgsError::Refused(self.refused(export, message)))
     }
 
     fn exports(&mut self, name: &str) -> bool {

@@ -507,7 +507,7 @@ impl tl::Host for KernelHost {
         shapes: Vec<Vec<u32>>,
         calls: Vec<tl::BatchCall>,
     ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-        submit_batch(self, dirs, shapes, calls).await
+        super::fail::to_wit(submit_batch(self, dirs, shapes, calls).await)
     }
 
     async fn submit_encoded(
@@ -516,7 +516,7 @@ impl tl::Host for KernelHost {
         shapes: Vec<Vec<u32>>,
         calls: Vec<u8>,
     ) -> wasmtime::Result<Result<(), tl::BatchError>> {
-        submit_encoded_batch(self, dirs, shapes, calls).await
+        super::fail::to_wit(submit_encoded_batch(self, dirs, shapes, calls).await)
     }
 
     fn batch_tensor(&mut self, id: u32) -> wasmtime::Result<Resource<KernelTensor>> {

@@ -28,6 +28,7 @@ pub mod console;
 pub mod describe;
 pub mod dist_calls;
 pub mod eager;
+pub mod fail;
 pub mod futures;
 pub mod hooks;
 pub mod kernel;

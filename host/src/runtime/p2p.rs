@@ -8,6 +8,7 @@
 //! landed.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::fail::DistResult;
 use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::engine::Event;
 use crate::hw::machine::HostCopy;
@@ -58,22 +59,12 @@ impl P2pQueues {
 
 impl Session {
     /// `send(tensor, dst)`.
-    pub async fn send(
-        &self,
-        rank: Option<u32>,
-        t: CollectiveTensor,
-        dst: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    pub async fn send(&self, rank: Option<u32>, t: CollectiveTensor, dst: u32) -> DistResult {
         self.p2p(rank, t, dst, Side::Send).await
     }
 
     /// `recv(tensor, src)`.
-    pub async fn recv(
-        &self,
-        rank: Option<u32>,
-        t: CollectiveTensor,
-        src: u32,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    pub async fn recv(&self, rank: Option<u32>, t: CollectiveTensor, src: u32) -> DistResult {
         self.p2p(rank, t, src, Side::Recv).await
     }
 
@@ -83,47 +74,50 @@ impl Session {
         t: CollectiveTensor,
         peer: u32,
         side: Side,
-    ) -> wasmtime::Result<Result<(), DistError>> {
+    ) -> DistResult {
         let (what, arg) = match side {
             Side::Send => ("send", "dst"),
             Side::Recv => ("recv", "src"),
         };
         let pg = match self.process_group() {
             Ok(pg) => pg,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Err(e.into()),
         };
         let ws = pg.world_size;
         let me = match rank {
             Some(r) => r,
             None if ws == 1 => 0,
             None => {
-                return Ok(Err(runtime_error(format!(
+                return Err(runtime_error(format!(
                 "{what}: the single driver stands for every rank; point-to-point calls need one \
                      worker per rank (torch.multiprocessing.spawn)"
-            ))))
+            ))
+                .into())
             }
         };
         if peer >= ws {
-            return Ok(Err(DistError::ValueError(format!(
+            return Err(DistError::ValueError(format!(
                 "{what}: {arg}={peer} is not a rank of the process group (world_size {ws}: ranks 0..{})",
                 ws - 1
-            ))));
+            )).into());
         }
         if peer == me {
-            return Ok(Err(DistError::ValueError(format!(
+            return Err(DistError::ValueError(format!(
                 "{what}: Invalid {} rank: {arg}={peer} is the rank of the current process",
                 if side == Side::Send {
                     "destination"
                 } else {
                     "source"
                 }
-            ))));
+            ))
+            .into());
         }
         if pg.ranks.sip(me) != t.sip {
-            return Ok(Err(DistError::ValueError(format!(
+            return Err(DistError::ValueError(format!(
                 "{what}: {}",
                 pg.ranks.misplaced(me, t.sip)
-            ))));
+            ))
+            .into());
         }
         let key = match side {
             Side::Send => (me, peer),
@@ -153,11 +147,11 @@ impl Session {
             Err((done, outcome)) => {
                 done.wait().await;
                 let outcome = outcome.lock().unwrap().take();
-                return Ok(match outcome {
+                return match outcome {
                     Some(Ok(())) => Ok(()),
-                    Some(Err(e)) => Err(DistError::ValueError(e)),
-                    None => Err(runtime_error(format!("{what}: its partner vanished"))),
-                });
+                    Some(Err(e)) => Err(DistError::ValueError(e).into()),
+                    None => Err(runtime_error(format!("{what}: its partner vanished")).into()),
+                };
             }
         };
         // Matched: this (later) call moves the bytes.
@@ -182,7 +176,8 @@ impl Session {
             if let Err(e) = self.machine.host_copies(pe, copies).await {
                 return Err(wasmtime::Error::msg(format!(
                     "send from rank {src} to rank {dst}: {e}"
-                )));
+                ))
+                .into());
             }
             if self.machine.oplog().is_some() {
                 self.machine.note_host_sync(&[pe]);
@@ -190,7 +185,7 @@ impl Session {
         }
         *partner.outcome.lock().unwrap() = Some(result.clone());
         partner.done.set();
-        Ok(result.map_err(DistError::ValueError))
+        Ok(result.map_err(DistError::ValueError)?)
     }
 }
 

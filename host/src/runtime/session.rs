@@ -557,11 +557,15 @@ impl Session {
         let kernel_failure = self
             .root_cause()
             .filter(|e| matches!(e, SimError::BenchFailed { who, .. } if who == "collective"));
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(msg)) => Err(kernel_failure.unwrap_or_else(|| failed(msg))),
-            Err(e) => Err(kernel_failure.unwrap_or_else(|| failed(describe_guest_error(&e, &out)))),
-        }
+        // The bench's own error (`run` returned it), or the trap.
+        let message = match result {
+            Ok(returned) => match returned {
+                Ok(()) => return Ok(()),
+                Err(msg) => msg,
+            },
+            Err(e) => describe_guest_error(&e, &out),
+        };
+        Err(kernel_failure.unwrap_or_else(|| failed(message)))
     }
 
     /// The first recorded failure as an error.

@@ -260,14 +260,15 @@ pub fn bench(
                 "init-process-group",
                 |mut store: StoreContextMut<'_, BenchHost>, (backend, world_size, rank): Args| {
                     Box::new(async move {
+                        let host = store.data_mut();
                         let r = distributed::Host::init_process_group(
-                            store.data_mut(),
-                            backend,
-                            world_size,
-                            rank,
-                            None,
+                            host, backend, world_size, rank, None,
                         )
-                        .await?;
+                        .await;
+                        let r = match r {
+                            Ok(()) => Ok(()),
+                            Err(e) => Err(distributed::Host::convert_dist_error(host, e)?),
+                        };
                         Ok((r,))
                     })
                 },
