@@ -1,0 +1,150 @@
+//! `torch.distributed`: the process group, every collective and send / recv, each handed to the session.
+
+use crate::runtime::bench::*;
+use crate::runtime::bindings::bench::kernbench::sim::distributed;
+
+impl distributed::Host for BenchHost {
+    fn convert_dist_error(&mut self, err: DistFail) -> wasmtime::Result<DistError> {
+        err.into_wit()
+    }
+    async fn init_process_group(
+        &mut self,
+        backend: String,
+        _world_size: Option<u32>,
+        _rank: Option<u32>,
+        options: Option<distributed::PgOptions>,
+    ) -> DistResult {
+        // D2: world_size / rank arguments are accepted and ignored.
+        let s = self.session.clone();
+        let wanted = options.and_then(|o| o.algorithm);
+        Ok(s.init_process_group(&backend, wanted.as_deref()).await?)
+    }
+    async fn is_initialized(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.session.process_group().is_ok())
+    }
+    async fn get_rank(&mut self) -> DistResult<u32> {
+        self.session.process_group()?;
+        Ok(self.rank.unwrap_or(0))
+    }
+    async fn get_world_size(&mut self) -> DistResult<u32> {
+        Ok(self.session.process_group()?.world_size)
+    }
+    async fn get_backend(&mut self) -> DistResult<String> {
+        self.session.process_group()?;
+        Ok("ahbm".to_string())
+    }
+    async fn all_reduce(&mut self, t: Resource<BenchTensor>, op: String) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.all_reduce(self.rank, tensor, &op).await
+    }
+    async fn broadcast(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.broadcast(self.rank, tensor, src).await
+    }
+    async fn reduce(&mut self, t: Resource<BenchTensor>, dst: u32, op: String) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.reduce(self.rank, tensor, dst, &op).await
+    }
+    async fn all_gather_into_tensor(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+    ) -> DistResult {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.all_gather_into_tensor(self.rank, o, i).await
+    }
+    async fn all_gather(
+        &mut self,
+        outputs: Vec<Resource<BenchTensor>>,
+        input: Resource<BenchTensor>,
+    ) -> DistResult {
+        let outs = outputs
+            .iter()
+            .map(|o| self.view(o))
+            .collect::<wasmtime::Result<Vec<_>>>()?;
+        let i = self.view(&input)?;
+        let s = self.session.clone();
+        s.all_gather_list(self.rank, outs, i).await
+    }
+    async fn reduce_scatter_tensor(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+        op: String,
+    ) -> DistResult {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.reduce_scatter_tensor(self.rank, o, i, &op).await
+    }
+    async fn reduce_scatter(
+        &mut self,
+        output: Resource<BenchTensor>,
+        inputs: Vec<Resource<BenchTensor>>,
+        op: String,
+    ) -> DistResult {
+        let o = self.view(&output)?;
+        let ins = inputs
+            .iter()
+            .map(|i| self.view(i))
+            .collect::<wasmtime::Result<Vec<_>>>()?;
+        let s = self.session.clone();
+        s.reduce_scatter_list(self.rank, o, ins, &op).await
+    }
+    async fn all_to_all_single(
+        &mut self,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+    ) -> DistResult {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.all_to_all_single(self.rank, o, i).await
+    }
+    async fn send(&mut self, t: Resource<BenchTensor>, dst: u32) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.send(self.rank, tensor, dst).await
+    }
+    async fn recv(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.recv(self.rank, tensor, src).await
+    }
+    async fn barrier(&mut self) -> DistResult {
+        // D6: a no-op once initialised (all ranks share one simulator).
+        self.session.process_group()?;
+        Ok(())
+    }
+    async fn shards_wanted(&mut self, collective: String) -> DistResult<Option<u32>> {
+        let s = self.session.clone();
+        Ok(s.shards_wanted(&collective).await?)
+    }
+    async fn collective_out_of_place(
+        &mut self,
+        collective: String,
+        output: Resource<BenchTensor>,
+        input: Resource<BenchTensor>,
+        op: String,
+        root: u32,
+    ) -> DistResult {
+        let (o, i) = (self.view(&output)?, self.view(&input)?);
+        let s = self.session.clone();
+        s.collective_out_of_place(self.rank, &collective, o, i, &op, root)
+            .await
+    }
+    async fn collective_in_place(
+        &mut self,
+        collective: String,
+        t: Resource<BenchTensor>,
+        op: String,
+        root: u32,
+    ) -> DistResult {
+        let tensor = self.view(&t)?;
+        let s = self.session.clone();
+        s.collective_in_place(self.rank, &collective, tensor, &op, root)
+            .await
+    }
+}

@@ -1,0 +1,183 @@
+//! `torch`: tensors (`torch.zeros`, the tensor resource's methods) and kernel launches (`torch.launch`).
+
+use crate::runtime::bench::*;
+use crate::runtime::bindings::bench::kernbench::sim::torch;
+
+impl torch::HostTensor for BenchHost {
+    async fn shards(
+        &mut self,
+        r: Resource<BenchTensor>,
+    ) -> wasmtime::Result<Vec<torch::ShardSpec>> {
+        Ok(self
+            .tensor(&r)?
+            .placed
+            .specs
+            .iter()
+            .map(|s| torch::ShardSpec {
+                sip: s.sip,
+                cube: s.cube,
+                pe: s.pe,
+                row_start: s.rows.start,
+                rows: s.rows.len() as u32,
+                col_start: s.cols.start,
+                cols: s.cols.len() as u32,
+                offset_bytes: s.offset_bytes,
+                nbytes: s.nbytes,
+            })
+            .collect())
+    }
+    async fn data_ptr(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.placed.addr())
+    }
+    async fn shape(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u32>> {
+        Ok(self.tensor(&r)?.shape.clone())
+    }
+    async fn dtype(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<torch::Dtype> {
+        Ok(crate::runtime::kernel::dtype_out(self.tensor(&r)?.dtype))
+    }
+    async fn numel(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.numel())
+    }
+    async fn nbytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u64> {
+        Ok(self.tensor(&r)?.nbytes())
+    }
+    async fn device(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<u32> {
+        Ok(self.tensor(&r)?.sip())
+    }
+    async fn copy_from_bytes(
+        &mut self,
+        r: Resource<BenchTensor>,
+        data: Vec<u8>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let want = self.tensor(&r)?.nbytes();
+        to_wit(self.write_checked(&r, &data, data.len() as u64, want, "bytes"))
+    }
+    async fn copy_from_f64(
+        &mut self,
+        r: Resource<BenchTensor>,
+        data: Vec<f64>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let t = self.tensor(&r)?;
+        let (bytes, want) = (t.dtype.from_f64(&data), t.numel());
+        to_wit(self.write_checked(&r, &bytes, data.len() as u64, want, "elements"))
+    }
+    async fn to_bytes(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<u8>> {
+        let t = self.tensor(&r)?;
+        let (all, item) = ((0, t.numel()), t.dtype.itemsize());
+        self.read_for_guest(&r, "tensor.to_bytes()", all, item)
+    }
+    async fn to_f64(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<Vec<f64>> {
+        let t = self.tensor(&r)?;
+        let (all, dtype) = ((0, t.numel()), t.dtype);
+        Ok(dtype.to_f64(&self.read_for_guest(&r, "tensor.to_f64()", all, 8)?))
+    }
+    async fn copy_from_f64_at(
+        &mut self,
+        r: Resource<BenchTensor>,
+        offset: u64,
+        data: Vec<f64>,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let call = "copy_from_f64_at";
+        to_wit((|| {
+            self.element_range(&r, call, offset, data.len() as u64)?;
+            let bt = self.table.get(&r)?;
+            bt.write(&self.session.machine, offset, &bt.dtype.from_f64(&data))
+                .map_err(|e| format!("{call}: {e}"))?;
+            Ok(())
+        })())
+    }
+    async fn to_f64_range(
+        &mut self,
+        r: Resource<BenchTensor>,
+        offset: u64,
+        count: u64,
+    ) -> wasmtime::Result<Result<Vec<f64>, String>> {
+        let call = "tensor.to_f64_range()";
+        to_wit((|| {
+            self.element_range(&r, call, offset, count)?;
+            let dtype = self.tensor(&r)?.dtype;
+            let bytes = self.read_for_guest(&r, call, (offset, count), 8)?;
+            Ok(dtype.to_f64(&bytes))
+        })())
+    }
+    async fn drop(&mut self, r: Resource<BenchTensor>) -> wasmtime::Result<()> {
+        self.table.delete(r)?;
+        Ok(())
+    }
+}
+
+fn dp_mode_in(m: torch::DpMode) -> DpMode {
+    match m {
+        torch::DpMode::Replicate => DpMode::Replicate,
+        torch::DpMode::RowWise => DpMode::RowWise,
+        torch::DpMode::ColumnWise => DpMode::ColumnWise,
+        torch::DpMode::Tiled => DpMode::Tiled,
+    }
+}
+
+impl torch::Host for BenchHost {
+    async fn launch(
+        &mut self,
+        kernel: String,
+        t: Resource<BenchTensor>,
+        args: Vec<i64>,
+    ) -> wasmtime::Result<Result<u64, String>> {
+        let t = self.tensor(&t)?;
+        let target = crate::runtime::launch::LaunchTarget {
+            sip: t.sip(),
+            t_ptr: t.placed.addr(),
+            shard_pes: t.placed.specs.iter().map(|s| (s.cube, s.pe)).collect(),
+        };
+        let s = self.session.clone();
+        Ok(s.launch(self.device, &kernel, target, args).await)
+    }
+
+    async fn zeros(
+        &mut self,
+        shape: Vec<u32>,
+        dtype: torch::Dtype,
+        dp: Option<torch::DpPolicy>,
+        name: String,
+    ) -> wasmtime::Result<Result<Resource<BenchTensor>, String>> {
+        // ADR-0024 D4: the current device, or SIP 0 (single-driver fallback).
+        let sip = self.device.unwrap_or(0);
+        let dtype = dtype_in(dtype);
+        let dp = dp.map_or(DpPolicy::SINGLE, |p| DpPolicy {
+            cube: dp_mode_in(p.cube),
+            pe: dp_mode_in(p.pe),
+            num_cubes: p.num_cubes,
+            num_pes: p.num_pes,
+        });
+        let call = || {
+            format!(
+                "torch.zeros({shape:?}, dtype={}, name='{name}')",
+                dtype.name()
+            )
+        };
+        let machine = &self.session.machine;
+        let placed = (|| -> MsgResult<_> {
+            dtype
+                .nbytes(&shape)
+                .map_err(|e| format!("{}: {e}", call()))?;
+            let specs = placement::resolve(&dp, &shape, dtype.itemsize(), sip, &machine.topo.spec)
+                .map_err(|e| format!("{}: ValueError: {e}", call()))?;
+            // Allocated memory reads as zero and costs nothing until written.
+            Ok(machine
+                .place_tensor(specs, dtype, &name)
+                .map_err(|e| format!("{}: {e}", call()))?)
+        })();
+        to_wit(placed.and_then(|placed| {
+            let tensor = BenchTensor {
+                placed,
+                shape,
+                dtype,
+                name,
+            };
+            Ok(self.table.push(tensor)?)
+        }))
+    }
+
+    async fn version(&mut self) -> wasmtime::Result<String> {
+        Ok(crate::components::compat::host_description())
+    }
+}
