@@ -34,6 +34,6 @@ fuzz_target!(|data: &[u8]| {
     assert!(config.layer_digests.contains(&layer.digest));
     if check_blob(blob, &layer).is_ok() {
         assert_eq!(blob.len() as i64, layer.size);
-        assert_eq!(kernbench::components::oci_digest(blob), layer.digest);
+        assert_eq!(kernbench::digest::oci_digest(blob), layer.digest);
     }
 });
