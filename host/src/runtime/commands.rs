@@ -1,6 +1,12 @@
-//! A kernel's `tl` calls as data: the command list a kernel run ahead of
-//! simulated time records (see [`super::eager`]), and its replay, which
-//! issues the same calls on the machine in simulated time.
+//! A kernel's `tl` calls as data, and the one interpreter of them.
+//!
+//! Every `tl` call becomes a [`Command`] in [`super::recorder`]; this
+//! module says what each command does to the machine ([`execute`]: one arm
+//! per op, the only place a kernel's call meets the machine). A kernel
+//! run in step with simulated time ([`super::kernel`]) runs each command
+//! through [`execute`] as the call is made; a recorded one's commands are
+//! kept in a [`CommandList`] ([`super::eager`]) and [`replay`]ed through
+//! the same [`execute`], each when the kernel would have made its call.
 //!
 //! Every `tl` call either returns at once or waits for something the
 //! machine does (a free slot, a message, room in the command queue), and
@@ -118,6 +124,29 @@ pub enum Command {
     Drop(TensorId),
 }
 
+impl Command {
+    /// The tensor the command makes, if it makes one.
+    pub fn out(&self) -> Option<TensorId> {
+        match *self {
+            Command::Load { out, .. }
+            | Command::Recv { out, .. }
+            | Command::RecvInto { out, .. }
+            | Command::Binary { out, .. }
+            | Command::Scale { out, .. }
+            | Command::Unary { out, .. }
+            | Command::Cast { out, .. }
+            | Command::Reduce { out, .. }
+            | Command::Composite { out, .. }
+            | Command::Wait { out, .. } => Some(out),
+            Command::Store { .. }
+            | Command::Send { .. }
+            | Command::SendAddr { .. }
+            | Command::RecvAsync { .. }
+            | Command::Drop(_) => None,
+        }
+    }
+}
+
 /// A kernel's calls in order, with the shapes and directions they name.
 ///
 /// Every rank's list is recorded before the first command is simulated,
@@ -201,6 +230,16 @@ impl CommandList {
             |_| make(dir),
             |d| d.as_bytes(),
         )
+    }
+
+    /// Distinct shapes and directions named.
+    pub fn name_count(&self) -> usize {
+        self.shapes.len() + self.dirs.len()
+    }
+
+    /// The directions and shapes the commands name by index.
+    pub fn names(&self) -> (&[Dir], &[Shape]) {
+        (&self.dirs, &self.shapes)
     }
 
     /// Host bytes the list holds (charged to the run's memory budget).
@@ -288,33 +327,82 @@ pub mod call {
     }
 }
 
-/// The live tensor a recorded handle names (valid by construction: the
-/// recorder only names tensors it created and has not dropped).
-fn the(live: &[Option<TensorRef>], id: TensorId) -> &TensorRef {
-    live[id as usize]
-        .as_ref()
-        .expect("a recorded handle names a live tensor")
+/// A `recv_async` running as its own task.
+type Task = crate::engine::JoinHandle<Result<TensorRef, HwError>>;
+
+/// What the commands of one kernel have made and not yet dropped: its
+/// live tensors and running receives, by id.
+#[derive(Default)]
+pub struct Frame {
+    live: Vec<Option<TensorRef>>,
+    futures: Vec<Option<(Task, Option<Dir>)>>,
 }
 
-/// Issue `list`'s calls on `pe` in simulated time, each when the kernel
-/// would have made it; returns the first call the machine refuses.
-pub async fn replay(
-    machine: &Arc<Machine>,
-    pe: PeCoord,
-    list: &CommandList,
+impl Frame {
+    /// A frame for `list`'s commands (room for every id they use).
+    pub fn for_list(list: &CommandList) -> Self {
+        Frame {
+            live: vec![None; list.tensors as usize],
+            futures: (0..list.futures).map(|_| None).collect(),
+        }
+    }
+
+    /// Tensor `id` (the commands name live tensors only: the
+    /// [`super::recorder::Recorder`] made them).
+    #[inline]
+    pub fn tensor(&self, id: TensorId) -> &TensorRef {
+        self.live[id as usize]
+            .as_ref()
+            .expect("a command names a live tensor")
+    }
+
+    /// Tensor `id` is `t` from now on.
+    #[inline]
+    pub fn put(&mut self, id: TensorId, t: TensorRef) {
+        let i = id as usize;
+        if self.live.len() <= i {
+            self.live.resize(i + 1, None);
+        }
+        self.live[i] = Some(t);
+    }
+
+    fn put_future(&mut self, fut: u32, task: Task, dir: Option<Dir>) {
+        let i = fut as usize;
+        if self.futures.len() <= i {
+            self.futures.resize_with(i + 1, || None);
+        }
+        self.futures[i] = Some((task, dir));
+    }
+}
+
+/// Where commands run: the machine, the PE, the directions and shapes
+/// the commands name by index, and what they have made.
+pub struct Exec<'a> {
+    pub machine: &'a Arc<Machine>,
+    pub pe: PeCoord,
+    pub names: (&'a [Dir], &'a [Shape]),
+    pub frame: &'a mut Frame,
+}
+
+/// Execute `commands` in order on `at.pe`, each waiting in simulated time
+/// where its call would have waited; stops at the first the machine
+/// refuses. The one definition of what each `tl` call does to the
+/// machine: a kernel in step runs each call through it as the call is
+/// made (a single command), a recorded one's list is replayed through it
+/// ([`replay`]). One loop, not a function per command awaited in a loop:
+/// a ring step runs five commands, and a nested future per command cost
+/// ~300 instructions each (entering, moving and dropping it).
+pub async fn execute(
+    at: &mut Exec<'_>,
+    commands: impl Iterator<Item = Command>,
 ) -> Result<(), TlCallError> {
-    let mut live: Vec<Option<TensorRef>> = vec![None; list.tensors as usize];
-    type Task = crate::engine::JoinHandle<Result<TensorRef, HwError>>;
-    let mut futures: Vec<Option<(Task, Option<Dir>)>> = (0..list.futures).map(|_| None).collect();
+    let pe = at.pe;
     let fail = |call: String, source: HwError| TlCallError {
         call,
         pe: pe.to_string(),
         source,
     };
-    // Held in this future, whose lines a step touches anyway: the list
-    // itself is not read again after its first command.
-    let (dirs, shapes) = (&list.dirs[..], &list.shapes[..]);
-    for command in list.iter() {
+    for command in commands {
         match command {
             Command::Load {
                 addr,
@@ -322,25 +410,26 @@ pub async fn replay(
                 dtype,
                 out,
             } => {
-                let shape = &shapes[shape as usize];
-                machine.queue_room(pe).await;
-                let t = machine
+                let shape = &at.names.1[shape as usize];
+                at.machine.queue_room(pe).await;
+                let t = at
+                    .machine
                     .load(pe, addr, shape, dtype)
                     .map_err(|e| fail(call::load(addr, shape), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Store { addr, value } => {
-                machine.queue_room(pe).await;
-                let v = the(&live, value);
-                machine
+                at.machine.queue_room(pe).await;
+                let v = at.frame.tensor(value);
+                at.machine
                     .store(pe, addr, v)
                     .map_err(|e| fail(call::store(addr), e))?;
             }
             Command::Send { dir, value } => {
-                let dir = &dirs[dir as usize];
+                let dir = &at.names.0[dir as usize];
                 // The send holds its value until the message has left.
-                let v = the(&live, value).clone();
-                machine
+                let v = at.frame.tensor(value).clone();
+                at.machine
                     .send(pe, dir, v)
                     .await
                     .map_err(|e| fail(call::send(dir), e))?;
@@ -351,8 +440,8 @@ pub async fn replay(
                 shape,
                 dtype,
             } => {
-                let (dir, shape) = (&dirs[dir as usize], &shapes[shape as usize]);
-                machine
+                let (dir, shape) = (&at.names.0[dir as usize], &at.names.1[shape as usize]);
+                at.machine
                     .send_addr(pe, dir, addr, shape, dtype)
                     .await
                     .map_err(|e| fail(call::send_addr(dir, addr, shape), e))?;
@@ -377,56 +466,62 @@ pub async fn replay(
                     Command::RecvInto { dst, .. } => Some(dst),
                     _ => None,
                 };
-                let dir = dir.map(|d| &dirs[d as usize]);
-                let shape = &shapes[shape as usize];
+                let dir = dir.map(|d| &at.names.0[d as usize]);
+                let shape = &at.names.1[shape as usize];
                 if dst.is_some() {
-                    machine.queue_room(pe).await;
+                    at.machine.queue_room(pe).await;
                 }
-                let t = machine
+                let t = at
+                    .machine
                     .recv(pe, dir, shape, dtype, dst)
                     .await
                     .map_err(|e| fail(call::recv(dir.map(|d| &**d), dst), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Binary { op, a, b, out } => {
-                machine.queue_room(pe).await;
-                let (a, b) = (the(&live, a), the(&live, b));
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let (a, b) = (at.frame.tensor(a), at.frame.tensor(b));
+                let t = at
+                    .machine
                     .binary(pe, op, a, b)
                     .map_err(|e| fail(call::binary(op), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Scale { a, factor, out } => {
-                machine.queue_room(pe).await;
-                let a = the(&live, a);
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let a = at.frame.tensor(a);
+                let t = at
+                    .machine
                     .scale(pe, a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Unary { op, a, out } => {
-                machine.queue_room(pe).await;
-                let a = the(&live, a);
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let a = at.frame.tensor(a);
+                let t = at
+                    .machine
                     .unary(pe, op, a)
                     .map_err(|e| fail(call::unary(op), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Cast { a, dtype, out } => {
-                machine.queue_room(pe).await;
-                let a = the(&live, a);
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let a = at.frame.tensor(a);
+                let t = at
+                    .machine
                     .cast(pe, a, dtype)
                     .map_err(|e| fail(call::cast(dtype), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Reduce { op, a, axis, out } => {
-                machine.queue_room(pe).await;
-                let a = the(&live, a);
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let a = at.frame.tensor(a);
+                let t = at
+                    .machine
                     .reduce(pe, op, a, axis)
                     .map_err(|e| fail(call::reduce(op, axis), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::Composite {
                 op,
@@ -436,13 +531,14 @@ pub async fn replay(
                 dtype,
                 out,
             } => {
-                machine.queue_room(pe).await;
-                let (a, b) = (the(&live, a), the(&live, b));
-                let c = c.map(|c| the(&live, c));
-                let t = machine
+                at.machine.queue_room(pe).await;
+                let (a, b) = (at.frame.tensor(a), at.frame.tensor(b));
+                let c = c.map(|c| at.frame.tensor(c));
+                let t = at
+                    .machine
                     .composite(pe, op, (a, b, c), dtype)
                     .map_err(|e| fail(call::composite(op, dtype), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
             Command::RecvAsync {
                 dir,
@@ -450,25 +546,45 @@ pub async fn replay(
                 dtype,
                 fut,
             } => {
-                let dir = dir.map(|d| dirs[d as usize].clone());
-                let shape = shapes[shape as usize].clone();
-                let task = machine.recv_async(pe, dir.clone(), shape, dtype);
-                futures[fut as usize] = Some((task, dir));
+                let dir = dir.map(|d| at.names.0[d as usize].clone());
+                let shape = at.names.1[shape as usize].clone();
+                let task = at.machine.recv_async(pe, dir.clone(), shape, dtype);
+                at.frame.put_future(fut, task, dir);
             }
             Command::Wait { fut, out } => {
-                let (task, dir) = futures[fut as usize]
+                let (task, dir) = at.frame.futures[fut as usize]
                     .take()
-                    .expect("a recorded wait names an issued future once");
-                let t = machine
+                    .expect("a wait names a running receive once");
+                let t = at
+                    .machine
                     .wait_future(pe, dir.clone(), task)
                     .await
                     .map_err(|e| fail(super::futures::wait_call(dir.as_deref()), e))?;
-                live[out as usize] = Some(t);
+                at.frame.put(out, t);
             }
-            Command::Drop(id) => live[id as usize] = None,
+            Command::Drop(id) => at.frame.live[id as usize] = None,
         }
     }
     Ok(())
+}
+
+/// Issue `list`'s calls on `pe` in simulated time, each when the kernel
+/// would have made it; returns the first call the machine refuses.
+pub async fn replay(
+    machine: &Arc<Machine>,
+    pe: PeCoord,
+    list: &CommandList,
+) -> Result<(), TlCallError> {
+    let mut frame = Frame::for_list(list);
+    // Held in this future, whose lines a step touches anyway: the list
+    // itself is not read again after its first command.
+    let mut at = Exec {
+        machine,
+        pe,
+        names: list.names(),
+        frame: &mut frame,
+    };
+    execute(&mut at, list.iter()).await
 }
 
 #[cfg(test)]
@@ -477,7 +593,9 @@ mod tests {
 
     /// The replay's future stays small: a ring step touches the lines of
     /// it that its awaits write (768 bytes when a receive was awaited
-    /// through a closure and held its claim's looking, 360 since).
+    /// through a closure and held its claim's looking, 360 since; 480 with
+    /// the loop in [`execute`], whose future holds the [`Exec`]; 496 when
+    /// each command was a future of its own awaited in the loop).
     #[test]
     fn the_replay_s_future_stays_small() {
         let (m, pe) = crate::hw::machine::test_machine();

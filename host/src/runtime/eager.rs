@@ -1,7 +1,7 @@
 //! Kernels run ahead of simulated time: the guest runs to completion at
-//! once, each `tl` call a plain host call that checks what it can and
-//! records the call (see [`super::commands`]); the recorded list then
-//! drives the machine. The guest's instance is gone before the first
+//! once, each `tl` call a plain host call that the kernel's
+//! [`Recorder`] checks and makes into a command, kept in a list; the list
+//! then drives the machine ([`super::commands::replay`]). The guest's instance is gone before the first
 //! command is simulated, so a rank costs no fiber, no Store and no host
 //! call glue per command while the simulation runs.
 //!
@@ -21,14 +21,14 @@
 use super::batch::{batch_call_fn, BatchIds};
 use super::bindings::algorithm::kernbench::sim::types;
 use super::bindings::algorithm_eager::kernbench::sim::tl;
-use super::commands::{call, Command, CommandList, TensorId};
+use super::commands::Command;
+use super::fail::trap;
 use super::kernel::{dtype_in, dtype_out, program_axis, tl_ops_in};
 use super::limits::{Guarded, InstanceGuard};
-use crate::error::{HwError, TlCallError};
-use crate::hw::dtype::{BinOp, Dtype};
+use super::recorder::{CallError, Recorder};
+use crate::hw::dtype::BinOp;
 use crate::hw::gemm_ops::CompositeOp;
-use crate::hw::machine::check_same_operands;
-use crate::hw::{Machine, TensorRef};
+use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
@@ -38,10 +38,6 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// with simulated time instead (where the command queue bounds it).
 pub const MAX_RECORDED_COMMANDS: usize = 1 << 20;
 
-/// Accepted sends / receive directions an [`EagerHost`] remembers (a
-/// kernel uses a few; past this many, the rest are checked every time).
-const MAX_ACCEPTED: usize = 16;
-
 /// A kernel asked for something only simulated time can answer.
 #[derive(Debug, thiserror::Error)]
 #[error("{what} cannot be answered ahead of simulated time")]
@@ -49,28 +45,13 @@ pub struct NeedsSimulatedTime {
     pub what: &'static str,
 }
 
-/// The host object behind a recorded kernel's `tl.tensor` handle: what
-/// the kernel may ask of it without simulated time. Kept in
-/// [`EagerHost::tensors`] at its id, which is also the handle's rep (not
-/// in the resource table: a boxed entry per tensor made and dropped was
-/// a tenth of recording a ring step).
-pub struct EagerTensor {
-    id: TensorId,
-    /// Its shape's index in the list's shapes: a tensor made from another
-    /// shares its shape without a copy, and equal shapes have one index.
-    shape: u32,
-    dtype: Dtype,
-}
+/// A recorded kernel's `tl.tensor` handle: its rep is the tensor's id in
+/// the [`Recorder`].
+pub enum EagerTensor {}
 
-/// The host object behind a recorded kernel's `tl.recv-future` handle.
-pub struct EagerFuture {
-    fut: u32,
-    /// Its shape's index in the list's shapes (see [`EagerTensor`]).
-    shape: u32,
-    dtype: Dtype,
-    /// Its id in [`EagerHost::unwaited`].
-    id: u64,
-}
+/// A recorded kernel's `tl.recv-future` handle: its rep is the future's
+/// id in the [`Recorder`].
+pub enum EagerFuture {}
 
 /// Store data of a kernel being recorded.
 pub struct EagerHost {
@@ -79,23 +60,10 @@ pub struct EagerHost {
     machine: Arc<Machine>,
     pe: PeCoord,
     guard: InstanceGuard,
-    pub(crate) list: CommandList,
-    /// The live tensors by id (= the rep of their handles).
-    tensors: Vec<Option<EagerTensor>>,
-    /// Tensor ids whose handles were dropped, for reuse.
-    free: Vec<TensorId>,
-    /// `recv_async` futures not waited for.
-    pub(crate) unwaited: super::futures::Unwaited,
+    /// Its calls made into commands, and the commands kept.
+    pub(crate) rec: Recorder,
     /// The ids of its `tl.submit` batches.
     batch: BatchIds,
-    /// Sends (direction id, bytes) and receive directions the machine
-    /// has accepted: they depend on the installed IPCQ only, which a
-    /// kernel cannot change, so each is asked once per kernel.
-    accepted_sends: Vec<(u32, u64)>,
-    accepted_recvs: Vec<Option<u32>>,
-    /// A call addressed another SIP's virtual memory (its recording
-    /// depends on that SIP's address map; see [`super::recording_memo`]).
-    pub(crate) addresses_other_sips: std::cell::Cell<bool>,
 }
 
 impl Guarded for EagerHost {
@@ -118,169 +86,52 @@ impl EagerHost {
         EagerHost {
             wasi,
             table: ResourceTable::new(),
+            rec: Recorder::new(machine.clone(), pe),
             machine,
             pe,
             guard,
-            list: CommandList::default(),
-            tensors: Vec::new(),
-            free: Vec::new(),
-            unwaited: Default::default(),
             batch: BatchIds::default(),
-            accepted_sends: Vec::new(),
-            accepted_recvs: Vec::new(),
-            addresses_other_sips: Default::default(),
         }
     }
 
-    /// [`Machine::view`], noting an address of another SIP's virtual
-    /// memory.
-    fn view(&self, addr: u64, shape: &[u32], dtype: Dtype) -> Result<TensorRef, HwError> {
-        if crate::address::as_virtual(addr).is_some_and(|(sip, _)| sip != self.pe.sip) {
-            self.addresses_other_sips.set(true);
-        }
-        self.machine.view(addr, shape, dtype)
-    }
-
-    fn fail(&self, call: String, source: HwError) -> wasmtime::Error {
-        wasmtime::Error::new(TlCallError {
-            call,
-            pe: self.pe.to_string(),
-            source,
-        })
-    }
-
-    /// The index of direction `dir` in the list: the PE's own `Dir` for it.
-    fn dir(&mut self, dir: &str) -> u32 {
-        let (machine, pe) = (&self.machine, self.pe);
-        self.list.dir(dir, |d| machine.direction(pe, d))
-    }
-
-    fn record(&mut self, c: Command) -> wasmtime::Result<()> {
-        if self.list.len() >= MAX_RECORDED_COMMANDS {
+    /// Keep the command a call made.
+    fn record(&mut self, c: Result<Command, CallError>) -> wasmtime::Result<()> {
+        let c = c.map_err(trap)?;
+        if self.rec.list.len() >= MAX_RECORDED_COMMANDS {
             return Err(wasmtime::Error::new(NeedsSimulatedTime {
                 what: "a kernel of more than 2^20 commands",
             }));
         }
-        self.list.push(c);
+        self.rec.list.push(c);
         Ok(())
     }
 
-    /// A new handle to a tensor of `shape` / `dtype`; `make` records the
-    /// command that produces it, given its id.
-    fn produce(
+    /// Keep the command a call made; the handle of the tensor it makes.
+    fn made(&mut self, c: Result<Command, CallError>) -> wasmtime::Result<Resource<EagerTensor>> {
+        let out = c.as_ref().ok().and_then(Command::out);
+        self.record(c)?;
+        let out = out.ok_or_else(|| wasmtime::format_err!("the call made no tensor"))?;
+        Ok(Resource::new_own(out))
+    }
+
+    /// `tl.load`, the shape by reference (see [`super::batch`]).
+    fn load_named(
         &mut self,
-        shape: u32,
-        dtype: Dtype,
-        make: impl FnOnce(TensorId) -> Command,
-    ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let id = self.free.pop().unwrap_or_else(|| {
-            self.list.tensors += 1;
-            self.list.tensors - 1
-        });
-        self.record(make(id))?;
-        let i = id as usize;
-        if self.tensors.len() <= i {
-            self.tensors.resize_with(i + 1, || None);
-        }
-        self.tensors[i] = Some(EagerTensor { id, shape, dtype });
-        Ok(Resource::new_own(id))
-    }
-
-    fn tensor(&self, r: &Resource<EagerTensor>) -> wasmtime::Result<&EagerTensor> {
-        // Wasmtime hands the host only reps of handles it made and the
-        // guest still holds; a dead one is a host bug, refused anyway.
-        self.tensors
-            .get(r.rep() as usize)
-            .and_then(Option::as_ref)
-            .ok_or_else(|| wasmtime::format_err!("tensor handle {} is not live", r.rep()))
-    }
-
-    fn binary_op(
-        &mut self,
-        op: BinOp,
-        a: Resource<EagerTensor>,
-        b: Resource<EagerTensor>,
-    ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        // One shape index is one shape: only operands that differ in it
-        // (or in dtype) need the check that names what differs.
-        if (a.shape, a.dtype) != (b.shape, b.dtype) {
-            let (sa, sb) = (self.list.shape_at(a.shape), self.list.shape_at(b.shape));
-            check_same_operands(op, (sa, a.dtype), (sb, b.dtype))
-                .map_err(|e| self.fail(call::binary(op), e))?;
-        }
-        let (ia, ib, shape, dtype) = (a.id, b.id, a.shape, a.dtype);
-        self.produce(shape, dtype, |out| Command::Binary {
-            op,
-            a: ia,
-            b: ib,
-            out,
-        })
-    }
-
-    /// `tl.gemm` / `tl.composite`: its operands are checked now, the
-    /// command recorded.
-    fn composite_of(
-        &mut self,
-        op: CompositeOp,
-        (a, b, c): (
-            Resource<EagerTensor>,
-            Resource<EagerTensor>,
-            Option<Resource<EagerTensor>>,
-        ),
-        out_dtype: types::Dtype,
-    ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(out_dtype);
-        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        let c = c.map(|c| self.tensor(&c)).transpose()?;
-        let shape = crate::hw::gemm_ops::composite_shape(
-            op,
-            (self.list.shape_at(a.shape), a.dtype),
-            (self.list.shape_at(b.shape), b.dtype),
-            c.map(|c| self.list.shape_at(c.shape)),
-            self.machine.timing.gemm_max,
-        );
-        let (ia, ib, ic) = (a.id, b.id, c.map(|c| c.id));
-        let (m, n, _) = match shape {
-            Ok(s) => s,
-            Err(what) => {
-                let e = HwError::Mismatch { what };
-                return Err(self.fail(call::composite(op, dtype), e));
-            }
-        };
-        let shape = self.list.shape(&[m, n]);
-        self.produce(shape, dtype, |out| Command::Composite {
-            op,
-            a: ia,
-            b: ib,
-            c: ic,
-            dtype,
-            out,
-        })
-    }
-
-    /// What a receive can be refused for ahead of time: the direction
-    /// (unless `dir_accepted`: the machine took it before), the
-    /// destination, the shape.
-    fn check_receive(
-        &self,
-        (dir, dir_accepted): (Option<&str>, bool),
+        addr: u64,
         shape: &[u32],
-        dtype: Dtype,
-        dst: Option<u64>,
-    ) -> Result<(), HwError> {
-        let dir_ok = match dir_accepted {
-            true => Ok(()),
-            false => self.machine.check_recv(self.pe, dir),
-        };
-        dir_ok.and_then(|()| match dst {
-            Some(addr) => self.view(addr, shape, dtype).map(drop),
-            None => dtype.nbytes(shape).map(drop).map_err(HwError::from),
-        })
+        dtype: types::Dtype,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let c = self.rec.load(addr, shape, dtype_in(dtype));
+        self.made(c)
     }
 
-    /// `tl.recv` (`dst` none) and `tl.recv-into`, the direction and shape
-    /// by reference (see [`super::batch`]).
+    /// `tl.send`, the direction by reference.
+    fn send_named(&mut self, dir: &str, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
+        let c = self.rec.send(dir, value.rep());
+        self.record(c)
+    }
+
+    /// `tl.recv` (`dst` none) and `tl.recv-into`, by reference.
     fn recv_named(
         &mut self,
         dir: Option<&str>,
@@ -288,69 +139,8 @@ impl EagerHost {
         dtype: types::Dtype,
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(dtype);
-        let dir_id = dir.map(|d| self.dir(d));
-        let accepted = self.accepted_recvs.contains(&dir_id);
-        if let Err(e) = self.check_receive((dir, accepted), shape, dtype, dst) {
-            return Err(self.fail(call::recv(dir, dst), e));
-        }
-        if !accepted && self.accepted_recvs.len() < MAX_ACCEPTED {
-            self.accepted_recvs.push(dir_id);
-        }
-        let dir = dir_id;
-        let shape_id = self.list.shape(shape);
-        self.produce(shape_id, dtype, |out| match dst {
-            None => Command::Recv {
-                dir,
-                shape: shape_id,
-                dtype,
-                out,
-            },
-            Some(dst) => Command::RecvInto {
-                dir,
-                shape: shape_id,
-                dtype,
-                dst,
-                out,
-            },
-        })
-    }
-
-    /// `tl.load`, the shape by reference.
-    fn load_named(
-        &mut self,
-        addr: u64,
-        shape: &[u32],
-        dtype: types::Dtype,
-    ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(dtype);
-        if let Err(e) = self.view(addr, shape, dtype) {
-            return Err(self.fail(call::load(addr, shape), e));
-        }
-        let shape_id = self.list.shape(shape);
-        self.produce(shape_id, dtype, |out| Command::Load {
-            addr,
-            shape: shape_id,
-            dtype,
-            out,
-        })
-    }
-
-    /// `tl.send`, the direction by reference.
-    fn send_named(&mut self, dir: &str, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
-        let v = self.tensor(&value)?;
-        let nbytes = v.dtype.nbytes(self.list.shape_at(v.shape))?;
-        let value = v.id;
-        let dir_id = self.dir(dir);
-        if !self.accepted_sends.contains(&(dir_id, nbytes)) {
-            if let Err(e) = self.machine.check_send(self.pe, dir, nbytes) {
-                return Err(self.fail(call::send(dir), e));
-            }
-            if self.accepted_sends.len() < MAX_ACCEPTED {
-                self.accepted_sends.push((dir_id, nbytes));
-            }
-        }
-        self.record(Command::Send { dir: dir_id, value })
+        let c = self.rec.recv(dir, shape, dtype_in(dtype), dst);
+        self.made(c)
     }
 }
 
@@ -361,11 +151,10 @@ impl crate::runtime::bindings::algorithm::kernbench::sim::ccl::Host for EagerHos
 
 impl tl::HostTensor for EagerHost {
     fn shape(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<Vec<u32>> {
-        let t = self.tensor(&r)?;
-        Ok(self.list.shape_at(t.shape).to_vec())
+        Ok(self.rec.shape_of(r.rep()).map_err(trap)?.to_vec())
     }
     fn dtype(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<types::Dtype> {
-        Ok(dtype_out(self.tensor(&r)?.dtype))
+        Ok(dtype_out(self.rec.dtype_of(r.rep()).map_err(trap)?))
     }
     fn addr(&mut self, _: Resource<EagerTensor>) -> wasmtime::Result<u64> {
         Err(wasmtime::Error::new(NeedsSimulatedTime {
@@ -373,33 +162,23 @@ impl tl::HostTensor for EagerHost {
         }))
     }
     fn nbytes(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<u64> {
-        let t = self.tensor(&r)?;
-        Ok(t.dtype.nbytes(self.list.shape_at(t.shape))?)
+        self.rec.nbytes_of(r.rep()).map_err(trap)
     }
     fn drop(&mut self, r: Resource<EagerTensor>) -> wasmtime::Result<()> {
-        let t = self
-            .tensors
-            .get_mut(r.rep() as usize)
-            .and_then(Option::take)
-            .ok_or_else(|| wasmtime::format_err!("tensor handle {} is not live", r.rep()))?;
-        self.record(Command::Drop(t.id))?;
-        self.free.push(t.id);
-        Ok(())
+        let c = self.rec.drop_tensor(r.rep());
+        self.record(c)
     }
 }
 
 impl tl::HostRecvFuture for EagerHost {
     fn shape(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<Vec<u32>> {
-        let shape = self.table.get(&r)?.shape;
-        Ok(self.list.shape_at(shape).to_vec())
+        Ok(self.rec.future_shape(r.rep()).map_err(trap)?.0.to_vec())
     }
     fn dtype(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<types::Dtype> {
-        Ok(dtype_out(self.table.get(&r)?.dtype))
+        Ok(dtype_out(self.rec.future_shape(r.rep()).map_err(trap)?.1))
     }
     fn drop(&mut self, r: Resource<EagerFuture>) -> wasmtime::Result<()> {
-        // Not waited for: it stays in `unwaited`, and the kernel fails at its end.
-        self.table.delete(r)?;
-        Ok(())
+        self.rec.drop_future(r.rep()).map_err(trap)
     }
 }
 
@@ -410,47 +189,28 @@ impl tl::Host for EagerHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerFuture>> {
-        let dtype = dtype_in(dtype);
-        if let Err(e) = self.check_receive((dir.as_deref(), false), &shape, dtype, None) {
-            return Err(self.fail(super::futures::recv_async_call(dir.as_deref()), e));
-        }
-        let fut = self.list.futures;
-        self.list.futures += 1;
-        let dir_id = dir.as_deref().map(|d| self.dir(d));
-        let shape_id = self.list.shape(&shape);
-        self.record(Command::RecvAsync {
-            dir: dir_id,
-            shape: shape_id,
-            dtype,
-            fut,
-        })?;
-        let id = self.unwaited.issued(dir.clone());
-        Ok(self.table.push(EagerFuture {
-            fut,
-            shape: shape_id,
-            dtype,
-            id,
-        })?)
+        let c = self.rec.recv_async(dir.as_deref(), &shape, dtype_in(dtype));
+        let fut = match &c {
+            Ok(Command::RecvAsync { fut, .. }) => Some(*fut),
+            _ => None,
+        };
+        self.record(c)?;
+        let fut = fut.ok_or_else(|| wasmtime::format_err!("recv_async made no future"))?;
+        Ok(Resource::new_own(fut))
     }
 
     fn wait(&mut self, f: Resource<EagerFuture>) -> wasmtime::Result<Resource<EagerTensor>> {
-        let EagerFuture {
-            fut,
-            shape,
-            dtype,
-            id,
-            ..
-        } = self.table.delete(f)?;
-        self.unwaited.waited(id);
-        self.produce(shape, dtype, |out| Command::Wait { fut, out })
+        let c = self.rec.wait(f.rep());
+        self.made(c)
     }
 
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
+        program_axis(&self.machine, self.pe, axis, false)
+            .map_err(|(c, e)| trap(self.rec.fail(c, e)))
     }
 
     fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| self.fail(c, e))
+        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| trap(self.rec.fail(c, e)))
     }
 
     fn load(
@@ -463,12 +223,8 @@ impl tl::Host for EagerHost {
     }
 
     fn store(&mut self, addr: u64, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
-        let v = self.tensor(&value)?;
-        if let Err(e) = self.view(addr, self.list.shape_at(v.shape), v.dtype) {
-            return Err(self.fail(call::store(addr), e));
-        }
-        let value = v.id;
-        self.record(Command::Store { addr, value })
+        let c = self.rec.store(addr, value.rep());
+        self.record(c)
     }
 
     fn send(&mut self, dir: String, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
@@ -482,20 +238,8 @@ impl tl::Host for EagerHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<()> {
-        let dtype = dtype_in(dtype);
-        let checked = self
-            .view(src_addr, &shape, dtype)
-            .and_then(|v| self.machine.check_send(self.pe, &dir, v.nbytes()));
-        if let Err(e) = checked {
-            return Err(self.fail(call::send_addr(&dir, src_addr, &shape), e));
-        }
-        let (dir, shape) = (self.dir(&dir), self.list.shape(&shape));
-        self.record(Command::SendAddr {
-            dir,
-            addr: src_addr,
-            shape,
-            dtype,
-        })
+        let c = self.rec.send_addr(&dir, src_addr, &shape, dtype_in(dtype));
+        self.record(c)
     }
 
     fn recv(
@@ -522,7 +266,8 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         b: Resource<EagerTensor>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        self.binary_op(BinOp::Add, a, b)
+        let c = self.rec.binary(BinOp::Add, a.rep(), b.rep());
+        self.made(c)
     }
 
     fn binary(
@@ -531,8 +276,8 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         b: Resource<EagerTensor>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let op = binop_in(op);
-        self.binary_op(op, a, b)
+        let c = self.rec.binary(binop_in(op), a.rep(), b.rep());
+        self.made(c)
     }
 
     fn scale(
@@ -540,9 +285,8 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         factor: f64,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let a = self.tensor(&a)?;
-        let (id, shape, dtype) = (a.id, a.shape, a.dtype);
-        self.produce(shape, dtype, |out| Command::Scale { a: id, factor, out })
+        let c = self.rec.scale(a.rep(), factor);
+        self.made(c)
     }
 
     fn unary(
@@ -550,10 +294,8 @@ impl tl::Host for EagerHost {
         op: tl::UnaryOp,
         a: Resource<EagerTensor>,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let op = unary_in(op);
-        let a = self.tensor(&a)?;
-        let (id, shape, dtype) = (a.id, a.shape, a.dtype);
-        self.produce(shape, dtype, |out| Command::Unary { op, a: id, out })
+        let c = self.rec.unary(unary_in(op), a.rep());
+        self.made(c)
     }
 
     fn cast(
@@ -561,10 +303,8 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let dtype = dtype_in(dtype);
-        let a = self.tensor(&a)?;
-        let (id, shape) = (a.id, a.shape);
-        self.produce(shape, dtype, |out| Command::Cast { a: id, dtype, out })
+        let c = self.rec.cast(a.rep(), dtype_in(dtype));
+        self.made(c)
     }
 
     fn gemm(
@@ -573,7 +313,11 @@ impl tl::Host for EagerHost {
         b: Resource<EagerTensor>,
         out_dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        self.composite_of(CompositeOp::Gemm, (a, b, None), out_dtype)
+        let operands = (a.rep(), b.rep(), None);
+        let c = self
+            .rec
+            .composite(CompositeOp::Gemm, operands, dtype_in(out_dtype));
+        self.made(c)
     }
 
     fn composite(
@@ -584,7 +328,11 @@ impl tl::Host for EagerHost {
         c: Option<Resource<EagerTensor>>,
         out_dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        self.composite_of(composite_in(op), (a, b, c), out_dtype)
+        let operands = (a.rep(), b.rep(), c.map(|c| c.rep()));
+        let c = self
+            .rec
+            .composite(composite_in(op), operands, dtype_in(out_dtype));
+        self.made(c)
     }
 
     fn reduce(
@@ -593,19 +341,8 @@ impl tl::Host for EagerHost {
         a: Resource<EagerTensor>,
         axis: u32,
     ) -> wasmtime::Result<Resource<EagerTensor>> {
-        let op = reduce_in(op);
-        let a = self.tensor(&a)?;
-        let (id, dtype) = (a.id, a.dtype);
-        let shape = match crate::hw::math_ops::reduced_shape(self.list.shape_at(a.shape), axis) {
-            Ok(s) => self.list.shape(&s),
-            Err(what) => return Err(self.fail(call::reduce(op, axis), HwError::Mismatch { what })),
-        };
-        self.produce(shape, dtype, |out| Command::Reduce {
-            op,
-            a: id,
-            axis,
-            out,
-        })
+        let c = self.rec.reduce(reduce_in(op), a.rep(), axis);
+        self.made(c)
     }
 
     fn now_ps(&mut self) -> wasmtime::Result<u64> {

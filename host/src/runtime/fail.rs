@@ -69,6 +69,17 @@ pub type DistResult<T = ()> = Result<T, DistFail>;
 /// The result of a host call whose WIT error is a message.
 pub type MsgResult<T> = Result<T, Fail<String>>;
 
+/// A kernel call that made no command, as the trap it is: the call's own
+/// refusal stays a [`crate::error::TlCallError`] (a batch tells it to the
+/// kernel by its index, [`super::batch::refusal`]).
+pub fn trap(e: super::recorder::CallError) -> wasmtime::Error {
+    use super::recorder::CallError as E;
+    match e {
+        E::Refused(e) => wasmtime::Error::new(*e),
+        other => wasmtime::Error::new(other),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,42 +1,45 @@
-//! The kernel side: `tl.*` host functions for one PE kernel instance, and
-//! the launch of a kernel (one Store per instance, dropped when it ends).
+//! The kernel side: `tl.*` host functions for one PE kernel instance run
+//! in step with simulated time, and the launch of a kernel (one Store per
+//! instance, dropped when it ends; recorded first when it can be,
+//! [`super::eager`]).
+//!
+//! In step, each call is made into a command by the kernel's
+//! [`Recorder`] (as a recorded kernel's is) and run at once by
+//! [`super::commands::execute`] (as a recorded kernel's are replayed): these
+//! host functions only translate the WIT's types.
 
 use super::batch::{batch_call_fn, BatchIds};
 use super::bindings::algorithm::kernbench::sim::{tl, types};
 use super::bindings::algorithm::AlgorithmPre;
 use super::bindings::algorithm_eager::AlgorithmPre as EagerPre;
-use super::commands::{call, replay, CommandList};
+use super::commands::{execute, replay, Command, CommandList, Exec, Frame, TensorId};
 use super::eager::{EagerHost, NeedsSimulatedTime};
+use super::fail::trap;
+use super::recorder::{CallError, Recorder};
 
 use super::console::FlushOnDrop;
 use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::recording_memo::{Commands, Kept, Source};
 use super::wasi::{sandbox, CapturePipe, Output};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::error::{HwError, SimError, TlCallError};
-use crate::hw::blocked::Dir;
-use crate::hw::dtype::Dtype;
+use crate::error::{HwError, SimError};
+use crate::hw::dtype::{BinOp, Dtype};
+use crate::hw::gemm_ops::CompositeOp;
 use crate::hw::trace::Track;
-use crate::hw::{Machine, TensorRef};
+use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::Store;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-/// The host object behind a guest `tl.tensor` handle.
-pub struct KernelTensor(pub TensorRef);
+/// An in-step kernel's `tl.tensor` handle: its rep is the tensor's id in
+/// the [`Recorder`] and in the kernel's [`Frame`].
+pub enum KernelTensor {}
 
-/// The host object behind a guest `tl.recv-future` handle: the receive
-/// running as its own task, and its direction (for messages).
-pub struct KernelFuture {
-    task: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
-    dir: Option<String>,
-    shape: Vec<u32>,
-    dtype: types::Dtype,
-    /// Its id in [`KernelHost::unwaited`].
-    id: u64,
-}
+/// An in-step kernel's `tl.recv-future` handle: its rep is the future's
+/// id in the [`Recorder`] and in the kernel's [`Frame`].
+pub enum KernelFuture {}
 
 /// Store data of one PE kernel instance.
 pub struct KernelHost {
@@ -47,8 +50,10 @@ pub struct KernelHost {
     guard: InstanceGuard,
     /// Where `tl.log` lines go (the instance's captured stderr).
     log: CapturePipe,
-    /// `recv_async` futures not waited for: (id, direction).
-    unwaited: super::futures::Unwaited,
+    /// Its calls made into commands.
+    rec: Recorder,
+    /// What its commands made.
+    frame: Frame,
     /// The ids of its `tl.submit` batches.
     batch: BatchIds,
 }
@@ -80,20 +85,44 @@ pub(crate) fn dtype_out(d: Dtype) -> types::Dtype {
 }
 
 impl KernelHost {
-    fn fail(&self, call: String, source: HwError) -> wasmtime::Error {
-        wasmtime::Error::new(TlCallError {
-            call,
-            pe: self.pe.to_string(),
-            source,
+    /// Execute the command a call made, now, in simulated time.
+    async fn run(&mut self, c: Result<Command, CallError>) -> wasmtime::Result<()> {
+        let c = c.map_err(trap)?;
+        let mut at = Exec {
+            machine: &self.machine,
+            pe: self.pe,
+            names: self.rec.list.names(),
+            frame: &mut self.frame,
+        };
+        let done = execute(&mut at, std::iter::once(c)).await;
+        done.map_err(|e| {
+            // The tensor it was to make was not made.
+            self.rec.undo(&c);
+            wasmtime::Error::new(e)
         })
     }
 
-    fn tensor(&self, r: &Resource<KernelTensor>) -> wasmtime::Result<TensorRef> {
-        Ok(self.table.get(r)?.0.clone())
+    /// Execute a command that never waits (a drop, a `recv_async`) from a
+    /// host call that cannot.
+    fn run_at_once(&mut self, c: Result<Command, CallError>) -> wasmtime::Result<()> {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let run = std::pin::pin!(self.run(c));
+        match run.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(done) => done,
+            Poll::Pending => Err(wasmtime::format_err!("a command that waits, run at once")),
+        }
     }
 
-    fn push(&mut self, t: TensorRef) -> wasmtime::Result<Resource<KernelTensor>> {
-        Ok(self.table.push(KernelTensor(t))?)
+    /// Execute the command a call made; the handle of the tensor it makes.
+    async fn made(
+        &mut self,
+        c: Result<Command, CallError>,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let out = c.as_ref().ok().and_then(Command::out);
+        self.run(c).await?;
+        let out = out.ok_or_else(|| wasmtime::format_err!("the call made no tensor"))?;
+        Ok(Resource::new_own(out))
     }
 
     /// `tl.load`, the shape by reference (see [`super::batch`]).
@@ -103,12 +132,8 @@ impl KernelHost {
         shape: &[u32],
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let t = self
-            .machine
-            .load(self.pe, addr, shape, dtype_in(dtype))
-            .map_err(|e| self.fail(call::load(addr, shape), e))?;
-        self.push(t)
+        let c = self.rec.load(addr, shape, dtype_in(dtype));
+        self.made(c).await
     }
 
     /// `tl.send`, the direction by reference.
@@ -117,10 +142,8 @@ impl KernelHost {
         dir: &str,
         value: Resource<KernelTensor>,
     ) -> wasmtime::Result<()> {
-        let v = self.tensor(&value)?;
-        let d = Dir::from(dir);
-        let fut = self.machine.send(self.pe, &d, v);
-        fut.await.map_err(|e| self.fail(call::send(dir), e))
+        let c = self.rec.send(dir, value.rep());
+        self.run(c).await
     }
 
     /// `tl.recv` (`dst` none) and `tl.recv-into`, by reference.
@@ -131,16 +154,8 @@ impl KernelHost {
         dtype: types::Dtype,
         dst: Option<u64>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        if dst.is_some() {
-            self.machine.queue_room(self.pe).await;
-        }
-        let d = dir.map(Dir::from);
-        let shape = shape.into();
-        let fut = self
-            .machine
-            .recv(self.pe, d.as_ref(), &shape, dtype_in(dtype), dst);
-        let t = fut.await.map_err(|e| self.fail(call::recv(dir, dst), e))?;
-        self.push(t)
+        let c = self.rec.recv(dir, shape, dtype_in(dtype), dst);
+        self.made(c).await
     }
 }
 
@@ -235,33 +250,34 @@ pub(crate) fn program_axis(
 
 impl tl::HostTensor for KernelHost {
     fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.tensor(&r)?.shape.to_vec())
+        Ok(self.rec.shape_of(r.rep()).map_err(trap)?.to_vec())
     }
     fn dtype(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<types::Dtype> {
-        Ok(dtype_out(self.tensor(&r)?.dtype))
+        Ok(dtype_out(self.rec.dtype_of(r.rep()).map_err(trap)?))
     }
     fn addr(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
-        Ok(self.tensor(&r)?.addr())
+        self.rec.dtype_of(r.rep()).map_err(trap)?;
+        Ok(self.frame.tensor(r.rep()).addr())
     }
     fn nbytes(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
-        Ok(self.tensor(&r)?.nbytes())
+        self.rec.nbytes_of(r.rep()).map_err(trap)
     }
     fn drop(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<()> {
-        self.table.delete(r)?;
-        Ok(())
+        let c = self.rec.drop_tensor(r.rep());
+        self.run_at_once(c)
     }
 }
 
 impl tl::HostRecvFuture for KernelHost {
     fn shape(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<Vec<u32>> {
-        Ok(self.table.get(&r)?.shape.clone())
+        Ok(self.rec.future_shape(r.rep()).map_err(trap)?.0.to_vec())
     }
     fn dtype(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<types::Dtype> {
-        Ok(self.table.get(&r)?.dtype)
+        Ok(dtype_out(self.rec.future_shape(r.rep()).map_err(trap)?.1))
     }
     fn drop(&mut self, r: Resource<KernelFuture>) -> wasmtime::Result<()> {
-        self.table.delete(r)?;
-        Ok(())
+        // Not waited for: it stays unwaited, and the kernel fails at its end.
+        self.rec.drop_future(r.rep()).map_err(trap)
     }
 }
 
@@ -272,42 +288,31 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelFuture>> {
-        let task = self.machine.recv_async(
-            self.pe,
-            dir.as_deref().map(Dir::from),
-            shape.as_slice().into(),
-            dtype_in(dtype),
-        );
-        let id = self.unwaited.issued(dir.clone());
-        Ok(self.table.push(KernelFuture {
-            task,
-            dir,
-            shape,
-            dtype,
-            id,
-        })?)
+        let c = self.rec.recv_async(dir.as_deref(), &shape, dtype_in(dtype));
+        let fut = match &c {
+            Ok(Command::RecvAsync { fut, .. }) => Some(*fut),
+            _ => None,
+        };
+        self.run_at_once(c)?;
+        let fut = fut.ok_or_else(|| wasmtime::format_err!("recv_async made no future"))?;
+        Ok(Resource::new_own(fut))
     }
 
     async fn wait(
         &mut self,
         f: Resource<KernelFuture>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        let KernelFuture { task, dir, id, .. } = self.table.delete(f)?;
-        self.unwaited.waited(id);
-        let t = self
-            .machine
-            .wait_future(self.pe, dir.as_deref().map(Dir::from), task)
-            .await
-            .map_err(|e| self.fail(super::futures::wait_call(dir.as_deref()), e))?;
-        self.push(t)
+        let c = self.rec.wait(f.rep());
+        self.made(c).await
     }
 
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, false).map_err(|(c, e)| self.fail(c, e))
+        program_axis(&self.machine, self.pe, axis, false)
+            .map_err(|(c, e)| trap(self.rec.fail(c, e)))
     }
 
     fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| self.fail(c, e))
+        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| trap(self.rec.fail(c, e)))
     }
 
     async fn load(
@@ -320,11 +325,8 @@ impl tl::Host for KernelHost {
     }
 
     async fn store(&mut self, addr: u64, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
-        self.machine.queue_room(self.pe).await;
-        let v = self.tensor(&value)?;
-        self.machine
-            .store(self.pe, addr, &v)
-            .map_err(|e| self.fail(call::store(addr), e))
+        let c = self.rec.store(addr, value.rep());
+        self.run(c).await
     }
 
     async fn send(&mut self, dir: String, value: Resource<KernelTensor>) -> wasmtime::Result<()> {
@@ -338,17 +340,8 @@ impl tl::Host for KernelHost {
         shape: Vec<u32>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<()> {
-        let sent = self
-            .machine
-            .send_addr(
-                self.pe,
-                &Dir::from(dir.as_str()),
-                src_addr,
-                &shape,
-                dtype_in(dtype),
-            )
-            .await;
-        sent.map_err(|e| self.fail(call::send_addr(&dir, src_addr, &shape), e))
+        let c = self.rec.send_addr(&dir, src_addr, &shape, dtype_in(dtype));
+        self.run(c).await
     }
 
     async fn recv(
@@ -376,7 +369,8 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         b: Resource<KernelTensor>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        tl::Host::binary(self, tl::Binop::Add, a, b).await
+        let c = self.rec.binary(BinOp::Add, a.rep(), b.rep());
+        self.made(c).await
     }
 
     async fn binary(
@@ -385,14 +379,8 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         b: Resource<KernelTensor>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let op = binop_in(op);
-        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        let t = self
-            .machine
-            .binary(self.pe, op, &a, &b)
-            .map_err(|e| self.fail(call::binary(op), e))?;
-        self.push(t)
+        let c = self.rec.binary(binop_in(op), a.rep(), b.rep());
+        self.made(c).await
     }
 
     async fn scale(
@@ -400,13 +388,8 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         factor: f64,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let a = self.tensor(&a)?;
-        let t = self
-            .machine
-            .scale(self.pe, &a, factor)
-            .map_err(|e| self.fail(call::scale(factor), e))?;
-        self.push(t)
+        let c = self.rec.scale(a.rep(), factor);
+        self.made(c).await
     }
 
     async fn unary(
@@ -414,13 +397,8 @@ impl tl::Host for KernelHost {
         op: tl::UnaryOp,
         a: Resource<KernelTensor>,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let (a, op) = (self.tensor(&a)?, unary_in(op));
-        let t = self
-            .machine
-            .unary(self.pe, op, &a)
-            .map_err(|e| self.fail(call::unary(op), e))?;
-        self.push(t)
+        let c = self.rec.unary(unary_in(op), a.rep());
+        self.made(c).await
     }
 
     async fn cast(
@@ -428,13 +406,8 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let (a, dtype) = (self.tensor(&a)?, dtype_in(dtype));
-        let t = self
-            .machine
-            .cast(self.pe, &a, dtype)
-            .map_err(|e| self.fail(call::cast(dtype), e))?;
-        self.push(t)
+        let c = self.rec.cast(a.rep(), dtype_in(dtype));
+        self.made(c).await
     }
 
     async fn gemm(
@@ -443,13 +416,11 @@ impl tl::Host for KernelHost {
         b: Resource<KernelTensor>,
         out_dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let (a, b, dtype) = (self.tensor(&a)?, self.tensor(&b)?, dtype_in(out_dtype));
-        let t = self
-            .machine
-            .gemm(self.pe, &a, &b, dtype)
-            .map_err(|e| self.fail(call::gemm(dtype), e))?;
-        self.push(t)
+        let operands = (a.rep(), b.rep(), None);
+        let c = self
+            .rec
+            .composite(CompositeOp::Gemm, operands, dtype_in(out_dtype));
+        self.made(c).await
     }
 
     async fn composite(
@@ -460,15 +431,11 @@ impl tl::Host for KernelHost {
         c: Option<Resource<KernelTensor>>,
         out_dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let (op, dtype) = (composite_in(op), dtype_in(out_dtype));
-        let (a, b) = (self.tensor(&a)?, self.tensor(&b)?);
-        let c = c.map(|c| self.tensor(&c)).transpose()?;
-        let t = self
-            .machine
-            .composite(self.pe, op, (&a, &b, c.as_ref()), dtype)
-            .map_err(|e| self.fail(call::composite(op, dtype), e))?;
-        self.push(t)
+        let operands = (a.rep(), b.rep(), c.map(|c| c.rep()));
+        let c = self
+            .rec
+            .composite(composite_in(op), operands, dtype_in(out_dtype));
+        self.made(c).await
     }
 
     async fn reduce(
@@ -477,13 +444,8 @@ impl tl::Host for KernelHost {
         a: Resource<KernelTensor>,
         axis: u32,
     ) -> wasmtime::Result<Resource<KernelTensor>> {
-        self.machine.queue_room(self.pe).await;
-        let (a, op) = (self.tensor(&a)?, reduce_in(op));
-        let t = self
-            .machine
-            .reduce(self.pe, op, &a, axis)
-            .map_err(|e| self.fail(call::reduce(op, axis), e))?;
-        self.push(t)
+        let c = self.rec.reduce(reduce_in(op), a.rep(), axis);
+        self.made(c).await
     }
 
     fn now_ps(&mut self) -> wasmtime::Result<u64> {
@@ -519,10 +481,13 @@ impl tl::Host for KernelHost {
         super::fail::to_wit(submit_encoded_batch(self, dirs, shapes, calls).await)
     }
 
+    /// A second handle to the tensor batch id `id` names.
     fn batch_tensor(&mut self, id: u32) -> wasmtime::Result<Resource<KernelTensor>> {
-        let rep = self.batch.tensors.get(id)?;
-        let t = self.tensor(&Resource::new_borrow(rep))?;
-        self.push(t)
+        let of: TensorId = self.batch.tensors.get(id)?;
+        let alias = self.rec.alias(of).map_err(trap)?;
+        let t = self.frame.tensor(of).clone();
+        self.frame.put(alias, t);
+        Ok(Resource::new_own(alias))
     }
 }
 
@@ -587,7 +552,8 @@ impl AlgorithmComponent {
             pe,
             guard: limits.guard(&who),
             log: sb.output.stderr.clone(),
-            unwaited: Default::default(),
+            rec: Recorder::new(machine.clone(), pe),
+            frame: Frame::default(),
             batch: BatchIds::default(),
         };
         let mut store = Store::new(self.pre.engine(), host);
@@ -725,20 +691,20 @@ impl AlgorithmComponent {
             .and_then(|inst| inst.call_kernel(&mut store, launch.t_ptr, &launch.args));
         if let Err(e) = &result {
             if e.downcast_ref::<NeedsSimulatedTime>().is_some() {
-                let keepable = !store.data().addresses_other_sips.get();
+                let keepable = !store.data().rec.addresses_other_sips.get();
                 return Ok(RecordOutcome::InStep { keepable });
             }
         }
         // A future never waited for fails the kernel after its calls ran.
-        let unwaited = match store.data().unwaited.error(&pe.to_string()) {
+        let unwaited = match store.data().rec.unwaited.error(&pe.to_string()) {
             Some(e) => Err(wasmtime::Error::new(e)),
             None => Ok(()),
         };
-        let mut list = std::mem::take(&mut store.data_mut().list);
+        let mut list = std::mem::take(&mut store.data_mut().rec.list);
         list.shrink_to_fit();
         Ok(RecordOutcome::Made(Recorded {
             list,
-            addresses_other_sips: store.data().addresses_other_sips.get(),
+            addresses_other_sips: store.data().rec.addresses_other_sips.get(),
             out: sb.output,
             guest_error: result.and(unwaited).err(),
         }))
@@ -767,7 +733,7 @@ impl AlgorithmComponent {
         if let Err(e) = result {
             return Err(self.failed(algorithm, pe, &e, Some(&out)));
         }
-        match store.data().unwaited.error(&pe.to_string()) {
+        match store.data().rec.unwaited.error(&pe.to_string()) {
             Some(e) => Err(self.failed(algorithm, pe, &wasmtime::Error::new(e), None)),
             None => Ok(()),
         }

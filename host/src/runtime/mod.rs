@@ -38,6 +38,7 @@ pub mod loader;
 pub mod p2p;
 pub mod prerecord;
 pub mod process_group;
+pub mod recorder;
 pub mod recording_memo;
 pub mod session;
 pub mod shapes;

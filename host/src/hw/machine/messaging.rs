@@ -884,15 +884,7 @@ mod tests {
     /// `Dir` (found by pointer); any other name is a new one.
     #[test]
     fn a_receive_direction_is_named_by_its_queue_s_own_dir() {
-        let mut spec = TopologySpec::default_embedded();
-        spec.system.sips.count = 3;
-        let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
-        let pes = PeCoord::first_of_sips(3);
-        let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
-        machine
-            .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
-            .unwrap();
-        let pe = pes[1];
+        let (machine, pe) = crate::hw::machine::test_ring_machine();
         let rx: Vec<Dir> = {
             let port = machine.pe(pe).ipcq.lock();
             port.as_ref()

@@ -264,6 +264,22 @@ pub(crate) fn test_machine() -> (Arc<Machine>, PeCoord) {
     (m, pe)
 }
 
+/// A 3-SIP ring with its IPCQ installed (TCM buffers, 4 slots of 1 MiB)
+/// and its middle PE (for unit tests).
+#[cfg(test)]
+pub(crate) fn test_ring_machine() -> (Arc<Machine>, PeCoord) {
+    use crate::config::ccl::{BufferKind, NeighbourTopology};
+    let mut spec = crate::config::TopologySpec::default_embedded();
+    spec.system.sips.count = 3;
+    let machine = Machine::new(Arc::new(crate::topology::build(&spec).unwrap()));
+    let pes = PeCoord::first_of_sips(3);
+    let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
+    machine
+        .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
+        .unwrap();
+    (machine, pes[1])
+}
+
 /// A sink for the lines of the CCL trace.
 pub type CclLog = Arc<dyn Fn(String) + Send + Sync>;
 
