@@ -206,17 +206,22 @@ fn files_under(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// `rust_sdk.rs`: the Rust guest SDK's sources (the SDK crate, its macros
-/// crate and the WIT), which `kernbench-host new --lang rust` writes into a
+/// and wire crates and the WIT), which `kernbench-host new --lang rust` writes into a
 /// new project, so that the project builds wherever it is, without this
 /// tree. Their manifests inherit from this workspace; the values they
 /// inherit are written out here.
 fn embed_rust_sdk(root: &Path, out_dir: &Path) {
     let mut files = Vec::new();
-    for d in ["guest-sdk/src", "guest-sdk/macros/src"] {
+    for d in [
+        "guest-sdk/src",
+        "guest-sdk/macros/src",
+        "guest-sdk/wire/src",
+    ] {
         files_under(root, &root.join(d), &mut files);
     }
     files.push("guest-sdk/Cargo.toml".into());
     files.push("guest-sdk/macros/Cargo.toml".into());
+    files.push("guest-sdk/wire/Cargo.toml".into());
     files.push("wit/kernbench.wit".into());
     let workspace = fs::read_to_string(root.join("Cargo.toml")).unwrap();
     let value = |key: &str| -> String {

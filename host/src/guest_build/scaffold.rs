@@ -65,6 +65,9 @@ fn rust_sdk() -> Vec<(String, String)> {
                         "kernbench-guest-macros = { workspace = true }" => {
                             "kernbench-guest-macros = { path = \"macros\" }".to_string()
                         }
+                        "kernbench-wire = { workspace = true }" => {
+                            "kernbench-wire = { path = \"wire\" }".to_string()
+                        }
                         _ => l.to_string(),
                     })
                     .collect::<Vec<_>>()

@@ -14,11 +14,14 @@
 //! every read is checked: a call that cannot be read is refused by its
 //! index and what is wrong, never a panic.
 //!
-//! This module owns the reading; [`super::batch::batch_call_fn`] builds
+//! The form (cases, LEB128, options, floats) is `kernbench_wire`'s, the
+//! crate the Rust SDK writes with; this module owns the checked reading
+//! of it and its errors. [`super::batch::batch_call_fn`] builds
 //! each host's `tl::BatchCall` from it (each bindings module has its own
 //! `BatchCall` type; the enums are the shared `types` interface's).
 
 use super::bindings::algorithm::kernbench::sim::types::Dtype;
+use kernbench_wire::{read_leb128, LebFault};
 
 /// A call of a `tl.submit-encoded` batch that cannot be read. The index
 /// is the call's place in the batch (what `batch-error.index` reports).
@@ -79,26 +82,8 @@ impl BatchBytesError {
 }
 
 /// The cases of `batch-call`, in the order of the WIT (a call's first
-/// byte).
-pub mod case {
-    pub const LOAD: u8 = 0;
-    pub const STORE: u8 = 1;
-    pub const SEND: u8 = 2;
-    pub const SEND_ADDR: u8 = 3;
-    pub const RECV: u8 = 4;
-    pub const BINARY: u8 = 5;
-    pub const SCALE: u8 = 6;
-    pub const UNARY: u8 = 7;
-    pub const CAST: u8 = 8;
-    pub const REDUCE: u8 = 9;
-    pub const COMPOSITE: u8 = 10;
-    pub const RECV_ASYNC: u8 = 11;
-    pub const WAIT: u8 = 12;
-    pub const DROP_TENSOR: u8 = 13;
-    pub const DROP_FUTURE: u8 = 14;
-    /// The last case.
-    pub const LAST: u8 = DROP_FUTURE;
-}
+/// byte): the one definition, shared with the Rust SDK's writer.
+pub use kernbench_wire::case;
 
 /// `dtype`'s cases in declaration order: a byte is an index here, and
 /// so is the host's [`crate::hw::dtype::Dtype::ALL`] (the conversions of
@@ -178,32 +163,6 @@ pub mod live_cases {
 /// The `tl` enums of the recording kernel host's bindings.
 pub mod eager_cases {
     tl_enum_cases!(crate::runtime::bindings::algorithm_eager::kernbench::sim::tl);
-}
-
-/// Why a LEB128 cannot be read.
-enum LebFault {
-    CutShort,
-    TooLong,
-}
-
-/// The unsigned LEB128 of at most `bits` bits at the start of `bytes`,
-/// and how many bytes it takes.
-#[inline(never)]
-fn long_leb128(bytes: &[u8], bits: u32) -> Result<(u64, usize), LebFault> {
-    let (mut v, mut shift) = (0u64, 0);
-    for (i, &b) in bytes.iter().enumerate() {
-        let part = u64::from(b & 0x7f);
-        // The bits this byte brings past `bits` must be zero.
-        if shift >= bits || (shift + 7 > bits && part >> (bits - shift) != 0) {
-            return Err(LebFault::TooLong);
-        }
-        v |= part << shift;
-        if b < 0x80 {
-            return Ok((v, i + 1));
-        }
-        shift += 7;
-    }
-    Err(LebFault::CutShort)
 }
 
 /// Keep `e` in `bad` unless a failure is there already. Apart from the
@@ -310,7 +269,7 @@ impl<'a> BatchReader<'a> {
                 return b.into();
             }
         }
-        match long_leb128(self.rest, bits) {
+        match read_leb128(self.rest, bits) {
             Ok((v, n)) => {
                 self.rest = &self.rest[n..];
                 v

@@ -17,7 +17,7 @@ use crate::hw::math_ops::{ReduceOp, UnaryOp};
 
 /// Append `c`'s encoding to `out`.
 pub fn encode(c: &Command, out: &mut Vec<u8>) {
-    let mut w = Writer(out);
+    let mut w = Writer(kernbench_wire::Writer(out));
     match *c {
         Command::Load {
             addr,
@@ -89,7 +89,7 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
         Command::Scale { a, factor, out } => {
             w.tag(Tag::Scale);
             w.u32(a);
-            w.bytes(&factor.to_le_bytes());
+            w.f64(factor);
             w.u32(out);
         }
         Command::Unary { op, a, out } => {
@@ -260,34 +260,32 @@ enum Tag {
     Drop,
 }
 
-struct Writer<'a>(&'a mut Vec<u8>);
+/// The list's writer: `kernbench_wire`'s LEB128 and floats, with a tag
+/// and a compact option of its own.
+struct Writer<'a>(kernbench_wire::Writer<'a>);
 
 impl Writer<'_> {
     fn tag(&mut self, t: Tag) {
-        self.0.push(t as u8);
+        self.0.byte(t as u8);
     }
 
     fn byte(&mut self, b: u8) {
-        self.0.push(b);
+        self.0.byte(b);
     }
 
-    /// Bytes as they are (what [`Reader::take`] reads back).
-    fn bytes(&mut self, b: &[u8]) {
-        self.0.extend_from_slice(b);
+    fn f64(&mut self, v: f64) {
+        self.0.f64(v);
     }
 
-    fn u64(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.0.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
+    fn u64(&mut self, v: u64) {
+        self.0.u64(v);
     }
 
     fn u32(&mut self, v: u32) {
-        self.u64(v.into());
+        self.0.u32(v);
     }
 
+    /// An optional index in one varint: 0 for none, else the index + 1.
     fn opt(&mut self, v: Option<u32>) {
         self.u64(v.map_or(0, |v| u64::from(v) + 1));
     }
@@ -305,19 +303,9 @@ impl Reader<'_> {
 
     #[inline]
     fn u64(&mut self) -> u64 {
-        let b = self.byte();
-        if b < 0x80 {
-            return b.into();
-        }
-        let (mut v, mut shift) = (u64::from(b & 0x7f), 7);
-        loop {
-            let b = self.byte();
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return v;
-            }
-            shift += 7;
-        }
+        let (v, rest) = kernbench_wire::read_leb128_trusted(self.0).expect("a whole command");
+        self.0 = rest;
+        v
     }
 
     #[inline]
@@ -371,7 +359,7 @@ mod tests {
     fn varints_round_trip_at_their_edges() {
         for v in [0, 1, 0x7f, 0x80, 0x3fff, 0x4000, u32::MAX as u64, u64::MAX] {
             let mut out = Vec::new();
-            Writer(&mut out).u64(v);
+            Writer(kernbench_wire::Writer(&mut out)).u64(v);
             let mut r = Reader(&out);
             assert_eq!(r.u64(), v);
             assert!(r.0.is_empty());
