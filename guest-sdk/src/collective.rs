@@ -196,12 +196,8 @@ impl Finish {
                     Dtype::U8 => n > u8::MAX as u32,
                     _ => false,
                 };
-                let divide = |x: &T::Tensor| {
-                    let zero = tl.binary(BinOp::Sub, x, x);
-                    let one = tl.unary(UnaryOp::Exp, &zero);
-                    let d = tl.scale(&one, n as f64);
-                    tl.binary(BinOp::Div, x, &d)
-                };
+                let divide =
+                    |x: &T::Tensor| tl.binary(BinOp::Div, x, &filled_like(tl, x, n.into()));
                 if narrow {
                     let wide = tl.cast(t, Dtype::I32);
                     tl.cast(&divide(&wide), dtype)
@@ -211,6 +207,14 @@ impl Finish {
             }
         }
     }
+}
+
+/// A tensor of `x`'s shape and dtype whose every element is `k`, in three
+/// MATH commands: `exp(x − x) · k` (the kernel language has no constants).
+fn filled_like<T: Tl + ?Sized>(tl: &T, x: &T::Tensor, k: f64) -> T::Tensor {
+    let zero = tl.binary(BinOp::Sub, x, x);
+    let one = tl.unary(UnaryOp::Exp, &zero);
+    tl.scale(&one, k)
 }
 
 /// premul_sum's first step, NCCL's `preOp`: a rank's own contribution
@@ -241,12 +245,7 @@ impl Prepare {
     pub fn apply<T: Tl + ?Sized>(self, tl: &T, t: &T::Tensor) -> T::Tensor {
         match self {
             Prepare::Scale(f) => tl.scale(t, f),
-            Prepare::Multiply(k) => {
-                let zero = tl.binary(BinOp::Sub, t, t);
-                let one = tl.unary(UnaryOp::Exp, &zero);
-                let k = tl.scale(&one, k);
-                tl.binary(BinOp::Mul, t, &k)
-            }
+            Prepare::Multiply(k) => tl.binary(BinOp::Mul, t, &filled_like(tl, t, k)),
         }
     }
 }
