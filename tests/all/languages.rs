@@ -678,9 +678,13 @@ fn a_new_python_bench_runs_its_readme_commands_as_written() {
             .nth(1)
             .and_then(|t| t.lines().next())
             .unwrap_or_else(|| panic!("no {step} step in\n{readme}"));
+        // Where a user's `toolchains install` would have put them: the
+        // test's own, given as a user may (the per-user directory of this
+        // machine may hold none).
         let t = std::process::Command::new("sh")
             .args(["-c", line])
             .env("PATH", &path)
+            .env("KERNBENCH_TOOLCHAINS", guests::toolchains())
             .current_dir(&root)
             .output()
             .unwrap();
