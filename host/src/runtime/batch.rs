@@ -18,6 +18,7 @@
 //! the same host function as the call made by itself ([`batch_call_fn`]),
 //! so checks, errors, recorded commands and simulated times are the same.
 
+use super::slots::Table;
 use crate::error::TlCallError;
 
 /// Ids a batch may use for tensors, and for futures (a kernel reuses the
@@ -98,14 +99,14 @@ impl Named<'_> {
 #[derive(Debug)]
 pub struct IdTable {
     kind: &'static str,
-    reps: Vec<Option<u32>>,
+    reps: Table<u32>,
 }
 
 impl IdTable {
     fn new(kind: &'static str) -> Self {
         IdTable {
             kind,
-            reps: Vec::new(),
+            reps: Table::default(),
         }
     }
 
@@ -115,39 +116,31 @@ impl IdTable {
         if id >= MAX_BATCH_IDS {
             return Err(BatchIdError::OutOfRange { kind, id });
         }
-        match self.reps.get(id as usize) {
-            Some(Some(_)) => Err(BatchIdError::Live { kind, id }),
-            _ => Ok(()),
+        match self.reps.contains(id) {
+            true => Err(BatchIdError::Live { kind, id }),
+            false => Ok(()),
         }
     }
 
     /// `id` names `rep` from now on (checked by [`IdTable::vacant`]).
     pub fn bind(&mut self, id: u32, rep: u32) -> Result<(), BatchIdError> {
         self.vacant(id)?;
-        let i = id as usize;
-        if self.reps.len() <= i {
-            self.reps.resize(i + 1, None);
-        }
-        self.reps[i] = Some(rep);
+        self.reps.put(id, rep);
         Ok(())
     }
 
     /// The handle `id` names.
     pub fn get(&self, id: u32) -> Result<u32, BatchIdError> {
-        self.reps
-            .get(id as usize)
-            .copied()
-            .flatten()
-            .ok_or(BatchIdError::NotLive {
-                kind: self.kind,
-                id,
-            })
+        self.reps.get(id).copied().ok_or(BatchIdError::NotLive {
+            kind: self.kind,
+            id,
+        })
     }
 
     /// The handle `id` names; `id` is free again.
     pub fn take(&mut self, id: u32) -> Result<u32, BatchIdError> {
         let rep = self.get(id)?;
-        self.reps[id as usize] = None;
+        self.reps.retire(id);
         Ok(rep)
     }
 }

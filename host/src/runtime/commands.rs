@@ -19,6 +19,7 @@
 //! The names of calls in errors (`tl.load(addr=..., shape=...)`) are made
 //! here for both ways a kernel runs.
 
+use super::slots::Table;
 use crate::error::{HwError, TlCallError};
 use crate::hw::blocked::Dir;
 use crate::hw::dtype::{BinOp, Dtype};
@@ -143,6 +144,14 @@ impl Command {
             | Command::SendAddr { .. }
             | Command::RecvAsync { .. }
             | Command::Drop(_) => None,
+        }
+    }
+
+    /// The future a command makes (a `recv_async`'s).
+    pub fn future(&self) -> Option<u32> {
+        match *self {
+            Command::RecvAsync { fut, .. } => Some(fut),
+            _ => None,
         }
     }
 }
@@ -334,16 +343,16 @@ type Task = crate::engine::JoinHandle<Result<TensorRef, HwError>>;
 /// live tensors and running receives, by id.
 #[derive(Default)]
 pub struct Frame {
-    live: Vec<Option<TensorRef>>,
-    futures: Vec<Option<(Task, Option<Dir>)>>,
+    live: Table<TensorRef>,
+    futures: Table<(Task, Option<Dir>)>,
 }
 
 impl Frame {
     /// A frame for `list`'s commands (room for every id they use).
     pub fn for_list(list: &CommandList) -> Self {
         Frame {
-            live: vec![None; list.tensors as usize],
-            futures: (0..list.futures).map(|_| None).collect(),
+            live: Table::with_len(list.tensors),
+            futures: Table::with_len(list.futures),
         }
     }
 
@@ -351,27 +360,13 @@ impl Frame {
     /// [`super::recorder::Recorder`] made them).
     #[inline]
     pub fn tensor(&self, id: TensorId) -> &TensorRef {
-        self.live[id as usize]
-            .as_ref()
-            .expect("a command names a live tensor")
+        self.live.get(id).expect("a command names a live tensor")
     }
 
     /// Tensor `id` is `t` from now on.
     #[inline]
     pub fn put(&mut self, id: TensorId, t: TensorRef) {
-        let i = id as usize;
-        if self.live.len() <= i {
-            self.live.resize(i + 1, None);
-        }
-        self.live[i] = Some(t);
-    }
-
-    fn put_future(&mut self, fut: u32, task: Task, dir: Option<Dir>) {
-        let i = fut as usize;
-        if self.futures.len() <= i {
-            self.futures.resize_with(i + 1, || None);
-        }
-        self.futures[i] = Some((task, dir));
+        self.live.put(id, t);
     }
 }
 
@@ -549,11 +544,13 @@ pub async fn execute(
                 let dir = dir.map(|d| at.names.0[d as usize].clone());
                 let shape = at.names.1[shape as usize].clone();
                 let task = at.machine.recv_async(pe, dir.clone(), shape, dtype);
-                at.frame.put_future(fut, task, dir);
+                at.frame.futures.put(fut, (task, dir));
             }
             Command::Wait { fut, out } => {
-                let (task, dir) = at.frame.futures[fut as usize]
-                    .take()
+                let (task, dir) = at
+                    .frame
+                    .futures
+                    .retire(fut)
                     .expect("a wait names a running receive once");
                 let t = at
                     .machine
@@ -562,7 +559,7 @@ pub async fn execute(
                     .map_err(|e| fail(super::futures::wait_call(dir.as_deref()), e))?;
                 at.frame.put(out, t);
             }
-            Command::Drop(id) => at.frame.live[id as usize] = None,
+            Command::Drop(id) => drop(at.frame.live.retire(id)),
         }
     }
     Ok(())

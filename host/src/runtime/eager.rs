@@ -23,7 +23,7 @@ use super::bindings::algorithm::kernbench::sim::types;
 use super::bindings::algorithm_eager::kernbench::sim::tl;
 use super::commands::Command;
 use super::fail::trap;
-use super::kernel::{dtype_in, dtype_out, program_axis, tl_ops_in};
+use super::kernel::{dtype_in, dtype_out, tl_ops_in};
 use super::limits::{Guarded, InstanceGuard};
 use super::recorder::{CallError, Recorder};
 use crate::hw::dtype::BinOp;
@@ -57,8 +57,6 @@ pub enum EagerFuture {}
 pub struct EagerHost {
     wasi: WasiCtx,
     table: ResourceTable,
-    machine: Arc<Machine>,
-    pe: PeCoord,
     guard: InstanceGuard,
     /// Its calls made into commands, and the commands kept.
     pub(crate) rec: Recorder,
@@ -86,9 +84,7 @@ impl EagerHost {
         EagerHost {
             wasi,
             table: ResourceTable::new(),
-            rec: Recorder::new(machine.clone(), pe),
-            machine,
-            pe,
+            rec: Recorder::new(machine, pe),
             guard,
             batch: BatchIds::default(),
         }
@@ -190,10 +186,7 @@ impl tl::Host for EagerHost {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<EagerFuture>> {
         let c = self.rec.recv_async(dir.as_deref(), &shape, dtype_in(dtype));
-        let fut = match &c {
-            Ok(Command::RecvAsync { fut, .. }) => Some(*fut),
-            _ => None,
-        };
+        let fut = c.as_ref().ok().and_then(Command::future);
         self.record(c)?;
         let fut = fut.ok_or_else(|| wasmtime::format_err!("recv_async made no future"))?;
         Ok(Resource::new_own(fut))
@@ -205,12 +198,11 @@ impl tl::Host for EagerHost {
     }
 
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, false)
-            .map_err(|(c, e)| trap(self.rec.fail(c, e)))
+        self.rec.program_axis(axis, false).map_err(trap)
     }
 
     fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| trap(self.rec.fail(c, e)))
+        self.rec.program_axis(axis, true).map_err(trap)
     }
 
     fn load(

@@ -22,7 +22,7 @@ use super::limits::{guard_store, Guarded, InstanceGuard, RunLimits};
 use super::recording_memo::{Commands, Kept, Source};
 use super::wasi::{sandbox, CapturePipe, Output};
 use super::{describe_guest_error, describe_wasm_error};
-use crate::error::{HwError, SimError};
+use crate::error::SimError;
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
 use crate::hw::trace::Track;
@@ -45,8 +45,6 @@ pub enum KernelFuture {}
 pub struct KernelHost {
     wasi: WasiCtx,
     table: ResourceTable,
-    machine: Arc<Machine>,
-    pe: PeCoord,
     guard: InstanceGuard,
     /// Where `tl.log` lines go (the instance's captured stderr).
     log: CapturePipe,
@@ -89,8 +87,8 @@ impl KernelHost {
     async fn run(&mut self, c: Result<Command, CallError>) -> wasmtime::Result<()> {
         let c = c.map_err(trap)?;
         let mut at = Exec {
-            machine: &self.machine,
-            pe: self.pe,
+            machine: self.rec.machine(),
+            pe: self.rec.pe(),
             names: self.rec.list.names(),
             frame: &mut self.frame,
         };
@@ -221,33 +219,6 @@ pub(crate) use tl_ops_in;
 
 tl_ops_in!(tl);
 
-/// `tl.program_id(axis)` (or `tl.num_programs(axis)` when `count`) of
-/// `pe`: axis 0 is the PE in its cube, 1 the cube in its SIP. The error
-/// names the call.
-pub(crate) fn program_axis(
-    machine: &Machine,
-    pe: PeCoord,
-    axis: u32,
-    count: bool,
-) -> Result<i64, (String, HwError)> {
-    let spec = &machine.topo.spec;
-    match (axis, count) {
-        (0, false) => Ok(pe.pe as i64),
-        (1, false) => Ok(pe.cube as i64),
-        (0, true) => Ok(spec.pes_per_cube() as i64),
-        (1, true) => Ok(spec.cubes_per_sip() as i64),
-        _ => Err((
-            format!(
-                "tl.{}(axis={axis})",
-                if count { "num_programs" } else { "program_id" }
-            ),
-            HwError::Mismatch {
-                what: "axis must be 0 (PE) or 1 (cube)".into(),
-            },
-        )),
-    }
-}
-
 impl tl::HostTensor for KernelHost {
     fn shape(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<Vec<u32>> {
         Ok(self.rec.shape_of(r.rep()).map_err(trap)?.to_vec())
@@ -256,7 +227,7 @@ impl tl::HostTensor for KernelHost {
         Ok(dtype_out(self.rec.dtype_of(r.rep()).map_err(trap)?))
     }
     fn addr(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
-        self.rec.dtype_of(r.rep()).map_err(trap)?;
+        self.rec.live(r.rep()).map_err(trap)?;
         Ok(self.frame.tensor(r.rep()).addr())
     }
     fn nbytes(&mut self, r: Resource<KernelTensor>) -> wasmtime::Result<u64> {
@@ -289,10 +260,7 @@ impl tl::Host for KernelHost {
         dtype: types::Dtype,
     ) -> wasmtime::Result<Resource<KernelFuture>> {
         let c = self.rec.recv_async(dir.as_deref(), &shape, dtype_in(dtype));
-        let fut = match &c {
-            Ok(Command::RecvAsync { fut, .. }) => Some(*fut),
-            _ => None,
-        };
+        let fut = c.as_ref().ok().and_then(Command::future);
         self.run_at_once(c)?;
         let fut = fut.ok_or_else(|| wasmtime::format_err!("recv_async made no future"))?;
         Ok(Resource::new_own(fut))
@@ -307,12 +275,11 @@ impl tl::Host for KernelHost {
     }
 
     fn program_id(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, false)
-            .map_err(|(c, e)| trap(self.rec.fail(c, e)))
+        self.rec.program_axis(axis, false).map_err(trap)
     }
 
     fn num_programs(&mut self, axis: u32) -> wasmtime::Result<i64> {
-        program_axis(&self.machine, self.pe, axis, true).map_err(|(c, e)| trap(self.rec.fail(c, e)))
+        self.rec.program_axis(axis, true).map_err(trap)
     }
 
     async fn load(
@@ -453,7 +420,7 @@ impl tl::Host for KernelHost {
     }
 
     fn log(&mut self, msg: String) -> wasmtime::Result<()> {
-        tracing::info!(target: "kernbench::kernel", "[{} t={}ps] {msg}", self.pe, crate::engine::now());
+        tracing::info!(target: "kernbench::kernel", "[{} t={}ps] {msg}", self.rec.pe(), crate::engine::now());
         // Captured like stderr: bounded, and printed with the PE's name.
         let line = format!(
             "[t={:.3}us] {msg}\n",
@@ -548,8 +515,6 @@ impl AlgorithmComponent {
         let host = KernelHost {
             wasi: sb.ctx,
             table: ResourceTable::new(),
-            machine: machine.clone(),
-            pe,
             guard: limits.guard(&who),
             log: sb.output.stderr.clone(),
             rec: Recorder::new(machine.clone(), pe),

@@ -43,6 +43,7 @@ pub mod recording_memo;
 pub mod session;
 pub mod shapes;
 pub mod sim;
+pub mod slots;
 pub mod split_memo;
 pub mod split_run;
 pub mod wasi;

@@ -18,6 +18,7 @@
 
 use super::commands::{call, Command, CommandList, TensorId};
 use super::futures::{recv_async_call, Unwaited};
+use super::slots::Slots;
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
@@ -81,11 +82,8 @@ pub struct Recorder {
     /// The shapes and directions named so far; a recording kernel's
     /// commands too.
     pub list: CommandList,
-    tensors: Vec<Option<TensorMeta>>,
-    /// Tensor ids whose handles were dropped, for reuse.
-    free: Vec<TensorId>,
-    futures: Vec<Option<FutureMeta>>,
-    free_futures: Vec<u32>,
+    tensors: Slots<TensorMeta>,
+    futures: Slots<FutureMeta>,
     /// `recv_async` futures not waited for.
     pub unwaited: Unwaited,
     /// Sends (direction id, bytes) and receive directions the machine
@@ -105,15 +103,23 @@ impl Recorder {
             machine,
             pe,
             list: CommandList::default(),
-            tensors: Vec::new(),
-            free: Vec::new(),
-            futures: Vec::new(),
-            free_futures: Vec::new(),
+            tensors: Slots::default(),
+            futures: Slots::default(),
             unwaited: Unwaited::default(),
             accepted_sends: Vec::new(),
             accepted_recvs: Vec::new(),
             addresses_other_sips: Default::default(),
         }
+    }
+
+    /// The machine the kernel runs on.
+    pub fn machine(&self) -> &Arc<Machine> {
+        &self.machine
+    }
+
+    /// The PE the kernel runs on.
+    pub fn pe(&self) -> PeCoord {
+        self.pe
     }
 
     /// `call`'s refusal on this PE.
@@ -156,23 +162,15 @@ impl Recorder {
 
     fn meta(&self, id: TensorId) -> Result<TensorMeta, CallError> {
         self.tensors
-            .get(id as usize)
+            .get(id)
             .copied()
-            .flatten()
             .ok_or(CallError::NotLive { kind: "tensor", id })
     }
 
     /// The id of a new tensor.
     fn new_tensor(&mut self, meta: TensorMeta) -> TensorId {
-        let id = self.free.pop().unwrap_or_else(|| {
-            self.list.tensors += 1;
-            self.list.tensors - 1
-        });
-        let i = id as usize;
-        if self.tensors.len() <= i {
-            self.tensors.resize(i + 1, None);
-        }
-        self.tensors[i] = Some(meta);
+        let id = self.tensors.insert(meta);
+        self.list.tensors = self.tensors.high_water();
         id
     }
 
@@ -191,10 +189,33 @@ impl Recorder {
     /// make was not made (its id is free again).
     pub fn undo(&mut self, c: &Command) {
         if let Some(id) = c.out() {
-            if let Some(slot) = self.tensors.get_mut(id as usize) {
-                *slot = None;
-                self.free.push(id);
-            }
+            self.tensors.take(id);
+        }
+    }
+
+    /// Tensor `id` is live (its handle not dropped).
+    pub fn live(&self, id: TensorId) -> Result<(), CallError> {
+        self.meta(id).map(drop)
+    }
+
+    /// `tl.program_id(axis)` (or `tl.num_programs(axis)` when `count`):
+    /// axis 0 is the PE in its cube, 1 the cube in its SIP.
+    pub fn program_axis(&self, axis: u32, count: bool) -> Result<i64, CallError> {
+        let spec = &self.machine.topo.spec;
+        match (axis, count) {
+            (0, false) => Ok(self.pe.pe as i64),
+            (1, false) => Ok(self.pe.cube as i64),
+            (0, true) => Ok(spec.pes_per_cube() as i64),
+            (1, true) => Ok(spec.cubes_per_sip() as i64),
+            _ => Err(self.fail(
+                format!(
+                    "tl.{}(axis={axis})",
+                    if count { "num_programs" } else { "program_id" }
+                ),
+                HwError::Mismatch {
+                    what: "axis must be 0 (PE) or 1 (cube)".into(),
+                },
+            )),
         }
     }
 
@@ -423,20 +444,13 @@ impl Recorder {
         }
         let dir_id = dir.map(|d| self.dir_id(d)).transpose()?;
         let shape = self.shape_id(shape)?;
-        let fut = self.free_futures.pop().unwrap_or_else(|| {
-            self.list.futures += 1;
-            self.list.futures - 1
-        });
-        let i = fut as usize;
-        if self.futures.len() <= i {
-            self.futures.resize(i + 1, None);
-        }
         let unwaited = self.unwaited.issued(dir.map(str::to_string));
-        self.futures[i] = Some(FutureMeta {
+        let fut = self.futures.insert(FutureMeta {
             shape,
             dtype,
             unwaited,
         });
+        self.list.futures = self.futures.high_water();
         Ok(Command::RecvAsync {
             dir: dir_id,
             shape,
@@ -446,14 +460,10 @@ impl Recorder {
     }
 
     fn future(&self, fut: u32) -> Result<FutureMeta, CallError> {
-        self.futures
-            .get(fut as usize)
-            .copied()
-            .flatten()
-            .ok_or(CallError::NotLive {
-                kind: "future",
-                id: fut,
-            })
+        self.futures.get(fut).copied().ok_or(CallError::NotLive {
+            kind: "future",
+            id: fut,
+        })
     }
 
     /// Future `fut`'s shape and dtype.
@@ -465,8 +475,7 @@ impl Recorder {
     /// `tl.wait`: the future is used up, its tensor made.
     pub fn wait(&mut self, fut: u32) -> Result<Command, CallError> {
         let f = self.future(fut)?;
-        self.futures[fut as usize] = None;
-        self.free_futures.push(fut);
+        self.futures.take(fut);
         self.unwaited.waited(f.unwaited);
         Ok(self.produce(f.shape, f.dtype, |out| Command::Wait { fut, out }))
     }
@@ -476,15 +485,14 @@ impl Recorder {
     /// in the ring). Its id is not reused.
     pub fn drop_future(&mut self, fut: u32) -> Result<(), CallError> {
         self.future(fut)?;
-        self.futures[fut as usize] = None;
+        self.futures.retire(fut);
         Ok(())
     }
 
     /// The guest dropped tensor `id`'s handle.
     pub fn drop_tensor(&mut self, id: TensorId) -> Result<Command, CallError> {
         self.meta(id)?;
-        self.tensors[id as usize] = None;
-        self.free.push(id);
+        self.tensors.take(id);
         Ok(Command::Drop(id))
     }
 }
