@@ -93,6 +93,13 @@ kb_tensor kb_unary(kb_unary_op op, kb_tensor a) {
 kb_tensor kb_cast(kb_tensor a, kb_dtype dtype) {
     return wrap(kernbench_sim_tl_cast(borrow(a), (kernbench_sim_tl_dtype_t)dtype));
 }
+kb_tensor kb_fill_shape(const uint32_t *shape, size_t rank, kb_dtype dtype, double value) {
+    algorithm_outputs_list_u32_t s = {(uint32_t *)shape, rank};
+    return wrap(kernbench_sim_tl_fill(&s, (kernbench_sim_tl_dtype_t)dtype, value));
+}
+kb_tensor kb_fill(uint32_t n, kb_dtype dtype, double value) {
+    return kb_fill_shape(&n, 1, dtype, value);
+}
 kb_tensor kb_reduce(kb_reduce_op op, kb_tensor a, uint32_t axis) {
     return wrap(kernbench_sim_tl_reduce((kernbench_sim_tl_reduce_op_t)op, borrow(a), axis));
 }

@@ -172,6 +172,11 @@ typedef enum { KB_GEMM, KB_GEMM_ACC, KB_GEMM_BIAS, KB_GEMM_RELU, KB_GEMM_BIAS_RE
 kb_tensor kb_unary(kb_unary_op op, kb_tensor a);
 /* `a` converted to `dtype`. */
 kb_tensor kb_cast(kb_tensor a, kb_dtype dtype);
+/* `n` elements (a 1-D tensor) of `dtype` in TCM, every one `value`
+ * converted as kb_cast converts (kernbench:sim 0.8.1). */
+kb_tensor kb_fill(uint32_t n, kb_dtype dtype, double value);
+/* The same with a shape of `rank` dimensions. */
+kb_tensor kb_fill_shape(const uint32_t *shape, size_t rank, kb_dtype dtype, double value);
 /* `op` over `axis` of `a` (the axis dropped). */
 kb_tensor kb_reduce(kb_reduce_op op, kb_tensor a, uint32_t axis);
 /* `a [m, k] x b [k, n]` on the matrix unit, rounded once to `out`. */

@@ -10,7 +10,7 @@
 // the garbage collector in time: call `t.drop()` when done with one
 // (dropping a received tensor frees its IPCQ slot).
 
-import * as host from "kernbench:sim/tl@0.8.0";
+import * as host from "kernbench:sim/tl@0.8.1";
 
 export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4, i8: 1, u8: 1, u32: 4, i64: 8, u64: 8, f64: 8 };
 
@@ -99,6 +99,9 @@ export const tl = {
   unary: (op, a) => wrap(host.unary(op, raw(a, `tl.unary(${op})`))),
   /** `a` converted to `dtype`. */
   cast: (a, dtype) => wrap(host.cast(raw(a, "tl.cast"), dtypeOf(dtype))),
+  /** A tensor of `shape` / `dtype` in TCM whose every element is `value`,
+   * converted as `cast` converts (one MATH command; kernbench:sim 0.8.1). */
+  fill: (shape, dtype, value) => wrap(host.fill(shapeOf(shape), dtypeOf(dtype), Number(value))),
   /** `op` (sum, max, min) over `axis` of `a`; the axis is dropped. */
   reduce: (op, a, axis = 0) => wrap(host.reduce(op, raw(a, `tl.reduce(${op})`), axis)),
   /** `a [m, k] x b [k, n]` on the matrix unit, rounded once to `outDtype`. */

@@ -860,6 +860,10 @@ class Rank {
     return this.scratch(a.shape, dtype, encode(decode(a.data, a.dtype), dtype));
   }
 
+  fill(shape, dtype, value) {
+    return this.scratch(shape, dtype, encode(new Array(prod(shape)).fill(value), dtype));
+  }
+
   reduce(op, a, axis) {
     if (!(op in REDUCE)) this.fail(`tl.reduce: op ${JSON.stringify(op)} is one of sum, max, min`);
     if (!Number.isInteger(axis) || axis < 0 || axis >= a.shape.length) {
@@ -951,6 +955,7 @@ function makeTl(b) {
     div: (a, c) => wrap(b.binary("div", raw(a, "tl.div"), raw(c, "tl.div"))),
     unary: (op, a) => wrap(b.unary(op, raw(a, `tl.unary(${op})`))),
     cast: (a, dtype) => wrap(b.cast(raw(a, "tl.cast"), dtypeOf(dtype))),
+    fill: (shape, dtype, value) => wrap(b.fill(shapeOf(shape), dtypeOf(dtype), Number(value))),
     reduce: (op, a, axis = 0) => wrap(b.reduce(op, raw(a, `tl.reduce(${op})`), axis)),
     gemm: (a, c, outDtype) =>
       wrap(b.composite("gemm", raw(a, "tl.gemm"), raw(c, "tl.gemm"), null, dtypeOf(outDtype ?? a.dtype))),

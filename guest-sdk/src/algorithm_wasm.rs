@@ -180,6 +180,9 @@ impl Tl for WasmTl {
     fn cast(&self, a: &tl::Tensor, dtype: Dtype) -> tl::Tensor {
         tl::cast(a, dtype.into())
     }
+    fn fill(&self, shape: &[u32], dtype: Dtype, value: f64) -> tl::Tensor {
+        tl::fill(shape, dtype.into(), value)
+    }
     fn reduce(&self, op: ReduceOp, a: &tl::Tensor, axis: u32) -> tl::Tensor {
         tl::reduce(op.into(), a, axis)
     }

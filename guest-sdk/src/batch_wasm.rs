@@ -453,6 +453,16 @@ impl Tl for BatchTl {
         })
     }
     #[track_caller]
+    fn fill(&self, shape: &[u32], dtype: Dtype, value: f64) -> BatchTensor {
+        let intern = |p: &mut Pending| {
+            let shape = p.shape(shape);
+            (shape, shape)
+        };
+        self.make(dtype, case::FILL, Location::caller(), intern, |f, shape| {
+            f.u32(shape).dtype(dtype).f64(value);
+        })
+    }
+    #[track_caller]
     fn gemm(&self, a: &BatchTensor, b: &BatchTensor, out_dtype: Dtype) -> BatchTensor {
         self.composite(CompositeOp::Gemm, a, b, None, out_dtype)
     }

@@ -76,7 +76,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.0)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.1)`.
     pub fn version() -> String {
         t::version()
     }

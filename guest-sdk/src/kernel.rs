@@ -155,9 +155,14 @@ pub trait Tl {
     fn scale(&self, a: &Self::Tensor, factor: f64) -> Self::Tensor;
     /// `op(a)` element-wise, rounded once.
     fn unary(&self, op: UnaryOp, a: &Self::Tensor) -> Self::Tensor;
-    /// `a` converted to `dtype` (floats to nearest-even; i32 rounded to
-    /// nearest and saturated).
+    /// `a` converted to `dtype` (floats to nearest-even; integers rounded
+    /// to nearest and saturated).
     fn cast(&self, a: &Self::Tensor, dtype: Dtype) -> Self::Tensor;
+    /// A tensor of `shape` / `dtype` in PE scratch whose every element is
+    /// `value`, converted as [`Tl::cast`] converts; one MATH command, no
+    /// inputs (WIT 0.8.1: a host of 0.8.0 does not run a kernel that
+    /// calls it).
+    fn fill(&self, shape: &[u32], dtype: Dtype, value: f64) -> Self::Tensor;
     /// `a [m, k] x b [k, n]` on the matrix unit, rounded once to
     /// `out_dtype` (a command takes at most `pe.gemm.max_m/n/k`).
     fn gemm(&self, a: &Self::Tensor, b: &Self::Tensor, out_dtype: Dtype) -> Self::Tensor;

@@ -233,6 +233,13 @@ fn recorded_kernels_run_exactly_as_kernels_in_step() {
             vec!["-b", "1K", "-e", "1K"],
         ),
         ("ccl_hello", topo(5), Some("hello_send"), vec![]),
+        // An integer avg finishes with a `tl.fill` of the divisor.
+        (
+            "ccl_allreduce",
+            topo(3),
+            None,
+            vec!["-b", "8", "-e", "1K", "-f", "8", "-d", "i32", "-o", "avg"],
+        ),
     ];
     for (bench, t, algorithm, args) in cases {
         let what = format!("{bench} {args:?} on {} SIPs", t.system.sips.count);

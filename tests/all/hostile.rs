@@ -181,7 +181,7 @@ fn malformed_batches_are_refused_by_name_and_leave_the_host_sound() {
 fn encoded_batches_that_cannot_be_read_are_refused_by_name_after_the_calls_before() {
     let e = kernel_err(&loader(), 2, 16384);
     let expected = [
-        "call 1: tl.submit-encoded: case 99 is not a batch-call case (0 ..= 14)",
+        "call 1: tl.submit-encoded: case 99 names no call (the cases are 0 ..= 15)",
         "call 0: tl.submit-encoded: the bytes end inside the call's id",
         "call 0: tl.submit-encoded: the call's dtype is 17, which is not a dtype (0 ..= 9)",
         "call 0: tl.submit-encoded: the call's dir is 2, which is not an option's 0 (none) or 1 (some)",

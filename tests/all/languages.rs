@@ -536,6 +536,20 @@ fn every_sdk_speaks_the_whole_kernel_language_like_rust() {
         ));
         // The rows hold every rank's result check (#wrong) and time.
         assert_same_run_as_rust(&c, "rust", "other", false);
+        if lang == "c" {
+            // Each call its own host call (Rust batches them), recorded
+            // ahead and in step: the same run.
+            let go = |l| {
+                let args = ["-b", "8", "-e", "4K", "-f", "8"];
+                run_with(l, "ccl_allreduce", topo(3), c.clone(), Some("other"), &args).unwrap()
+            };
+            let (a, b) = (go(&loader()), go(&in_step_loader()));
+            assert!(a.rows.iter().all(|r| r.wrong == 0), "{:?}", a.rows);
+            assert_eq!(
+                (a.rows, a.end_time_ps, a.memory_digest),
+                (b.rows, b.end_time_ps, b.memory_digest)
+            );
+        }
         let got = launch(&probe);
         assert_eq!(head(&got), head(&want), "{lang}");
         assert!(

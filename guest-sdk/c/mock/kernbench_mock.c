@@ -913,6 +913,21 @@ kb_tensor kb_cast(kb_tensor a, kb_dtype dtype) {
     return map(rk, &t, checked_dtype(dtype, "kb_cast"), NULL, 0);
 }
 
+kb_tensor kb_fill_shape(const uint32_t *shape, size_t rank, kb_dtype dtype, double value) {
+    struct rank *rk = me("kb_fill");
+    checked_dtype(dtype, "kb_fill");
+    if (rank > MAX_DIMS)
+        fail("kb_fill: %zu dimensions (the C mock takes up to %d)", rank, MAX_DIMS);
+    size_t n = elems_of(shape, rank), len = n * kb_itemsize(dtype);
+    uint8_t *data = xalloc(len);
+    for (size_t i = 0; i < n; i++) put_elem(data, i, dtype, value);
+    return new_tensor(rk, 0, shape, rank, dtype, data, len, NULL);
+}
+
+kb_tensor kb_fill(uint32_t n, kb_dtype dtype, double value) {
+    return kb_fill_shape(&n, 1, dtype, value);
+}
+
 kb_tensor kb_reduce(kb_reduce_op op, kb_tensor a, uint32_t axis) {
     struct rank *rk = me("kb_reduce");
     tensor t = *get(rk, a, "kb_reduce");

@@ -78,6 +78,10 @@ class _Host:
         return _wtl.cast(a, _DT[dtype])
 
     @staticmethod
+    def fill(shape, dtype, value):
+        return _wtl.fill(shape, _DT[dtype], value)
+
+    @staticmethod
     def reduce(op, a, axis):
         return _wtl.reduce(_REDUCE[op], a, axis)
 

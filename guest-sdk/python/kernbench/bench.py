@@ -338,7 +338,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.8.0)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.8.1)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):

@@ -352,6 +352,9 @@ class _Rank:
     def cast(self, a, dtype):
         return self._scratch(a.shape, dtype, encode(decode(a.data, a.dtype), dtype))
 
+    def fill(self, shape, dtype, value):
+        return self._scratch(shape, dtype, encode([value] * math.prod(shape), dtype))
+
     def reduce(self, op, a, axis):
         if not 0 <= axis < len(a.shape):
             self._fail(f"reduce over axis {axis} of {a.shape}")

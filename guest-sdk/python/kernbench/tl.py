@@ -226,6 +226,12 @@ class Tl:
         """``a`` converted to ``dtype`` on the MATH unit."""
         return self._wrap(self._b.cast(self._raw(a, "tl.cast"), _dtype(dtype)))
 
+    def fill(self, shape, dtype, value):
+        """A tensor of ``shape`` / ``dtype`` in TCM whose every element is
+        ``value``, converted as :meth:`cast` converts (one MATH command;
+        kernbench:sim 0.8.1)."""
+        return self._wrap(self._b.fill(_shape(shape), _dtype(dtype), float(value)))
+
     def sum(self, a, axis=0):
         """Sum over ``axis`` on the MATH unit (the axis is dropped)."""
         return self.reduce("sum", a, axis)

@@ -159,6 +159,14 @@ class MathUnit(unittest.TestCase):
         out = run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, 2.0, 3.0, 4.0]], (4,))
         self.assertEqual(out[0][:2], [1.0, 1.0])
 
+    def test_fill_converts_its_value_as_cast_does(self):
+        def kernel(t_ptr, n, tl):
+            tl.store(t_ptr, tl.fill((2, 2), "f16", 2.5) + tl.load(t_ptr, shape=(2, 2)))
+            tl.store(t_ptr + 8, tl.cast(tl.fill(4, "i8", 300), "f16"))
+
+        out = run_kernel_in_mock(kernel, 1, "ring_1d", [[1.0, 2.0, 3.0, 4.0, 0, 0, 0, 0]], ())
+        self.assertEqual(out[0], [3.5, 4.5, 5.5, 6.5, 127.0, 127.0, 127.0, 127.0])
+
 
 
 class Slots(unittest.TestCase):

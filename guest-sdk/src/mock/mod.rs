@@ -444,6 +444,10 @@ impl Tl for MockTl {
             elementwise(op, a.dtype, &a.data, &b.data),
         )
     }
+    fn fill(&self, shape: &[u32], dtype: Dtype, value: f64) -> MockTensor {
+        let n = nbytes_of(shape, dtype) / dtype.itemsize();
+        self.scratch(shape, dtype, dtype.encode(&vec![value; n]))
+    }
     fn scale(&self, a: &MockTensor, factor: f64) -> MockTensor {
         let v: Vec<f64> = a.dtype.decode(&a.data).iter().map(|x| x * factor).collect();
         self.scratch(&a.shape, a.dtype, a.dtype.encode(&v))
@@ -812,6 +816,34 @@ mod tests {
         }
         fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
             vec![n_elem as i64]
+        }
+    }
+
+    /// Stores a fill of `args[1]` in dtype `args[2]` over its tile.
+    struct FillTile;
+
+    impl Algorithm for FillTile {
+        fn kernel<T: Tl>(tl: &T, t_ptr: u64, args: &[i64]) {
+            let (n, value) = (args[0] as u32, args[1] as f64);
+            let dt = Dtype::from_code(args[2]).unwrap();
+            tl.store(t_ptr, &tl.fill(&[n], dt, value));
+        }
+        fn kernel_args(_: u32, n_elem: u64, _: u32, _: u32) -> Vec<i64> {
+            vec![n_elem as i64]
+        }
+    }
+
+    #[test]
+    fn a_fill_converts_its_value_as_a_cast_does() {
+        for (dt, value, want) in [
+            (Dtype::I8, 300, 127.0),
+            (Dtype::U8, -5, 0.0),
+            (Dtype::F16, 70_000, f64::INFINITY),
+            (Dtype::I64, -3, -3.0),
+        ] {
+            let cfg = MockConfig::ring(1, dt, vec![3, value, dt.code()]);
+            let got = run_kernel_in_mock::<FillTile>(&cfg, &[vec![1.0; 3]]).remove(0);
+            assert_eq!(got, [want; 3], "{dt:?} {value}");
         }
     }
 

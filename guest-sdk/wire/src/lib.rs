@@ -13,7 +13,7 @@
 //! what the SDK writes.
 
 /// The case of each call in `batch-call`, in the WIT's order (a call's
-/// first byte).
+/// first byte), then the calls only the bytes carry.
 pub mod case {
     pub const LOAD: u8 = 0;
     pub const STORE: u8 = 1;
@@ -30,8 +30,12 @@ pub mod case {
     pub const WAIT: u8 = 12;
     pub const DROP_TENSOR: u8 = 13;
     pub const DROP_FUTURE: u8 = 14;
+    /// `fill(shape, dtype, value, out)` (WIT 0.8.1): a case of the bytes
+    /// only, past `batch-call`'s last (a new `batch-call` case would
+    /// change `tl.submit`'s type for every guest).
+    pub const FILL: u8 = 15;
     /// The last case.
-    pub const LAST: u8 = DROP_FUTURE;
+    pub const LAST: u8 = FILL;
 }
 
 /// Appends fields to a byte list.

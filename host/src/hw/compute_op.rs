@@ -20,6 +20,9 @@ pub enum ComputeOp {
     Binary { op: BinOp, dtype: Dtype },
     /// `a * factor`, element-wise.
     Scale { factor: f64, dtype: Dtype },
+    /// Every element `value` (no inputs), converted to `dtype` as a cast
+    /// converts.
+    Fill { value: f64, dtype: Dtype },
     /// `op(a)`, element-wise.
     Unary { op: UnaryOp, dtype: Dtype },
     /// `a` converted from one dtype to another.
@@ -46,7 +49,10 @@ impl ComputeOp {
     pub fn is_elementwise(&self) -> bool {
         matches!(
             self,
-            ComputeOp::Binary { .. } | ComputeOp::Scale { .. } | ComputeOp::Unary { .. }
+            ComputeOp::Binary { .. }
+                | ComputeOp::Scale { .. }
+                | ComputeOp::Unary { .. }
+                | ComputeOp::Fill { .. }
         )
     }
 
@@ -68,6 +74,7 @@ impl ComputeOp {
         match self {
             ComputeOp::Binary { dtype, .. }
             | ComputeOp::Scale { dtype, .. }
+            | ComputeOp::Fill { dtype, .. }
             | ComputeOp::Unary { dtype, .. }
             | ComputeOp::Reduce { dtype, .. } => *dtype,
             ComputeOp::Cast { to, .. } => *to,
@@ -80,6 +87,7 @@ impl ComputeOp {
         match self {
             ComputeOp::Binary { op, dtype } => format!("{} {}", op.name(), dtype.name()),
             ComputeOp::Scale { factor, dtype } => format!("scale {factor} {}", dtype.name()),
+            ComputeOp::Fill { value, dtype } => format!("fill {value} {}", dtype.name()),
             ComputeOp::Unary { op, dtype } => format!("{} {}", op.name(), dtype.name()),
             ComputeOp::Cast { from, to } => format!("cast {}->{}", from.name(), to.name()),
             ComputeOp::Reduce {
@@ -103,6 +111,7 @@ impl ComputeOp {
             ComputeOp::Scale { factor, dtype } => {
                 dtype::scale_into(*dtype, inputs[0], *factor, out)
             }
+            ComputeOp::Fill { value, dtype } => dtype::fill_into(*dtype, *value, out),
             ComputeOp::Unary { op, dtype } => math_ops::unary_into(*op, *dtype, inputs[0], out),
             ComputeOp::Cast { from, to } => math_ops::cast_into(*from, *to, inputs[0], out),
             ComputeOp::Reduce {
@@ -142,6 +151,7 @@ impl ComputeOp {
         let dst = (space, offset);
         let at = |r: &Region| (r.0, r.1);
         match (self.is_elementwise(), inputs) {
+            (true, []) => mem.apply([], dst, len, unit, |[], o| self.apply(&[], o)),
             (true, [a]) => mem.apply([at(a)], dst, len, unit, |[x], o| self.apply(&[x], o)),
             (true, [a, b]) => mem.apply([at(a), at(b)], dst, len, unit, |[x, y], o| {
                 self.apply(&[x, y], o)
@@ -198,5 +208,18 @@ mod tests {
         assert_eq!(run(gemm.clone(), &[&a, &a], 16), [0.0, 0.0, 15.0, 10.0]);
         assert_eq!(gemm.log_name(), "composite_gemm");
         assert_eq!(gemm.describe(), "gemm-relu 2x2x2 f32");
+        let fill = ComputeOp::Fill {
+            value: -2.5,
+            dtype: Dtype::I32,
+        };
+        let mut o = vec![0u8; 12];
+        fill.apply(&[], &mut o);
+        assert_eq!(
+            Dtype::I32.to_f64(&o),
+            [-3.0; 3],
+            "rounded half away from zero"
+        );
+        assert!(fill.is_elementwise() && fill.log_name() == "math");
+        assert_eq!(fill.describe(), "fill -2.5 i32");
     }
 }

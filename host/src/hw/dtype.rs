@@ -473,6 +473,15 @@ pub fn binary(op: BinOp, dtype: Dtype, a: &[u8], b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Every element of `out` is `value`, encoded as [`Dtype::from_f64`]
+/// encodes it (rounded once; integers saturated, NaN to 0).
+pub fn fill_into(dtype: Dtype, value: f64, out: &mut [u8]) {
+    let one = dtype.from_f64(&[value]);
+    for e in out.chunks_exact_mut(one.len()) {
+        e.copy_from_slice(&one);
+    }
+}
+
 /// `out = a * factor` (computed in f64, rounded once).
 pub fn scale_into(dtype: Dtype, a: &[u8], factor: f64, out: &mut [u8]) {
     let v: Vec<f64> = dtype.to_f64(a).into_iter().map(|x| x * factor).collect();

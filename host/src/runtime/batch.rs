@@ -205,7 +205,7 @@ macro_rules! batch_call_fn {
                     None => break None,
                 }
             };
-            $name(host, dirs, shapes, calls) $($aw)* ?;
+            make_calls(host, dirs, shapes, calls.into_iter()) $($aw)* ?;
             match unread {
                 None => Ok(()),
                 Some(e) => Err($crate::runtime::fail::Fail::Raised(tl::BatchError {
@@ -222,10 +222,14 @@ macro_rules! batch_call_fn {
         #[inline(always)]
         fn read_call(
             r: &mut $crate::runtime::batch_bytes::BatchReader<'_>,
-        ) -> Option<Result<tl::BatchCall, $crate::runtime::batch_bytes::BatchBytesError>> {
+        ) -> Option<Result<Call, $crate::runtime::batch_bytes::BatchBytesError>> {
             use $crate::runtime::batch_bytes::{case, $cases as cases};
             use tl::BatchCall as C;
             let c = r.next_case()?;
+            if c == case::FILL {
+                let fill = (r.u32("shape"), r.dtype("dtype"), r.f64("value"), r.u32("out"));
+                return Some(r.finish(Call::Fill(fill)));
+            }
             // Fields are read in the order they are written (Rust
             // evaluates a tuple's or a record's fields left to right).
             let call = match c {
@@ -277,14 +281,33 @@ macro_rules! batch_call_fn {
                     C::DropTensor(0)
                 }
             };
-            Some(r.finish(call))
+            Some(r.finish(Call::Typed(call)))
         }
 
+        /// A call of a batch: one of `batch-call`'s, or one only the bytes
+        /// carry (a new `batch-call` case would change `tl.submit`'s type).
+        #[derive(Debug)]
+        enum Call {
+            Typed(tl::BatchCall),
+            /// `fill(shape, dtype, value, out)` (WIT 0.8.1).
+            Fill((u32, $crate::runtime::bindings::algorithm::kernbench::sim::types::Dtype, f64, u32)),
+        }
+
+        /// `tl.submit`: the calls made in order.
         $($async)? fn $name(
             host: &mut $host,
             dirs: Vec<String>,
             shapes: Vec<Vec<u32>>,
             calls: Vec<tl::BatchCall>,
+        ) -> Result<(), $crate::runtime::fail::Fail<tl::BatchError>> {
+            make_calls(host, dirs, shapes, calls.into_iter().map(Call::Typed)) $($aw)*
+        }
+
+        $($async)? fn make_calls(
+            host: &mut $host,
+            dirs: Vec<String>,
+            shapes: Vec<Vec<u32>>,
+            calls: impl ExactSizeIterator<Item = Call>,
         ) -> Result<(), $crate::runtime::fail::Fail<tl::BatchError>> {
             host.guard
                 .batched_calls(calls.len())
@@ -293,13 +316,29 @@ macro_rules! batch_call_fn {
                 dirs: &dirs,
                 shapes: &shapes,
             };
-            for (index, call) in calls.into_iter().enumerate() {
-                if let Err(e) = one_call(host, &named, call) $($aw)* {
+            for (index, call) in calls.enumerate() {
+                let made = match call {
+                    Call::Typed(call) => one_call(host, &named, call) $($aw)*,
+                    Call::Fill(fill) => fill_call(host, &named, fill) $($aw)*,
+                };
+                if let Err(e) = made {
                     let (index, message) = $crate::runtime::batch::refusal(index, e)?;
                     let refused = tl::BatchError { index, message };
                     return Err($crate::runtime::fail::Fail::Raised(refused));
                 }
             }
+            Ok(())
+        }
+
+        $($async)? fn fill_call(
+            host: &mut $host,
+            named: &$crate::runtime::batch::Named<'_>,
+            (shape, dtype, value, out): (u32, $crate::runtime::bindings::algorithm::kernbench::sim::types::Dtype, f64, u32),
+        ) -> wasmtime::Result<()> {
+            host.batch.tensors.vacant(out)?;
+            let shape = named.shape_slice(shape)?;
+            let r = host.fill_named(shape, dtype, value) $($aw)* ?;
+            host.batch.tensors.bind(out, r.rep())?;
             Ok(())
         }
 

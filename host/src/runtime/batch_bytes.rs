@@ -28,7 +28,7 @@ use kernbench_wire::{read_leb128, LebFault};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BatchBytesError {
     #[error(
-        "tl.submit-encoded: case {case} is not a batch-call case (0 ..= {})",
+        "tl.submit-encoded: case {case} names no call (the cases are 0 ..= {})",
         case::LAST
     )]
     UnknownCase { index: u32, case: u8 },
@@ -457,7 +457,7 @@ mod tests {
         let e = r.finish(()).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "tl.submit-encoded: case 77 is not a batch-call case (0 ..= 14)"
+            "tl.submit-encoded: case 77 names no call (the cases are 0 ..= 15)"
         );
         assert_eq!(e.index(), 2);
         assert_eq!(r.next_case(), None);

@@ -92,6 +92,18 @@ pub fn encode(c: &Command, out: &mut Vec<u8>) {
             w.f64(factor);
             w.u32(out);
         }
+        Command::Fill {
+            shape,
+            dtype,
+            value,
+            out,
+        } => {
+            w.tag(Tag::Fill);
+            w.u32(shape);
+            w.byte(dtype as u8);
+            w.f64(value);
+            w.u32(out);
+        }
         Command::Unary { op, a, out } => {
             w.tag(Tag::Unary);
             w.byte(op as u8);
@@ -202,6 +214,12 @@ pub fn decode(bytes: &[u8]) -> (Command, &[u8]) {
             factor: f64::from_le_bytes(r.take::<8>()),
             out: r.u32(),
         },
+        t if t == Tag::Fill as u8 => Command::Fill {
+            shape: r.u32(),
+            dtype: r.dtype(),
+            value: f64::from_le_bytes(r.take::<8>()),
+            out: r.u32(),
+        },
         t if t == Tag::Unary as u8 => Command::Unary {
             op: UnaryOp::ALL[r.byte() as usize],
             a: r.u32(),
@@ -252,6 +270,7 @@ enum Tag {
     Binary,
     Scale,
     Unary,
+    Fill,
     Cast,
     Reduce,
     Composite,

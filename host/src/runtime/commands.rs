@@ -89,6 +89,13 @@ pub enum Command {
         a: TensorId,
         out: TensorId,
     },
+    /// `tl.fill`: a tensor of `shape` / `dtype`, every element `value`.
+    Fill {
+        shape: u32,
+        dtype: Dtype,
+        value: f64,
+        out: TensorId,
+    },
     Cast {
         a: TensorId,
         dtype: Dtype,
@@ -134,6 +141,7 @@ impl Command {
             | Command::RecvInto { out, .. }
             | Command::Binary { out, .. }
             | Command::Scale { out, .. }
+            | Command::Fill { out, .. }
             | Command::Unary { out, .. }
             | Command::Cast { out, .. }
             | Command::Reduce { out, .. }
@@ -308,6 +316,9 @@ pub mod call {
     }
     pub fn binary(op: BinOp) -> String {
         format!("tl.binary({})", op.name())
+    }
+    pub fn fill(shape: &[u32], dtype: crate::hw::dtype::Dtype, value: f64) -> String {
+        format!("tl.fill(shape={shape:?}, {}, {value})", dtype.name())
     }
     pub fn scale(factor: f64) -> String {
         format!("tl.scale({factor})")
@@ -489,6 +500,20 @@ pub async fn execute(
                     .machine
                     .scale(pe, a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
+                at.frame.put(out, t);
+            }
+            Command::Fill {
+                shape,
+                dtype,
+                value,
+                out,
+            } => {
+                let shape = &at.names.1[shape as usize];
+                at.machine.queue_room(pe).await;
+                let t = at
+                    .machine
+                    .fill(pe, shape, dtype, value)
+                    .map_err(|e| fail(call::fill(shape, dtype, value), e))?;
                 at.frame.put(out, t);
             }
             Command::Unary { op, a, out } => {
@@ -682,6 +707,12 @@ mod tests {
                 op: UnaryOp::Exp,
                 a: 6,
                 out: 7,
+            },
+            Command::Fill {
+                shape: 3,
+                dtype: Dtype::U64,
+                value: f64::NEG_INFINITY,
+                out: 18,
             },
             Command::Cast {
                 a: 8,
@@ -878,6 +909,41 @@ mod tests {
         );
     }
 
+    /// A fill replays as a MATH command with no inputs: its value, in
+    /// the dtype as a cast converts it, in every element.
+    #[test]
+    fn a_fill_replays_its_value_into_every_element() {
+        use crate::address::Space;
+        let (_, machine, pe) = default_machine();
+        let hbm = Space::Hbm { sip: 0, cube: 0 };
+        let mut list = CommandList::default();
+        let s = list.shape(&[3, 2]);
+        list.tensors = 2;
+        for (i, (dtype, value)) in [(Dtype::I8, 300.7), (Dtype::F16, -0.1)]
+            .into_iter()
+            .enumerate()
+        {
+            let out = i as TensorId;
+            list.push(Command::Fill {
+                shape: s,
+                dtype,
+                value,
+                out,
+            });
+            list.push(Command::Store {
+                addr: hbm.addr(64 * i as u64),
+                value: out,
+            });
+        }
+        replay_to_end(&machine, pe, list).unwrap();
+        let i8s = Dtype::I8.to_f64(&machine.host_read(hbm, 0, 6));
+        assert_eq!(i8s, [127.0; 6], "saturated");
+        let f16s = machine.host_read(hbm, 64, 12);
+        assert_eq!(f16s, Dtype::F16.from_f64(&[-0.1; 6]));
+        let s = machine.stats();
+        assert_eq!((s.dma_commands, s.math_commands), (2, 2));
+    }
+
     #[test]
     fn call_names_read_as_the_user_wrote_them() {
         assert_eq!(call::load(0x40, &[8]), "tl.load(addr=0x40, shape=[8])");
@@ -887,5 +953,9 @@ mod tests {
             "tl.recv_into(dir=\"W\", dst=0x10)"
         );
         assert_eq!(call::send("E"), "tl.send(dir=\"E\")");
+        assert_eq!(
+            call::fill(&[4, 2], Dtype::Bf16, 0.5),
+            "tl.fill(shape=[4, 2], bf16, 0.5)"
+        );
     }
 }

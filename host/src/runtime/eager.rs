@@ -121,6 +121,17 @@ impl EagerHost {
         self.made(c)
     }
 
+    /// `tl.fill`, the shape by reference.
+    fn fill_named(
+        &mut self,
+        shape: &[u32],
+        dtype: types::Dtype,
+        value: f64,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        let c = self.rec.fill(shape, dtype_in(dtype), value);
+        self.made(c)
+    }
+
     /// `tl.send`, the direction by reference.
     fn send_named(&mut self, dir: &str, value: Resource<EagerTensor>) -> wasmtime::Result<()> {
         let c = self.rec.send(dir, value.rep());
@@ -299,6 +310,15 @@ impl tl::Host for EagerHost {
         self.made(c)
     }
 
+    fn fill(
+        &mut self,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+        value: f64,
+    ) -> wasmtime::Result<Resource<EagerTensor>> {
+        self.fill_named(&shape, dtype, value)
+    }
+
     fn gemm(
         &mut self,
         a: Resource<EagerTensor>,
@@ -384,7 +404,7 @@ batch_call_fn!(
 
 #[cfg(test)]
 mod tests {
-    use super::{read_call, tl};
+    use super::{read_call, tl, Call};
     use crate::runtime::batch_bytes::BatchReader;
     use kernbench_guest::batch_bytes::{case, Fields};
     use kernbench_guest::{BinOp, CompositeOp, ReduceOp, UnaryOp};
@@ -444,10 +464,13 @@ mod tests {
         ];
         let mut bytes = Vec::new();
         let mut want = Vec::new();
-        let mut call = |c: u8, want_call: C, write: &dyn Fn(&mut Fields<'_>)| {
+        let mut made = |c: u8, want_call: Call, write: &dyn Fn(&mut Fields<'_>)| {
             bytes.push(c);
             write(&mut Fields(&mut bytes));
             want.push(want_call);
+        };
+        let mut call = |c: u8, want_call: C, write: &dyn Fn(&mut Fields<'_>)| {
+            made(c, Call::Typed(want_call), write)
         };
         for (g, w) in dtypes {
             call(case::LOAD, C::Load((u64::MAX, 300, w, 7)), &|f| {
@@ -528,6 +551,10 @@ mod tests {
         });
         call(case::DROP_FUTURE, C::DropFuture(0), &|f| {
             f.u32(0);
+        });
+        // A call only the bytes carry (WIT 0.8.1).
+        made(case::FILL, Call::Fill((2, W::U64, -1.5, 6)), &|f| {
+            f.u32(2).dtype(G::U64).f64(-1.5).u32(6);
         });
 
         let mut r = BatchReader::new(&bytes);

@@ -134,6 +134,17 @@ impl KernelHost {
         self.made(c).await
     }
 
+    /// `tl.fill`, the shape by reference.
+    async fn fill_named(
+        &mut self,
+        shape: &[u32],
+        dtype: types::Dtype,
+        value: f64,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        let c = self.rec.fill(shape, dtype_in(dtype), value);
+        self.made(c).await
+    }
+
     /// `tl.send`, the direction by reference.
     async fn send_named(
         &mut self,
@@ -375,6 +386,15 @@ impl tl::Host for KernelHost {
     ) -> wasmtime::Result<Resource<KernelTensor>> {
         let c = self.rec.cast(a.rep(), dtype_in(dtype));
         self.made(c).await
+    }
+
+    async fn fill(
+        &mut self,
+        shape: Vec<u32>,
+        dtype: types::Dtype,
+        value: f64,
+    ) -> wasmtime::Result<Resource<KernelTensor>> {
+        self.fill_named(&shape, dtype, value).await
     }
 
     async fn gemm(

@@ -376,6 +376,21 @@ impl Recorder {
         Ok(self.produce(m.shape, m.dtype, |out| Command::Scale { a, factor, out }))
     }
 
+    /// `tl.fill`: only a shape too large to count in bytes is refused
+    /// ahead (room for it in the scratch is asked when it runs).
+    pub fn fill(&mut self, shape: &[u32], dtype: Dtype, value: f64) -> Result<Command, CallError> {
+        if let Err(e) = dtype.nbytes(shape) {
+            return Err(self.fail(call::fill(shape, dtype, value), e.into()));
+        }
+        let shape_id = self.shape_id(shape)?;
+        Ok(self.produce(shape_id, dtype, |out| Command::Fill {
+            shape: shape_id,
+            dtype,
+            value,
+            out,
+        }))
+    }
+
     /// `tl.unary`.
     pub fn unary(&mut self, op: UnaryOp, a: TensorId) -> Result<Command, CallError> {
         let m = self.meta(a)?;
@@ -598,6 +613,35 @@ mod tests {
             r.scale(7, 2.0),
             Err(CallError::NotLive { id: 7, .. })
         ));
+    }
+
+    /// A fill makes a tensor of the shape and dtype it names; a shape too
+    /// large to count in bytes is refused by name.
+    #[test]
+    fn a_fill_makes_its_shape_and_refuses_one_too_large() {
+        let (mut r, _) = recorder();
+        let c = r.fill(&[2, 5], Dtype::U8, 7.0).unwrap();
+        assert_eq!(
+            c,
+            Command::Fill {
+                shape: 0,
+                dtype: Dtype::U8,
+                value: 7.0,
+                out: 0
+            }
+        );
+        assert_eq!(
+            (r.shape_of(0).unwrap(), r.nbytes_of(0).unwrap()),
+            (&[2, 5][..], 10)
+        );
+        let huge = [u32::MAX; 3];
+        let e = refused(r.fill(&huge, Dtype::F64, 0.0).unwrap_err());
+        assert!(
+            e.call.starts_with("tl.fill(shape=[4294967295"),
+            "{}",
+            e.call
+        );
+        assert_eq!(r.list.tensors, 1);
     }
 
     /// A command refused when executed is undone: its id is free again.

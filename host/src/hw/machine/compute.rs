@@ -162,6 +162,22 @@ impl Machine {
         Ok(out)
     }
 
+    /// `tl.fill`: a tensor of `shape` / `dtype` in the PE's scratch with
+    /// every element `value` (converted as a cast converts); one element
+    /// of work per element.
+    pub fn fill(
+        self: &Arc<Self>,
+        pe: PeCoord,
+        shape: &[u32],
+        dtype: Dtype,
+        value: f64,
+    ) -> Result<TensorRef, HwError> {
+        let out = self.scratch(pe, shape, dtype)?;
+        let op = ComputeOp::Fill { value, dtype };
+        self.math_op(pe, op, smallvec![], &out, out.numel())?;
+        Ok(out)
+    }
+
     /// `tl.cast`: `a` converted to `dtype` (one element per element).
     pub fn cast(
         self: &Arc<Self>,

@@ -339,4 +339,23 @@ mod tests {
         assert_eq!(at[2], at[1] + busy, "the second waits for the first");
         assert_eq!(m.stats().math_commands, 2);
     }
+
+    /// A fill has no inputs: it starts at once on the MATH unit and takes
+    /// `overhead + elements / throughput`, one element of work each.
+    #[test]
+    fn a_fill_takes_the_unit_for_its_elements_and_nothing_else() {
+        let (m, pe) = super::super::test_machine();
+        let n = 96u32;
+        let ex = Executor::new();
+        let mm = m.clone();
+        let h = ex.spawn(async move {
+            let t = mm.fill(pe, &[n / 2, 2], Dtype::Bf16, 1.0 / 3.0).unwrap();
+            t.ready.wait().await;
+            (engine::now(), t.shape.to_vec(), t.dtype)
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        let busy = m.timing.math_overhead + m.timing.math_rate.duration_ps(n as u64).unwrap();
+        assert_eq!(h.try_take().unwrap(), (busy, vec![n / 2, 2], Dtype::Bf16));
+        assert_eq!(m.stats().math_commands, 1);
+    }
 }

@@ -8,7 +8,7 @@ export function kernel(tPtr, n, ws, mode, tl) {
   if (mode === 6) {
     const x = tl.load(tPtr, [1, n], "f16");
     const row = tl.reduce("max", x, 0);
-    const one = tl.unary("exp", tl.sub(row, row));
+    const one = tl.mul(tl.unary("exp", tl.sub(row, row)), tl.fill([n], "f16", 1));
     let acc = tl.cast(tl.div(row, one), "f32");
     if (ws > 1) {
       const f = tl.recvAsync("W", [n], "f16");

@@ -3,7 +3,7 @@ modes 3-6 in Python, to show the SDK's kernel language gives the same
 bytes and picoseconds: 3 squares a d x d f16 tile on the matrix unit (f32)
 and casts it back; 4 is ``x + x @ x`` in one gemm-acc composite; 5 a
 gemm-bias composite with a bias of the wrong shape (must fail); 6 a ring
-all-reduce touring reduce, exp, div, casts, send from an address and
+all-reduce touring reduce, exp, fill, div, casts, send from an address and
 recv_async / wait."""
 
 
@@ -11,7 +11,7 @@ def kernel(t_ptr, n, ws, mode, tl):
     if mode == 6:
         x = tl.load(t_ptr, shape=(1, n), dtype="f16")
         row = tl.max(x, axis=0)
-        one = tl.exp(row - row)
+        one = tl.exp(row - row) * tl.fill((n,), "f16", 1.0)
         acc = tl.cast(row / one, "f32")
         if ws > 1:
             f = tl.recv_async(dir="W", shape=(n,), dtype="f16")

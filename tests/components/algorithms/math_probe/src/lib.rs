@@ -15,7 +15,7 @@
 //!   call);
 //! - 6: a tour of the kernel language as a ring all-reduce (the sums must
 //!   be right): the tile loaded as `[1, n]`, reduced (max) over axis 0,
-//!   divided by `exp(x − x)` = 1, accumulated in f32; the first step sends
+//!   divided by `exp(x − x) · fill(1)` = 1, accumulated in f32; the first step sends
 //!   the tile straight from memory (`send_addr`), every receive is a
 //!   `recv_async` waited for after the send. Ported to C, JavaScript and
 //!   Python (`tests/components/{c,js,python}/math_probe`), with modes 3–5,
@@ -64,7 +64,8 @@ impl Algorithm for MathProbe {
             6 => {
                 let x = tl.load(t_ptr, &[1, n], Dtype::F16);
                 let row = tl.reduce(ReduceOp::Max, &x, 0);
-                let one = tl.unary(UnaryOp::Exp, &tl.binary(BinOp::Sub, &row, &row));
+                let e = tl.unary(UnaryOp::Exp, &tl.binary(BinOp::Sub, &row, &row));
+                let one = tl.binary(BinOp::Mul, &e, &tl.fill(&[n], Dtype::F16, 1.0));
                 let mine = tl.binary(BinOp::Div, &row, &one);
                 let mut acc = tl.cast(&mine, Dtype::F32);
                 if ws > 1 {
