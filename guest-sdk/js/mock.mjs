@@ -247,7 +247,7 @@ function grid(worldSize, gridW) {
 }
 
 /** `[[dir, peer, peerDir]]` of `rank`: the host's builtin tables
- * (host/src/ccl/tables.rs), as mock.py's table(). */
+ * (sim/src/ccl/tables.rs), as mock.py's table(). */
 export function table(topology, worldSize, rank, gridW) {
   const n = worldSize;
   switch (topology) {

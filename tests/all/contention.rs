@@ -1,5 +1,5 @@
 //! Contention (issue 14): collectives whose messages share links. The
-//! link-sharing model (`host/src/hw/link.rs`): each directed link keeps a
+//! link-sharing model (`sim/src/hw/link.rs`): each directed link keeps a
 //! calendar of the intervals its transfers' bytes cross it; a transfer
 //! takes, on each link of its path, the earliest gap at or after its head
 //! arrives that is long enough for its bytes (first come, first served in

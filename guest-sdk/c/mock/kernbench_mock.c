@@ -1047,7 +1047,7 @@ typedef struct {
     const char *peer_dir;
 } link_t;
 
-/* `rank`'s row of the builtin table `topo` (host/src/ccl/tables.rs, as
+/* `rank`'s row of the builtin table `topo` (sim/src/ccl/tables.rs, as
  * mock.py's table()) into `out` (room for 4); its length, or -1 for an
  * unknown table. */
 static int table(const char *topo, uint32_t n, uint32_t rank, uint32_t w, uint32_t h,

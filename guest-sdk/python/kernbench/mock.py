@@ -121,7 +121,7 @@ def _grid(world_size, grid_w):
 
 def table(topology, world_size, rank, grid_w=None):
     """``[(dir, peer, peer_dir)]`` of ``rank``: the host's builtin tables
-    (``host/src/ccl/tables.rs``)."""
+    (``sim/src/ccl/tables.rs``)."""
     n = world_size
     if topology == "ring_1d":
         return [("E", (rank + 1) % n, "W"), ("W", (rank - 1) % n, "E")]

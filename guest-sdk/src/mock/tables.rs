@@ -5,7 +5,7 @@ use super::MockConfig;
 use crate::Algorithm;
 
 /// `(direction, peer rank, direction the peer receives from)` of `rank`:
-/// the host's builtin tables (`host/src/ccl/tables.rs`, whose tests check
+/// the host's builtin tables (`sim/src/ccl/tables.rs`, whose tests check
 /// that the two agree).
 pub fn table(cfg: &MockConfig, rank: u32) -> Vec<(String, u32, String)> {
     let n = cfg.world_size;

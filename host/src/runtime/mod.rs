@@ -16,20 +16,20 @@
 //! * [`wasi`]: the guest sandbox.
 //! * [`sim`]: drives a whole run on the executor and reports deadlocks.
 
+// The kernel language as commands and its one interpreter live in the
+// simulator core (`kernbench_sim::tl`); the hosts here translate the WIT.
+pub use kernbench_sim::tl::{command_codec, commands, futures, recorder, slots};
 pub mod batch;
 pub mod batch_bytes;
 pub mod bench;
 pub mod bindings;
 pub mod collective;
-pub mod command_codec;
-pub mod commands;
 pub mod compile_cache;
 pub mod console;
 pub mod describe;
 pub mod dist_calls;
 pub mod eager;
 pub mod fail;
-pub mod futures;
 pub mod hooks;
 pub mod kernel;
 pub mod launch;
@@ -38,12 +38,10 @@ pub mod loader;
 pub mod p2p;
 pub mod prerecord;
 pub mod process_group;
-pub mod recorder;
 pub mod recording_memo;
 pub mod session;
 pub mod shapes;
 pub mod sim;
-pub mod slots;
 pub mod split_memo;
 pub mod split_run;
 pub mod wasi;

@@ -3,9 +3,9 @@
 //! Every `tl` call becomes a [`Command`] in [`super::recorder`]; this
 //! module says what each command does to the machine ([`execute`]: one arm
 //! per op, the only place a kernel's call meets the machine). A kernel
-//! run in step with simulated time ([`super::kernel`]) runs each command
+//! run in step with simulated time (kernbench-host's `runtime::kernel`) runs each command
 //! through [`execute`] as the call is made; a recorded one's commands are
-//! kept in a [`CommandList`] ([`super::eager`]) and [`replay`]ed through
+//! kept in a [`CommandList`] (kernbench-host's `runtime::eager`) and [`replay`]ed through
 //! the same [`execute`], each when the kernel would have made its call.
 //!
 //! Every `tl` call either returns at once or waits for something the

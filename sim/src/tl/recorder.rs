@@ -1,7 +1,7 @@
 //! Where a kernel's `tl` call becomes a [`Command`], and only here.
 //!
-//! A kernel runs one of two ways ([`super::kernel`]): recorded ahead of
-//! simulated time ([`super::eager`]: the commands are kept and replayed
+//! A kernel runs one of two ways (kernbench-host's `runtime::kernel`): recorded ahead of
+//! simulated time (kernbench-host's `runtime::eager`: the commands are kept and replayed
 //! later) or in step with it (each command is executed at once). Both
 //! hold a [`Recorder`], and every `tl` call and every call of a
 //! `tl.submit` batch goes through one of its methods: it checks what can
@@ -93,7 +93,7 @@ pub struct Recorder {
     accepted_recvs: Vec<Option<u32>>,
     /// A call addressed another SIP's virtual memory (a recording that
     /// did depends on that SIP's address map; see
-    /// [`super::recording_memo`]).
+    /// kernbench-host's `runtime::recording_memo`).
     pub addresses_other_sips: std::cell::Cell<bool>,
 }
 

@@ -1,7 +1,7 @@
 //! Values kept by a small integer id: the tables behind a kernel's
 //! tensor and future ids. The [`super::recorder::Recorder`] hands the ids
 //! out ([`Slots`]); a [`super::commands::Frame`] keeps what they name at
-//! run time and a batch's [`super::batch::IdTable`] the guest's own ids
+//! run time and a batch's kernbench-host's `runtime::batch::IdTable` the guest's own ids
 //! ([`Table`]).
 //!
 //! An id is an index: a table is a `Vec<Option<T>>` with the ids freed
