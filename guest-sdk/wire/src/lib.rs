@@ -188,7 +188,7 @@ mod tests {
             .byte(case::LAST);
         let mut want = vec![0, 1, 0xac, 0x02, 1, 1];
         want.extend_from_slice(&1.5f64.to_le_bytes());
-        want.push(14);
+        want.push(15); // `fill`, the last case since 0.8.1
         assert_eq!(out, want);
     }
 }
