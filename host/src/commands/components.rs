@@ -263,9 +263,9 @@ fn capabilities(
     loader: &Arc<Loader>,
     spec: &str,
 ) -> std::result::Result<AlgorithmCapabilities, String> {
-    let (topo, _) = crate::topology_cmd::load(
+    let (topo, _) = super::topology::load(
         None,
-        &crate::topology_cmd::LayoutArgs {
+        &super::topology::LayoutArgs {
             layout_cache: None,
             no_layout_cache: true,
         },
