@@ -425,6 +425,8 @@ fn new_project(dir: &std::path::Path, lang: &str, name: &str) -> std::path::Path
                 _ => said.contains("# pass 5") && said.contains("# fail 0"),
             };
             assert!(t.status.success() && ran, "{test_step}\n{said}");
+            // The SDK's sources compile without a warning, as users build them.
+            assert!(!said.contains("warning:"), "{test_step}\n{said}");
         }
         if lang == "python" {
             // Its README's test step: the kernel in the SDK's mock.

@@ -279,11 +279,6 @@ static double to_int(double v, double lo, double hi) {
     else if (fr <= -0.5) t -= 1;
     return t;
 }
-/* `q` truncated toward zero (no libm). */
-static double trunc_d(double q) {
-    if (q != q || q >= 4503599627370496.0 || q <= -4503599627370496.0) return q;
-    return (double)(int64_t)q;
-}
 static int32_t to_i32(double v) { return (int32_t)to_int(v, -2147483648.0, 2147483647.0); }
 static uint64_t rd64(const uint8_t *p);
 static void wr64(uint8_t *p, uint64_t v);
