@@ -314,6 +314,18 @@ pub mod call {
             Some(dst) => format!("tl.recv_into(dir={}, dst={dst:#x})", dir_name(dir)),
         }
     }
+    pub fn recv_async(dir: Option<&str>) -> String {
+        format!("tl.recv_async(dir={})", dir_name(dir))
+    }
+    /// `tl.wait` on a future of `dir`.
+    pub fn wait(dir: Option<&str>) -> String {
+        format!("tl.wait(recv_async(dir={}))", dir_name(dir))
+    }
+    /// `tl.program_id(axis)`, or `tl.num_programs(axis)` when `count`.
+    pub fn program_axis(axis: u32, count: bool) -> String {
+        let name = if count { "num_programs" } else { "program_id" };
+        format!("tl.{name}(axis={axis})")
+    }
     pub fn binary(op: BinOp) -> String {
         format!("tl.binary({})", op.name())
     }
@@ -581,7 +593,7 @@ pub async fn execute(
                     .machine
                     .wait_future(pe, dir.clone(), task)
                     .await
-                    .map_err(|e| fail(super::futures::wait_call(dir.as_deref()), e))?;
+                    .map_err(|e| fail(call::wait(dir.as_deref()), e))?;
                 at.frame.put(out, t);
             }
             Command::Drop(id) => drop(at.frame.live.retire(id)),

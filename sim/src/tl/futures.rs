@@ -28,27 +28,13 @@ impl Unwaited {
     /// the first one's call.
     pub fn error(&self, pe: &str) -> Option<TlCallError> {
         self.open.values().next().map(|dir| TlCallError {
-            call: recv_async_call(dir.as_deref()),
+            call: super::commands::call::recv_async(dir.as_deref()),
             pe: pe.to_string(),
             source: HwError::FutureNotWaited {
                 count: self.open.len(),
             },
         })
     }
-}
-
-fn dir_name(dir: Option<&str>) -> String {
-    dir.map_or_else(|| "any".to_string(), |d| format!("{d:?}"))
-}
-
-/// `tl.recv_async(dir=...)` as errors name it.
-pub fn recv_async_call(dir: Option<&str>) -> String {
-    format!("tl.recv_async(dir={})", dir_name(dir))
-}
-
-/// `tl.wait` on a future of `dir`, as errors name it.
-pub fn wait_call(dir: Option<&str>) -> String {
-    format!("tl.wait(recv_async(dir={}))", dir_name(dir))
 }
 
 #[cfg(test)]
@@ -66,6 +52,9 @@ mod tests {
         assert!(matches!(e.source, HwError::FutureNotWaited { count: 1 }));
         u.waited(b);
         assert!(u.error("sip0.cube0.pe0").is_none());
-        assert_eq!(wait_call(Some("N")), "tl.wait(recv_async(dir=\"N\"))");
+        assert_eq!(
+            super::super::commands::call::wait(Some("N")),
+            "tl.wait(recv_async(dir=\"N\"))"
+        );
     }
 }

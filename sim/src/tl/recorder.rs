@@ -17,7 +17,7 @@
 //! simulated time — its shape, dtype and size — is answered from here.
 
 use super::commands::{call, Command, CommandList, TensorId};
-use super::futures::{recv_async_call, Unwaited};
+use super::futures::Unwaited;
 use super::slots::Slots;
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
@@ -208,10 +208,7 @@ impl Recorder {
             (0, true) => Ok(spec.pes_per_cube() as i64),
             (1, true) => Ok(spec.cubes_per_sip() as i64),
             _ => Err(self.fail(
-                format!(
-                    "tl.{}(axis={axis})",
-                    if count { "num_programs" } else { "program_id" }
-                ),
+                call::program_axis(axis, count),
                 HwError::Mismatch {
                     what: "axis must be 0 (PE) or 1 (cube)".into(),
                 },
@@ -455,7 +452,7 @@ impl Recorder {
         dtype: Dtype,
     ) -> Result<Command, CallError> {
         if let Err(e) = self.check_receive((dir, None), shape, dtype, None) {
-            return Err(self.fail(recv_async_call(dir), e));
+            return Err(self.fail(call::recv_async(dir), e));
         }
         let dir_id = dir.map(|d| self.dir_id(d)).transpose()?;
         let shape = self.shape_id(shape)?;
