@@ -17,7 +17,7 @@
 # profile. Two release builds of the whole dependency tree: ~15 min cold.
 # Everything lives under target/pgo (KERNBENCH_PGO_DIR to move it), apart
 # from the normal build's target directory, so that neither rebuilds the
-# other. The guest components are never instrumented: host/build.rs builds
+# other. The guest components are never instrumented: runtime/build.rs builds
 # them without the outer RUSTFLAGS. (Build scripts and proc macros are, and
 # write profiles of their own into the merge: harmless, their functions are
 # not the host's.)

@@ -133,7 +133,7 @@ impl Pending {
                 .sites
                 .get(e.index as usize)
                 .map_or_else(|| "an unknown place".to_string(), |l| l.to_string());
-            // The host reads this form (host/src/runtime/trap.rs) and
+            // The host reads this form (runtime/src/runtime/trap.rs) and
             // names the call's place instead of this one.
             panic!("{} (the tl call at {site})", e.message);
         }

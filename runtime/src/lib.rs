@@ -14,19 +14,11 @@ pub use kernbench_sim::{
     routing, topology, units, verify,
 };
 
-#[cfg(feature = "wasm")]
 pub mod components;
-#[cfg(all(feature = "guest-build", feature = "wasm"))]
 pub mod guest_build;
-#[cfg(feature = "wasm")]
 pub mod heap;
-#[cfg(feature = "wasm")]
 pub mod kernel_report;
-#[cfg(feature = "wasm")]
 pub mod plot;
-#[cfg(feature = "wasm")]
 pub mod report;
-#[cfg(feature = "wasm")]
 pub mod runtime;
-#[cfg(feature = "wasm")]
 pub mod sweep;
