@@ -15,10 +15,18 @@
 //!   to it **and** no issued command still reads it (e.g. a forwarding
 //!   `send` or an `add`). The sender learns of the free slot one credit
 //!   latency later: the summed link latency of the path back to it.
+//!
+//! This module owns the ring: its shape ([`RingShape`]), its free slots
+//! and credits, its message numbering and order ([`RxQueue`]), its two
+//! copies on a split machine ([`RxQueue::ends`]) and whether a second
+//! table may share an installed direction ([`TxEntry::shared_by`]). The
+//! machine wires rings into PEs and puts sends on its DMA engines
+//! (`hw/machine/messaging.rs`).
 
 use super::blocked::Dir;
 use super::dtype::Dtype;
 use crate::address::Space;
+use crate::config::ccl::BufferKind;
 use crate::engine::lock::OneThread;
 use crate::engine::{Event, Signal};
 use crate::topology::PeCoord;
@@ -38,6 +46,79 @@ use std::sync::Arc;
 /// a slot (its free list).
 pub fn ring_host_bytes(n_slots: u32) -> u64 {
     960 + 16 * n_slots as u64
+}
+
+/// IPCQ settings from ccl.yaml.
+#[derive(Debug, Clone, Copy)]
+pub struct IpcqSettings {
+    pub buffer_kind: BufferKind,
+    pub n_slots: u32,
+    pub slot_size: u64,
+    /// A receive checks the message's shape and dtype, not only its size.
+    pub strict: bool,
+    /// A sender with no free slot polls the peer every this many ps
+    /// (`None`: it sleeps until the credit wakes it).
+    pub poll_interval: Option<Ps>,
+}
+
+impl IpcqSettings {
+    /// Settings with the seed's defaults: size checks only, sleeping senders.
+    pub fn new(buffer_kind: BufferKind, n_slots: u32, slot_size: u64) -> Self {
+        IpcqSettings {
+            buffer_kind,
+            n_slots,
+            slot_size,
+            strict: false,
+            poll_interval: None,
+        }
+    }
+
+    /// The ring these settings make into `receiver`'s buffer space.
+    pub fn ring_into(&self, receiver: PeCoord) -> RingShape {
+        let (sip, cube) = (receiver.sip, receiver.cube);
+        let space = match self.buffer_kind {
+            BufferKind::Tcm => Space::Tcm(receiver),
+            BufferKind::Sram => Space::Sram { sip, cube },
+            BufferKind::Hbm => Space::Hbm { sip, cube },
+        };
+        RingShape {
+            space,
+            n_slots: self.n_slots,
+            slot_size: self.slot_size,
+            strict: self.strict,
+            poll_interval: self.poll_interval,
+        }
+    }
+}
+
+/// A ring as installed: where its slots are and how its ends behave. Two
+/// tables that name one direction share its ring only if they ask for
+/// the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingShape {
+    /// The receiver's buffer space its slots are in.
+    pub space: Space,
+    pub n_slots: u32,
+    pub slot_size: u64,
+    pub strict: bool,
+    pub poll_interval: Option<Ps>,
+}
+
+impl RingShape {
+    /// The bytes of its slots.
+    pub fn bytes(&self) -> u64 {
+        self.slot_size * self.n_slots as u64
+    }
+}
+
+impl std::fmt::Display for RingShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} slots of {} bytes in {} (strict {}, poll {:?} ps)",
+            self.n_slots, self.slot_size, self.space, self.strict, self.poll_interval
+        )
+    }
 }
 
 /// A message that has been sent (its data lands when `ready` is set).
@@ -121,7 +202,134 @@ impl RxQueue {
     }
 }
 
+/// What [`RxQueue::post`] did with a message: its number in the ring
+/// and, for a receiver in another partition, the mail that carries it
+/// there when its bytes land (see [`crate::hw::mail`]).
+pub struct Posted {
+    pub seq: u64,
+    pub remote: Option<Box<(usize, super::mail::Message)>>,
+}
+
 impl RxQueue {
+    /// A new ring of `shape` at `base` of its space from `sender`'s
+    /// direction `sender_dir`, every slot free from the start; its
+    /// credits take `credit_latency` back.
+    pub fn new(
+        ring: u64,
+        shape: RingShape,
+        base: u64,
+        credit_latency: Ps,
+        (sender, sender_dir): (PeCoord, Dir),
+    ) -> Self {
+        RxQueue {
+            ring,
+            space: shape.space,
+            base,
+            slot_size: shape.slot_size,
+            free: (0..shape.n_slots).map(|i| (i, 0)).collect(),
+            freed: Signal::new(),
+            arrivals: VecDeque::new(),
+            credit_latency,
+            strict: shape.strict,
+            poll_interval: shape.poll_interval,
+            sent: 0,
+            taken: 0,
+            n_slots: shape.n_slots,
+            sender,
+            sender_dir,
+            credit_to: None,
+            deliver_to: None,
+        }
+    }
+
+    /// Its shape as installed.
+    pub fn shape(&self) -> RingShape {
+        RingShape {
+            space: self.space,
+            n_slots: self.n_slots,
+            slot_size: self.slot_size,
+            strict: self.strict,
+            poll_interval: self.poll_interval,
+        }
+    }
+
+    /// A new ring's sender's end and receiver's end: one queue when both
+    /// PEs are in one partition; else a copy on each side, each touched
+    /// by its own partition's thread only (see [`crate::hw::mail`]): the
+    /// sender's takes free slots and delivers to the receiver's, which
+    /// holds the messages and credits the sender's.
+    pub fn ends(self, sender_part: usize, receiver_part: usize) -> (SharedQueue, SharedQueue) {
+        if sender_part == receiver_part {
+            let queue = Arc::new(OneThread::new(self));
+            return (queue.clone(), queue);
+        }
+        let sender_copy = RxQueue::new(
+            self.ring,
+            self.shape(),
+            self.base,
+            self.credit_latency,
+            (self.sender, self.sender_dir.clone()),
+        );
+        let receivers = Arc::new(OneThread::new(self));
+        let senders = Arc::new(OneThread::new(RxQueue {
+            deliver_to: Some((receiver_part, receivers.clone())),
+            ..sender_copy
+        }));
+        receivers.lock().credit_to = Some((sender_part, Arc::downgrade(&senders)));
+        (senders, receivers)
+    }
+
+    /// A sender takes a free slot: it and the time the sender may see it
+    /// free (0: never used).
+    pub fn take_free(&mut self) -> Option<(u32, Ps)> {
+        self.free.pop_front()
+    }
+
+    /// When a sender that found no free slot at `asked` sees one its
+    /// credit makes free at `visible`: then, if it sleeps (the credit
+    /// wakes it); at its next look, if it polls every `poll_interval`.
+    pub fn seen_at(&self, asked: Ps, visible: Ps) -> Ps {
+        match self.poll_interval {
+            Some(p) if visible > asked && p > 0 => {
+                let looks = (visible - asked).div_ceil(p);
+                asked.saturating_add(looks.saturating_mul(p))
+            }
+            _ => visible,
+        }
+    }
+
+    /// A message into its slot, numbered here in send order (its `seq` is
+    /// replaced): queued for the receiver (whose port `notify` is woken),
+    /// or, when the receiver's copy is in another partition, the mail that
+    /// carries it there.
+    #[inline]
+    pub fn post(&mut self, mut message: Arrival, notify: &Signal) -> Posted {
+        let seq = self.sent;
+        self.sent += 1;
+        message.seq = seq;
+        let remote = match &self.deliver_to {
+            // The receiver's copy gets it when it lands.
+            Some((part, queue)) => Some(Box::new((
+                *part,
+                super::mail::Message {
+                    queue: queue.clone(),
+                    notify: notify.clone(),
+                    slot: message.slot,
+                    shape: message.shape,
+                    dtype: message.dtype,
+                    from: message.from,
+                    seq,
+                },
+            ))),
+            None => {
+                self.arrivals.push_back(message);
+                notify.notify();
+                None
+            }
+        };
+        Posted { seq, remote }
+    }
+
     pub fn slot_offset(&self, slot: u32) -> u64 {
         self.base + slot as u64 * self.slot_size
     }
@@ -197,6 +405,24 @@ pub struct TxEntry {
 }
 
 impl TxEntry {
+    /// Whether a second table's direction to `peer`, arriving as
+    /// `peer_dir`, with rings of `want`, may share this installed one: it
+    /// must lead to the same place and ask for the same ring; else why
+    /// not.
+    pub fn shared_by(&self, peer: PeCoord, peer_dir: &str, want: RingShape) -> Result<(), String> {
+        if (self.peer, &*self.peer_dir) != (peer, peer_dir) {
+            return Err(format!(
+                "installed to {} (received as {}), asked to lead to {peer} (received as {peer_dir})",
+                self.peer, self.peer_dir
+            ));
+        }
+        let have = self.queue.lock().shape();
+        if have != want {
+            return Err(format!("installed with {have}, asked for {want}"));
+        }
+        Ok(())
+    }
+
     /// What a send on this direction needs.
     pub fn target(&self) -> SendTarget {
         SendTarget {
@@ -235,6 +461,13 @@ pub struct IpcqPort {
 }
 
 impl IpcqPort {
+    /// Take `more`'s directions into this port (a second table of the
+    /// same PE): sends by name, receives after those installed, in order.
+    pub fn absorb(&mut self, more: IpcqPort) {
+        self.tx.extend(more.tx);
+        self.rx.extend(more.rx);
+    }
+
     /// The index of receive direction `name` among `rx`.
     pub fn rx_index(&self, name: &str) -> Option<usize> {
         self.rx.iter().position(|(n, _)| **n == *name)
@@ -259,46 +492,154 @@ impl IpcqPort {
 mod tests {
     use super::*;
 
+    fn pe(n: u32) -> PeCoord {
+        PeCoord {
+            sip: n,
+            cube: 0,
+            pe: 0,
+        }
+    }
+
+    /// Two slots of 64 bytes in PE 1's TCM, from PE 0's direction `E`,
+    /// credits 30 ps back.
+    fn ring() -> RxQueue {
+        let shape = IpcqSettings::new(BufferKind::Tcm, 2, 64).ring_into(pe(1));
+        RxQueue::new(0, shape, 4096, 30, (pe(0), Arc::from("E")))
+    }
+
+    fn message(slot: u32) -> Arrival {
+        Arrival {
+            slot,
+            shape: crate::hw::machine::Shape::from_slice(&[1]),
+            dtype: Dtype::F16,
+            from: pe(0),
+            ready: Event::done(),
+            seq: 99,
+        }
+    }
+
+    /// A ring is made in its receiver's buffer space with every slot free
+    /// from the start, and keeps the shape it was asked for.
+    #[test]
+    fn a_new_ring_has_every_slot_free_in_the_receiver_s_space() {
+        let q = ring();
+        assert_eq!(q.space, Space::Tcm(pe(1)));
+        assert_eq!(q.shape().bytes(), 128);
+        assert_eq!(q.free, [(0, 0), (1, 0)]);
+        assert_eq!(q.slot_offset(1), 4096 + 64);
+        let sram = IpcqSettings::new(BufferKind::Sram, 2, 64).ring_into(pe(3));
+        assert_eq!(sram.space, Space::Sram { sip: 3, cube: 0 });
+    }
+
+    /// Senders take slots in order; a released slot comes back one credit
+    /// latency later and wakes a waiting sender.
+    #[test]
+    fn a_released_slot_comes_back_one_credit_latency_later() {
+        let mut q = ring();
+        assert_eq!(q.take_free(), Some((0, 0)));
+        assert_eq!(q.take_free(), Some((1, 0)));
+        assert_eq!(q.take_free(), None, "both slots held");
+        let seen = q.freed.generation();
+        q.release(1, 100);
+        assert_eq!(q.take_free(), Some((1, 130)));
+        assert_ne!(q.freed.generation(), seen, "the sender is woken");
+    }
+
+    /// A sleeping sender sees a credit when it comes; a polling one at its
+    /// next look after it (every `poll_interval` from when it asked).
+    #[test]
+    fn a_polling_sender_sees_a_credit_at_its_next_look() {
+        let mut q = ring();
+        assert_eq!(q.seen_at(100, 130), 130);
+        q.poll_interval = Some(20);
+        assert_eq!(q.seen_at(100, 130), 140);
+        assert_eq!(q.seen_at(100, 140), 140);
+        assert_eq!(q.seen_at(100, 0), 0, "a slot never used is free at once");
+    }
+
+    /// Messages are numbered in send order, whatever number they came
+    /// with, and queued for the receiver, whose port is woken.
+    #[test]
+    fn messages_are_numbered_in_send_order_and_queued_for_the_receiver() {
+        let mut q = ring();
+        let notify = Signal::new();
+        let seen = notify.generation();
+        for slot in [1, 0] {
+            let posted = q.post(message(slot), &notify);
+            assert!(posted.remote.is_none());
+        }
+        assert_ne!(notify.generation(), seen);
+        let got: Vec<(u64, u32)> = q.arrivals.iter().map(|a| (a.seq, a.slot)).collect();
+        assert_eq!(got, [(0, 1), (1, 0)]);
+        assert_eq!(q.sent, 2);
+    }
+
+    /// Within one partition a ring is one queue; between two it is a copy
+    /// on each side: the sender's delivers its messages to the
+    /// receiver's as mail, the receiver's sends its credits back.
+    #[test]
+    fn a_ring_between_partitions_is_two_linked_copies() {
+        let (a, b) = ring().ends(0, 0);
+        assert!(Arc::ptr_eq(&a, &b));
+        let (senders, receivers) = ring().ends(0, 1);
+        assert!(!Arc::ptr_eq(&senders, &receivers));
+        let s = senders.lock();
+        let (part, to) = s.deliver_to.as_ref().expect("the sender's copy delivers");
+        assert_eq!(*part, 1);
+        assert!(Arc::ptr_eq(to, &receivers));
+        drop(s);
+        let r = receivers.lock();
+        let (part, back) = r.credit_to.as_ref().expect("the receiver's copy credits");
+        assert_eq!(*part, 0);
+        assert!(Arc::ptr_eq(&back.upgrade().unwrap(), &senders));
+        assert_eq!((r.ring, r.shape()), (0, ring().shape()));
+        drop(r);
+        let posted = senders.lock().post(message(0), &Signal::new());
+        let (part, mail) = *posted.remote.expect("mail to the receiver's side");
+        assert_eq!((part, mail.seq, posted.seq), (1, 0, 0));
+        assert!(senders.lock().arrivals.is_empty());
+    }
+
+    /// A second table may share an installed direction only if it leads
+    /// to the same peer under the same name, with the same ring.
+    #[test]
+    fn a_direction_is_shared_only_to_the_same_place_with_the_same_ring() {
+        let shape = ring().shape();
+        let entry = TxEntry {
+            peer: pe(1),
+            peer_dir: Arc::from("W"),
+            queue: Arc::new(OneThread::new(ring())),
+            peer_notify: Signal::new(),
+            slot_size: 64,
+        };
+        assert_eq!(entry.shared_by(pe(1), "W", shape), Ok(()));
+        let elsewhere = entry.shared_by(pe(2), "W", shape).unwrap_err();
+        assert!(elsewhere.contains("asked to lead to"), "{elsewhere}");
+        let bigger = RingShape {
+            n_slots: 4,
+            ..shape
+        };
+        let why = entry.shared_by(pe(1), "W", bigger).unwrap_err();
+        assert!(
+            why.starts_with("installed with 2 slots of 64 bytes in"),
+            "{why}"
+        );
+        assert!(why.contains("asked for 4 slots"), "{why}");
+    }
+
     /// A message that lands before one sent earlier waits for it: the
     /// receive takes them in send order.
     #[test]
     fn messages_are_taken_in_send_order_whatever_order_they_land_in() {
-        let pe = PeCoord {
-            sip: 0,
-            cube: 0,
-            pe: 0,
-        };
-        let mut q = RxQueue {
-            ring: 0,
-            space: Space::Tcm(pe),
-            base: 0,
-            slot_size: 64,
-            free: VecDeque::new(),
-            freed: Signal::new(),
-            arrivals: VecDeque::new(),
-            credit_latency: 0,
-            strict: false,
-            poll_interval: None,
-            sent: 0,
-            taken: 0,
-            n_slots: 2,
-            sender: pe,
-            sender_dir: Arc::from("E"),
-            credit_to: None,
-            deliver_to: None,
-        };
-        let message = |seq: u64| Arrival {
-            slot: seq as u32,
-            shape: crate::hw::machine::Shape::from_slice(&[1]),
-            dtype: Dtype::F16,
-            from: pe,
-            ready: Event::done(),
+        let mut q = ring();
+        let sent = |seq: u64| Arrival {
             seq,
+            ..message(seq as u32)
         };
-        q.insert_landed(message(1));
+        q.insert_landed(sent(1));
         assert!(q.next_arrival().is_none(), "message 0 has not landed");
         assert!(q.take_next_arrival().is_none());
-        q.insert_landed(message(0));
+        q.insert_landed(sent(0));
         let taken: Vec<u64> = std::iter::from_fn(|| q.take_next_arrival().map(|a| a.seq)).collect();
         assert_eq!(taken, [0, 1]);
         assert_eq!(q.taken, 2);

@@ -4,7 +4,7 @@
 //! keeps its unit busy for `overhead + work / throughput` (DESIGN §4) and
 //! applies its [`ComputeOp`] when it completes.
 
-use super::compute_unit::{describe, StageRecord, UnitKind};
+use super::compute_unit::{describe, StageRecord, UnitCost};
 use super::{Machine, TensorRef};
 use crate::engine::Event;
 use crate::error::HwError;
@@ -18,32 +18,11 @@ use crate::units::Rate;
 use smallvec::smallvec;
 use std::sync::Arc;
 
-/// The PE engine a compute command runs on, and what its work costs.
-#[derive(Clone, Copy)]
-enum ComputeUnit {
-    /// The vector unit: `overhead + elements / throughput`.
-    Math,
-    /// The matrix unit: `overhead + FLOPs / rate` (the rate of the inputs'
-    /// dtype).
-    Gemm(Rate),
-}
-
-impl ComputeUnit {
-    /// The unit as its command's record keeps it (the rate is spent on
-    /// the busy time at issue).
-    fn kind(self) -> UnitKind {
-        match self {
-            ComputeUnit::Math => UnitKind::Math,
-            ComputeUnit::Gemm(_) => UnitKind::Gemm,
-        }
-    }
-}
-
 /// One stage of a compute command: the unit and its work, what it waits
 /// for besides its inputs, its command's op and the output it writes
 /// (`None`: the stage only takes time, e.g. a composite's product).
 struct Stage {
-    unit: ComputeUnit,
+    unit: UnitCost,
     work: u64,
     after: Option<Event>,
     op: ComputeOp,
@@ -64,7 +43,7 @@ impl Machine {
     ) -> Result<(), HwError> {
         let done = out.ready.clone();
         let stage = Stage {
-            unit: ComputeUnit::Math,
+            unit: UnitCost::Math,
             work,
             after: None,
             op,
@@ -93,13 +72,8 @@ impl Machine {
             out,
             done,
         } = stage;
-        let (rate, overhead) = match unit {
-            ComputeUnit::Math => (self.timing.math_rate, self.timing.math_overhead),
-            ComputeUnit::Gemm(rate) => (rate, self.timing.gemm_overhead),
-        };
-        let busy = rate
-            .duration_ps(work)
-            .and_then(|d| crate::units::add(d, overhead))
+        let busy = unit
+            .busy(&self.timing, work)
             .map_err(|source| HwError::TimeOverflow {
                 what: format!("{} of {work} units of work", describe(&op, &out)),
                 source,
@@ -270,7 +244,7 @@ impl Machine {
         };
         let mut inputs = smallvec![a.clone(), b.clone()];
         inputs.extend(c.cloned());
-        let gemm = ComputeUnit::Gemm(self.gemm_rate(dt));
+        let gemm = UnitCost::Gemm(self.gemm_rate(dt));
         let flops = 2 * m as u64 * n as u64 * k as u64;
         if op == CompositeOp::Gemm {
             let stage = Stage {
@@ -295,7 +269,7 @@ impl Machine {
         };
         self.compute_stage(pe, smallvec![a.clone(), b.clone()], product)?;
         let epilogue = Stage {
-            unit: ComputeUnit::Math,
+            unit: UnitCost::Math,
             work: op.epilogue_ops() * m as u64 * n as u64,
             after: Some(gemm_done),
             op: compute,

@@ -15,9 +15,10 @@
 //! duration that completes where it starts lets the next one start at
 //! the end of the ready queue rather than where that one was issued.
 
-use super::engine_calls::{Phase, Served};
+use super::engine_calls::Served;
+use super::in_order::{InOrderQueue, Step};
 use super::partition::Partition;
-use super::{Machine, PeState, TensorRef};
+use super::{EngineTiming, Machine, PeState, TensorRef};
 use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
@@ -26,9 +27,8 @@ use crate::hw::oplog::{Completed, IssueMarks, OpParams};
 use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
 use crate::topology::PeCoord;
-use crate::units::Ps;
+use crate::units::{Ps, Rate, TimeOverflow};
 use smallvec::SmallVec;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A compute unit by name: one byte in a command's record, which names
@@ -40,8 +40,8 @@ pub(super) enum UnitKind {
 }
 
 impl UnitKind {
-    /// The unit's queue on `pe`.
-    fn queue(self, pe: &PeState) -> &OneThread<UnitQueue> {
+    /// The unit on `pe`.
+    fn queue(self, pe: &PeState) -> &OneThread<ComputeUnit> {
         match self {
             UnitKind::Math => &pe.math,
             UnitKind::Gemm => &pe.gemm,
@@ -71,6 +71,67 @@ impl UnitKind {
     }
 }
 
+/// The unit a compute command runs on, and what its work costs there.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum UnitCost {
+    /// The vector unit: `overhead + elements / throughput`.
+    Math,
+    /// The matrix unit: `overhead + FLOPs / rate` (the rate of the inputs'
+    /// dtype).
+    Gemm(Rate),
+}
+
+impl UnitCost {
+    /// The unit as its command's record keeps it (the rate is spent on
+    /// the busy time at issue).
+    pub(super) fn kind(self) -> UnitKind {
+        match self {
+            UnitCost::Math => UnitKind::Math,
+            UnitCost::Gemm(_) => UnitKind::Gemm,
+        }
+    }
+
+    /// How long `work` units of work keep the unit busy (DESIGN §4):
+    /// `overhead + work / rate`.
+    pub(super) fn busy(self, timing: &EngineTiming, work: u64) -> Result<Ps, TimeOverflow> {
+        let (rate, overhead) = match self {
+            UnitCost::Math => (timing.math_rate, timing.math_overhead),
+            UnitCost::Gemm(rate) => (rate, timing.gemm_overhead),
+        };
+        rate.duration_ps(work)
+            .and_then(|d| crate::units::add(d, overhead))
+    }
+}
+
+/// A PE's compute unit (MATH or matrix): its commands (slots of
+/// [`StageRecords`]) in issue order, each holding the unit for its whole
+/// time and applying its effect as it leaves.
+#[derive(Default)]
+pub(super) struct ComputeUnit {
+    queue: InOrderQueue,
+}
+
+impl ComputeUnit {
+    /// Queue the record in `slot`; `true`: the unit was idle, send it a
+    /// call.
+    #[inline]
+    fn issue(&mut self, slot: u32) -> bool {
+        self.queue.push(slot)
+    }
+
+    /// A call at `now`: the head runs for its `busy` time once `ready`
+    /// says its inputs are set (see [`InOrderQueue::serve`]).
+    #[inline]
+    fn serve(
+        &mut self,
+        now: Ps,
+        ready: impl FnOnce(u32) -> bool,
+        busy: impl FnOnce(u32) -> Ps,
+    ) -> Step {
+        self.queue.serve(now, ready, busy)
+    }
+}
+
 /// One command (or one stage of a composite) waiting for or on its unit.
 pub(super) struct StageRecord {
     /// `overhead + work / rate`.
@@ -88,14 +149,6 @@ pub(super) struct StageRecord {
     pub done: Event,
     /// What the op log needs (`None`: not recording).
     pub logged: Option<Box<IssueMarks>>,
-}
-
-/// A compute unit's commands, oldest first: slots of
-/// [`Machine::stage_records`].
-#[derive(Default)]
-pub(super) struct UnitQueue {
-    slots: VecDeque<u32>,
-    phase: Phase,
 }
 
 /// Every compute record issued and not completed, by slot: one table for
@@ -127,11 +180,7 @@ impl Machine {
         self.track(st, &record.done);
         let slot = part.stage_records.lock().insert(record);
         let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
-        let mut q = unit.queue(st).lock();
-        q.slots.push_back(slot);
-        if q.phase == Phase::Idle {
-            q.phase = Phase::Scheduled;
-            drop(q);
+        if unit.queue(st).lock().issue(slot) {
             let index = self.pe_index(pe);
             engine::call_soon(self.engine_call(part, unit.served(index)));
         }
@@ -147,59 +196,34 @@ impl Machine {
         index: usize,
         unit: UnitKind,
     ) {
-        let pe = || self.pe_at(index);
         let st = self.state_at(index);
-        let mut q = unit.queue(st).lock();
-        match q.phase {
-            Phase::Busy { start, end } if engine::now() >= end => {
-                drop(q);
-                self.complete_head(part, (index, st), unit, call, (start, end));
-            }
-            Phase::Scheduled | Phase::Waiting => {
-                let slot = *q.slots.front().expect("a unit with a phase has a command");
+        let step = unit.queue(st).lock().serve(
+            engine::now(),
+            |slot| {
                 let records = part.stage_records.lock();
                 let head = &records[slot as usize];
                 // Its inputs in order, as a task awaiting each would.
                 let waker = engine::call_waker(call);
-                let waits = head
+                let mut waits = head
                     .after
                     .iter()
                     .chain(head.inputs.iter().map(|t| &t.ready));
-                for e in waits {
-                    if !e.is_set_or_wake(&waker) {
-                        q.phase = Phase::Waiting;
-                        return;
-                    }
-                }
-                let start = engine::now();
-                let busy = head.busy;
-                let Ok(end) = crate::units::add(start, busy) else {
-                    let what = format!("{} issued at {start} ps", describe(&head.op, &head.out));
-                    drop(records);
-                    q.phase = Phase::Stuck;
-                    q.slots.pop_front();
-                    drop(q);
-                    let dropped = part.stage_records.lock().remove(slot as usize);
-                    drop(dropped);
-                    let source = crate::units::TimeOverflow;
-                    return self.set_fault(
-                        pe(),
-                        unit.name(),
-                        HwError::TimeOverflow { what, source },
-                    );
-                };
-                drop(records);
-                q.phase = Phase::Busy { start, end };
-                drop(q);
-                if end > start {
-                    engine::call_at(end, call);
-                } else {
-                    // A sleep until now ends at once.
-                    self.complete_head(part, (index, st), unit, call, (start, end));
-                }
+                waits.all(|e| e.is_set_or_wake(&waker))
+            },
+            |slot| part.stage_records.lock()[slot as usize].busy,
+        );
+        match step {
+            Step::Nothing => {}
+            Step::Sleep(end) => engine::call_at(end, call),
+            Step::Leave { span, .. } => self.complete_head(part, (index, st), unit, call, span),
+            Step::Overflow { slot, start } => {
+                let head = part.stage_records.lock().remove(slot as usize);
+                let what = format!("{} issued at {start} ps", describe(&head.op, &head.out));
+                drop(head);
+                let source = TimeOverflow;
+                let fault = HwError::TimeOverflow { what, source };
+                self.set_fault(self.pe_at(index), unit.name(), fault);
             }
-            // A call with nothing to do (none is sent so; harmless).
-            Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
         }
     }
 
@@ -216,10 +240,7 @@ impl Machine {
         // Named only by the trace, the log and a fault.
         let pe = || self.pe_at(index);
         let (start, end) = span;
-        let slot = {
-            let mut q = unit.queue(st).lock();
-            q.slots.pop_front().expect("a busy unit has a command")
-        };
+        let slot = unit.queue(st).lock().queue.leave();
         let record = part.stage_records.lock().remove(slot as usize);
         let StageRecord {
             work,
@@ -261,7 +282,7 @@ impl Machine {
                 },
             }));
             if let Err(f) = written {
-                unit.queue(st).lock().phase = Phase::Stuck;
+                unit.queue(st).lock().queue.stick();
                 return self.set_fault(pe(), unit.name(), f.error.into());
             }
         }
@@ -290,10 +311,8 @@ impl Machine {
             });
         }
         // The next command's turn comes before this one's waiters run.
-        {
-            let mut q = unit.queue(st).lock();
-            let more = !q.slots.is_empty();
-            q.phase.pass_turn(more, call);
+        if unit.queue(st).lock().queue.next_turn() {
+            engine::call_soon(call);
         }
         drop(inputs);
         done.set();
@@ -338,6 +357,22 @@ mod tests {
         assert_eq!(at[1], at[0] + busy, "the first starts when its input lands");
         assert_eq!(at[2], at[1] + busy, "the second waits for the first");
         assert_eq!(m.stats().math_commands, 2);
+    }
+
+    /// A unit's time is `overhead + work / rate`: the MATH unit's own
+    /// figures, the matrix unit's overhead with the rate of its inputs'
+    /// dtype; a time past the last picosecond is an error, not a wrap.
+    #[test]
+    fn a_unit_s_time_is_its_overhead_plus_its_work_at_its_rate() {
+        let (m, _) = super::super::test_machine();
+        let t = &m.timing;
+        let math = t.math_overhead + t.math_rate.duration_ps(1000).unwrap();
+        assert_eq!(UnitCost::Math.busy(t, 1000), Ok(math));
+        let rate = Rate::from_giga_per_s(2000.0); // 2 units a ps
+        let gemm = UnitCost::Gemm(rate).busy(t, 4_000);
+        assert_eq!(gemm, Ok(t.gemm_overhead + 2_000));
+        let slow = UnitCost::Gemm(Rate::from_giga_per_s(1e-3));
+        assert!(slow.busy(t, u64::MAX).is_err());
     }
 
     /// A fill has no inputs: it starts at once on the MATH unit and takes

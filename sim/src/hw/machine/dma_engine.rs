@@ -13,7 +13,8 @@
 //! transfer with one more call at its end — each where the task per
 //! command was polled, so every table and trace is as before.
 
-use super::engine_calls::{Phase, Served};
+use super::engine_calls::Served;
+use super::in_order::{InOrderQueue, Step};
 use super::partition::Partition;
 use super::{DmaKind, Machine, PeState};
 use crate::address::Space;
@@ -26,7 +27,6 @@ use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
 use crate::topology::PeCoord;
 use crate::units::{Ps, TimeOverflow};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// One DMA command, from its issue to its landing: written once into the
@@ -73,11 +73,37 @@ impl DmaCmd {
     }
 }
 
-/// A DMA engine's commands (slots in [`DmaCommands`]), oldest first.
+/// A PE's DMA engine: its commands (slots in [`DmaCommands`]) in issue
+/// order, each holding the engine for the setup only. Its transfer
+/// leaves the engine as it starts, so the next command sets up while the
+/// bytes cross the links.
 #[derive(Default)]
-pub(super) struct DmaQueue {
-    slots: VecDeque<u32>,
-    phase: Phase,
+pub(super) struct DmaEngine {
+    queue: InOrderQueue,
+}
+
+impl DmaEngine {
+    /// Queue the command in `slot`; `true`: the engine was idle, send it
+    /// a call.
+    #[inline]
+    fn issue(&mut self, slot: u32) -> bool {
+        self.queue.push(slot)
+    }
+
+    /// A call at `now`: the head sets up for `setup` once `ready` says
+    /// its inputs are set (see [`InOrderQueue::serve`]).
+    #[inline]
+    fn serve(&mut self, now: Ps, setup: Ps, ready: impl FnOnce(u32) -> bool) -> Step {
+        self.queue.serve(now, ready, |_| setup)
+    }
+
+    /// The head's setup is over: its transfer starts and it leaves the
+    /// engine. Its slot, and whether the next command's turn needs a call.
+    #[inline]
+    fn start_transfer(&mut self) -> (u32, bool) {
+        let slot = self.queue.leave();
+        (slot, self.queue.next_turn())
+    }
 }
 
 /// Every DMA command issued and not landed, by slot (an engine's queue
@@ -204,11 +230,7 @@ impl Machine {
             across: dst.0.sip() != pe.sip,
         });
         let slot = u32::try_from(slot).expect("fewer than 2^32 commands in flight");
-        let mut q = st.dma.lock();
-        q.slots.push_back(slot);
-        if q.phase == Phase::Idle {
-            q.phase = Phase::Scheduled;
-            drop(q);
+        if st.dma.lock().issue(slot) {
             engine::call_soon(self.engine_call(part, Served::Dma(index)));
         }
         Ok(())
@@ -218,52 +240,27 @@ impl Machine {
     /// its head command on.
     pub(super) fn serve_dma(self: &Arc<Self>, part: &Partition, call: Call, index: usize) {
         let st = self.state_at(index);
-        let mut q = st.dma.lock();
-        match q.phase {
-            Phase::Scheduled | Phase::Waiting => {
-                let slot = *q
-                    .slots
-                    .front()
-                    .expect("an engine with a phase has a command");
-                let start = engine::now();
-                let (what, nbytes) = {
-                    let cmds = part.dma_commands.lock();
-                    let head = &cmds[slot as usize];
-                    let waker = engine::call_waker(call);
-                    for t in &head.inputs {
-                        if !t.ready.is_set_or_wake(&waker) {
-                            q.phase = Phase::Waiting;
-                            return;
-                        }
-                    }
-                    (head.what, head.nbytes)
-                };
-                let set_up = match crate::units::add(start, self.timing.dma_setup) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        q.phase = Phase::Stuck;
-                        q.slots.pop_front();
-                        drop(q);
-                        part.dma_commands.lock().remove(slot as usize);
-                        let fail = time_fault(what, nbytes, start);
-                        return self.set_fault(self.pe_at(index), what.name(), fail(e));
-                    }
-                };
-                q.phase = Phase::Busy { start, end: set_up };
-                drop(q);
-                if set_up > start {
-                    engine::call_at(set_up, call);
-                } else {
-                    // A sleep until now ends at once.
-                    self.start_transfer(part, st, call, start);
-                }
+        let step = st
+            .dma
+            .lock()
+            .serve(engine::now(), self.timing.dma_setup, |slot| {
+                let cmds = part.dma_commands.lock();
+                let waker = engine::call_waker(call);
+                let inputs = &cmds[slot as usize].inputs;
+                inputs.iter().all(|t| t.ready.is_set_or_wake(&waker))
+            });
+        match step {
+            Step::Nothing => {}
+            Step::Sleep(set_up) => engine::call_at(set_up, call),
+            Step::Leave { span, .. } => self.start_transfer(part, st, call, span.0),
+            Step::Overflow { slot, start } => {
+                let mut cmds = part.dma_commands.lock();
+                let (what, nbytes) = (cmds[slot as usize].what, cmds[slot as usize].nbytes);
+                cmds.remove(slot as usize);
+                drop(cmds);
+                let fail = time_fault(what, nbytes, start);
+                self.set_fault(self.pe_at(index), what.name(), fail(TimeOverflow));
             }
-            Phase::Busy { start, end: set_up } if engine::now() >= set_up => {
-                drop(q);
-                self.start_transfer(part, st, call, start);
-            }
-            // A call with nothing to do (none is sent so; harmless).
-            Phase::Busy { .. } | Phase::Idle | Phase::Stuck => {}
         }
     }
 
@@ -272,16 +269,10 @@ impl Machine {
     /// starts — its bytes leave the source (seed 003 §8 item 6) and its
     /// route is booked — to land at its end.
     fn start_transfer(self: &Arc<Self>, part: &Partition, st: &PeState, call: Call, start: Ps) {
-        let slot = {
-            let mut q = st.dma.lock();
-            let slot = q
-                .slots
-                .pop_front()
-                .expect("an engine in setup has a command");
-            let more = !q.slots.is_empty();
-            q.phase.pass_turn(more, call);
-            slot
-        };
+        let (slot, more) = st.dma.lock().start_transfer();
+        if more {
+            engine::call_soon(call);
+        }
         let slot = slot as usize;
         let mut cmds = part.dma_commands.lock();
         let cmd = &mut cmds[slot];

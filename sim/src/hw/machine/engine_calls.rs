@@ -6,7 +6,6 @@
 use super::partition::Partition;
 use super::Machine;
 use crate::engine::{self, Call, HandlerId};
-use crate::units::Ps;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -55,39 +54,6 @@ impl Served {
             1 => Served::Gemm(index),
             2 => Served::Dma(index),
             _ => Served::Landing(index),
-        }
-    }
-}
-
-/// Where the head command of an in-order engine (a compute unit, a DMA
-/// engine) is.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-pub(super) enum Phase {
-    /// No command.
-    #[default]
-    Idle,
-    /// A call is on its way to look at the head command.
-    Scheduled,
-    /// The head command waits for an input (a call waker is on it).
-    Waiting,
-    /// The head command keeps the engine busy until `end` (a timer call):
-    /// a compute command's whole time, a DMA command's setup.
-    Busy { start: Ps, end: Ps },
-    /// The head command hit a fault (its time or its memory): the engine
-    /// serves nothing more (the run stops with the fault).
-    Stuck,
-}
-
-impl Phase {
-    /// The head command left its engine: the next one's turn (`more`: a
-    /// command is queued), by `call` — before the leaving one's waiters
-    /// run, where a task per command was woken.
-    pub(super) fn pass_turn(&mut self, more: bool, call: Call) {
-        if more {
-            *self = Phase::Scheduled;
-            engine::call_soon(call);
-        } else {
-            *self = Phase::Idle;
         }
     }
 }

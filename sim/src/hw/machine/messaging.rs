@@ -4,19 +4,16 @@
 //! [`crate::hw::ipcq`].
 
 use super::{DmaKind, IpcqSettings, Machine, Shape, TensorInner, TensorRef};
-use crate::address::Space;
 use crate::ccl::tables::{Neighbour, NeighbourTables};
-use crate::config::ccl::BufferKind;
-use crate::engine::lock::OneThread;
 use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir, RxDir};
 use crate::hw::dtype::Dtype;
-use crate::hw::ipcq::{Arrival, IpcqPort, RxQueue, SendTarget, SharedQueue, TxEntry};
+use crate::hw::ipcq::{Arrival, IpcqPort, Posted, RxQueue, SendTarget, SharedQueue, TxEntry};
 use crate::hw::oplog::Actor;
 use crate::hw::tensor::Hold;
 use crate::topology::{NodeId, PeCoord};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -34,17 +31,6 @@ impl Machine {
     /// [`HwError::IpcqConflict`], checked for every direction before
     /// anything is added. Returns the number of directions added.
     pub fn extend_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<usize, HwError> {
-        let space_of = |peer: &PeCoord| match s.buffer_kind {
-            BufferKind::Tcm => Space::Tcm(*peer),
-            BufferKind::Sram => Space::Sram {
-                sip: peer.sip,
-                cube: peer.cube,
-            },
-            BufferKind::Hbm => Space::Hbm {
-                sip: peer.sip,
-                cube: peer.cube,
-            },
-        };
         // Which directions are new; conflicts first, before any change.
         let mut new = Vec::new();
         for (&pe, dirs) in tables {
@@ -54,50 +40,31 @@ impl Machine {
                     dir: n.dir.clone(),
                     why,
                 };
-                let existing = self.pe(pe).ipcq.lock().as_ref().and_then(|p| {
-                    p.tx.get(&n.dir)
-                        .map(|t| (t.peer, t.peer_dir.clone(), t.queue.clone()))
-                });
-                match existing {
-                    Some((peer, peer_dir, queue)) => {
-                        if (peer, &*peer_dir) != (n.peer, n.peer_dir.as_str()) {
-                            return Err(conflict(format!(
-                                "installed to {peer} (received as {peer_dir}), asked to lead to {} (received as {})",
-                                n.peer, n.peer_dir
-                            )));
-                        }
-                        let q = queue.lock();
-                        let have = (q.space, q.n_slots, q.slot_size, q.strict, q.poll_interval);
-                        let want = (
-                            space_of(&n.peer),
-                            s.n_slots,
-                            s.slot_size,
-                            s.strict,
-                            s.poll_interval,
-                        );
-                        if have != want {
-                            return Err(conflict(format!(
-                                "installed with {} slots of {} bytes in {} (strict {}, poll {:?} ps), asked for {} slots of {} bytes in {} (strict {}, poll {:?} ps)",
-                                have.1, have.2, have.0, have.3, have.4, want.1, want.2, want.0, want.3, want.4
-                            )));
-                        }
-                    }
-                    None => {
-                        let taken = self
-                            .pe(n.peer)
-                            .ipcq
-                            .lock()
-                            .as_ref()
-                            .is_some_and(|p| p.rx_index(&n.peer_dir).is_some());
-                        if taken {
-                            return Err(conflict(format!(
-                                "{} already receives another sender's messages as {}",
-                                n.peer, n.peer_dir
-                            )));
-                        }
-                        new.push((pe, n));
-                    }
+                let installed = self
+                    .pe(pe)
+                    .ipcq
+                    .lock()
+                    .as_ref()
+                    .and_then(|p| p.tx.get(&n.dir).cloned());
+                if let Some(entry) = installed {
+                    entry
+                        .shared_by(n.peer, &n.peer_dir, s.ring_into(n.peer))
+                        .map_err(conflict)?;
+                    continue;
                 }
+                let taken = self
+                    .pe(n.peer)
+                    .ipcq
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|p| p.rx_index(&n.peer_dir).is_some());
+                if taken {
+                    return Err(conflict(format!(
+                        "{} already receives another sender's messages as {}",
+                        n.peer, n.peer_dir
+                    )));
+                }
+                new.push((pe, n));
             }
         }
         // The host structures of the new rings, charged before any is
@@ -117,107 +84,28 @@ impl Machine {
             .collect();
         self.router.find_paths(&pairs);
         let mut ports: BTreeMap<PeCoord, IpcqPort> = BTreeMap::new();
-        for &(
-            pe,
-            Neighbour {
-                dir,
-                peer,
-                peer_dir: rdir,
-            },
-        ) in &new
-        {
-            let space = space_of(peer);
-            let len = s.slot_size * s.n_slots as u64;
-            let alloc = self.allocator(space);
-            let base = {
-                let mut a = alloc.lock();
-                a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
-                    space: format!(
-                        "{space} (IPCQ {} slots x {} bytes for {peer} dir {rdir})",
-                        s.n_slots, s.slot_size
-                    ),
-                    len,
-                    free: a.free_bytes(),
-                })?
-            };
-            {
-                let mut held = self.ipcq_held.lock();
-                let h = held.entry(space).or_default();
-                *h = (h.0 + 1, h.1 + len);
-            }
-            // A credit goes back from the peer to the sender.
-            let credit_latency = self
-                .router
-                .latency_back(NodeId::Pe(pe), NodeId::Pe(*peer))?;
-            // Numbered in the order the tables list them, so the same on
-            // a machine split or not.
-            let number = self
-                .ipcq_rings
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let ring = || RxQueue {
-                ring: number,
-                space,
-                base,
-                slot_size: s.slot_size,
-                free: (0..s.n_slots).map(|i| (i, 0)).collect(),
-                freed: Signal::new(),
-                arrivals: VecDeque::new(),
-                credit_latency,
-                strict: s.strict,
-                poll_interval: s.poll_interval,
-                sent: 0,
-                taken: 0,
-                n_slots: s.n_slots,
-                sender: pe,
-                sender_dir: dir.as_str().into(),
-                credit_to: None,
-                deliver_to: None,
-            };
-            // A ring between partitions of a split machine has a copy on
-            // each side, each touched by its own partition's thread only
-            // (see crate::hw::mail): the sender's takes free slots, the
-            // receiver's holds messages; credits and messages go as mail.
-            let (sender_part, peer_part) = (self.partition_of(pe.sip), self.partition_of(peer.sip));
-            let (queue, rx_queue) = if sender_part == peer_part {
-                let queue = Arc::new(OneThread::new(ring()));
-                (queue.clone(), queue)
-            } else {
-                let receivers = Arc::new(OneThread::new(ring()));
-                let senders = Arc::new(OneThread::new(RxQueue {
-                    deliver_to: Some((peer_part, receivers.clone())),
-                    ..ring()
-                }));
-                receivers.lock().credit_to = Some((sender_part, Arc::downgrade(&senders)));
-                (senders, receivers)
-            };
+        for &(pe, n) in &new {
+            let (queue, rx_queue) = self.new_ring(pe, n, &s)?;
             let peer_port = ports
-                .entry(*peer)
-                .or_insert_with(|| self.port_to_extend(*peer));
-            peer_port.rx.push((rdir.as_str().into(), rx_queue));
+                .entry(n.peer)
+                .or_insert_with(|| self.port_to_extend(n.peer));
+            peer_port.rx.push((n.peer_dir.as_str().into(), rx_queue));
             let peer_notify = peer_port.rx_notify.clone();
-            ports
-                .entry(pe)
-                .or_insert_with(|| self.port_to_extend(pe))
-                .tx
-                .insert(
-                    dir.clone(),
-                    Arc::new(TxEntry {
-                        peer: *peer,
-                        peer_dir: rdir.as_str().into(),
-                        queue,
-                        peer_notify,
-                        slot_size: s.slot_size,
-                    }),
-                );
+            let entry = TxEntry {
+                peer: n.peer,
+                peer_dir: n.peer_dir.as_str().into(),
+                queue,
+                peer_notify,
+                slot_size: s.slot_size,
+            };
+            let port = ports.entry(pe).or_insert_with(|| self.port_to_extend(pe));
+            port.tx.insert(n.dir.clone(), Arc::new(entry));
         }
         for (pe, port) in ports {
             let mut slot = self.pe(pe).ipcq.lock();
             match slot.as_mut() {
                 None => *slot = Some(port),
-                Some(have) => {
-                    have.tx.extend(port.tx);
-                    have.rx.extend(port.rx);
-                }
+                Some(have) => have.absorb(port),
             }
         }
         if !new.is_empty() {
@@ -225,6 +113,48 @@ impl Machine {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(new.len())
+    }
+
+    /// The ring of `pe`'s direction `n` as `s` shapes it: its slots in the
+    /// peer's buffer space, its credit latency, its number; its sender's
+    /// end and its receiver's (see [`RxQueue::ends`]).
+    fn new_ring(
+        &self,
+        pe: PeCoord,
+        n: &Neighbour,
+        s: &IpcqSettings,
+    ) -> Result<(SharedQueue, SharedQueue), HwError> {
+        let shape = s.ring_into(n.peer);
+        let (space, len) = (shape.space, shape.bytes());
+        let base = {
+            let alloc = self.allocator(space);
+            let mut a = alloc.lock();
+            a.alloc(len).ok_or_else(|| HwError::OutOfMemory {
+                space: format!(
+                    "{space} (IPCQ {} slots x {} bytes for {} dir {})",
+                    s.n_slots, s.slot_size, n.peer, n.peer_dir
+                ),
+                len,
+                free: a.free_bytes(),
+            })?
+        };
+        {
+            let mut held = self.ipcq_held.lock();
+            let h = held.entry(space).or_default();
+            *h = (h.0 + 1, h.1 + len);
+        }
+        // A credit goes back from the peer to the sender.
+        let credit_latency = self
+            .router
+            .latency_back(NodeId::Pe(pe), NodeId::Pe(n.peer))?;
+        // Numbered in the order the tables list them, so the same on a
+        // machine split or not.
+        let number = self
+            .ipcq_rings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sender = (pe, n.dir.as_str().into());
+        let ring = RxQueue::new(number, shape, base, credit_latency, sender);
+        Ok(ring.ends(self.partition_of(pe.sip), self.partition_of(n.peer.sip)))
     }
 
     /// Whether the run's budget could hold tables of up to `rings` IPCQ
@@ -401,7 +331,7 @@ impl Machine {
             let (slot, visible) = loop {
                 let wait = {
                     let mut q = tx.queue.lock();
-                    match q.free.pop_front() {
+                    match q.take_free() {
                         Some(s) => break s,
                         None => q.freed.wait_past(q.freed.generation()),
                     }
@@ -418,16 +348,9 @@ impl Machine {
             };
             // A sleeping sender is woken by the credit; a polling one sees
             // it at its next look (every `poll_interval` since it asked).
-            let (poll, credit_key) = {
+            let (visible, credit_key) = {
                 let q = tx.queue.lock();
-                (q.poll_interval, q.credit_key())
-            };
-            let visible = match poll {
-                Some(p) if visible > asked && p > 0 => {
-                    let looks = (visible - asked).div_ceil(p);
-                    asked.saturating_add(looks.saturating_mul(p))
-                }
-                _ => visible,
+                (q.seen_at(asked, visible), q.credit_key())
             };
             // A slot freed on a ring between SIPs: the credit's place
             // among the keyed events of its picosecond, as when it comes
@@ -451,36 +374,16 @@ impl Machine {
             });
             let (space, offset, remote) = {
                 let mut q = tx.queue.lock();
-                let seq = q.sent;
-                q.sent += 1;
-                m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
-                let remote = match &q.deliver_to {
-                    // The receiver's copy gets it when it lands.
-                    Some((part, queue)) => Some(Box::new((
-                        *part,
-                        crate::hw::mail::Message {
-                            queue: queue.clone(),
-                            notify: tx.peer_notify.clone(),
-                            slot,
-                            shape: value.shape.clone(),
-                            dtype: value.dtype,
-                            from: pe,
-                            seq,
-                        },
-                    ))),
-                    None => {
-                        q.arrivals.push_back(Arrival {
-                            slot,
-                            shape: value.shape.clone(),
-                            dtype: value.dtype,
-                            from: pe,
-                            ready: ready.clone(),
-                            seq,
-                        });
-                        tx.peer_notify.notify();
-                        None
-                    }
+                let message = Arrival {
+                    slot,
+                    shape: value.shape.clone(),
+                    dtype: value.dtype,
+                    from: pe,
+                    ready: ready.clone(),
+                    seq: 0, // numbered by the ring
                 };
+                let Posted { seq, remote } = q.post(message, &tx.peer_notify);
+                m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
                 (q.space, q.slot_offset(slot), remote)
             };
             m.dma_with(
@@ -854,7 +757,7 @@ fn rings_charge(rings: u64, n_slots: u32) -> (u64, impl std::fmt::Display) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ccl::NeighbourTopology;
+    use crate::config::ccl::{BufferKind, NeighbourTopology};
     use crate::config::TopologySpec;
 
     /// A receive's future stays small: it sits in the replay's state and

@@ -10,8 +10,9 @@
 //! is a record on its engine's in-order queue that starts when the engine
 //! is free and its input tensors are ready, and applies its data effect
 //! when it completes. The engines are served by engine calls rather than
-//! a task per command ([`engine_calls`], [`compute_unit`],
-//! [`dma_engine`]). Timing (DESIGN §4):
+//! a task per command ([`engine_calls`]); each keeps the in-order
+//! discipline of [`in_order`] and owns its timing ([`dma_engine`],
+//! [`compute_unit`]). Timing (DESIGN §4):
 //! * DMA: engine busy for `dma.setup_ns`, then the transfer crosses the
 //!   routed path (see [`super::link`]); the bytes are read from the source
 //!   as the transfer starts and land at its end.
@@ -22,12 +23,12 @@ mod compute_unit;
 mod crossings;
 mod dma_engine;
 mod engine_calls;
+mod in_order;
 mod messaging;
 mod partition;
 
 use crate::address::{self, Space};
 use crate::budget::MemoryBudget;
-use crate::config::ccl::BufferKind;
 use crate::engine::lock::{Mutex, MutexGuard, OneThread};
 use crate::engine::{self, Event};
 use crate::error::HwError;
@@ -36,6 +37,7 @@ use crate::hw::blocked::Blocked;
 use crate::hw::data_plane::DataPlane;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
+pub use crate::hw::ipcq::IpcqSettings;
 use crate::hw::memory::MemoryStore;
 use crate::hw::oplog::{Actor, Completed, IssueMarks, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
@@ -70,12 +72,10 @@ pub const COMMAND_QUEUE_DEPTH: usize = 4096;
 /// helper thread reads the port (a send's and a receive's checks).
 #[repr(C, align(64))]
 struct PeState {
-    /// The DMA engine: an in-order queue of command records (see
-    /// [`dma_engine`]).
-    dma: OneThread<dma_engine::DmaQueue>,
-    /// The MATH unit: an in-order queue of command records (see
-    /// [`compute_unit`]).
-    math: OneThread<compute_unit::UnitQueue>,
+    /// The DMA engine (see [`dma_engine`]).
+    dma: OneThread<dma_engine::DmaEngine>,
+    /// The MATH unit (see [`compute_unit`]).
+    math: OneThread<compute_unit::ComputeUnit>,
     outstanding: OneThread<std::collections::VecDeque<Event>>,
     blocked_on: OneThread<Option<Blocked>>,
     /// The direction it last sent on and its entry's target (a kernel's
@@ -98,7 +98,7 @@ struct PeState {
     routes: OneThread<RecentRoutes>,
     /// The matrix unit (`tl.gemm`), queued as the MATH unit is; GEMM
     /// kernels only, so last.
-    gemm: OneThread<compute_unit::UnitQueue>,
+    gemm: OneThread<compute_unit::ComputeUnit>,
 }
 
 /// A receive direction (`None`: round-robin) and the event of the last
@@ -152,32 +152,6 @@ pub struct EngineTiming {
     pub gemm_max: (u32, u32, u32),
     /// Rate of a copy that stays inside one PE's TCM.
     pub local_rate: Rate,
-}
-
-/// IPCQ settings from ccl.yaml.
-#[derive(Debug, Clone, Copy)]
-pub struct IpcqSettings {
-    pub buffer_kind: BufferKind,
-    pub n_slots: u32,
-    pub slot_size: u64,
-    /// A receive checks the message's shape and dtype, not only its size.
-    pub strict: bool,
-    /// A sender with no free slot polls the peer every this many ps
-    /// (`None`: it sleeps until the credit wakes it).
-    pub poll_interval: Option<Ps>,
-}
-
-impl IpcqSettings {
-    /// Settings with the seed's defaults: size checks only, sleeping senders.
-    pub fn new(buffer_kind: BufferKind, n_slots: u32, slot_size: u64) -> Self {
-        IpcqSettings {
-            buffer_kind,
-            n_slots,
-            slot_size,
-            strict: false,
-            poll_interval: None,
-        }
-    }
 }
 
 /// One copy of [`Machine::host_copies`]: `nbytes` from `src` to `dst`
