@@ -232,10 +232,7 @@ impl Loader {
             let mut l = Linker::<BenchHost>::new(&engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut l)?;
             super::wasi::add_simulated_waiting(&mut l)?;
-            super::bindings::bench::Bench::add_to_linker::<BenchHost, HasSelf<BenchHost>>(
-                &mut l,
-                |s| s,
-            )?;
+            super::bench::add_to_linker(&mut l)?;
             Ok(l)
         })
         .map_err(wasmtime_err)?;

@@ -2,9 +2,13 @@
 //! `torch.ahbm`, `torch.accelerator` and the result reporter, for one bench
 //! instance (the driver or one spawned rank). This module holds the
 //! instance's state ([`BenchHost`]) and its tensors; each WIT interface's
-//! host functions are a file of their own, as wasmtime's WASI keeps them.
+//! host functions are a file of their own, as wasmtime's WASI keeps them,
+//! on the context of its capability ([`capabilities`]).
 
+pub mod capabilities;
 mod interfaces;
+
+pub(crate) use capabilities::add_to_linker;
 
 use super::bindings::bench::kernbench::sim::distributed;
 use super::bindings::bench::BenchPre;
@@ -126,96 +130,6 @@ impl WasiView for BenchHost {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
-    }
-}
-
-impl BenchHost {
-    fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<&BenchTensor> {
-        Ok(self.table.get(r)?)
-    }
-
-    /// The tensor `r` as a collective's argument.
-    fn view(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<CollectiveTensor> {
-        Ok(self.tensor(r)?.collective_view())
-    }
-
-    /// `tensor.copy_(...)`: write `bytes` if the guest gave `got` of the
-    /// `want` units (bytes or elements) the tensor holds.
-    fn write_checked(
-        &self,
-        r: &Resource<BenchTensor>,
-        bytes: &[u8],
-        got: u64,
-        want: u64,
-        unit: &str,
-    ) -> MsgResult<()> {
-        let bt = self.table.get(r)?;
-        if got != want {
-            let e = format!("copy_: tensor '{}' has {want} {unit}, got {got}", bt.name);
-            return Err(e.into());
-        }
-        bt.write(&self.session.machine, 0, bytes)
-            .map_err(|e| format!("copy_: {e}"))?;
-        Ok(())
-    }
-
-    /// Read elements `[first, first + count)` of a tensor for the guest,
-    /// refusing (a trap naming the tensor) what could never fit the guest's
-    /// memory: `per_elem` is the size of one element as the guest receives
-    /// it.
-    fn read_for_guest(
-        &self,
-        r: &Resource<BenchTensor>,
-        call: &str,
-        (first, count): (u64, u64),
-        per_elem: u64,
-    ) -> wasmtime::Result<Vec<u8>> {
-        let bt = self.table.get(r)?;
-        let cap = self.session.limits.instance.max_memory;
-        let size = count.saturating_mul(per_elem);
-        if size > cap {
-            return Err(wasmtime::Error::msg(format!(
-                "{call} of tensor '{}' ({count} elements) would return {}, more than the {} of guest memory an instance may have; \
-                 read it in pieces (tensor.to_f64_range) or raise --max-guest-memory",
-                bt.name,
-                crate::budget::human_bytes(size),
-                crate::budget::human_bytes(cap)
-            )));
-        }
-        Ok(bt.read(&self.session.machine, first, count))
-    }
-
-    /// `Err` naming the tensor unless `[offset, offset + count)` lies
-    /// within its elements.
-    fn element_range(
-        &self,
-        r: &Resource<BenchTensor>,
-        call: &str,
-        offset: u64,
-        count: u64,
-    ) -> MsgResult<()> {
-        let bt = self.table.get(r)?;
-        let numel = bt.numel();
-        match offset.checked_add(count) {
-            Some(end) if end <= numel => Ok(()),
-            _ => Err(format!(
-                "{call}: elements {offset}..{offset}+{count} are outside tensor '{}' ({numel} elements)",
-                bt.name
-            )
-            .into()),
-        }
-    }
-
-    fn set_device_checked(&mut self, device: u32) -> Result<(), String> {
-        let n = self.session.machine.topo.spec.n_sips();
-        if device >= n {
-            return Err(format!(
-                "device {device} does not exist: the topology has {n} SIPs (devices 0..{})",
-                n - 1
-            ));
-        }
-        self.device = Some(device);
-        Ok(())
     }
 }
 

@@ -377,14 +377,20 @@ pub(super) fn torch(
         type Args = (Vec<u32>, Dtype4, Option<torch::DpPolicy>, String);
         inst.func_wrap_async("zeros", |mut s: S<'_>, (shape, d, dp, name): Args| {
             Box::new(async move {
-                Ok((torch::Host::zeros(s.data_mut(), shape, d.today(), dp, name).await?,))
+                Ok((
+                    torch::Host::zeros(&mut s.data_mut().tensors(), shape, d.today(), dp, name)
+                        .await?,
+                ))
             })
         })?;
     } else {
         type Args = (Vec<u32>, Dtype4, String);
         inst.func_wrap_async("zeros", |mut s: S<'_>, (shape, d, name): Args| {
             Box::new(async move {
-                Ok((torch::Host::zeros(s.data_mut(), shape, d.today(), None, name).await?,))
+                Ok((
+                    torch::Host::zeros(&mut s.data_mut().tensors(), shape, d.today(), None, name)
+                        .await?,
+                ))
             })
         })?;
     }
@@ -393,7 +399,7 @@ pub(super) fn torch(
         |mut s: S<'_>, (t,): (Resource<BenchTensor>,)| {
             Box::new(async move {
                 Ok((Dtype4::of(
-                    torch::HostTensor::dtype(s.data_mut(), t).await?,
+                    torch::HostTensor::dtype(&mut s.data_mut().tensors(), t).await?,
                 )?,))
             })
         },
@@ -416,7 +422,7 @@ pub(super) fn report(inst: &mut LinkerInstance<'_, BenchHost>) -> wasmtime::Resu
                     time_ps: r.time_ps,
                     wrong: r.wrong,
                 };
-                report::Host::record_result(s.data_mut(), collective, row).await
+                report::Host::record_result(&mut s.data_mut().reports(), collective, row).await
             })
         },
     )?;
@@ -434,7 +440,7 @@ pub(super) fn report(inst: &mut LinkerInstance<'_, BenchHost>) -> wasmtime::Resu
                 max_rel_err: r.max_rel_err,
                 tolerance: r.tolerance,
             };
-            report::Host::record_kernel(s.data_mut(), row).await
+            report::Host::record_kernel(&mut s.data_mut().reports(), row).await
         })
     })?;
     inst.func_wrap_async(
@@ -451,7 +457,7 @@ pub(super) fn report(inst: &mut LinkerInstance<'_, BenchHost>) -> wasmtime::Resu
                     in_place: r.in_place,
                     aggregation: r.aggregation,
                 };
-                report::Host::record_perf(s.data_mut(), collective, row).await
+                report::Host::record_perf(&mut s.data_mut().reports(), collective, row).await
             })
         },
     )?;

@@ -245,30 +245,28 @@ pub fn bench(
     base: impl Fn() -> wasmtime::Result<Linker<BenchHost>>,
 ) -> wasmtime::Result<Shapes<BenchHost>> {
     fn adapt(l: &mut Linker<BenchHost>, label: &str, state: u64) -> wasmtime::Result<()> {
-        fn getter(s: &mut BenchHost) -> &mut BenchHost {
-            s
-        }
+        use super::bench::capabilities::{Devices, Dist, Reports, Spawn, Tensors};
         let mut inst = l.instance(&interface_at("torch", label))?;
-        torch::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        torch::add_to_linker_instance::<BenchHost, Tensors>(&mut inst, BenchHost::tensors)?;
         if state < dtype4::DTYPE_HAS_TEN {
             dtype4::torch(&mut inst, state >= ZEROS_TAKES_DP)?;
         }
         let mut inst = l.instance(&interface_at("distributed", label))?;
-        distributed::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        distributed::add_to_linker_instance::<BenchHost, Dist>(&mut inst, BenchHost::dist)?;
         if state < INIT_TAKES_OPTIONS {
             type Args = (String, Option<u32>, Option<u32>);
             inst.func_wrap_async(
                 "init-process-group",
                 |mut store: StoreContextMut<'_, BenchHost>, (backend, world_size, rank): Args| {
                     Box::new(async move {
-                        let host = store.data_mut();
+                        let mut host = store.data_mut().dist();
                         let r = distributed::Host::init_process_group(
-                            host, backend, world_size, rank, None,
+                            &mut host, backend, world_size, rank, None,
                         )
                         .await;
                         let r = match r {
                             Ok(()) => Ok(()),
-                            Err(e) => Err(distributed::Host::convert_dist_error(host, e)?),
+                            Err(e) => Err(distributed::Host::convert_dist_error(&mut host, e)?),
                         };
                         Ok((r,))
                     })
@@ -276,15 +274,13 @@ pub fn bench(
             )?;
         }
         let mut inst = l.instance(&interface_at("multiprocessing", label))?;
-        multiprocessing::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(
-            &mut inst, getter,
-        )?;
+        multiprocessing::add_to_linker_instance::<BenchHost, Spawn>(&mut inst, BenchHost::spawner)?;
         let mut inst = l.instance(&interface_at("ahbm", label))?;
-        ahbm::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        ahbm::add_to_linker_instance::<BenchHost, Devices>(&mut inst, BenchHost::devices)?;
         let mut inst = l.instance(&interface_at("accelerator", label))?;
-        accelerator::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        accelerator::add_to_linker_instance::<BenchHost, Devices>(&mut inst, BenchHost::devices)?;
         let mut inst = l.instance(&interface_at("report", label))?;
-        report::add_to_linker_instance::<BenchHost, HasSelf<BenchHost>>(&mut inst, getter)?;
+        report::add_to_linker_instance::<BenchHost, Reports>(&mut inst, BenchHost::reports)?;
         if state < dtype4::DTYPE_HAS_TEN {
             dtype4::report(&mut inst)?;
         }

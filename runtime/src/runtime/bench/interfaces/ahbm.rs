@@ -1,23 +1,24 @@
 //! `torch.ahbm`: the current device, its properties and the simulated clock.
 
+use crate::runtime::bench::capabilities::DeviceCtx;
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::ahbm;
 
-impl ahbm::Host for BenchHost {
+impl ahbm::Host for DeviceCtx<'_> {
     async fn set_device(&mut self, device: u32) -> wasmtime::Result<Result<(), String>> {
-        Ok(self.set_device_checked(device))
+        Ok(self.set_checked(device))
     }
     async fn current_device(&mut self) -> wasmtime::Result<Option<u32>> {
-        Ok(self.device)
+        Ok(*self.device)
     }
     async fn device_count(&mut self) -> wasmtime::Result<u32> {
-        Ok(self.session.machine.topo.spec.n_sips())
+        Ok(self.machine.topo.spec.n_sips())
     }
     async fn get_device_properties(
         &mut self,
         device: u32,
     ) -> wasmtime::Result<Result<ahbm::DeviceProperties, String>> {
-        let spec = &self.session.machine.topo.spec;
+        let spec = &self.machine.topo.spec;
         if device >= spec.n_sips() {
             let e = format!(
                 "invalid device {device}: this machine has {} SIPs (0..{})",

@@ -1,9 +1,10 @@
 //! `torch.distributed`: the process group, every collective and send / recv, each handed to the session.
 
+use crate::runtime::bench::capabilities::DistCtx;
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::distributed;
 
-impl distributed::Host for BenchHost {
+impl distributed::Host for DistCtx<'_> {
     fn convert_dist_error(&mut self, err: DistFail) -> wasmtime::Result<DistError> {
         err.into_wit()
     }

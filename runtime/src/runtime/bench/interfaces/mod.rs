@@ -1,6 +1,7 @@
 //! The host functions of the bench world, one file per WIT interface,
-//! each implementing its interface's `Host` trait on
-//! [`super::BenchHost`] (wasmtime's WASI keeps its hosts the same way).
+//! each implementing its interface's `Host` trait on the context of its
+//! capability ([`super::capabilities`]), as wasmtime's WASI keeps its
+//! hosts.
 
 mod accelerator;
 mod ahbm;

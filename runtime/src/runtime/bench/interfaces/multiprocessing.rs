@@ -1,9 +1,10 @@
 //! `torch.multiprocessing`: `spawn`, one bench instance per rank.
 
+use crate::runtime::bench::capabilities::SpawnCtx;
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::multiprocessing;
 
-impl multiprocessing::Host for BenchHost {
+impl multiprocessing::Host for SpawnCtx<'_> {
     async fn spawn(
         &mut self,
         nprocs: u32,

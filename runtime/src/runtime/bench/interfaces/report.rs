@@ -1,9 +1,10 @@
 //! The result reporter: nccl-tests' rows, kernel rows and notes, recorded with the session.
 
+use crate::runtime::bench::capabilities::ReportCtx;
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::report;
 
-impl report::Host for BenchHost {
+impl report::Host for ReportCtx<'_> {
     async fn record_result(
         &mut self,
         collective: String,
@@ -18,7 +19,7 @@ impl report::Host for BenchHost {
         );
         let rec = ReportRecord::one_block(what, self.rank, row.time_ps, row.wrong);
         self.session
-            .record(rec, self.guard.who())
+            .record(rec, self.who)
             .map_err(wasmtime::Error::msg)
     }
 
@@ -52,13 +53,13 @@ impl report::Host for BenchHost {
             aggregation,
         );
         self.session
-            .record(rec, self.guard.who())
+            .record(rec, self.who)
             .map_err(wasmtime::Error::msg)
     }
 
     async fn note(&mut self, text: String) -> wasmtime::Result<()> {
         self.session
-            .note(text, self.guard.who())
+            .note(text, self.who)
             .map_err(wasmtime::Error::msg)
     }
 
@@ -79,7 +80,7 @@ impl report::Host for BenchHost {
             )
         };
         self.session
-            .record_kernel(make, dtype, self.guard.who())
+            .record_kernel(make, dtype, self.who)
             .map_err(wasmtime::Error::msg)
     }
 }

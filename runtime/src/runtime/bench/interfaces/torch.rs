@@ -1,9 +1,83 @@
 //! `torch`: tensors (`torch.zeros`, the tensor resource's methods) and kernel launches (`torch.launch`).
 
+use crate::runtime::bench::capabilities::{tensor, TensorCtx};
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::torch;
 
-impl torch::HostTensor for BenchHost {
+impl TensorCtx<'_> {
+    fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<&BenchTensor> {
+        tensor(self.table, r)
+    }
+
+    /// `tensor.copy_(...)`: write `bytes` if the guest gave `got` of the
+    /// `want` units (bytes or elements) the tensor holds.
+    fn write_checked(
+        &self,
+        r: &Resource<BenchTensor>,
+        bytes: &[u8],
+        got: u64,
+        want: u64,
+        unit: &str,
+    ) -> MsgResult<()> {
+        let bt = self.tensor(r)?;
+        if got != want {
+            let e = format!("copy_: tensor '{}' has {want} {unit}, got {got}", bt.name);
+            return Err(e.into());
+        }
+        bt.write(&self.session.machine, 0, bytes)
+            .map_err(|e| format!("copy_: {e}"))?;
+        Ok(())
+    }
+
+    /// Read elements `[first, first + count)` of a tensor for the guest,
+    /// refusing (a trap naming the tensor) what could never fit the guest's
+    /// memory: `per_elem` is the size of one element as the guest receives
+    /// it.
+    fn read_for_guest(
+        &self,
+        r: &Resource<BenchTensor>,
+        call: &str,
+        (first, count): (u64, u64),
+        per_elem: u64,
+    ) -> wasmtime::Result<Vec<u8>> {
+        let bt = self.tensor(r)?;
+        let cap = self.session.limits.instance.max_memory;
+        let size = count.saturating_mul(per_elem);
+        if size > cap {
+            return Err(wasmtime::Error::msg(format!(
+                "{call} of tensor '{}' ({count} elements) would return {}, more than the {} of guest memory an instance may have; \
+                 read it in pieces (tensor.to_f64_range) or raise --max-guest-memory",
+                bt.name,
+                crate::budget::human_bytes(size),
+                crate::budget::human_bytes(cap)
+            )));
+        }
+        Ok(bt.read(&self.session.machine, first, count))
+    }
+
+    /// `Err` naming the tensor unless `[offset, offset + count)` lies
+    /// within its elements.
+    fn element_range(
+        &self,
+        r: &Resource<BenchTensor>,
+        call: &str,
+        offset: u64,
+        count: u64,
+    ) -> MsgResult<()> {
+        let bt = self.tensor(r)?;
+        let numel = bt.numel();
+        match offset.checked_add(count) {
+            Some(end) if end <= numel => Ok(()),
+            _ => Err(format!(
+                "{call}: elements {offset}..{offset}+{count} are outside tensor '{}' ({numel} elements)",
+                bt.name
+            )
+            .into()),
+        }
+    }
+}
+
+impl torch::HostTensor for TensorCtx<'_> {
     async fn shards(
         &mut self,
         r: Resource<BenchTensor>,
@@ -115,7 +189,7 @@ fn dp_mode_in(m: torch::DpMode) -> DpMode {
     }
 }
 
-impl torch::Host for BenchHost {
+impl torch::Host for TensorCtx<'_> {
     async fn launch(
         &mut self,
         kernel: String,
