@@ -397,41 +397,13 @@ impl Session {
 
         let started = engine::now();
         // One epoch per collective call of each rank (seed 004 D7).
-        let epoch_id = {
-            let mut next = pg.next_epoch.lock().unwrap();
-            let id = *next.entry(ranks[0]).or_insert(0);
-            for r in &ranks {
-                next.insert(*r, id + 1);
+        let (epoch_id, errors) = match pg.epochs.enter(&ranks, call) {
+            Ok(entered) => (entered.id, entered.errors),
+            Err(e) => {
+                self.failures
+                    .record(format!("rank {}", ranks[0]), e.clone());
+                return Err(runtime_error(e).into());
             }
-            id
-        };
-        let errors = {
-            let mut epochs = pg.epochs.lock().unwrap();
-            let ep = epochs.entry(epoch_id).or_default();
-            match ep.call {
-                None => {
-                    ep.call = Some(call);
-                    ep.first = ranks[0];
-                }
-                Some(first) if first != call => {
-                    let e = format!(
-                        "collective #{epoch_id}: rank {} calls {} ({} elements per block) but rank {} \
-                         called {} ({} elements per block): every rank must make the same collective \
-                         calls, in the same order, with the same sizes, dtype, op and root",
-                        ranks[0],
-                        call.describe(),
-                        call.block,
-                        ep.first,
-                        first.describe(),
-                        first.block
-                    );
-                    self.failures
-                        .record(format!("rank {}", ranks[0]), e.clone());
-                    return Err(runtime_error(e).into());
-                }
-                Some(_) => {}
-            }
-            ep.errors.clone()
         };
         // Launch now; each kernel starts at this caller's current time (on
         // a split machine, all at once when the last rank has joined).
@@ -494,29 +466,23 @@ impl Session {
             }
         }
         let ws = pg.world_size;
-        let (all_joined, all_done, split) = {
-            let mut epochs = pg.epochs.lock().unwrap();
-            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.joined.extend(ranks.iter().copied());
-            ep.kernels_done.extend(launched);
-            ep.split.extend(split);
-            let mut split = Vec::new();
-            if ep.joined.len() as u32 == ws {
-                ep.all_joined.set();
-                let kernels = std::mem::take(&mut ep.kernels_done);
-                split = std::mem::take(&mut ep.split);
-                let all_done = ep.all_done.clone();
-                // On a split machine this task sets it (below).
-                if split.is_empty() {
-                    engine::spawn_detached(async move {
-                        for k in kernels {
-                            k.wait().await;
-                        }
-                        all_done.set();
-                    });
-                }
+        let joined = pg.epochs.join(epoch_id, &ranks, launched, split);
+        let (all_joined, all_done) = (joined.all_joined, joined.all_done);
+        let split = match joined.last {
+            // The last rank to join: a task sets `all_done` when every
+            // kernel has ended (on a split machine, this one, below).
+            Some((kernels, split)) if split.is_empty() => {
+                let all_done = all_done.clone();
+                engine::spawn_detached(async move {
+                    for k in kernels {
+                        k.wait().await;
+                    }
+                    all_done.set();
+                });
+                split
             }
-            (ep.all_joined.clone(), ep.all_done.clone(), split)
+            Some((_, split)) => split,
+            None => Vec::new(),
         };
         if !split.is_empty() {
             // The last rank to join runs every kernel of the collective in
@@ -545,14 +511,7 @@ impl Session {
                 (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();
             self.machine.note_host_sync(&pes);
         }
-        {
-            let mut epochs = pg.epochs.lock().unwrap();
-            let ep = epochs.get_mut(&epoch_id).expect("epoch exists");
-            ep.returned += ranks.len() as u32;
-            if ep.returned == ws {
-                epochs.remove(&epoch_id);
-            }
-        }
+        pg.epochs.leave(epoch_id, ranks.len() as u32);
         if let Some(tr) = &self.machine.trace {
             let name = format!("{} {} B", call.collective, input.nbytes);
             for &r in &ranks {

@@ -29,6 +29,7 @@ pub mod console;
 pub mod describe;
 pub mod dist_calls;
 pub mod eager;
+pub mod epochs;
 pub mod fail;
 pub mod hooks;
 pub mod kernel;

@@ -29,13 +29,44 @@ struct Post {
     outcome: Arc<Mutex<Option<Result<(), String>>>>,
 }
 
-/// The unmatched posts of every (src, dst) pair.
+/// What a call found when it was posted.
+enum Posted {
+    /// Its partner was waiting: this (later) call moves the bytes, then
+    /// tells the partner how it went.
+    Matched(Post),
+    /// It waits for its partner: until `done`, then the outcome.
+    Waiting(Event, Arc<Mutex<Option<Result<(), String>>>>),
+}
+
+/// The unmatched posts of every (src, dst) pair: the posts of a pair are
+/// matched in order, a send with the oldest recv waiting and the other
+/// way round.
 #[derive(Default)]
 pub struct P2pQueues {
     posts: Mutex<BTreeMap<(u32, u32), VecDeque<Post>>>,
 }
 
 impl P2pQueues {
+    /// Post `side` of pair `key` (src, dst) with its tensor: matched with
+    /// the oldest post of the other side waiting, else queued behind the
+    /// posts of its own side.
+    fn post(&self, key: (u32, u32), side: Side, tensor: &CollectiveTensor) -> Posted {
+        let mut posts = self.posts.lock().unwrap();
+        let q = posts.entry(key).or_default();
+        if q.front().is_some_and(|p| p.side != side) {
+            return Posted::Matched(q.pop_front().expect("checked above"));
+        }
+        let post = Post {
+            side,
+            tensor: tensor.clone(),
+            done: Event::new(),
+            outcome: Arc::new(Mutex::new(None)),
+        };
+        let waiting = Posted::Waiting(post.done.clone(), post.outcome.clone());
+        q.push_back(post);
+        waiting
+    }
+
     /// The calls still waiting for a partner, for the deadlock report.
     pub fn waiting_report(&self) -> Vec<String> {
         let posts = self.posts.lock().unwrap();
@@ -125,26 +156,9 @@ impl Session {
         };
         // Either the partner already waits (this later call moves the
         // bytes), or this call waits for it.
-        let matched = {
-            let mut posts = pg.p2p.posts.lock().unwrap();
-            let q = posts.entry(key).or_default();
-            if q.front().is_some_and(|p| p.side != side) {
-                Ok(q.pop_front().expect("checked above"))
-            } else {
-                let post = Post {
-                    side,
-                    tensor: t.clone(),
-                    done: Event::new(),
-                    outcome: Arc::new(Mutex::new(None)),
-                };
-                let waiting = (post.done.clone(), post.outcome.clone());
-                q.push_back(post);
-                Err(waiting)
-            }
-        };
-        let partner = match matched {
-            Ok(p) => p,
-            Err((done, outcome)) => {
+        let partner = match pg.p2p.post(key, side, &t) {
+            Posted::Matched(p) => p,
+            Posted::Waiting(done, outcome) => {
                 done.wait().await;
                 let outcome = outcome.lock().unwrap().take();
                 return match outcome {
@@ -219,4 +233,85 @@ fn match_sizes(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::address::Space;
+    use crate::hw::dtype::Dtype;
+
+    fn tensor(nbytes: u64) -> CollectiveTensor {
+        CollectiveTensor {
+            sip: 0,
+            t_ptr: 0,
+            dtype: Dtype::F32,
+            nbytes,
+            shards: 1,
+            shard_numel: nbytes / 4,
+            blocks: vec![(Space::Hbm { sip: 0, cube: 0 }, 0, nbytes)],
+        }
+    }
+
+    fn matched(p: Posted) -> u64 {
+        match p {
+            Posted::Matched(post) => post.tensor.nbytes,
+            Posted::Waiting(..) => panic!("expected a match"),
+        }
+    }
+
+    /// The posts of one pair match in order: two sends wait, the first
+    /// recv takes the first send, the next the second; a recv first
+    /// waits for its send. Other pairs are apart.
+    #[test]
+    fn the_posts_of_a_pair_match_in_order() {
+        let q = P2pQueues::default();
+        assert!(matches!(
+            q.post((0, 1), Side::Send, &tensor(8)),
+            Posted::Waiting(..)
+        ));
+        assert!(matches!(
+            q.post((0, 1), Side::Send, &tensor(16)),
+            Posted::Waiting(..)
+        ));
+        assert!(matches!(
+            q.post((1, 0), Side::Recv, &tensor(4)),
+            Posted::Waiting(..)
+        ));
+        assert_eq!(matched(q.post((0, 1), Side::Recv, &tensor(8))), 8);
+        assert_eq!(matched(q.post((0, 1), Side::Recv, &tensor(16))), 16);
+        assert_eq!(q.waiting_report().len(), 1, "the recv of pair (1, 0) waits");
+        assert!(q.waiting_report()[0].starts_with("rank 0: recv of 4 B from rank 1"));
+        assert_eq!(matched(q.post((1, 0), Side::Send, &tensor(4))), 4);
+        assert!(q.waiting_report().is_empty());
+    }
+
+    /// A send and its recv must agree in dtype, size and shard layout;
+    /// each refusal names the pair.
+    #[test]
+    fn a_pair_must_agree_in_dtype_size_and_layout() {
+        let (a, b) = (tensor(16), tensor(16));
+        assert_eq!(match_sizes(0, 1, &a, &b), Ok(()));
+        let half = CollectiveTensor {
+            dtype: Dtype::F16,
+            ..tensor(16)
+        };
+        let e = match_sizes(0, 1, &a, &half).unwrap_err();
+        assert!(
+            e.starts_with("send from rank 0 to rank 1: it sends f32"),
+            "{e}"
+        );
+        let e = match_sizes(0, 1, &a, &tensor(8)).unwrap_err();
+        assert!(e.contains("16 B but the recv's tensor holds 8 B"), "{e}");
+        let split = CollectiveTensor {
+            shards: 2,
+            blocks: vec![
+                (Space::Hbm { sip: 0, cube: 0 }, 0, 8),
+                (Space::Hbm { sip: 0, cube: 1 }, 0, 8),
+            ],
+            ..tensor(16)
+        };
+        let e = match_sizes(0, 1, &a, &split).unwrap_err();
+        assert!(e.contains("sharded differently"), "{e}");
+    }
 }

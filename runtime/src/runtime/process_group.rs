@@ -2,8 +2,9 @@
 //! PEs that run them, the IPCQ wiring installed for them, and one
 //! [`Backend`] per collective — the algorithm component serving it, with
 //! its ccl.yaml parameters and the kernel arguments it gave for each call
-//! shape — plus the epoch barrier every collective call joins (seed 004
-//! D7). How a backend is chosen and how a call runs is
+//! shape — plus the epoch barrier every collective call joins
+//! ([`super::epochs`]) and its unmatched point-to-point calls
+//! ([`super::p2p`]). How a backend is chosen and how a call runs is
 //! [`super::collective`]'s.
 
 use super::kernel::AlgorithmComponent;
@@ -11,9 +12,8 @@ use crate::ccl::collective::{Call, Collective};
 use crate::ccl::ranks::RankMap;
 use crate::ccl::tables::NeighbourTables;
 use crate::config::ccl::{InstallKeys, ParamValue, Validator};
-use crate::engine::Event;
 use crate::hw::machine::IpcqSettings;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// What a refused call wanted, to name the algorithms that do it.
@@ -135,29 +135,6 @@ impl Backend {
     }
 }
 
-/// One collective call, joined by every rank.
-#[derive(Default)]
-pub(super) struct Epoch {
-    /// The call of the first rank to join: every rank must make the same.
-    pub call: Option<Call>,
-    /// The rank that made it.
-    pub first: u32,
-    pub joined: BTreeSet<u32>,
-    pub all_joined: Event,
-    /// The completion of every kernel launched so far; handed to one
-    /// waiter when the last rank joins.
-    pub kernels_done: Vec<Event>,
-    /// Set once every rank has joined and every kernel has finished: what
-    /// each rank waits for (one event, not every kernel's: a rank waiting
-    /// on each was O(world size²) at the end of every collective).
-    pub all_done: Event,
-    pub errors: Arc<Mutex<Vec<String>>>,
-    pub returned: u32,
-    /// On a split machine, the launches kept until every rank has joined
-    /// (see [`super::split_run`]).
-    pub split: Vec<super::split_run::SplitLaunch>,
-}
-
 /// The default process group, installed by `init_process_group`.
 pub struct ProcessGroup {
     /// The algorithm installed at `init_process_group` (the all-reduce
@@ -171,8 +148,8 @@ pub struct ProcessGroup {
     pub installed: Arc<Backend>,
     /// The backend of each collective, chosen at its first call.
     pub(super) backends: Mutex<BTreeMap<Collective, Arc<Backend>>>,
-    pub(super) epochs: Mutex<BTreeMap<u64, Epoch>>,
-    pub(super) next_epoch: Mutex<HashMap<u32, u64>>,
+    /// The epoch barrier its collective calls join.
+    pub(super) epochs: super::epochs::Epochs,
     /// Unmatched `send` / `recv` calls.
     pub(super) p2p: super::p2p::P2pQueues,
     /// The algorithms that do a call one refused (found once for every
@@ -195,8 +172,7 @@ impl ProcessGroup {
             ranks,
             installed,
             backends: Mutex::new(BTreeMap::new()),
-            epochs: Mutex::new(BTreeMap::new()),
-            next_epoch: Mutex::new(HashMap::new()),
+            epochs: super::epochs::Epochs::new(world_size),
             p2p: Default::default(),
             alternatives: Default::default(),
         }
@@ -215,23 +191,7 @@ impl ProcessGroup {
     /// What the ranks are waiting for in unfinished collectives and
     /// point-to-point calls.
     pub fn waiting_report(&self) -> Vec<String> {
-        let epochs = self.epochs.lock().unwrap();
-        let mut lines: Vec<String> = epochs
-            .iter()
-            .filter(|(_, e)| (e.joined.len() as u32) < self.world_size)
-            .map(|(id, e)| {
-                let missing: Vec<String> = (0..self.world_size)
-                    .filter(|r| !e.joined.contains(r))
-                    .map(|r| r.to_string())
-                    .collect();
-                format!(
-                    "collective #{id} ({}): ranks {:?} joined; waiting for rank(s) {} to call it",
-                    e.call.map_or("?".into(), |c| c.describe()),
-                    e.joined,
-                    missing.join(", ")
-                )
-            })
-            .collect();
+        let mut lines = self.epochs.waiting_report();
         lines.extend(self.p2p.waiting_report());
         lines
     }
