@@ -298,15 +298,15 @@ impl RxQueue {
         }
     }
 
-    /// A message into its slot, numbered here in send order (its `seq` is
-    /// replaced): queued for the receiver (whose port `notify` is woken),
-    /// or, when the receiver's copy is in another partition, the mail that
-    /// carries it there.
+    /// A message into its slot, numbered here in send order (`message`
+    /// is given its number): queued for the receiver (whose port `notify`
+    /// is woken), or, when the receiver's copy is in another partition,
+    /// the mail that carries it there.
     #[inline]
-    pub fn post(&mut self, mut message: Arrival, notify: &Signal) -> Posted {
+    pub fn post(&mut self, message: impl FnOnce(u64) -> Arrival, notify: &Signal) -> Posted {
         let seq = self.sent;
         self.sent += 1;
-        message.seq = seq;
+        let message = message(seq);
         let remote = match &self.deliver_to {
             // The receiver's copy gets it when it lands.
             Some((part, queue)) => Some(Box::new((
@@ -507,14 +507,14 @@ mod tests {
         RxQueue::new(0, shape, 4096, 30, (pe(0), Arc::from("E")))
     }
 
-    fn message(slot: u32) -> Arrival {
-        Arrival {
+    fn message(slot: u32) -> impl FnOnce(u64) -> Arrival {
+        move |seq| Arrival {
             slot,
             shape: crate::hw::machine::Shape::from_slice(&[1]),
             dtype: Dtype::F16,
             from: pe(0),
             ready: Event::done(),
-            seq: 99,
+            seq,
         }
     }
 
@@ -557,8 +557,8 @@ mod tests {
         assert_eq!(q.seen_at(100, 0), 0, "a slot never used is free at once");
     }
 
-    /// Messages are numbered in send order, whatever number they came
-    /// with, and queued for the receiver, whose port is woken.
+    /// Messages are numbered in send order and queued for the receiver,
+    /// whose port is woken.
     #[test]
     fn messages_are_numbered_in_send_order_and_queued_for_the_receiver() {
         let mut q = ring();
@@ -632,10 +632,7 @@ mod tests {
     #[test]
     fn messages_are_taken_in_send_order_whatever_order_they_land_in() {
         let mut q = ring();
-        let sent = |seq: u64| Arrival {
-            seq,
-            ..message(seq as u32)
-        };
+        let sent = |seq: u64| message(seq as u32)(seq);
         q.insert_landed(sent(1));
         assert!(q.next_arrival().is_none(), "message 0 has not landed");
         assert!(q.take_next_arrival().is_none());

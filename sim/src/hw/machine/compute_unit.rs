@@ -41,7 +41,7 @@ pub(super) enum UnitKind {
 
 impl UnitKind {
     /// The unit on `pe`.
-    fn queue(self, pe: &PeState) -> &OneThread<ComputeUnit> {
+    fn on(self, pe: &PeState) -> &OneThread<ComputeUnit> {
         match self {
             UnitKind::Math => &pe.math,
             UnitKind::Gemm => &pe.gemm,
@@ -130,6 +130,25 @@ impl ComputeUnit {
     ) -> Step {
         self.queue.serve(now, ready, busy)
     }
+
+    /// The head's busy time ended: it leaves; its slot.
+    #[inline]
+    fn complete(&mut self) -> u32 {
+        self.queue.leave()
+    }
+
+    /// The head faulted: the unit stops serving (see
+    /// [`InOrderQueue::stick`]).
+    fn stick(&mut self) {
+        self.queue.stick()
+    }
+
+    /// After [`ComputeUnit::complete`]: `true` when a next command waits
+    /// and the unit needs a call for it.
+    #[inline]
+    fn next_turn(&mut self) -> bool {
+        self.queue.next_turn()
+    }
 }
 
 /// One command (or one stage of a composite) waiting for or on its unit.
@@ -180,7 +199,7 @@ impl Machine {
         self.track(st, &record.done);
         let slot = part.stage_records.lock().insert(record);
         let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
-        if unit.queue(st).lock().issue(slot) {
+        if unit.on(st).lock().issue(slot) {
             let index = self.pe_index(pe);
             engine::call_soon(self.engine_call(part, unit.served(index)));
         }
@@ -197,7 +216,7 @@ impl Machine {
         unit: UnitKind,
     ) {
         let st = self.state_at(index);
-        let step = unit.queue(st).lock().serve(
+        let step = unit.on(st).lock().serve(
             engine::now(),
             |slot| {
                 let records = part.stage_records.lock();
@@ -240,7 +259,7 @@ impl Machine {
         // Named only by the trace, the log and a fault.
         let pe = || self.pe_at(index);
         let (start, end) = span;
-        let slot = unit.queue(st).lock().queue.leave();
+        let slot = unit.on(st).lock().complete();
         let record = part.stage_records.lock().remove(slot as usize);
         let StageRecord {
             work,
@@ -282,7 +301,7 @@ impl Machine {
                 },
             }));
             if let Err(f) = written {
-                unit.queue(st).lock().queue.stick();
+                unit.on(st).lock().stick();
                 return self.set_fault(pe(), unit.name(), f.error.into());
             }
         }
@@ -311,7 +330,7 @@ impl Machine {
             });
         }
         // The next command's turn comes before this one's waiters run.
-        if unit.queue(st).lock().queue.next_turn() {
+        if unit.on(st).lock().next_turn() {
             engine::call_soon(call);
         }
         drop(inputs);

@@ -374,13 +374,13 @@ impl Machine {
             });
             let (space, offset, remote) = {
                 let mut q = tx.queue.lock();
-                let message = Arrival {
+                let message = |seq| Arrival {
                     slot,
                     shape: value.shape.clone(),
                     dtype: value.dtype,
                     from: pe,
                     ready: ready.clone(),
-                    seq: 0, // numbered by the ring
+                    seq,
                 };
                 let Posted { seq, remote } = q.post(message, &tx.peer_notify);
                 m.ccl_trace(|| format!("send] {pe} dir={dir} nbytes={nbytes} seq={seq}"));
