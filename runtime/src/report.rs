@@ -9,7 +9,8 @@
 
 use crate::ccl::collective::Collective;
 use crate::hw::dtype::Dtype;
-use crate::runtime::session::{AlphaBeta, Measured, ReportRecord, TimeAggregation};
+use crate::runtime::comms::AlphaBeta;
+use crate::runtime::session::{Measured, ReportRecord, TimeAggregation};
 use crate::runtime::RunResult;
 use crate::units::{ps_to_us, Ps};
 use serde::Serialize;

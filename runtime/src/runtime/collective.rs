@@ -7,10 +7,10 @@
 //! report.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::comms::{runtime_error, CollectiveTensor, Comms};
 use super::fail::DistResult;
 use super::kernel::KernelLaunch;
 use super::process_group::{Backend, ProcessGroup, Wanted};
-use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::ranks::RankMap;
 use crate::config::ccl::AlgorithmEntry;
@@ -27,7 +27,7 @@ pub(super) struct Plan {
     pub ranks: RankMap,
 }
 
-impl Session {
+impl Comms {
     /// Load the component of ccl.yaml entry `name` and plan its IPCQ: its
     /// install keys (the entry's, else the component's defaults), rank
     /// map, neighbour tables (after its `neighbors` rewrite), topology
@@ -439,7 +439,7 @@ impl Session {
                     self.machine.clone(),
                     backend.algorithm.clone(),
                 );
-                let source = self.kernel_source(&comp, &algo, &launch);
+                let source = self.kernels.source(&comp, &algo, &launch);
                 if machine.partitions() > 1 {
                     split.push(super::split_run::SplitLaunch {
                         component: comp,

@@ -1,14 +1,14 @@
 //! The collective calls of `torch.distributed`: PyTorch's argument checks
 //! (sizes, dtypes, `src` / `dst` in range, a known `op`) as clear errors
 //! naming the call, each call turned into one [`Call`] on its input and
-//! output buffers for [`Session::run_collective`], and the list forms of
+//! output buffers for [`Comms::run_collective`], and the list forms of
 //! `all_gather` / `reduce_scatter`, which go through a staging buffer
 //! with timed local copies, as PyTorch's NCCL backend flattens them.
 //! Point-to-point `send` / `recv` are [`super::p2p`]'s.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::comms::{runtime_error, CollectiveTensor, Comms};
 use super::fail::DistResult;
-use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::address::Space;
 use crate::ccl::collective::{Call, Collective, RedOp, Reduction};
 use crate::hw::machine::HostCopy;
@@ -84,7 +84,7 @@ fn check_times(
     Ok(())
 }
 
-impl Session {
+impl Comms {
     fn world_size(&self) -> Result<u32, DistError> {
         Ok(self.process_group()?.world_size)
     }
@@ -265,7 +265,7 @@ impl Session {
     /// form of `name`. All-gather, reduce-scatter and all-to-all are their
     /// torch calls; all-reduce, broadcast and reduce take an output of the
     /// input's size and need an algorithm that runs them out of place
-    /// ([`Session::run_collective`] refuses the others).
+    /// ([`Comms::run_collective`] refuses the others).
     pub async fn collective_out_of_place(
         &self,
         rank: Option<u32>,

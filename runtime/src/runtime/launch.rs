@@ -69,7 +69,7 @@ impl Session {
                 t_ptr: target.t_ptr,
                 args: a,
             };
-            let source = self.kernel_source(&component, kernel, &launch);
+            let source = self.kernels.source(&component, kernel, &launch);
             let (comp, machine, limits) =
                 (component.clone(), self.machine.clone(), self.limits.clone());
             let (errs, name) = (errors.clone(), kernel.to_string());

@@ -10,9 +10,11 @@
 //!   [`recording_memo`]: recordings kept for the next equal launch.
 //! * [`bench`]: the `torch.*` surface for bench instances (one Store per
 //!   rank).
-//! * [`session`]: one run — process group init, spawn, reports;
+//! * [`session`]: one run — the bench's instances, spawn, reports;
+//!   [`comms`]: the run's process group and every call on it;
 //!   [`process_group`]: the group, its backends and epochs;
-//!   [`collective`]: choosing a backend and running one call.
+//!   [`collective`]: choosing a backend and running one call;
+//!   [`dist_calls`]: the `torch.distributed` forms; [`p2p`]: send / recv.
 //! * [`wasi`]: the guest sandbox.
 //! * [`sim`]: drives a whole run on the executor and reports deadlocks.
 
@@ -24,6 +26,7 @@ pub mod batch_bytes;
 pub mod bench;
 pub mod bindings;
 pub mod collective;
+pub mod comms;
 pub mod compile_cache;
 pub mod console;
 pub mod describe;

@@ -8,8 +8,8 @@
 //! landed.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::comms::{runtime_error, CollectiveTensor, Comms};
 use super::fail::DistResult;
-use super::session::{runtime_error, CollectiveTensor, Session};
 use crate::engine::Event;
 use crate::hw::machine::HostCopy;
 use std::collections::{BTreeMap, VecDeque};
@@ -88,7 +88,7 @@ impl P2pQueues {
     }
 }
 
-impl Session {
+impl Comms {
     /// `send(tensor, dst)`.
     pub async fn send(&self, rank: Option<u32>, t: CollectiveTensor, dst: u32) -> DistResult {
         self.p2p(rank, t, dst, Side::Send).await

@@ -32,8 +32,8 @@
 
 use super::commands::CommandList;
 use super::kernel::AlgorithmComponent;
+use super::limits::RunLimits;
 use super::prerecord::{KernelJob, Ticket};
-use super::session::Session;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
 use crate::hw::Machine;
 use crate::topology::PeCoord;
@@ -208,11 +208,35 @@ impl Source {
     }
 }
 
-impl Session {
+/// Where the kernel launches of one run get their calls: the run's kept
+/// recordings and its helper thread that records ahead. Shared by the
+/// collectives and `torch.launch`.
+pub struct KernelSources {
+    machine: Arc<Machine>,
+    limits: RunLimits,
+    prerecorder: super::prerecord::Prerecorder,
+    recordings: Arc<RecordingMemo>,
+}
+
+impl KernelSources {
+    pub fn new(machine: Arc<Machine>, limits: RunLimits) -> KernelSources {
+        KernelSources {
+            machine,
+            limits,
+            prerecorder: Default::default(),
+            recordings: Default::default(),
+        }
+    }
+
+    /// How many recordings were made and reused.
+    pub fn counts(&self) -> RecordingCounts {
+        self.recordings.counts()
+    }
+
     /// Where the calls of `component`'s kernel launched as `launch` come
     /// from: a kept recording of an equal launch, else a new recording
     /// queued for the helper thread (and kept for the next launch).
-    pub(super) fn kernel_source(
+    pub(super) fn source(
         &self,
         component: &AlgorithmComponent,
         algorithm: &str,

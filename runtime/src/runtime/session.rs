@@ -1,19 +1,17 @@
-//! One simulation run of a bench: the machine, the default process group
-//! (seed ADR-0047; [`super::process_group`]) and its initialisation,
-//! `mp.spawn` (ADR-0024 D12), the `dist.*` entry points (run by
-//! [`super::collective`]), plus the rows the bench reports.
+//! One simulation run of a bench: the machine, the bench's instances (the
+//! driver and `mp.spawn`'s ranks, ADR-0024 D12), the rows they report,
+//! and the run's [`Comms`] — the process group and every call made on it
+//! — which it coordinates but does not implement.
 
 use super::bench::{BenchComponent, BenchHost};
-use super::bindings::bench::kernbench::sim::distributed::DistError;
+use super::comms::Comms;
 use super::console::FlushOnDrop;
 use super::limits::{guard_store, instances_needed, RunLimits};
 use super::loader::Loader;
-use super::process_group::ProcessGroup;
+use super::recording_memo::KernelSources;
 use super::wasi::sandbox;
 use super::{describe_guest_error, describe_wasm_error};
-use crate::ccl::collective::Collective;
 use crate::config::ccl::AlgorithmChoice;
-use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::engine;
 use crate::error::SimError;
@@ -22,9 +20,6 @@ use crate::hw::Machine;
 use std::sync::{Arc, Mutex, OnceLock};
 use wasmtime::component::ResourceTable;
 use wasmtime::Store;
-
-const NOT_INITIALIZED: &str =
-    "Default process group has not been initialized, please make sure to call init_process_group.";
 
 /// One variant of a collective a rank measured: nccl-tests' out-of-place
 /// or in-place block.
@@ -137,86 +132,16 @@ impl ReportRecord {
     }
 }
 
-/// The tensor argument of a collective, as the backend sees it.
-#[derive(Debug, Clone)]
-pub struct CollectiveTensor {
-    pub sip: u32,
-    /// Virtual base of the tensor on its SIP (the kernel's `t_ptr`).
-    pub t_ptr: u64,
-    pub dtype: Dtype,
-    /// Bytes of the whole tensor.
-    pub nbytes: u64,
-    /// Number of shards.
-    pub shards: u32,
-    /// Elements of the first shard: the kernel's `n_elem` (ADR-0047 D5).
-    pub shard_numel: u64,
-    /// The memory of each shard (space, offset, bytes), for host copies.
-    pub blocks: Vec<super::dist_calls::Block>,
-}
-
-impl CollectiveTensor {
-    /// The view of `placed`, `numel` elements of `dtype`.
-    pub fn of_placed(placed: &crate::hw::vmap::PlacedTensor, dtype: Dtype, numel: u64) -> Self {
-        CollectiveTensor {
-            sip: placed.sip,
-            t_ptr: placed.addr(),
-            dtype,
-            nbytes: numel * dtype.itemsize(),
-            shards: placed.specs.len() as u32,
-            shard_numel: placed.specs[0].numel(),
-            blocks: placed
-                .blocks
-                .iter()
-                .map(|b| (b.space, b.offset, b.nbytes()))
-                .collect(),
-        }
-    }
-
-    pub fn numel(&self) -> u64 {
-        self.nbytes / self.dtype.itemsize()
-    }
-    /// Block `i` of `n` elements of a single-shard tensor, as a tensor of
-    /// its own (the other buffer of an in-place collective).
-    pub fn block(&self, i: u32, n: u64) -> CollectiveTensor {
-        let (space, offset, _) = self.blocks[0];
-        let bytes = n * self.dtype.itemsize();
-        let at = i as u64 * bytes;
-        CollectiveTensor {
-            t_ptr: self.t_ptr + at,
-            nbytes: bytes,
-            shard_numel: n,
-            blocks: vec![(space, offset + at, bytes)],
-            ..self.clone()
-        }
-    }
-}
-
-/// The α-β figures of one ring step on the modelled machine.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AlphaBeta {
-    pub world_size: u32,
-    /// Per-message cost: DMA setup + summed path latency (ps).
-    pub alpha_ps: u64,
-    /// Bottleneck bandwidth of a neighbour path (bytes/s).
-    pub bandwidth: crate::units::Rate,
-    /// The figures of the all-reduce lower bound ([`crate::bounds`]).
-    pub bound: Option<crate::bounds::CollectiveBound>,
-}
-
 /// State of one run.
 pub struct Session {
     pub machine: Arc<Machine>,
-    pub ccl: CclConfig,
     pub loader: Arc<Loader>,
     pub bench: BenchComponent,
-    /// The command line's `--algorithm` choices.
-    pub algorithm_choice: AlgorithmChoice,
-    /// The algorithm the bench asked for at `init_process_group`.
-    wanted: Mutex<Option<String>>,
     pub bench_args: Vec<String>,
     /// The budgets every instance of this run is held to.
     pub limits: RunLimits,
-    pub(super) pg: Mutex<Option<Arc<ProcessGroup>>>,
+    /// The process group and every call made on it.
+    pub comms: Arc<Comms>,
     rows: Mutex<Vec<ReportRecord>>,
     /// Header lines the bench asked for (`report.note`), each once.
     notes: Mutex<Vec<String>>,
@@ -226,19 +151,13 @@ pub struct Session {
     /// Root causes seen so far: (who, message), e.g. a failed kernel or a
     /// spawned rank that returned an error.
     pub(super) failures: Failures,
-    /// Events of the executors of collectives run on a split machine (see
-    /// [`super::split_run`]).
-    pub(super) split_events: std::sync::atomic::AtomicU64,
-    /// Records launched kernels ahead on a helper thread.
-    pub(super) prerecorder: super::prerecord::Prerecorder,
-    /// Recordings kept for the next equal launch of their kernel on their
-    /// PE.
-    pub(super) recordings: Arc<super::recording_memo::RecordingMemo>,
+    /// Where each kernel launch's calls come from (shared with `comms`).
+    pub(super) kernels: Arc<KernelSources>,
 }
 
 /// Root causes of a run, in the order they happened: (who, message).
 #[derive(Clone, Default)]
-pub(super) struct Failures(Arc<Mutex<Vec<(String, String)>>>);
+pub struct Failures(Arc<Mutex<Vec<(String, String)>>>);
 
 impl Failures {
     pub(super) fn record(&self, who: String, message: String) {
@@ -266,10 +185,6 @@ fn bench_instance_name(rank: Option<u32>) -> String {
 /// bytes a row; charged at the record's 105 bytes, the budget saw 315 MiB.
 pub const REPORT_ROW_HOST_BYTES: u64 = 896;
 
-pub(super) fn runtime_error(m: impl Into<String>) -> DistError {
-    DistError::RuntimeError(m.into())
-}
-
 impl Session {
     pub fn new(
         machine: Arc<Machine>,
@@ -280,24 +195,28 @@ impl Session {
         bench_args: Vec<String>,
         limits: RunLimits,
     ) -> Arc<Self> {
+        let failures = Failures::default();
+        let kernels = Arc::new(KernelSources::new(machine.clone(), limits.clone()));
+        let comms = Comms::new(
+            (machine.clone(), ccl, loader.clone()),
+            algorithm_choice,
+            limits.clone(),
+            failures.clone(),
+            kernels.clone(),
+        );
         Arc::new(Session {
             machine,
-            ccl,
             loader,
             bench,
-            algorithm_choice,
-            wanted: Mutex::new(None),
             bench_args,
             limits,
-            pg: Mutex::new(None),
+            comms: Arc::new(comms),
             rows: Mutex::new(Vec::new()),
             notes: Mutex::default(),
             kernel_rows: Mutex::default(),
             row_observer: OnceLock::new(),
-            failures: Failures::default(),
-            split_events: Default::default(),
-            prerecorder: Default::default(),
-            recordings: Default::default(),
+            failures,
+            kernels,
         })
     }
 
@@ -399,117 +318,6 @@ impl Session {
 
     fn record_failure(&self, who: String, message: String) {
         self.failures.record(who, message)
-    }
-
-    pub fn process_group(&self) -> Result<Arc<ProcessGroup>, DistError> {
-        self.pg
-            .lock()
-            .unwrap()
-            .clone()
-            .ok_or_else(|| runtime_error(NOT_INITIALIZED))
-    }
-
-    /// The α-β figures for the installed process group (ring neighbours:
-    /// rank r → r+1).
-    pub fn alpha_beta(&self) -> Option<AlphaBeta> {
-        let pg = self.pg.lock().unwrap().clone()?;
-        let n = pg.world_size as usize;
-        let mut alpha = 0;
-        let mut bw: Option<crate::units::Rate> = None;
-        for r in 0..n {
-            let (a, b) = (
-                pg.ranks.first_pe(r as u32),
-                pg.ranks.first_pe(((r + 1) % n) as u32),
-            );
-            let path = self
-                .machine
-                .router
-                .find_path(
-                    crate::topology::NodeId::Pe(a),
-                    crate::topology::NodeId::Pe(b),
-                )
-                .ok()?;
-            let d = self.machine.router.distance(&path);
-            alpha = alpha.max(self.machine.timing.dma_setup + d.latency_ps);
-            let rate = d.bottleneck.unwrap_or(self.machine.timing.local_rate);
-            bw = Some(bw.map_or(rate, |b: crate::units::Rate| b.min(rate)));
-        }
-        Some(AlphaBeta {
-            world_size: pg.world_size,
-            alpha_ps: alpha,
-            bandwidth: bw?,
-            bound: crate::bounds::CollectiveBound::of(
-                &self.machine.topo,
-                pg.world_size,
-                self.machine.timing.dma_setup,
-            ),
-        })
-    }
-
-    /// `init_process_group(backend)` (ADR-0047 D1–D3): load the algorithm
-    /// named by ccl.yaml, resolve the world size, install IPCQ. Atomic: on
-    /// failure nothing is installed.
-    /// `wanted` is the algorithm the bench asked for; the command line's
-    /// `--algorithm` wins over it, and it over ccl.yaml's default.
-    pub async fn init_process_group(
-        &self,
-        backend: &str,
-        wanted: Option<&str>,
-    ) -> Result<(), DistError> {
-        if backend != "ahbm" {
-            return Err(DistError::ValueError(format!(
-                "Unsupported backend '{backend}': KernBench provides only the 'ahbm' backend"
-            )));
-        }
-        if self.pg.lock().unwrap().is_some() {
-            return Err(runtime_error(
-                "trying to initialize the default process group twice!",
-            ));
-        }
-        // The IPCQ installed is the all-reduce algorithm's: the first
-        // binding candidate (the command line's, the bench's, ccl.yaml's).
-        let name = self
-            .ccl
-            .candidates(Collective::AllReduce, &self.algorithm_choice, wanted)
-            .into_iter()
-            .find(|c| c.binding)
-            .map(|c| c.name)
-            .expect("defaults.algorithm is always a binding candidate");
-        let (name, entry) = self
-            .ccl
-            .resolve(Some(&name))
-            .map_err(|e| runtime_error(e.to_string()))?;
-        let (name, entry) = (name.to_string(), entry.clone());
-        let plan = self.plan_backend(&name, &entry).await?;
-        let spec = &self.machine.topo.spec;
-        let sip_topo_wh = match spec.system.sips.topology {
-            SipTopology::Ring1d => (0, 0),
-            _ => spec.sip_grid(),
-        };
-        self.machine
-            .install_ipcq(&plan.backend.tables, plan.backend.ipcq_settings())
-            .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
-        *self.wanted.lock().unwrap() = wanted.map(str::to_string);
-        *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(
-            plan.backend.world_size,
-            sip_topo_wh,
-            plan.ranks,
-            Arc::new(plan.backend),
-        )));
-        Ok(())
-    }
-
-    /// The algorithm the bench asked for at `init_process_group`.
-    pub(super) fn wanted_algorithm(&self) -> Option<String> {
-        self.wanted.lock().unwrap().clone()
-    }
-
-    /// What the ranks are waiting for in unfinished collectives.
-    pub fn collective_report(&self) -> Vec<String> {
-        match self.pg.lock().unwrap().clone() {
-            Some(pg) => pg.waiting_report(),
-            None => Vec::new(),
-        }
     }
 
     fn bench_store(

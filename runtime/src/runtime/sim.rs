@@ -1,10 +1,11 @@
 //! Drives one bench run on a fresh executor and machine, and turns a stall
 //! into a deadlock report that says who waits for what.
 
+use super::comms::AlphaBeta;
 use super::console::Console;
 use super::limits::RunLimits;
 use super::loader::Loader;
-use super::session::{AlphaBeta, ReportRecord, Session};
+use super::session::{ReportRecord, Session};
 use super::split_memo::SplitMemo;
 use crate::budget::MemoryBudget;
 use crate::config::CclConfig;
@@ -384,7 +385,7 @@ fn run_on(
             for (pe, what) in machine.blocked_report() {
                 report.push(format!("  {pe}: {what}"));
             }
-            for line in session.collective_report() {
+            for line in session.comms.collective_report() {
                 report.push(format!("  {line}"));
             }
             let dump = machine.ipcq_dump(ex.now());
@@ -398,7 +399,7 @@ fn run_on(
             });
         }
     }
-    let pg = session.process_group().ok();
+    let pg = session.comms.process_group().ok();
     let oplog = machine.take_oplog();
     if let Some(e) = oplog.as_ref().and_then(|l| l.refused()) {
         return Err(SimError::Budget(e.clone()));
@@ -420,9 +421,10 @@ fn run_on(
         end_time_ps: ex.now(),
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),
         algorithms: pg.as_ref().map(|p| p.backend_names()).unwrap_or_default(),
-        alpha_beta: session.alpha_beta(),
+        alpha_beta: session.comms.alpha_beta(),
         events: ex.events_processed()
             + session
+                .comms
                 .split_events
                 .load(std::sync::atomic::Ordering::Relaxed),
         stats: machine.stats(),
@@ -434,6 +436,6 @@ fn run_on(
         memory_peak: limits.budget.peak(),
         trace_dropped: machine.trace.as_ref().map(|t| t.dropped()),
         partitions: parts,
-        recordings: session.recordings.counts(),
+        recordings: session.kernels.counts(),
     })
 }

@@ -8,14 +8,15 @@
 //! | interface | context | it may touch |
 //! |---|---|---|
 //! | `torch` | [`TensorCtx`] | the instance's tensors, its device, the session (memory, limits, launches) |
-//! | `distributed` | [`DistCtx`] | the instance's tensors (as collective arguments), its rank, the session |
+//! | `distributed` | [`DistCtx`] | the instance's tensors (as collective arguments), its rank, the run's [`Comms`] |
 //! | `multiprocessing` | [`SpawnCtx`] | its rank, the session |
 //! | `ahbm`, `accelerator` | [`DeviceCtx`] | its current device, the machine's shape |
 //! | `report` | [`ReportCtx`] | its rank and name, the session's rows |
 
 use super::{BenchHost, BenchTensor};
 use crate::hw::Machine;
-use crate::runtime::session::{CollectiveTensor, Session};
+use crate::runtime::comms::{CollectiveTensor, Comms};
+use crate::runtime::session::Session;
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
@@ -29,7 +30,7 @@ pub struct TensorCtx<'a> {
 /// `torch.distributed`: the process group and its collectives.
 pub struct DistCtx<'a> {
     pub(super) table: &'a mut ResourceTable,
-    pub(super) session: &'a Arc<Session>,
+    pub(super) comms: &'a Arc<Comms>,
     /// `Some(rank)` inside a spawned worker; `None` in the driver.
     pub(super) rank: Option<u32>,
 }
@@ -91,7 +92,7 @@ impl BenchHost {
     pub fn dist(&mut self) -> DistCtx<'_> {
         DistCtx {
             table: &mut self.table,
-            session: &self.session,
+            comms: &self.session.comms,
             rank: self.rank,
         }
     }
@@ -134,6 +135,15 @@ impl DistCtx<'_> {
     /// The tensor `r` as a collective's argument.
     pub(super) fn view(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<CollectiveTensor> {
         Ok(tensor(self.table, r)?.collective_view())
+    }
+
+    /// The tensors of a list argument (`all_gather`'s outputs,
+    /// `reduce_scatter`'s inputs), in order.
+    pub(super) fn views(
+        &self,
+        list: &[Resource<BenchTensor>],
+    ) -> wasmtime::Result<Vec<CollectiveTensor>> {
+        list.iter().map(|r| self.view(r)).collect()
     }
 }
 

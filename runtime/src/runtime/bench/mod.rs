@@ -12,9 +12,10 @@ pub(crate) use capabilities::add_to_linker;
 
 use super::bindings::bench::kernbench::sim::distributed;
 use super::bindings::bench::BenchPre;
+use super::comms::CollectiveTensor;
 use super::kernel::dtype_in;
 use super::limits::{Guarded, InstanceGuard};
-use super::session::{CollectiveTensor, Measured, ReportRecord, Session, TimeAggregation};
+use super::session::{Measured, ReportRecord, Session, TimeAggregation};
 use crate::hw::dtype::Dtype;
 use crate::hw::vmap::PlacedTensor;
 use crate::hw::Machine;

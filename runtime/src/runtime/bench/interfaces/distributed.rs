@@ -16,37 +16,37 @@ impl distributed::Host for DistCtx<'_> {
         options: Option<distributed::PgOptions>,
     ) -> DistResult {
         // D2: world_size / rank arguments are accepted and ignored.
-        let s = self.session.clone();
+        let s = self.comms.clone();
         let wanted = options.and_then(|o| o.algorithm);
         Ok(s.init_process_group(&backend, wanted.as_deref()).await?)
     }
     async fn is_initialized(&mut self) -> wasmtime::Result<bool> {
-        Ok(self.session.process_group().is_ok())
+        Ok(self.comms.process_group().is_ok())
     }
     async fn get_rank(&mut self) -> DistResult<u32> {
-        self.session.process_group()?;
+        self.comms.process_group()?;
         Ok(self.rank.unwrap_or(0))
     }
     async fn get_world_size(&mut self) -> DistResult<u32> {
-        Ok(self.session.process_group()?.world_size)
+        Ok(self.comms.process_group()?.world_size)
     }
     async fn get_backend(&mut self) -> DistResult<String> {
-        self.session.process_group()?;
+        self.comms.process_group()?;
         Ok("ahbm".to_string())
     }
     async fn all_reduce(&mut self, t: Resource<BenchTensor>, op: String) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.all_reduce(self.rank, tensor, &op).await
     }
     async fn broadcast(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.broadcast(self.rank, tensor, src).await
     }
     async fn reduce(&mut self, t: Resource<BenchTensor>, dst: u32, op: String) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.reduce(self.rank, tensor, dst, &op).await
     }
     async fn all_gather_into_tensor(
@@ -55,7 +55,7 @@ impl distributed::Host for DistCtx<'_> {
         input: Resource<BenchTensor>,
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.all_gather_into_tensor(self.rank, o, i).await
     }
     async fn all_gather(
@@ -63,12 +63,8 @@ impl distributed::Host for DistCtx<'_> {
         outputs: Vec<Resource<BenchTensor>>,
         input: Resource<BenchTensor>,
     ) -> DistResult {
-        let outs = outputs
-            .iter()
-            .map(|o| self.view(o))
-            .collect::<wasmtime::Result<Vec<_>>>()?;
-        let i = self.view(&input)?;
-        let s = self.session.clone();
+        let (outs, i) = (self.views(&outputs)?, self.view(&input)?);
+        let s = self.comms.clone();
         s.all_gather_list(self.rank, outs, i).await
     }
     async fn reduce_scatter_tensor(
@@ -78,7 +74,7 @@ impl distributed::Host for DistCtx<'_> {
         op: String,
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.reduce_scatter_tensor(self.rank, o, i, &op).await
     }
     async fn reduce_scatter(
@@ -87,12 +83,8 @@ impl distributed::Host for DistCtx<'_> {
         inputs: Vec<Resource<BenchTensor>>,
         op: String,
     ) -> DistResult {
-        let o = self.view(&output)?;
-        let ins = inputs
-            .iter()
-            .map(|i| self.view(i))
-            .collect::<wasmtime::Result<Vec<_>>>()?;
-        let s = self.session.clone();
+        let (o, ins) = (self.view(&output)?, self.views(&inputs)?);
+        let s = self.comms.clone();
         s.reduce_scatter_list(self.rank, o, ins, &op).await
     }
     async fn all_to_all_single(
@@ -101,26 +93,26 @@ impl distributed::Host for DistCtx<'_> {
         input: Resource<BenchTensor>,
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.all_to_all_single(self.rank, o, i).await
     }
     async fn send(&mut self, t: Resource<BenchTensor>, dst: u32) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.send(self.rank, tensor, dst).await
     }
     async fn recv(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.recv(self.rank, tensor, src).await
     }
     async fn barrier(&mut self) -> DistResult {
         // D6: a no-op once initialised (all ranks share one simulator).
-        self.session.process_group()?;
+        self.comms.process_group()?;
         Ok(())
     }
     async fn shards_wanted(&mut self, collective: String) -> DistResult<Option<u32>> {
-        let s = self.session.clone();
+        let s = self.comms.clone();
         Ok(s.shards_wanted(&collective).await?)
     }
     async fn collective_out_of_place(
@@ -132,7 +124,7 @@ impl distributed::Host for DistCtx<'_> {
         root: u32,
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.collective_out_of_place(self.rank, &collective, o, i, &op, root)
             .await
     }
@@ -144,7 +136,7 @@ impl distributed::Host for DistCtx<'_> {
         root: u32,
     ) -> DistResult {
         let tensor = self.view(&t)?;
-        let s = self.session.clone();
+        let s = self.comms.clone();
         s.collective_in_place(self.rank, &collective, tensor, &op, root)
             .await
     }
