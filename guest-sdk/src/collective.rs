@@ -4,7 +4,7 @@
 //! ([`Call::to_args`] / [`Call::from_args`], [`HostArgs`] for the values
 //! the host appends).
 
-use crate::{BinOp, Dtype, Tl};
+use crate::{BinOp, Dtype, Tl, UnaryOp};
 
 /// A collective of `torch.distributed` (the WIT's `ccl.collective`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -183,9 +183,9 @@ pub enum Finish {
 
 impl Finish {
     /// `t` finished on the MATH unit. A float takes one `scale`. An
-    /// integer takes two commands: `n` filled, then `t / n`; i8 / u8 with
-    /// more contributions than they hold are divided in i32 (two `cast`s
-    /// more).
+    /// integer takes four commands: `n` made by [`filled_like`] (three),
+    /// then `t / n`; i8 / u8 with more contributions than they hold are
+    /// divided in i32 (two `cast`s more).
     pub fn apply<T: Tl + ?Sized>(self, tl: &T, t: &T::Tensor) -> T::Tensor {
         match self {
             Finish::Scale(f) => tl.scale(t, f),
@@ -209,10 +209,17 @@ impl Finish {
     }
 }
 
-/// A tensor of `x`'s shape and dtype whose every element is `k`: one
-/// `tl.fill`.
+/// A tensor of `x`'s shape and dtype whose every element is `k`, made
+/// as kernels built before `tl.fill` existed make it: `exp(x − x) · k`,
+/// three MATH commands. One `tl.fill` would do, and take less simulated
+/// time; it is not used here so that a kernel rebuilt with this SDK
+/// times integer `avg` and `premul_sum` exactly as before (switching is
+/// a change of simulated times, to be made on its own and announced in
+/// the CHANGELOG).
 fn filled_like<T: Tl + ?Sized>(tl: &T, x: &T::Tensor, k: f64) -> T::Tensor {
-    tl.fill(&crate::Tensor::shape(x), crate::Tensor::dtype(x), k)
+    let zero = tl.binary(BinOp::Sub, x, x);
+    let one = tl.unary(UnaryOp::Exp, &zero);
+    tl.scale(&one, k)
 }
 
 /// premul_sum's first step, NCCL's `preOp`: a rank's own contribution
@@ -221,8 +228,8 @@ fn filled_like<T: Tl + ?Sized>(tl: &T, x: &T::Tensor, k: f64) -> T::Tensor {
 /// `scale` (the f64 product of two values of the dtype is exact, so the
 /// one rounding is the dtype's own multiplication). An integer's factor
 /// is truncated toward zero and wrapped to the dtype, then multiplied
-/// with `binary(mul)`, which wraps as NCCL's does: two commands (a
-/// `tl.fill` of the factor, then `t · k`).
+/// with `binary(mul)`, which wraps as NCCL's does: four commands (the
+/// factor made by [`filled_like`], then `t · k`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Prepare {
     Scale(f64),
