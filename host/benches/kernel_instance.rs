@@ -23,6 +23,7 @@ fn bench(c: &mut Criterion) {
         .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[64], Dtype::F16)
         .unwrap();
     let launch = KernelLaunch {
+        comm: kernbench::hw::machine::CommId::WORLD,
         pe: PeCoord {
             sip: 0,
             cube: 0,

@@ -16,7 +16,7 @@ use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
-use kernbench::hw::machine::{IpcqSettings, Shape};
+use kernbench::hw::machine::{CommId, IpcqSettings, Shape};
 use kernbench::hw::Machine;
 use kernbench::topology::PeCoord;
 use std::sync::Arc;
@@ -55,7 +55,11 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
             kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (per_ring, 1))
                 .unwrap();
         machine
-            .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
+            .install_ipcq(
+                CommId::WORLD,
+                &tables,
+                IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20),
+            )
             .unwrap();
     }
     let inputs: Vec<_> = pes
@@ -76,13 +80,16 @@ fn ring(ranks: u32, n_elem: u32, rounds: u32, split: Split) -> (f64, u64) {
             let mut current = None;
             // One direction name per kernel, the PE's own, as a replayed
             // kernel's calls share their command list's.
-            let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
+            let (east, west) = (
+                m.direction(pe, CommId::WORLD, "E"),
+                m.direction(pe, CommId::WORLD, "W"),
+            );
             let shape = Shape::from_slice(&[n_elem]);
             for _ in 0..rounds * (per_ring - 1) {
                 let out = current.clone().unwrap_or_else(|| acc.clone());
-                m.send(pe, &east, out).await.unwrap();
+                m.send((pe, CommId::WORLD), &east, out).await.unwrap();
                 let recv = m
-                    .recv(pe, Some(&west), &shape, Dtype::F16, None)
+                    .recv((pe, CommId::WORLD), Some(&west), &shape, Dtype::F16, None)
                     .await
                     .unwrap();
                 acc = m.binary(pe, BinOp::Add, &acc, &recv).unwrap();

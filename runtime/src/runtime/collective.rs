@@ -15,6 +15,7 @@ use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::ranks::RankMap;
 use crate::config::ccl::AlgorithmEntry;
 use crate::engine;
+use crate::hw::machine::CommId;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ impl Comms {
     /// entry.
     pub(super) async fn plan_backend(
         &self,
+        comm: CommId,
         name: &str,
         entry: &AlgorithmEntry,
     ) -> Result<Plan, DistError> {
@@ -58,6 +60,7 @@ impl Comms {
         // are made (GBs themselves at thousands of ranks).
         self.machine
             .afford_ipcq(
+                comm,
                 crate::ccl::tables::rings_at_most(keys.topology, participants.len()),
                 keys.n_slots,
             )
@@ -135,7 +138,11 @@ impl Comms {
                     .resolve(Some(&cand.name))
                     .map_err(|e| runtime_error(format!("{} ({}): {e}", c, cand.source)))?;
                 let entry = entry.clone();
-                Arc::new(self.plan_backend(&cand.name, &entry).await?.backend)
+                Arc::new(
+                    self.plan_backend(pg.comm, &cand.name, &entry)
+                        .await?
+                        .backend,
+                )
             };
             if backend.collectives.contains(&c) {
                 chosen = Some((backend, cand));
@@ -169,7 +176,7 @@ impl Comms {
         // Its IPCQ directions join the installed ones (shared where equal).
         if !Arc::ptr_eq(&backend, &pg.installed) {
             self.machine
-                .extend_ipcq(&backend.tables, backend.ipcq_settings())
+                .extend_ipcq(pg.comm, &backend.tables, backend.ipcq_settings())
                 .map_err(|e| {
                     DistError::NotImplemented(format!(
                         "{c}: algorithm '{}' (chosen by {}) cannot share the process group's IPCQ: {e}; \
@@ -294,7 +301,7 @@ impl Comms {
             if name == except {
                 continue;
             }
-            let Ok(plan) = self.plan_backend(name, entry).await else {
+            let Ok(plan) = self.plan_backend(pg.comm, name, entry).await else {
                 continue;
             };
             let b = plan.backend;
@@ -431,6 +438,7 @@ impl Comms {
             for pe in pg.ranks.participants(r) {
                 let launch = KernelLaunch {
                     pe,
+                    comm: pg.comm,
                     t_ptr: input.t_ptr,
                     args: args.clone(),
                 };

@@ -17,6 +17,7 @@ use crate::config::ccl::AlgorithmChoice;
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::hw::dtype::Dtype;
+use crate::hw::machine::CommId;
 use crate::hw::Machine;
 use std::sync::{Arc, Mutex};
 
@@ -214,14 +215,18 @@ impl Comms {
             .resolve(Some(&name))
             .map_err(|e| runtime_error(e.to_string()))?;
         let (name, entry) = (name.to_string(), entry.clone());
-        let plan = self.plan_backend(&name, &entry).await?;
+        let plan = self.plan_backend(CommId::WORLD, &name, &entry).await?;
         let spec = &self.machine.topo.spec;
         let sip_topo_wh = match spec.system.sips.topology {
             SipTopology::Ring1d => (0, 0),
             _ => spec.sip_grid(),
         };
         self.machine
-            .install_ipcq(&plan.backend.tables, plan.backend.ipcq_settings())
+            .install_ipcq(
+                CommId::WORLD,
+                &plan.backend.tables,
+                plan.backend.ipcq_settings(),
+            )
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
         *self.wanted.lock().unwrap() = wanted.map(str::to_string);
         *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(

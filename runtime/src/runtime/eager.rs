@@ -28,6 +28,7 @@ use super::limits::{Guarded, InstanceGuard};
 use super::recorder::{CallError, Recorder};
 use crate::hw::dtype::BinOp;
 use crate::hw::gemm_ops::CompositeOp;
+use crate::hw::machine::CommId;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
@@ -80,11 +81,16 @@ impl WasiView for EagerHost {
 }
 
 impl EagerHost {
-    pub fn new(wasi: WasiCtx, machine: Arc<Machine>, pe: PeCoord, guard: InstanceGuard) -> Self {
+    pub fn new(
+        wasi: WasiCtx,
+        machine: Arc<Machine>,
+        at: (PeCoord, CommId),
+        guard: InstanceGuard,
+    ) -> Self {
         EagerHost {
             wasi,
             table: ResourceTable::new(),
-            rec: Recorder::new(machine, pe),
+            rec: Recorder::new(machine, at),
             guard,
             batch: BatchIds::default(),
         }

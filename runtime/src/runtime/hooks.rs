@@ -16,6 +16,7 @@ use crate::ccl::collective::{Call, Collective};
 use crate::ccl::tables::Link;
 use crate::config::ccl::{EntryDefaultNames, EntryDefaults, ParamValue};
 use crate::error::SimError;
+use crate::hw::machine::CommId;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
 use std::sync::Arc;
@@ -175,7 +176,7 @@ impl AlgorithmComponent {
             pe: 0,
         };
         let (mut store, out) = self
-            .store(machine, limits, pe, u64::MAX)
+            .store(machine, limits, (pe, CommId::WORLD), u64::MAX)
             .map_err(|e| self.failed("(setup)", pe, &e, None))?;
         let flush = FlushOnDrop::new(format!("{} setup", self.name), out.clone());
         let made = async {

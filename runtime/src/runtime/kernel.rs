@@ -25,6 +25,7 @@ use super::{describe_guest_error, describe_wasm_error};
 use crate::error::SimError;
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
+use crate::hw::machine::CommId;
 use crate::hw::trace::Track;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
@@ -89,6 +90,7 @@ impl KernelHost {
         let mut at = Exec {
             machine: self.rec.machine(),
             pe: self.rec.pe(),
+            comm: self.rec.comm(),
             names: self.rec.list.names(),
             frame: &mut self.frame,
         };
@@ -484,6 +486,9 @@ batch_call_fn!(submit_batch, submit_encoded_batch, KernelHost, live_cases, [.awa
 #[derive(Debug, Clone)]
 pub struct KernelLaunch {
     pub pe: PeCoord,
+    /// The communicator whose IPCQ its sends and receives use (its
+    /// process group's; [`CommId::WORLD`] for `torch.launch`).
+    pub comm: CommId,
     pub t_ptr: u64,
     pub args: Vec<i64>,
 }
@@ -527,7 +532,7 @@ impl AlgorithmComponent {
         &self,
         machine: &Arc<Machine>,
         limits: &RunLimits,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         seed: u64,
     ) -> wasmtime::Result<(Store<KernelHost>, Output)> {
         let who = pe.to_string();
@@ -537,7 +542,7 @@ impl AlgorithmComponent {
             table: ResourceTable::new(),
             guard: limits.guard(&who),
             log: sb.output.stderr.clone(),
-            rec: Recorder::new(machine.clone(), pe),
+            rec: Recorder::new(machine.clone(), (pe, comm)),
             frame: Frame::default(),
             batch: BatchIds::default(),
         };
@@ -614,7 +619,7 @@ impl AlgorithmComponent {
         match plan {
             Some((commands, out, guest_error)) => {
                 let _flush = out.clone().map(|out| FlushOnDrop::new(pe.to_string(), out));
-                let replayed = replay(&machine, pe, commands.list()).await;
+                let replayed = replay(&machine, (pe, launch.comm), commands.list()).await;
                 drop(commands);
                 if let Err(e) = replayed {
                     return Err(fail(&wasmtime::Error::new(e), None));
@@ -668,7 +673,12 @@ impl AlgorithmComponent {
         let pe = launch.pe;
         let who = pe.to_string();
         let sb = sandbox(Self::seed(pe), &who, (&limits.budget, &limits.console));
-        let host = EagerHost::new(sb.ctx, machine.clone(), pe, limits.guard(&who));
+        let host = EagerHost::new(
+            sb.ctx,
+            machine.clone(),
+            (pe, launch.comm),
+            limits.guard(&who),
+        );
         let mut store = Store::new(eager.engine(), host);
         guard_store(&mut store).map_err(|e| self.failed(algorithm, pe, &e, None))?;
         let result = eager
@@ -706,7 +716,7 @@ impl AlgorithmComponent {
     ) -> Result<(), SimError> {
         let pe = launch.pe;
         let (mut store, out) = self
-            .store(machine, limits, pe, Self::seed(pe))
+            .store(machine, limits, (pe, launch.comm), Self::seed(pe))
             .map_err(|e| self.failed(algorithm, pe, &e, None))?;
         let _flush = FlushOnDrop::new(pe.to_string(), out.clone());
         let result = async {

@@ -7,6 +7,7 @@
 use super::kernel::KernelLaunch;
 use super::session::Session;
 use crate::engine::{self, Event};
+use crate::hw::machine::CommId;
 use crate::topology::PeCoord;
 use std::sync::{Arc, Mutex};
 
@@ -66,6 +67,7 @@ impl Session {
             a.extend([target.sip as i64, 0, 0, 0]);
             let launch = KernelLaunch {
                 pe,
+                comm: CommId::WORLD,
                 t_ptr: target.t_ptr,
                 args: a,
             };

@@ -12,7 +12,7 @@ use crate::ccl::collective::{Call, Collective};
 use crate::ccl::ranks::RankMap;
 use crate::ccl::tables::NeighbourTables;
 use crate::config::ccl::{InstallKeys, ParamValue, Validator};
-use crate::hw::machine::IpcqSettings;
+use crate::hw::machine::{CommId, IpcqSettings};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -140,6 +140,8 @@ pub struct ProcessGroup {
     /// The algorithm installed at `init_process_group` (the all-reduce
     /// algorithm of ccl.yaml or the command line): its IPCQ is the group's.
     pub algorithm: String,
+    /// Its communicator: the IPCQ its kernels send and receive on.
+    pub comm: CommId,
     pub world_size: u32,
     pub sip_topo_wh: (u32, u32),
     /// Which PEs run each rank's kernels.
@@ -167,6 +169,7 @@ impl ProcessGroup {
     ) -> ProcessGroup {
         ProcessGroup {
             algorithm: installed.algorithm.clone(),
+            comm: CommId::WORLD,
             world_size,
             sip_topo_wh,
             ranks,

@@ -35,6 +35,7 @@ use super::kernel::AlgorithmComponent;
 use super::limits::RunLimits;
 use super::prerecord::{KernelJob, Ticket};
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
+use crate::hw::machine::CommId;
 use crate::hw::Machine;
 use crate::topology::PeCoord;
 use rustc_hash::FxHashMap;
@@ -47,6 +48,9 @@ pub struct LaunchKey {
     component: String,
     algorithm: String,
     pe: PeCoord,
+    /// Its communicator: the recording names that communicator's IPCQ
+    /// directions, so it is never replayed in another.
+    comm: CommId,
     t_ptr: u64,
     args: Vec<i64>,
     /// [`Machine::layout_version`] of the PE's SIP at the launch.
@@ -64,6 +68,7 @@ impl LaunchKey {
             component: component.name.clone(),
             algorithm: algorithm.to_string(),
             pe: launch.pe,
+            comm: launch.comm,
             t_ptr: launch.t_ptr,
             args: launch.args.clone(),
             layout: machine.layout_version(launch.pe.sip),
@@ -71,7 +76,12 @@ impl LaunchKey {
     }
 
     fn slot(&self) -> Slot {
-        (self.pe, self.component.clone(), self.algorithm.clone())
+        (
+            self.pe,
+            self.comm,
+            self.component.clone(),
+            self.algorithm.clone(),
+        )
     }
 }
 
@@ -129,8 +139,9 @@ pub struct RecordingCounts {
     pub reused: u64,
 }
 
-/// Where a kept recording is kept: one per PE and kernel.
-type Slot = (PeCoord, String, String);
+/// Where a kept recording is kept: one per PE, communicator and kernel
+/// (the process groups of a PE do not evict each other's).
+type Slot = (PeCoord, CommId, String, String);
 
 /// The kept recordings of one run, one per PE and kernel.
 #[derive(Default)]
@@ -277,6 +288,7 @@ mod tests {
                 cube: 0,
                 pe: 0,
             },
+            comm: CommId::WORLD,
             t_ptr: 1 << 32,
             args,
             layout,
@@ -324,6 +336,15 @@ mod tests {
         memo.keep(other_kernel.clone(), Kept::InStep);
         assert!(matches!(memo.find(&k), Some(Kept::Commands(_))));
         assert!(matches!(memo.find(&other_kernel), Some(Kept::InStep)));
+        // The same kernel in another process group's communicator: its
+        // recording names that group's directions, so it is neither
+        // taken for this one nor kept instead of it.
+        let mut other_group = k.clone();
+        other_group.comm = CommId(1);
+        assert!(memo.find(&other_group).is_none());
+        memo.keep(other_group.clone(), Kept::InStep);
+        assert!(matches!(memo.find(&k), Some(Kept::Commands(_))));
+        assert!(matches!(memo.find(&other_group), Some(Kept::InStep)));
     }
 
     #[test]

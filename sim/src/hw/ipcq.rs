@@ -442,7 +442,27 @@ pub struct SendTarget {
     pub peer_notify: Signal,
 }
 
-/// The IPCQ block of one PE: its neighbour table and receive queues.
+/// A communicator: the IPCQ of one process group. A PE has a port per
+/// communicator it is a member of, and its kernels name directions in the
+/// port of the communicator they were launched for, so two groups over the
+/// same PEs may both name a direction `E` (NCCL's communicators each have
+/// their own channels). [`CommId::WORLD`] is the default process group's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct CommId(pub u32);
+
+impl CommId {
+    /// The default process group's communicator.
+    pub const WORLD: CommId = CommId(0);
+}
+
+impl std::fmt::Display for CommId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "communicator {}", self.0)
+    }
+}
+
+/// The IPCQ block of one PE in one communicator: its neighbour table and
+/// receive queues.
 #[derive(Debug, Default)]
 pub struct IpcqPort {
     /// By direction; shared, so a send takes its entry with one count

@@ -23,7 +23,7 @@ use super::slots::Table;
 use crate::error::{HwError, TlCallError};
 use crate::hw::blocked::Dir;
 use crate::hw::dtype::{BinOp, Dtype};
-use crate::hw::machine::Shape;
+use crate::hw::machine::{CommId, Shape};
 use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
 use std::sync::Arc;
@@ -393,11 +393,13 @@ impl Frame {
     }
 }
 
-/// Where commands run: the machine, the PE, the directions and shapes
-/// the commands name by index, and what they have made.
+/// Where commands run: the machine, the PE, the communicator whose IPCQ
+/// its sends and receives use, the directions and shapes the commands
+/// name by index, and what they have made.
 pub struct Exec<'a> {
     pub machine: &'a Arc<Machine>,
     pub pe: PeCoord,
+    pub comm: CommId,
     pub names: (&'a [Dir], &'a [Shape]),
     pub frame: &'a mut Frame,
 }
@@ -448,7 +450,7 @@ pub async fn execute(
                 // The send holds its value until the message has left.
                 let v = at.frame.tensor(value).clone();
                 at.machine
-                    .send(pe, dir, v)
+                    .send((pe, at.comm), dir, v)
                     .await
                     .map_err(|e| fail(call::send(dir), e))?;
             }
@@ -460,7 +462,7 @@ pub async fn execute(
             } => {
                 let (dir, shape) = (&at.names.0[dir as usize], &at.names.1[shape as usize]);
                 at.machine
-                    .send_addr(pe, dir, addr, shape, dtype)
+                    .send_addr((pe, at.comm), dir, addr, shape, dtype)
                     .await
                     .map_err(|e| fail(call::send_addr(dir, addr, shape), e))?;
             }
@@ -491,7 +493,7 @@ pub async fn execute(
                 }
                 let t = at
                     .machine
-                    .recv(pe, dir, shape, dtype, dst)
+                    .recv((pe, at.comm), dir, shape, dtype, dst)
                     .await
                     .map_err(|e| fail(call::recv(dir.map(|d| &**d), dst), e))?;
                 at.frame.put(out, t);
@@ -580,7 +582,9 @@ pub async fn execute(
             } => {
                 let dir = dir.map(|d| at.names.0[d as usize].clone());
                 let shape = at.names.1[shape as usize].clone();
-                let task = at.machine.recv_async(pe, dir.clone(), shape, dtype);
+                let task = at
+                    .machine
+                    .recv_async((pe, at.comm), dir.clone(), shape, dtype);
                 at.frame.futures.put(fut, (task, dir));
             }
             Command::Wait { fut, out } => {
@@ -591,7 +595,7 @@ pub async fn execute(
                     .expect("a wait names a running receive once");
                 let t = at
                     .machine
-                    .wait_future(pe, dir.clone(), task)
+                    .wait_future((pe, at.comm), dir.clone(), task)
                     .await
                     .map_err(|e| fail(call::wait(dir.as_deref()), e))?;
                 at.frame.put(out, t);
@@ -602,11 +606,12 @@ pub async fn execute(
     Ok(())
 }
 
-/// Issue `list`'s calls on `pe` in simulated time, each when the kernel
-/// would have made it; returns the first call the machine refuses.
+/// Issue `list`'s calls on `pe` (its IPCQ in `comm`) in simulated time,
+/// each when the kernel would have made it; returns the first call the
+/// machine refuses.
 pub async fn replay(
     machine: &Arc<Machine>,
-    pe: PeCoord,
+    (pe, comm): (PeCoord, CommId),
     list: &CommandList,
 ) -> Result<(), TlCallError> {
     let mut frame = Frame::for_list(list);
@@ -615,6 +620,7 @@ pub async fn replay(
     let mut at = Exec {
         machine,
         pe,
+        comm,
         names: list.names(),
         frame: &mut frame,
     };
@@ -629,14 +635,15 @@ mod tests {
     /// it that its awaits write (768 bytes when a receive was awaited
     /// through a closure and held its claim's looking, 360 since; 480 with
     /// the loop in [`execute`], whose future holds the [`Exec`]; 496 when
-    /// each command was a future of its own awaited in the loop).
+    /// each command was a future of its own awaited in the loop; 488 with
+    /// the communicator a send holds, still eight lines).
     #[test]
     fn the_replay_s_future_stays_small() {
         let (m, pe) = crate::hw::machine::test_machine();
         let list = CommandList::default();
-        let replay = replay(&m, pe, &list);
+        let replay = replay(&m, (pe, CommId::WORLD), &list);
         assert!(
-            std::mem::size_of_val(&replay) <= 480,
+            std::mem::size_of_val(&replay) <= 488,
             "{}",
             std::mem::size_of_val(&replay)
         );
@@ -803,7 +810,7 @@ mod tests {
         use crate::engine::{Executor, RunOutcome};
         let ex = Executor::new();
         let m = machine.clone();
-        let done = ex.spawn(async move { replay(&m, pe, &list).await });
+        let done = ex.spawn(async move { replay(&m, (pe, CommId::WORLD), &list).await });
         assert_eq!(ex.run(), RunOutcome::Finished);
         done.try_take().unwrap()
     }

@@ -22,7 +22,7 @@ use super::slots::Slots;
 use crate::error::{HwError, TlCallError};
 use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::CompositeOp;
-use crate::hw::machine::check_same_operands;
+use crate::hw::machine::{check_same_operands, CommId};
 use crate::hw::math_ops::{ReduceOp, UnaryOp};
 use crate::hw::{Machine, TensorRef};
 use crate::topology::PeCoord;
@@ -79,6 +79,8 @@ struct FutureMeta {
 pub struct Recorder {
     machine: Arc<Machine>,
     pe: PeCoord,
+    /// The communicator whose IPCQ directions its calls name.
+    comm: CommId,
     /// The shapes and directions named so far; a recording kernel's
     /// commands too.
     pub list: CommandList,
@@ -98,10 +100,11 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(machine: Arc<Machine>, pe: PeCoord) -> Self {
+    pub fn new(machine: Arc<Machine>, (pe, comm): (PeCoord, CommId)) -> Self {
         Recorder {
             machine,
             pe,
+            comm,
             list: CommandList::default(),
             tensors: Slots::default(),
             futures: Slots::default(),
@@ -120,6 +123,11 @@ impl Recorder {
     /// The PE the kernel runs on.
     pub fn pe(&self) -> PeCoord {
         self.pe
+    }
+
+    /// The communicator whose IPCQ its sends and receives use.
+    pub fn comm(&self) -> CommId {
+        self.comm
     }
 
     /// `call`'s refusal on this PE.
@@ -156,8 +164,8 @@ impl Recorder {
     /// The index of direction `dir` in the list: the PE's own `Dir` for it.
     fn dir_id(&mut self, dir: &str) -> Result<u32, CallError> {
         self.names_left()?;
-        let (machine, pe) = (&self.machine, self.pe);
-        Ok(self.list.dir(dir, |d| machine.direction(pe, d)))
+        let (machine, pe, comm) = (&self.machine, self.pe, self.comm);
+        Ok(self.list.dir(dir, |d| machine.direction(pe, comm, d)))
     }
 
     fn meta(&self, id: TensorId) -> Result<TensorMeta, CallError> {
@@ -266,7 +274,7 @@ impl Recorder {
         let nbytes = self.nbytes_of(value)?;
         let dir_id = self.dir_id(dir)?;
         if !self.accepted_sends.contains(&(dir_id, nbytes)) {
-            if let Err(e) = self.machine.check_send(self.pe, dir, nbytes) {
+            if let Err(e) = self.machine.check_send(self.pe, self.comm, dir, nbytes) {
                 return Err(self.fail(call::send(dir), e));
             }
             if self.accepted_sends.len() < MAX_ACCEPTED {
@@ -286,7 +294,7 @@ impl Recorder {
     ) -> Result<Command, CallError> {
         let checked = self
             .view(addr, shape, dtype)
-            .and_then(|v| self.machine.check_send(self.pe, dir, v.nbytes()));
+            .and_then(|v| self.machine.check_send(self.pe, self.comm, dir, v.nbytes()));
         if let Err(e) = checked {
             return Err(self.fail(call::send_addr(dir, addr, shape), e));
         }
@@ -310,7 +318,7 @@ impl Recorder {
     ) -> Result<(), HwError> {
         let accepted = dir_id.is_some_and(|id| self.accepted_recvs.contains(&id));
         if !accepted {
-            self.machine.check_recv(self.pe, dir)?;
+            self.machine.check_recv(self.pe, self.comm, dir)?;
             if let Some(id) = dir_id {
                 if self.accepted_recvs.len() < MAX_ACCEPTED {
                     self.accepted_recvs.push(id);
@@ -516,13 +524,16 @@ mod tests {
 
     fn recorder() -> (Recorder, u64) {
         let (m, pe) = crate::hw::machine::test_machine();
-        (Recorder::new(m, pe), Space::Hbm { sip: 0, cube: 0 }.addr(0))
+        (
+            Recorder::new(m, (pe, CommId::WORLD)),
+            Space::Hbm { sip: 0, cube: 0 }.addr(0),
+        )
     }
 
     /// A recorder on the middle PE of a 3-SIP ring with IPCQ installed.
     fn ring_recorder() -> Recorder {
         let (machine, pe) = crate::hw::machine::test_ring_machine();
-        Recorder::new(machine, pe)
+        Recorder::new(machine, (pe, CommId::WORLD))
     }
 
     fn refused(e: CallError) -> TlCallError {

@@ -9,7 +9,9 @@ use crate::engine::{self, Event, Signal};
 use crate::error::HwError;
 use crate::hw::blocked::{Blocked, Dir, RxDir};
 use crate::hw::dtype::Dtype;
-use crate::hw::ipcq::{Arrival, IpcqPort, Posted, RxQueue, SendTarget, SharedQueue, TxEntry};
+use crate::hw::ipcq::{
+    Arrival, CommId, IpcqPort, Posted, RxQueue, SendTarget, SharedQueue, TxEntry,
+};
 use crate::hw::oplog::Actor;
 use crate::hw::tensor::Hold;
 use crate::topology::{NodeId, PeCoord};
@@ -18,19 +20,31 @@ use std::future::Future;
 use std::sync::Arc;
 
 impl Machine {
-    /// Install IPCQ neighbour tables. Receive queues are allocated in each
-    /// receiver's buffer space.
-    pub fn install_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<(), HwError> {
-        self.extend_ipcq(tables, s).map(|_| ())
+    /// Install IPCQ neighbour tables in communicator `comm`. Receive
+    /// queues are allocated in each receiver's buffer space.
+    pub fn install_ipcq(
+        &self,
+        comm: CommId,
+        tables: &NeighbourTables,
+        s: IpcqSettings,
+    ) -> Result<(), HwError> {
+        self.extend_ipcq(comm, tables, s).map(|_| ())
     }
 
-    /// Add the directions of `tables` to the installed IPCQ (the tables of
-    /// another algorithm of the same process group). A direction already
-    /// installed is shared if it leads to the same peer, arrives under the
-    /// same name and has the same slots (`s`); any other overlap is an
-    /// [`HwError::IpcqConflict`], checked for every direction before
-    /// anything is added. Returns the number of directions added.
-    pub fn extend_ipcq(&self, tables: &NeighbourTables, s: IpcqSettings) -> Result<usize, HwError> {
+    /// Add the directions of `tables` to communicator `comm`'s installed
+    /// IPCQ (the tables of another algorithm of the same process group).
+    /// A direction already installed there is shared if it leads to the
+    /// same peer, arrives under the same name and has the same slots
+    /// (`s`); any other overlap is an [`HwError::IpcqConflict`], checked
+    /// for every direction before anything is added. Other communicators'
+    /// directions never conflict: each has its own. Returns the number of
+    /// directions added.
+    pub fn extend_ipcq(
+        &self,
+        comm: CommId,
+        tables: &NeighbourTables,
+        s: IpcqSettings,
+    ) -> Result<usize, HwError> {
         // Which directions are new; conflicts first, before any change.
         let mut new = Vec::new();
         for (&pe, dirs) in tables {
@@ -42,7 +56,8 @@ impl Machine {
                 };
                 let installed = self
                     .pe(pe)
-                    .ipcq
+                    .lane(comm)
+                    .ipcq()
                     .lock()
                     .as_ref()
                     .and_then(|p| p.tx.get(&n.dir).cloned());
@@ -54,7 +69,8 @@ impl Machine {
                 }
                 let taken = self
                     .pe(n.peer)
-                    .ipcq
+                    .lane(comm)
+                    .ipcq()
                     .lock()
                     .as_ref()
                     .is_some_and(|p| p.rx_index(&n.peer_dir).is_some());
@@ -88,7 +104,7 @@ impl Machine {
             let (queue, rx_queue) = self.new_ring(pe, n, &s)?;
             let peer_port = ports
                 .entry(n.peer)
-                .or_insert_with(|| self.port_to_extend(n.peer));
+                .or_insert_with(|| self.port_to_extend(n.peer, comm));
             peer_port.rx.push((n.peer_dir.as_str().into(), rx_queue));
             let peer_notify = peer_port.rx_notify.clone();
             let entry = TxEntry {
@@ -98,17 +114,21 @@ impl Machine {
                 peer_notify,
                 slot_size: s.slot_size,
             };
-            let port = ports.entry(pe).or_insert_with(|| self.port_to_extend(pe));
+            let port = ports
+                .entry(pe)
+                .or_insert_with(|| self.port_to_extend(pe, comm));
             port.tx.insert(n.dir.clone(), Arc::new(entry));
         }
         for (pe, port) in ports {
-            let mut slot = self.pe(pe).ipcq.lock();
+            let lane = self.pe(pe).lane(comm);
+            let mut slot = lane.ipcq().lock();
             match slot.as_mut() {
                 None => *slot = Some(port),
                 Some(have) => have.absorb(port),
             }
         }
         if !new.is_empty() {
+            *self.ipcq_rings_of.lock().entry(comm).or_default() += new.len() as u64;
             self.ipcq_changes
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
@@ -162,21 +182,22 @@ impl Machine {
     /// taken; [`Machine::extend_ipcq`] charges the new ones). Asked before
     /// a full mesh's neighbour tables are made: at 4096 ranks they and the
     /// install's checks alone are ~3.5 GB of the ~16 GiB its rings would
-    /// need. The installed rings are taken off, as if the tables shared
-    /// them: a second full-mesh algorithm of the same group adds none.
-    pub fn afford_ipcq(&self, rings: u64, n_slots: u32) -> Result<(), HwError> {
-        let installed = self.ipcq_rings.load(std::sync::atomic::Ordering::Relaxed);
+    /// need. The rings installed in communicator `comm` are taken off, as
+    /// if the tables shared them: a second full-mesh algorithm of the same
+    /// group adds none (another group's rings are its own).
+    pub fn afford_ipcq(&self, comm: CommId, rings: u64, n_slots: u32) -> Result<(), HwError> {
+        let installed = self.ipcq_rings_of.lock().get(&comm).copied().unwrap_or(0);
         let (bytes, who) = rings_charge(rings.saturating_sub(installed), n_slots);
         self.budget
             .afford(crate::budget::MemoryUse::IpcqRings, bytes, who)?;
         Ok(())
     }
 
-    /// An empty port whose additions go to `pe`'s: it shares the
-    /// notification of `pe`'s installed port, if any, so a sender's
+    /// An empty port whose additions go to `pe`'s in `comm`: it shares the
+    /// notification of that installed port, if any, so a sender's
     /// [`TxEntry::peer_notify`] is the one the receiver waits on.
-    fn port_to_extend(&self, pe: PeCoord) -> IpcqPort {
-        let rx_notify = match self.pe(pe).ipcq.lock().as_ref() {
+    fn port_to_extend(&self, pe: PeCoord, comm: CommId) -> IpcqPort {
+        let rx_notify = match self.pe(pe).lane(comm).ipcq().lock().as_ref() {
             Some(have) => have.rx_notify.clone(),
             None => Signal::new(),
         };
@@ -186,65 +207,85 @@ impl Machine {
         }
     }
 
-    pub(super) fn set_blocked(&self, pe: PeCoord, what: Option<Blocked>) {
-        *self.pe(pe).blocked_on.lock() = what;
+    /// Show `pe` as blocked (`Some`) in communicator `comm`, or not.
+    pub(super) fn set_blocked(&self, pe: PeCoord, comm: CommId, what: Option<Blocked>) {
+        *self.pe(pe).lane(comm).blocked_on().lock() = what;
     }
 
-    /// What each blocked PE is waiting for (for deadlock reports).
+    /// What each blocked PE is waiting for (for deadlock reports), a
+    /// communicator other than the default one named.
     pub fn blocked_report(&self) -> Vec<(PeCoord, String)> {
-        let blocked: Vec<_> = self
-            .pes()
-            .filter_map(|(pe, st)| st.blocked_on.lock().clone().map(|w| (pe, w)))
-            .collect();
+        let mut blocked = Vec::new();
+        for (pe, st) in self.pes() {
+            for (comm, lane) in st.every_lane() {
+                if let Some(w) = lane.blocked_on().lock().clone() {
+                    blocked.push((pe, comm, w));
+                }
+            }
+        }
         let mut v: Vec<_> = blocked
             .into_iter()
-            .map(|(pe, w)| {
-                let rx_name = |rx: RxDir| self.rx_name(pe, rx);
-                (
-                    pe,
-                    w.describe(rx_name, |dir| self.expected_senders(pe, dir)),
-                )
+            .map(|(pe, comm, w)| {
+                let rx_name = |rx: RxDir| self.rx_name(pe, comm, rx);
+                let what = w.describe(rx_name, |dir| self.expected_senders(pe, comm, dir));
+                let what = if comm == CommId::WORLD {
+                    what
+                } else {
+                    format!("{comm}: {what}")
+                };
+                (pe, what)
             })
             .collect();
         v.sort();
         v
     }
 
-    /// `name` as a `Dir` for `pe`'s kernels to name a direction by: its
-    /// receive queue's own when `pe` receives on `name` (a receive then
-    /// finds the queue by pointer), else a new one.
-    pub fn direction(&self, pe: PeCoord, name: &str) -> Dir {
-        let port = self.pe(pe).ipcq.lock();
+    /// `name` as a `Dir` for `pe`'s kernels in communicator `comm` to name
+    /// a direction by: its receive queue's own when `pe` receives on
+    /// `name` there (a receive then finds the queue by pointer), else a
+    /// new one.
+    pub fn direction(&self, pe: PeCoord, comm: CommId, name: &str) -> Dir {
+        let lane = self.pe(pe).lane(comm);
+        let port = lane.ipcq().lock();
         port.as_ref()
             .and_then(|p| Some(p.rx[p.rx_index(name)?].0.clone()))
             .unwrap_or_else(|| name.into())
     }
 
-    /// The name of `pe`'s receive direction `rx` (`None`: any).
-    fn rx_name(&self, pe: PeCoord, rx: RxDir) -> Option<String> {
+    /// The name of `pe`'s receive direction `rx` in `comm` (`None`: any).
+    fn rx_name(&self, pe: PeCoord, comm: CommId, rx: RxDir) -> Option<String> {
         let i = rx? as usize;
-        let port = self.pe(pe).ipcq.lock();
+        let lane = self.pe(pe).lane(comm);
+        let port = lane.ipcq().lock();
         port.as_ref()?.rx.get(i).map(|(name, _)| name.to_string())
     }
 
     /// The seed's pointer dump of every IPCQ ring at simulated time `now`:
     /// messages sent (tail) and taken (head), waiting, slots held, credits
-    /// on their way back.
+    /// on their way back. A ring of a communicator other than the default
+    /// one is named with it.
     pub fn ipcq_dump(&self, now: crate::units::Ps) -> Vec<String> {
         let mut out = Vec::new();
         for (pe, st) in self.pes() {
-            if let Some(port) = st.ipcq.lock().as_ref() {
-                for (dir, q) in &port.rx {
-                    out.push(format!("{pe} rx {dir}: {}", q.lock().pointers(now)));
+            for (comm, lane) in st.every_lane() {
+                if let Some(port) = lane.ipcq().lock().as_ref() {
+                    let group = if comm == CommId::WORLD {
+                        String::new()
+                    } else {
+                        format!(" ({comm})")
+                    };
+                    for (dir, q) in &port.rx {
+                        out.push(format!("{pe}{group} rx {dir}: {}", q.lock().pointers(now)));
+                    }
                 }
             }
         }
         out
     }
 
-    fn tx_entry(&self, pe: PeCoord, dir: &str) -> Result<Arc<TxEntry>, HwError> {
-        let st = self.pe(pe);
-        let port = st.ipcq.lock();
+    fn tx_entry(&self, pe: PeCoord, comm: CommId, dir: &str) -> Result<Arc<TxEntry>, HwError> {
+        let lane = self.pe(pe).lane(comm);
+        let port = lane.ipcq().lock();
         let port = port
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -261,17 +302,23 @@ impl Machine {
     /// [`Machine::check_send`] for a send on `dir`, remembered per PE: the
     /// target is kept in the PE's state, so a send does not read its
     /// direction's entry (a line of its own, cold at a thousand ranks).
-    fn sendable_on(&self, pe: PeCoord, dir: &Dir, nbytes: u64) -> Result<SendTarget, HwError> {
-        let st = self.pe(pe);
-        let known = match &*st.last_tx.lock() {
+    fn sendable_on(
+        &self,
+        pe: PeCoord,
+        comm: CommId,
+        dir: &Dir,
+        nbytes: u64,
+    ) -> Result<SendTarget, HwError> {
+        let lane = self.pe(pe).lane(comm);
+        let known = match &*lane.last_tx().lock() {
             Some((d, target)) if Arc::ptr_eq(d, dir) => Some(target.clone()),
             _ => None,
         };
         let target = match known {
             Some(target) => target,
             None => {
-                let target = self.tx_entry(pe, dir)?.target();
-                *st.last_tx.lock() = Some((dir.clone(), target.clone()));
+                let target = self.tx_entry(pe, comm, dir)?.target();
+                *lane.last_tx().lock() = Some((dir.clone(), target.clone()));
                 target
             }
         };
@@ -291,15 +338,21 @@ impl Machine {
     /// IPCQ, sends towards `dir`, and a message of `nbytes` fits its
     /// slots. These depend on the installed tables only (the recording
     /// thread makes them), so a kernel can be told at once.
-    pub fn check_send(&self, pe: PeCoord, dir: &str, nbytes: u64) -> Result<(), HwError> {
-        Self::fits_slot(self.tx_entry(pe, dir)?.slot_size, nbytes)
+    pub fn check_send(
+        &self,
+        pe: PeCoord,
+        comm: CommId,
+        dir: &str,
+        nbytes: u64,
+    ) -> Result<(), HwError> {
+        Self::fits_slot(self.tx_entry(pe, comm, dir)?.slot_size, nbytes)
     }
 
     /// The checks of `tl.recv` that need no simulated time: `pe` has an
-    /// IPCQ and receives from `dir` (any direction when `None`).
-    pub fn check_recv(&self, pe: PeCoord, dir: Option<&str>) -> Result<(), HwError> {
-        let st = self.pe(pe);
-        let guard = st.ipcq.lock();
+    /// IPCQ in `comm` and receives from `dir` (any direction when `None`).
+    pub fn check_recv(&self, pe: PeCoord, comm: CommId, dir: Option<&str>) -> Result<(), HwError> {
+        let lane = self.pe(pe).lane(comm);
+        let guard = lane.ipcq().lock();
         let port = guard
             .as_ref()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -319,13 +372,13 @@ impl Machine {
     /// direction, and a count to change on it per send was a cache miss.
     pub fn send<'a>(
         self: &'a Arc<Self>,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         dir: &'a Dir,
         value: TensorRef,
     ) -> impl Future<Output = Result<(), HwError>> + Send + 'a {
         let m = self;
         async move {
-            let tx = m.sendable_on(pe, dir, value.nbytes())?;
+            let tx = m.sendable_on(pe, comm, dir, value.nbytes())?;
             let nbytes = value.nbytes();
             let asked = engine::now();
             let (slot, visible) = loop {
@@ -338,13 +391,14 @@ impl Machine {
                 };
                 m.set_blocked(
                     pe,
+                    comm,
                     Some(Blocked::SendNoSlot {
                         dir: dir.clone(),
                         peer: tx.peer,
                     }),
                 );
                 wait.await;
-                m.set_blocked(pe, None);
+                m.set_blocked(pe, comm, None);
             };
             // A sleeping sender is woken by the credit; a polling one sees
             // it at its next look (every `poll_interval` since it asked).
@@ -402,14 +456,14 @@ impl Machine {
     /// at `addr` (the DMA reads them when its transfer starts).
     pub async fn send_addr(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: (PeCoord, CommId),
         dir: &Dir,
         addr: u64,
         shape: &[u32],
         dtype: Dtype,
     ) -> Result<(), HwError> {
         let v = self.view(addr, shape, dtype)?;
-        self.send(pe, dir, v).await
+        self.send(at, dir, v).await
     }
 
     /// `tl.recv` / `tl.recv-into`: waits for the next message from `dir`
@@ -418,14 +472,14 @@ impl Machine {
     /// `dir` is borrowed, as by [`Machine::send`].
     pub fn recv<'a>(
         self: &'a Arc<Self>,
-        pe: PeCoord,
+        at: (PeCoord, CommId),
         dir: Option<&'a Dir>,
         shape: &'a Shape,
         dtype: Dtype,
         dst: Option<u64>,
     ) -> impl Future<Output = Result<TensorRef, HwError>> + Send + 'a {
-        let turn = self.claim_turn(pe, dir, false);
-        self.recv_in_turn(pe, dir, shape, dtype, dst, turn, true)
+        let turn = self.claim_turn(at, dir, false);
+        self.recv_in_turn(at, dir, shape, dtype, dst, turn, true)
     }
 
     /// `tl.recv_async`: the same receive, run as its own task while the
@@ -434,15 +488,15 @@ impl Machine {
     /// messages in issue order.
     pub fn recv_async(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: (PeCoord, CommId),
         dir: Option<Dir>,
         shape: Shape,
         dtype: Dtype,
     ) -> crate::engine::JoinHandle<Result<TensorRef, HwError>> {
-        let turn = self.claim_turn(pe, dir.as_ref(), true);
+        let turn = self.claim_turn(at, dir.as_ref(), true);
         let m = self.clone();
         crate::engine::spawn(async move {
-            m.recv_in_turn(pe, dir.as_ref(), &shape, dtype, None, turn, false)
+            m.recv_in_turn(at, dir.as_ref(), &shape, dtype, None, turn, false)
                 .await
         })
     }
@@ -451,16 +505,16 @@ impl Machine {
     /// blocked on it meanwhile.
     pub async fn wait_future(
         &self,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         dir: Option<Dir>,
         f: crate::engine::JoinHandle<Result<TensorRef, HwError>>,
     ) -> Result<TensorRef, HwError> {
         let out = match f.try_take() {
             Some(done) => done,
             None => {
-                self.set_blocked(pe, Some(Blocked::WaitFuture { dir }));
+                self.set_blocked(pe, comm, Some(Blocked::WaitFuture { dir }));
                 let out = f.await;
-                self.set_blocked(pe, None);
+                self.set_blocked(pe, comm, None);
                 out
             }
         };
@@ -479,7 +533,7 @@ impl Machine {
     /// cold one to read at the next receive).
     fn claim_turn(
         &self,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         dir: Option<&Dir>,
         later_may_wait: bool,
     ) -> (Option<Event>, Option<Event>) {
@@ -488,7 +542,8 @@ impl Machine {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
             (a, b) => a.is_none() && b.is_none(),
         };
-        let mut claims = self.pe(pe).claims.lock();
+        let lane = self.pe(pe).lane(comm);
+        let mut claims = lane.claims().lock();
         let prev = match claims.iter_mut().find(|(d, _)| same(d)) {
             Some((_, last)) => std::mem::replace(last, mine.clone()),
             None => {
@@ -503,7 +558,7 @@ impl Machine {
     #[allow(clippy::too_many_arguments, clippy::manual_async_fn)]
     fn recv_in_turn<'a>(
         self: &'a Arc<Self>,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         dir: Option<&'a Dir>,
         shape: &'a Shape,
         dtype: Dtype,
@@ -525,7 +580,7 @@ impl Machine {
             // state), found with its queue.
             let mut rx: RxDir = None;
             let (queue, arrival) = loop {
-                let next_message = match self.look_for_arrival(pe, dir, &mut rx) {
+                let next_message = match self.look_for_arrival((pe, comm), dir, &mut rx) {
                     Ok(Ok(taken)) => break taken,
                     Ok(Err(next_message)) => next_message,
                     Err(e) => {
@@ -540,11 +595,11 @@ impl Machine {
                 // not for a `recv_async` task, which the kernel is not waiting
                 // for).
                 if report {
-                    self.set_blocked(pe, Some(Blocked::RecvWaiting { rx }));
+                    self.set_blocked(pe, comm, Some(Blocked::RecvWaiting { rx }));
                 }
                 next_message.await;
                 if report {
-                    self.set_blocked(pe, None);
+                    self.set_blocked(pe, comm, None);
                 }
             };
             // Claimed: wait for its data (a later receive on `dir` waits for
@@ -554,6 +609,7 @@ impl Machine {
                 if report {
                     self.set_blocked(
                         pe,
+                        comm,
                         Some(Blocked::RecvInFlight {
                             rx,
                             from: arrival.from,
@@ -562,7 +618,7 @@ impl Machine {
                 }
                 arrival.ready.wait().await;
                 if report {
-                    self.set_blocked(pe, None);
+                    self.set_blocked(pe, comm, None);
                 }
             }
             if let Some(mine) = mine {
@@ -652,11 +708,12 @@ impl Machine {
     #[allow(clippy::type_complexity)]
     fn look_for_arrival(
         &self,
-        pe: PeCoord,
+        (pe, comm): (PeCoord, CommId),
         dir: Option<&Dir>,
         rx: &mut RxDir,
     ) -> Result<Result<(SharedQueue, Arrival), crate::engine::SignalWait>, HwError> {
-        let mut guard = self.pe(pe).ipcq.lock();
+        let lane = self.pe(pe).lane(comm);
+        let mut guard = lane.ipcq().lock();
         let port = guard
             .as_mut()
             .ok_or_else(|| HwError::NoIpcq { pe: pe.to_string() })?;
@@ -720,14 +777,16 @@ impl Machine {
         Ok(Err(port.rx_notify.wait_past(port.rx_notify.generation())))
     }
 
-    fn expected_senders(&self, pe: PeCoord, dir: Option<&str>) -> String {
+    fn expected_senders(&self, pe: PeCoord, comm: CommId, dir: Option<&str>) -> String {
         let mut senders = Vec::new();
         for (p, st) in self.pes() {
-            if let Some(port) = st.ipcq.lock().as_ref() {
-                for e in port.tx.values() {
-                    if e.peer == pe && dir.is_none_or(|want| &*e.peer_dir == want) {
-                        senders.push(p.to_string());
-                    }
+            let Some(lane) = st.find_lane(comm) else {
+                continue;
+            };
+            let port = lane.ipcq().lock();
+            for e in port.iter().flat_map(|port| port.tx.values()) {
+                if e.peer == pe && dir.is_none_or(|want| &*e.peer_dir == want) {
+                    senders.push(p.to_string());
                 }
             }
         }
@@ -769,7 +828,7 @@ mod tests {
     fn a_receive_s_future_holds_only_what_its_waits_need() {
         let (m, pe) = crate::hw::machine::test_machine();
         let (dir, shape): (Dir, Shape) = (Arc::from("W"), Shape::from_slice(&[8]));
-        let recv = m.recv(pe, Some(&dir), &shape, Dtype::F16, None);
+        let recv = m.recv((pe, CommId::WORLD), Some(&dir), &shape, Dtype::F16, None);
         assert!(
             std::mem::size_of_val(&recv) <= 288,
             "{}",
@@ -799,11 +858,105 @@ mod tests {
         };
         assert!(!rx.is_empty());
         for name in &rx {
-            assert!(Arc::ptr_eq(&machine.direction(pe, name), name), "{name}");
+            assert!(
+                Arc::ptr_eq(&machine.direction(pe, CommId::WORLD, name), name),
+                "{name}"
+            );
         }
-        let other = machine.direction(pe, "nowhere");
+        let other = machine.direction(pe, CommId::WORLD, "nowhere");
         assert_eq!(&*other, "nowhere");
         assert!(rx.iter().all(|n| !Arc::ptr_eq(n, &other)));
+    }
+
+    /// Two communicators over the same PEs each have their own rings
+    /// under the same direction names: a message sent in one is received
+    /// in it only (a named receive and a round-robin one), the other's
+    /// receive waits and is reported under its communicator, and each
+    /// communicator's installed rings are its own to the budget's early
+    /// refusal.
+    #[test]
+    fn communicators_over_the_same_pes_keep_their_messages_apart() {
+        use crate::engine::{Executor, RunOutcome};
+        let (m, pe) = crate::hw::machine::test_ring_machine();
+        let group = CommId(1);
+        let pes = PeCoord::first_of_sips(3);
+        let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
+        let settings = IpcqSettings::new(BufferKind::Hbm, 4, 1 << 10);
+        // The same names again: no conflict, six new rings.
+        assert_eq!(m.extend_ipcq(group, &tables, settings).unwrap(), 6);
+        assert!(!Arc::ptr_eq(
+            &m.direction(pe, CommId::WORLD, "W"),
+            &m.direction(pe, group, "W")
+        ));
+        // The world's rings are installed: its early question asks for
+        // none more; a third communicator's asks for all of them.
+        let rings = crate::ccl::tables::rings_at_most(NeighbourTopology::Ring1d, 3);
+        m.afford_ipcq(CommId::WORLD, rings, 4).unwrap();
+        let tiny = Machine::with_options(
+            m.topo.clone(),
+            false,
+            Arc::new(crate::budget::MemoryBudget::new(1)),
+        );
+        assert!(tiny.afford_ipcq(CommId(2), rings, 4).is_err());
+
+        let west = pes[0];
+        let shape = Shape::from_slice(&[8]);
+        let got: Arc<std::sync::Mutex<Vec<&str>>> = Default::default();
+        let ex = Executor::new();
+        ex.enter(|| {
+            let (m2, got2) = (m.clone(), got.clone());
+            engine::spawn_detached(async move {
+                let t = m2
+                    .alloc_tensor(
+                        crate::address::Space::Hbm { sip: 0, cube: 0 },
+                        &[8],
+                        Dtype::F16,
+                    )
+                    .unwrap();
+                let east = m2.direction(west, group, "E");
+                m2.send((west, group), &east, t).await.unwrap();
+                got2.lock().unwrap().push("sent in the group");
+            });
+            for (at, comm, named, what) in [
+                (pe, group, true, "group, named"),
+                (pe, CommId::WORLD, false, "world, any"),
+                (pes[2], group, true, "nothing comes"),
+            ] {
+                let (m3, got3, shape) = (m.clone(), got.clone(), shape.clone());
+                engine::spawn_detached(async move {
+                    let dir = m3.direction(at, comm, "W");
+                    let from = named.then_some(&dir);
+                    if m3
+                        .recv((at, comm), from, &shape, Dtype::F16, None)
+                        .await
+                        .is_ok()
+                    {
+                        got3.lock().unwrap().push(what);
+                    }
+                });
+            }
+        });
+        assert_ne!(ex.run(), RunOutcome::Finished, "the world's receive waits");
+        let got = got.lock().unwrap().clone();
+        assert!(got.contains(&"group, named"), "{got:?}");
+        assert!(!got.contains(&"world, any"), "{got:?}");
+        let report = m.blocked_report();
+        assert_eq!(report.len(), 2, "{report:?}");
+        assert_eq!(report[0].0, pe);
+        assert!(!report[0].1.contains("communicator"), "{report:?}");
+        assert_eq!(report[1].0, pes[2]);
+        assert!(report[1].1.starts_with("communicator 1: "), "{report:?}");
+        assert!(
+            report[1].1.contains(&pe.to_string()),
+            "the group's sender: {report:?}"
+        );
+        // Dumped apart: the group's rings are named with it.
+        let dump = m.ipcq_dump(0);
+        assert!(
+            dump.iter().any(|l| l.contains("(communicator 1) rx W")),
+            "{dump:?}"
+        );
+        assert_eq!(dump.len(), 12, "{dump:?}");
     }
 
     /// A full mesh's rings are charged to the run's budget before any is
@@ -828,10 +981,13 @@ mod tests {
         let small = Machine::with_options(topo.clone(), false, budget.clone());
         // Refused by the question asked before the tables are made, too.
         let full_mesh = crate::ccl::tables::rings_at_most(NeighbourTopology::FullMesh, 16);
-        let asked = small.afford_ipcq(full_mesh, 4).unwrap_err().to_string();
+        let asked = small
+            .afford_ipcq(CommId::WORLD, full_mesh, 4)
+            .unwrap_err()
+            .to_string();
         assert!(asked.contains("240 new rings"), "{asked}");
         let err = small
-            .install_ipcq(&tables, settings)
+            .install_ipcq(CommId::WORLD, &tables, settings)
             .unwrap_err()
             .to_string();
         assert!(
@@ -843,14 +999,21 @@ mod tests {
 
         let budget = Arc::new(MemoryBudget::new(needed));
         let machine = Machine::with_options(topo, false, budget.clone());
-        machine.afford_ipcq(full_mesh, 4).unwrap();
-        machine.install_ipcq(&tables, settings).unwrap();
+        machine.afford_ipcq(CommId::WORLD, full_mesh, 4).unwrap();
+        machine
+            .install_ipcq(CommId::WORLD, &tables, settings)
+            .unwrap();
         assert_eq!(budget.used_by(MemoryUse::IpcqRings), needed);
         // A second full mesh of the same group would share every ring.
-        machine.afford_ipcq(full_mesh, 4).unwrap();
+        machine.afford_ipcq(CommId::WORLD, full_mesh, 4).unwrap();
         // Installed again (another algorithm's same tables): shared, not
         // charged twice.
-        assert_eq!(machine.extend_ipcq(&tables, settings).unwrap(), 0);
+        assert_eq!(
+            machine
+                .extend_ipcq(CommId::WORLD, &tables, settings)
+                .unwrap(),
+            0
+        );
         assert_eq!(budget.used_by(MemoryUse::IpcqRings), needed);
         drop(machine);
         assert_eq!(budget.used_by(MemoryUse::IpcqRings), 0);

@@ -24,6 +24,7 @@ mod crossings;
 mod dma_engine;
 mod engine_calls;
 mod in_order;
+mod lanes;
 mod messaging;
 mod partition;
 
@@ -37,7 +38,7 @@ use crate::hw::blocked::Blocked;
 use crate::hw::data_plane::DataPlane;
 use crate::hw::dtype::Dtype;
 use crate::hw::ipcq::IpcqPort;
-pub use crate::hw::ipcq::IpcqSettings;
+pub use crate::hw::ipcq::{CommId, IpcqSettings};
 use crate::hw::memory::MemoryStore;
 use crate::hw::oplog::{Actor, Completed, IssueMarks, OpLog, OpParams};
 use crate::hw::routes::RecentRoutes;
@@ -99,6 +100,10 @@ struct PeState {
     /// The matrix unit (`tl.gemm`), queued as the MATH unit is; GEMM
     /// kernels only, so last.
     gemm: OneThread<compute_unit::ComputeUnit>,
+    /// Its IPCQ state in the communicators other than the default one
+    /// (whose state is the fields above: `ipcq`, `last_tx`, `claims`,
+    /// `blocked_on`); see [`lanes`].
+    lanes: lanes::Lanes,
 }
 
 /// A receive direction (`None`: round-robin) and the event of the last
@@ -207,6 +212,8 @@ pub struct Machine {
     /// IPCQ rings installed so far: the next ring's number
     /// ([`crate::hw::ipcq::RxQueue::ring`]).
     ipcq_rings: std::sync::atomic::AtomicU64,
+    /// The rings of each communicator (see [`Machine::afford_ipcq`]).
+    ipcq_rings_of: Mutex<std::collections::BTreeMap<CommId, u64>>,
     /// Host bytes the installed rings are charged to the budget for
     /// ([`crate::budget::MemoryUse::IpcqRings`]), given back on drop.
     ipcq_charged: std::sync::atomic::AtomicU64,
@@ -249,7 +256,11 @@ pub(crate) fn test_ring_machine() -> (Arc<Machine>, PeCoord) {
     let pes = PeCoord::first_of_sips(3);
     let tables = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (3, 1)).unwrap();
     machine
-        .install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20))
+        .install_ipcq(
+            CommId::WORLD,
+            &tables,
+            IpcqSettings::new(BufferKind::Tcm, 4, 1 << 20),
+        )
         .unwrap();
     (machine, pes[1])
 }
@@ -418,6 +429,7 @@ impl Machine {
             ipcq_held: Mutex::default(),
             ipcq_changes: Default::default(),
             ipcq_rings: Default::default(),
+            ipcq_rings_of: Default::default(),
             ipcq_charged: Default::default(),
             fault: Mutex::new(None),
             diverged: Mutex::new(None),
@@ -572,6 +584,7 @@ impl Machine {
                     blocked_on: OneThread::new(None),
                     claims: OneThread::new(Default::default()),
                     scratch: OnceLock::new(),
+                    lanes: Mutex::new(Vec::new()),
                 })
             })
     }
@@ -790,9 +803,9 @@ impl Machine {
                 }
                 o[0].clone()
             };
-            self.set_blocked(pe, Some(Blocked::CommandQueueFull));
+            self.set_blocked(pe, CommId::WORLD, Some(Blocked::CommandQueueFull));
             oldest.wait().await;
-            self.set_blocked(pe, None);
+            self.set_blocked(pe, CommId::WORLD, None);
             self.observe(pe, "wait", std::slice::from_ref(&oldest), &[]);
         }
     }

@@ -111,7 +111,7 @@ mod tests {
     use crate::config::ccl::{BufferKind, NeighbourTopology};
     use crate::engine::{self, Executor, RunOutcome};
     use crate::hw::dtype::{BinOp, Dtype};
-    use crate::hw::machine::{IpcqSettings, Machine, Shape};
+    use crate::hw::machine::{CommId, IpcqSettings, Machine, Shape};
     use crate::topology::PeCoord;
     use std::sync::Mutex;
 
@@ -158,8 +158,12 @@ mod tests {
             let t = crate::ccl::tables::builtin(NeighbourTopology::Ring1d, ring, (size as u32, 1));
             tables.extend(t.unwrap());
         }
-        m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 1 << 10))
-            .unwrap();
+        m.install_ipcq(
+            CommId::WORLD,
+            &tables,
+            IpcqSettings::new(BufferKind::Tcm, 2, 1 << 10),
+        )
+        .unwrap();
         let n = 64u32;
         let inputs: Vec<_> = pes
             .iter()
@@ -181,12 +185,17 @@ mod tests {
             engine::spawn_detached(async move {
                 let mut acc = m.load(pe, t.addr(), &[n], Dtype::F16).unwrap();
                 let mut current = acc.clone();
-                let (east, west) = (m.direction(pe, "E"), m.direction(pe, "W"));
+                let (east, west) = (
+                    m.direction(pe, CommId::WORLD, "E"),
+                    m.direction(pe, CommId::WORLD, "W"),
+                );
                 let shape = Shape::from_slice(&[n]);
                 for _ in 1..size {
-                    m.send(pe, &east, current.clone()).await.unwrap();
+                    m.send((pe, CommId::WORLD), &east, current.clone())
+                        .await
+                        .unwrap();
                     let from = (!round_robin).then_some(&west);
-                    let got = m.recv(pe, from, &shape, Dtype::F16, None);
+                    let got = m.recv((pe, CommId::WORLD), from, &shape, Dtype::F16, None);
                     let got = got.await.unwrap();
                     acc = m.binary(pe, BinOp::Add, &acc, &got).unwrap();
                     current = got;
@@ -362,8 +371,12 @@ mod tests {
                 peer_dir: "W".into(),
             };
             let tables = crate::ccl::tables::NeighbourTables::from([(a, vec![neighbour])]);
-            m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 1 << 20))
-                .unwrap();
+            m.install_ipcq(
+                CommId::WORLD,
+                &tables,
+                IpcqSettings::new(BufferKind::Tcm, 2, 1 << 20),
+            )
+            .unwrap();
             let hbm = |sip| Space::Hbm { sip, cube: 0 };
             let small = m.alloc_tensor(hbm(3), &[64 << 10], Dtype::F16).unwrap();
             let big = m.alloc_tensor(hbm(4), &[512 << 10], Dtype::F16).unwrap();
@@ -371,17 +384,17 @@ mod tests {
             let sender = move || {
                 engine::spawn_detached(async move {
                     let t = ms.load(a, small.addr(), &small.shape, Dtype::F16).unwrap();
-                    let east = ms.direction(a, "E");
-                    ms.send(a, &east, t).await.unwrap();
+                    let east = ms.direction(a, CommId::WORLD, "E");
+                    ms.send((a, CommId::WORLD), &east, t).await.unwrap();
                 })
             };
             let receiver = move || {
                 engine::spawn_detached(async move {
                     engine::sleep(400_000).await;
                     let t = mr.load(b, big.addr(), &big.shape, Dtype::F16).unwrap();
-                    let west = mr.direction(b, "W");
+                    let west = mr.direction(b, CommId::WORLD, "W");
                     let shape = Shape::from_slice(&[64 << 10]);
-                    let got = mr.recv(b, Some(&west), &shape, Dtype::F16, None);
+                    let got = mr.recv((b, CommId::WORLD), Some(&west), &shape, Dtype::F16, None);
                     got.await.unwrap();
                     t.ready.wait().await;
                 })
