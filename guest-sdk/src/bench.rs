@@ -76,7 +76,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.1)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.2)`.
     pub fn version() -> String {
         t::version()
     }
@@ -320,6 +320,242 @@ pub mod dist {
         root: u32,
     ) -> Result<(), DistError> {
         d::collective_in_place(collective, &t.0, op, root).map_err(conv)
+    }
+
+    /// A process group: `new_group`'s, or the default group
+    /// ([`ProcessGroup::world`], PyTorch's `group.WORLD`). Its collectives
+    /// are PyTorch's with `group=`: they run over its ranks, with its rank
+    /// and size; `src` / `dst` are world ranks, as in PyTorch; on a rank
+    /// outside the group they return at once, its tensors untouched.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ProcessGroup {
+        id: u32,
+        ranks: Vec<u32>,
+    }
+
+    /// `new_group(ranks)`: every rank calls it, members or not, in the
+    /// same order with the same ranks. The group's rank g is the g-th
+    /// smallest of `ranks` (PyTorch sorts them); it has IPCQ of its own.
+    pub fn new_group(ranks: &[u32]) -> Result<ProcessGroup, DistError> {
+        let id = d::new_group(ranks, None).map_err(conv)?;
+        ProcessGroup::of(id)
+    }
+
+    /// [`new_group`] served by the ccl.yaml algorithm entry `algorithm`
+    /// (PyTorch's `pg_options`; `--algorithm` still wins).
+    pub fn new_group_with_algorithm(
+        ranks: &[u32],
+        algorithm: &str,
+    ) -> Result<ProcessGroup, DistError> {
+        let options = d::PgOptions {
+            algorithm: Some(algorithm.to_string()),
+        };
+        let id = d::new_group(ranks, Some(&options)).map_err(conv)?;
+        ProcessGroup::of(id)
+    }
+
+    /// `new_subgroups(group_size)`: the world cut into consecutive groups
+    /// of `group_size` ranks; (this rank's group, every group).
+    pub fn new_subgroups(
+        group_size: u32,
+    ) -> Result<(Option<ProcessGroup>, Vec<ProcessGroup>), DistError> {
+        let world = get_world_size()?;
+        if group_size == 0 || world % group_size != 0 {
+            return Err(DistError::ValueError(format!(
+                "new_subgroups: the world size ({world}) must be divisible by group_size \
+                 ({group_size})"
+            )));
+        }
+        let lists: Vec<Vec<u32>> = (0..world / group_size)
+            .map(|g| (g * group_size..(g + 1) * group_size).collect())
+            .collect();
+        new_subgroups_by_enumeration(&lists)
+    }
+
+    /// `new_subgroups_by_enumeration(ranks_per_subgroup_list)`: a group
+    /// of each list (no rank in two); (this rank's group, every group).
+    pub fn new_subgroups_by_enumeration(
+        lists: &[Vec<u32>],
+    ) -> Result<(Option<ProcessGroup>, Vec<ProcessGroup>), DistError> {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in lists.iter().flatten() {
+            if !seen.insert(*r) {
+                return Err(DistError::ValueError(format!(
+                    "new_subgroups_by_enumeration: rank {r} is in more than one subgroup"
+                )));
+            }
+        }
+        let mut mine = None;
+        let mut groups = Vec::with_capacity(lists.len());
+        for list in lists {
+            let g = new_group(list)?;
+            if g.rank().is_some() {
+                mine = Some(g.clone());
+            }
+            groups.push(g);
+        }
+        Ok((mine, groups))
+    }
+
+    impl ProcessGroup {
+        /// The default group: every rank.
+        pub fn world() -> Result<ProcessGroup, DistError> {
+            ProcessGroup::of(0)
+        }
+
+        fn of(id: u32) -> Result<ProcessGroup, DistError> {
+            let ranks = d::group_ranks(id).map_err(conv)?;
+            Ok(ProcessGroup { id, ranks })
+        }
+
+        /// Its id (0: the default group), the same on every rank.
+        pub fn id(&self) -> u32 {
+            self.id
+        }
+
+        /// `get_process_group_ranks(group)`: its world ranks in group order.
+        pub fn ranks(&self) -> &[u32] {
+            &self.ranks
+        }
+
+        /// `get_rank(group)`: this rank's rank in it; None when this rank is
+        /// not a member (PyTorch: -1).
+        pub fn rank(&self) -> Option<u32> {
+            let me = get_rank().ok()?;
+            self.ranks.iter().position(|&r| r == me).map(|g| g as u32)
+        }
+
+        /// `get_world_size(group)`: its number of ranks.
+        pub fn size(&self) -> u32 {
+            self.ranks.len() as u32
+        }
+
+        /// `get_global_rank(group, group_rank)`.
+        pub fn global_rank(&self, group_rank: u32) -> Result<u32, DistError> {
+            self.ranks.get(group_rank as usize).copied().ok_or_else(|| {
+                DistError::ValueError(format!(
+                    "Group rank {group_rank} is not part of group {} (size {})",
+                    self.id,
+                    self.size()
+                ))
+            })
+        }
+
+        /// `get_group_rank(group, global_rank)`.
+        pub fn group_rank(&self, global_rank: u32) -> Result<u32, DistError> {
+            self.ranks
+                .iter()
+                .position(|&r| r == global_rank)
+                .map(|g| g as u32)
+                .ok_or_else(|| {
+                    DistError::ValueError(format!(
+                        "Global rank {global_rank} is not part of group {} (ranks {:?})",
+                        self.id, self.ranks
+                    ))
+                })
+        }
+
+        fn call(
+            &self,
+            call: &str,
+            tensors: &[&Tensor],
+            op: &str,
+            peer: u32,
+        ) -> Result<(), DistError> {
+            let raw: Vec<&super::raw::torch::Tensor> = tensors.iter().map(|t| &t.0).collect();
+            d::group_call(self.id, call, &raw, op, peer).map_err(conv)
+        }
+
+        /// `all_reduce(tensor, op, group=self)`.
+        pub fn all_reduce(&self, t: &Tensor, op: &str) -> Result<(), DistError> {
+            self.call("all_reduce", &[t], op, 0)
+        }
+        /// `broadcast(tensor, src, group=self)`: `src` a world rank.
+        pub fn broadcast(&self, t: &Tensor, src: u32) -> Result<(), DistError> {
+            self.call("broadcast", &[t], "sum", src)
+        }
+        /// `reduce(tensor, dst, op, group=self)`: `dst` a world rank.
+        pub fn reduce(&self, t: &Tensor, dst: u32, op: &str) -> Result<(), DistError> {
+            self.call("reduce", &[t], op, dst)
+        }
+        /// `all_gather_into_tensor(output, input, group=self)`.
+        pub fn all_gather_into_tensor(
+            &self,
+            output: &Tensor,
+            input: &Tensor,
+        ) -> Result<(), DistError> {
+            self.call("all_gather_into_tensor", &[output, input], "sum", 0)
+        }
+        /// `all_gather(tensor_list, tensor, group=self)`.
+        pub fn all_gather(&self, outputs: &[Tensor], input: &Tensor) -> Result<(), DistError> {
+            let mut all = vec![input];
+            all.extend(outputs.iter());
+            self.call("all_gather", &all, "sum", 0)
+        }
+        /// `reduce_scatter_tensor(output, input, op, group=self)`.
+        pub fn reduce_scatter_tensor(
+            &self,
+            output: &Tensor,
+            input: &Tensor,
+            op: &str,
+        ) -> Result<(), DistError> {
+            self.call("reduce_scatter_tensor", &[output, input], op, 0)
+        }
+        /// `reduce_scatter(output, input_list, op, group=self)`.
+        pub fn reduce_scatter(
+            &self,
+            output: &Tensor,
+            inputs: &[Tensor],
+            op: &str,
+        ) -> Result<(), DistError> {
+            let mut all = vec![output];
+            all.extend(inputs.iter());
+            self.call("reduce_scatter", &all, op, 0)
+        }
+        /// `all_to_all_single(output, input, group=self)`, equal splits.
+        pub fn all_to_all_single(&self, output: &Tensor, input: &Tensor) -> Result<(), DistError> {
+            self.call("all_to_all_single", &[output, input], "sum", 0)
+        }
+        /// `send(tensor, dst, group=self)`: `dst` a world rank.
+        pub fn send(&self, t: &Tensor, dst: u32) -> Result<(), DistError> {
+            self.call("send", &[t], "sum", dst)
+        }
+        /// `recv(tensor, src, group=self)`: `src` a world rank.
+        pub fn recv(&self, t: &Tensor, src: u32) -> Result<(), DistError> {
+            self.call("recv", &[t], "sum", src)
+        }
+        /// `barrier(group=self)` (a no-op, as the default group's).
+        pub fn barrier(&self) -> Result<(), DistError> {
+            self.call("barrier", &[], "sum", 0)
+        }
+        /// nccl-tests' out-of-place form of `collective` on this group (see
+        /// [`collective_out_of_place`]); `root` a world rank.
+        pub fn collective_out_of_place(
+            &self,
+            collective: &str,
+            output: &Tensor,
+            input: &Tensor,
+            op: &str,
+            root: u32,
+        ) -> Result<(), DistError> {
+            self.call(
+                &format!("out_of_place:{collective}"),
+                &[output, input],
+                op,
+                root,
+            )
+        }
+        /// nccl-tests' in-place form of `collective` on this group (see
+        /// [`collective_in_place`]); `root` a world rank.
+        pub fn collective_in_place(
+            &self,
+            collective: &str,
+            t: &Tensor,
+            op: &str,
+            root: u32,
+        ) -> Result<(), DistError> {
+            self.call(&format!("in_place:{collective}"), &[t], op, root)
+        }
     }
 }
 

@@ -141,7 +141,7 @@ fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("built against kernbench:sim@0.8.9, newer than this host's kernbench:sim@0.8.1")
+        e.contains("built against kernbench:sim@0.8.9, newer than this host's kernbench:sim@0.8.2")
             && e.contains("Upgrade kernbench-host"),
         "{e}"
     );
@@ -160,7 +160,7 @@ fn a_bench_reads_torch_version() {
     .to_string();
     assert!(
         e.contains(&format!(
-            "version: kernbench {} (kernbench:sim@0.8.1)",
+            "version: kernbench {} (kernbench:sim@0.8.2)",
             env!("CARGO_PKG_VERSION")
         )),
         "{e}"
@@ -333,7 +333,7 @@ fn publish_pull_install_and_run_by_name_through_a_real_registry() {
     assert_eq!(a["org.opencontainers.image.title"], "ring_allreduce");
     assert_eq!(a["org.opencontainers.image.licenses"], "Apache-2.0");
     assert_eq!(a["dev.kernbench.kind"], "algorithm");
-    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.8.1");
+    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.8.2");
     assert_eq!(a["dev.kernbench.collectives"], "all_reduce");
 
     // inspect reads a reference without installing it.
@@ -573,7 +573,7 @@ fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
         v["kernbench"]["sdk"],
         "kernbench C SDK (wit-bindgen-c, clang)"
     );
-    assert_eq!(v["wit"][0], "kernbench:sim@0.8.1");
+    assert_eq!(v["wit"][0], "kernbench:sim@0.8.2");
     assert_eq!(v["accepted"], true);
     assert_eq!(v["capabilities"]["collectives"][0], "all_reduce");
     assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
@@ -808,7 +808,7 @@ fn a_guest_of_the_four_dtypes_runs_them_and_is_refused_the_others_by_name() {
         assert!(
             e.contains(
                 "built against an earlier kernbench:sim, whose dtypes are f16, bf16, f32, i32 only"
-            ) && e.contains("kernbench:sim@0.8.1"),
+            ) && e.contains("kernbench:sim@0.8.2"),
             "{dtype}: {e}"
         );
     }

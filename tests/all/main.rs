@@ -18,6 +18,7 @@ mod docs;
 mod errors;
 mod every_collective;
 mod fidelity;
+mod groups;
 mod hostile;
 mod languages;
 mod oplog;

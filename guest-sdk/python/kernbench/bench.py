@@ -130,8 +130,131 @@ def _op(op):
     return str(op).lower()
 
 
+class ProcessGroup:
+    """A process group: ``new_group``'s, or the default group
+    (``dist.group.WORLD``). Its id is the same on every rank."""
+
+    def __init__(self, gid, ranks):
+        self._id, self._ranks = gid, list(ranks)
+
+    def size(self):
+        return len(self._ranks)
+
+    def rank(self):
+        """This rank's rank in the group, -1 when it is not a member."""
+        me = _call(_dist.get_rank)
+        return self._ranks.index(me) if me in self._ranks else -1
+
+    def __repr__(self):
+        return f"ProcessGroup(id={self._id}, ranks={self._ranks})"
+
+
+class _NonGroupMember:
+    """What ``new_group`` returns to a rank outside the group (PyTorch's
+    ``GroupMember.NON_GROUP_MEMBER``): calls on it return at once."""
+
+    def __repr__(self):
+        return "NON_GROUP_MEMBER"
+
+
+class GroupMember:
+    """``torch.distributed.GroupMember``."""
+
+    WORLD = None  # the default group (``group=None``)
+    NON_GROUP_MEMBER = _NonGroupMember()
+
+
+class _Group:
+    """``torch.distributed.group``: ``group.WORLD``."""
+
+    @property
+    def WORLD(self):
+        return ProcessGroup(0, _call(_dist.group_ranks, 0))
+
+
+class DeviceMesh:
+    """``torch.distributed.device_mesh.DeviceMesh``: ranks laid out as an
+    n-dimensional array (row-major), a process group along each
+    dimension. ``mesh.get_group(dim)`` is the group of this rank along
+    ``dim`` (an index or a name)."""
+
+    def __init__(self, device_type, shape, names, groups):
+        self.device_type = device_type
+        self.shape = tuple(shape)
+        self.mesh_dim_names = tuple(names) if names else None
+        self._groups = groups  # per dim, this rank's group
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def _dim(self, dim):
+        if isinstance(dim, str):
+            if not self.mesh_dim_names or dim not in self.mesh_dim_names:
+                raise KeyError(f"mesh dimension {dim!r} is not one of {self.mesh_dim_names}")
+            return self.mesh_dim_names.index(dim)
+        if dim is None:
+            if self.ndim != 1:
+                raise RuntimeError("get_group: a mesh of several dimensions needs mesh_dim")
+            return 0
+        return int(dim)
+
+    def get_group(self, mesh_dim=None):
+        return self._groups[self._dim(mesh_dim)]
+
+    def size(self, mesh_dim=None):
+        if mesh_dim is None:
+            n = 1
+            for d in self.shape:
+                n *= d
+            return n
+        return self.shape[self._dim(mesh_dim)]
+
+    def get_local_rank(self, mesh_dim=None):
+        return self.get_group(mesh_dim).rank()
+
+    def get_rank(self):
+        return _call(_dist.get_rank)
+
+    def __getitem__(self, name):
+        d = self._dim(name)
+        return DeviceMesh(self.device_type, (self.shape[d],), (name,) if isinstance(name, str)
+                          else None, [self._groups[d]])
+
+    def __repr__(self):
+        return f"DeviceMesh({self.device_type!r}, {self.shape}, mesh_dim_names={self.mesh_dim_names})"
+
+
+def _mesh_groups(shape):
+    """For each dimension of a row-major mesh of ``shape``, the rank
+    lists of its groups, in the order PyTorch makes them."""
+    import itertools
+    strides = []
+    acc = 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    strides.reverse()
+    per_dim = []
+    for dim in range(len(shape)):
+        others = [range(n) if i != dim else range(1) for i, n in enumerate(shape)]
+        lists = []
+        for idx in itertools.product(*others):
+            base = sum(i * s for i, s in zip(idx, strides))
+            lists.append([base + k * strides[dim] for k in range(shape[dim])])
+        per_dim.append(lists)
+    return per_dim
+
+
 class _Distributed:
-    """``torch.distributed`` (seed ADR-0047)."""
+    """``torch.distributed`` (seed ADR-0047), with process groups
+    (``group=`` on every call)."""
+
+    GroupMember = GroupMember
+    ProcessGroup = ProcessGroup
+
+    def __init__(self):
+        self.group = _Group()
 
     def init_process_group(self, backend="ahbm", world_size=None, rank=None, algorithm=None):
         opts = _dist.PgOptions(algorithm) if algorithm else None
@@ -140,14 +263,79 @@ class _Distributed:
     def is_initialized(self):
         return _dist.is_initialized()
 
-    def get_rank(self):
-        return _call(_dist.get_rank)
+    def get_rank(self, group=None):
+        if group is GroupMember.NON_GROUP_MEMBER:
+            return -1
+        if group is None or group._id == 0:
+            return _call(_dist.get_rank)
+        return group.rank()
 
-    def get_world_size(self):
-        return _call(_dist.get_world_size)
+    def get_world_size(self, group=None):
+        if group is GroupMember.NON_GROUP_MEMBER:
+            return -1
+        if group is None:
+            return _call(_dist.get_world_size)
+        return group.size()
 
-    def get_backend(self):
+    def get_backend(self, group=None):
         return _call(_dist.get_backend)
+
+    def new_group(self, ranks=None, algorithm=None, **_ignored):
+        """A process group of the world's ``ranks`` (all when None),
+        sorted as PyTorch sorts them, with IPCQ of its own. Every rank
+        calls it, in the same order with the same ranks; a rank outside
+        the group gets ``GroupMember.NON_GROUP_MEMBER``. ``algorithm`` is
+        the ccl.yaml entry serving it (PyTorch's ``pg_options``)."""
+        if ranks is None:
+            ranks = range(_call(_dist.get_world_size))
+        opts = _dist.PgOptions(algorithm) if algorithm else None
+        gid = _call(_dist.new_group, [int(r) for r in ranks], opts)
+        group = ProcessGroup(gid, _call(_dist.group_ranks, gid))
+        return group if group.rank() >= 0 else GroupMember.NON_GROUP_MEMBER
+
+    def new_subgroups(self, group_size=None, **_ignored):
+        """The world cut into consecutive groups of ``group_size`` ranks:
+        (this rank's group, every group)."""
+        world = _call(_dist.get_world_size)
+        if group_size is None or group_size <= 0 or world % group_size:
+            raise ValueError(f"The world size ({world}) must be divisible by group_size ({group_size})")
+        lists = [list(range(s, s + group_size)) for s in range(0, world, group_size)]
+        return self.new_subgroups_by_enumeration(lists)
+
+    def new_subgroups_by_enumeration(self, ranks_per_subgroup_list, **_ignored):
+        """A group of each list (no rank in two): (this rank's group,
+        every group)."""
+        seen = set()
+        for ranks in ranks_per_subgroup_list:
+            for r in ranks:
+                if r in seen:
+                    raise ValueError(f"Rank {r} has appeared in multiple subgroups.")
+                seen.add(r)
+        mine, groups = None, []
+        for ranks in ranks_per_subgroup_list:
+            gid = _call(_dist.new_group, [int(r) for r in ranks], None)
+            g = ProcessGroup(gid, _call(_dist.group_ranks, gid))
+            groups.append(g)
+            if g.rank() >= 0:
+                mine = g
+        return mine, groups
+
+    def get_process_group_ranks(self, group):
+        return list(group._ranks)
+
+    def get_global_rank(self, group, group_rank):
+        if group is None or group._id == 0:
+            return group_rank
+        if not 0 <= group_rank < group.size():
+            raise ValueError(f"Group rank {group_rank} is not part of group {group}")
+        return group._ranks[group_rank]
+
+    def get_group_rank(self, group, global_rank):
+        if group is None or group._id == 0:
+            return global_rank
+        if global_rank not in group._ranks:
+            raise ValueError(f"Global rank {global_rank} is not part of group {group}")
+        return group._ranks.index(global_rank)
 
     class ReduceOp:
         """``torch.distributed.ReduceOp``: the ops are their names
@@ -168,59 +356,108 @@ class _Distributed:
             factor = values
         return "premul_sum:" + repr(float(factor))
 
-    def all_reduce(self, tensor, op="sum"):
-        _call(_dist.all_reduce, tensor._t, _op(op))
+    def _on(self, group, call, tensors, op="sum", peer=0):
+        """``call`` with ``group=``: False when the default group's own
+        call should run; None at once on a rank outside the group."""
+        if group is None:
+            return False
+        if group is GroupMember.NON_GROUP_MEMBER:
+            return True
+        _call(_dist.group_call, group._id, call, [t._t for t in tensors], _op(op), int(peer))
+        return True
 
-    def broadcast(self, tensor, src):
-        _call(_dist.broadcast, tensor._t, src)
+    def all_reduce(self, tensor, op="sum", group=None):
+        if not self._on(group, "all_reduce", [tensor], op):
+            _call(_dist.all_reduce, tensor._t, _op(op))
 
-    def reduce(self, tensor, dst, op="sum"):
-        _call(_dist.reduce, tensor._t, dst, _op(op))
+    def broadcast(self, tensor, src, group=None):
+        if not self._on(group, "broadcast", [tensor], peer=src):
+            _call(_dist.broadcast, tensor._t, src)
 
-    def all_gather_into_tensor(self, output_tensor, input_tensor):
-        _call(_dist.all_gather_into_tensor, output_tensor._t, input_tensor._t)
+    def reduce(self, tensor, dst, op="sum", group=None):
+        if not self._on(group, "reduce", [tensor], op, dst):
+            _call(_dist.reduce, tensor._t, dst, _op(op))
 
-    def all_gather(self, tensor_list, tensor):
-        _call(_dist.all_gather, [t._t for t in tensor_list], tensor._t)
+    def all_gather_into_tensor(self, output_tensor, input_tensor, group=None):
+        if not self._on(group, "all_gather_into_tensor", [output_tensor, input_tensor]):
+            _call(_dist.all_gather_into_tensor, output_tensor._t, input_tensor._t)
 
-    def reduce_scatter_tensor(self, output, input, op="sum"):
-        _call(_dist.reduce_scatter_tensor, output._t, input._t, _op(op))
+    def all_gather(self, tensor_list, tensor, group=None):
+        if not self._on(group, "all_gather", [tensor] + list(tensor_list)):
+            _call(_dist.all_gather, [t._t for t in tensor_list], tensor._t)
 
-    def reduce_scatter(self, output, input_list, op="sum"):
-        _call(_dist.reduce_scatter, output._t, [t._t for t in input_list], _op(op))
+    def reduce_scatter_tensor(self, output, input, op="sum", group=None):
+        if not self._on(group, "reduce_scatter_tensor", [output, input], op):
+            _call(_dist.reduce_scatter_tensor, output._t, input._t, _op(op))
 
-    def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None):
+    def reduce_scatter(self, output, input_list, op="sum", group=None):
+        if not self._on(group, "reduce_scatter", [output] + list(input_list), op):
+            _call(_dist.reduce_scatter, output._t, [t._t for t in input_list], _op(op))
+
+    def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None,
+                          group=None):
         if output_split_sizes is not None or input_split_sizes is not None:
             raise NotImplementedError("all_to_all_single: only equal splits are supported")
-        _call(_dist.all_to_all_single, output._t, input._t)
+        if not self._on(group, "all_to_all_single", [output, input]):
+            _call(_dist.all_to_all_single, output._t, input._t)
 
-    def send(self, tensor, dst):
-        _call(_dist.send, tensor._t, dst)
+    def send(self, tensor, dst, group=None):
+        if not self._on(group, "send", [tensor], peer=dst):
+            _call(_dist.send, tensor._t, dst)
 
-    def recv(self, tensor, src):
-        _call(_dist.recv, tensor._t, src)
+    def recv(self, tensor, src, group=None):
+        if not self._on(group, "recv", [tensor], peer=src):
+            _call(_dist.recv, tensor._t, src)
 
-    def barrier(self):
-        _call(_dist.barrier)
+    def barrier(self, group=None):
+        if not self._on(group, "barrier", []):
+            _call(_dist.barrier)
 
     def shards_wanted(self, collective):
         """The shards per SIP a tensor must have for the algorithm that
         runs ``collective`` (its ccl.yaml validator), None: any placement."""
         return _call(_dist.shards_wanted, str(collective))
 
-    def collective_out_of_place(self, collective, output, input, op="sum", root=0):
+    def collective_out_of_place(self, collective, output, input, op="sum", root=0, group=None):
         """nccl-tests' out-of-place form of ``collective`` (a KernBench
         extension): ``output`` gets the result, ``input`` is kept.
         All-reduce, broadcast and reduce need an algorithm that runs them
         out of place (else NotImplementedError naming ones that do)."""
-        _call(_dist.collective_out_of_place, str(collective), output._t, input._t, _op(op), root)
+        if not self._on(group, "out_of_place:" + str(collective), [output, input], op, root):
+            _call(_dist.collective_out_of_place, str(collective), output._t, input._t, _op(op),
+                  root)
 
-    def collective_in_place(self, collective, tensor, op="sum", root=0):
+    def collective_in_place(self, collective, tensor, op="sum", root=0, group=None):
         """nccl-tests' in-place form of ``collective`` on the one buffer
         ``tensor`` (a KernBench extension): all-gather's input is this
         rank's block of it, reduce-scatter's output this rank's block,
         all-to-all sends from and receives into it."""
-        _call(_dist.collective_in_place, str(collective), tensor._t, _op(op), root)
+        if not self._on(group, "in_place:" + str(collective), [tensor], op, root):
+            _call(_dist.collective_in_place, str(collective), tensor._t, _op(op), root)
+
+    def init_device_mesh(self, device_type, mesh_shape, mesh_dim_names=None):
+        """``torch.distributed.device_mesh.init_device_mesh``: the world's
+        ranks as a row-major array of ``mesh_shape`` and a process group
+        along each dimension (every rank makes every group, in PyTorch's
+        order); ``mesh.get_group(dim)`` is this rank's."""
+        shape = tuple(int(d) for d in mesh_shape)
+        n = 1
+        for d in shape:
+            n *= d
+        world = _call(_dist.get_world_size)
+        if n != world:
+            raise RuntimeError(f"init_device_mesh: mesh shape {shape} holds {n} ranks, the world {world}")
+        if mesh_dim_names is not None and len(mesh_dim_names) != len(shape):
+            raise RuntimeError("init_device_mesh: mesh_dim_names must name every dimension")
+        mine = []
+        for lists in _mesh_groups(shape):
+            mine_here = None
+            for ranks in lists:
+                g = self.new_group(ranks)
+                if g is not GroupMember.NON_GROUP_MEMBER:
+                    mine_here = g
+            mine.append(mine_here)
+        return DeviceMesh(device_type, shape, mesh_dim_names, mine)
 
 
 class _Multiprocessing:
@@ -338,7 +575,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.8.1)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.8.2)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):

@@ -25,7 +25,7 @@ use semver::Version;
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
-pub const WIT_VERSION: &str = "0.8.1";
+pub const WIT_VERSION: &str = "0.8.2";
 /// Released versions in semver order, each frozen under
 /// `wit/history/<version>/`; the last is also `wit/kernbench.wit`.
 ///
@@ -36,7 +36,7 @@ pub const WIT_VERSION: &str = "0.8.1";
 /// the old labels; the host serves each state (`runtime::shapes`).
 pub const RELEASED: &[&str] = &[
     "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.6.1",
-    "0.6.2", "0.6.3", "0.6.4", "0.6.5", "0.7.0", "0.8.0", "0.8.1",
+    "0.6.2", "0.6.3", "0.6.4", "0.6.5", "0.7.0", "0.8.0", "0.8.1", "0.8.2",
 ];
 
 /// Why a component's WIT version is not accepted.
@@ -80,7 +80,7 @@ pub fn interface_at(interface: &str, version: &str) -> String {
     format!("{WIT_PACKAGE}/{interface}@{version}")
 }
 
-/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.8.1)`.
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.8.2)`.
 pub fn host_description() -> String {
     format!(
         "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
@@ -88,7 +88,7 @@ pub fn host_description() -> String {
     )
 }
 
-/// The versions this host accepts, as a range (`0.1.0 ..= 0.8.1`):
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.8.2`):
 /// every released version in it.
 pub fn accepted_range() -> String {
     format!("{WIT_PACKAGE}@{} ..= {WIT_VERSION}", RELEASED[0])
@@ -342,6 +342,10 @@ mod tests {
             "0.8.1",
             "004af65063ae8906ecb90d14aa94700167a1c83c29b8c9c2908ffbba169b2e49",
         ),
+        (
+            "0.8.2",
+            "07ceadbee6abc144853fcef0a8524c4eb17b52a039571793ccb85d71d6f19ab0",
+        ),
     ];
 
     /// CI's guard on the contract: `wit/` does not change without a new
@@ -425,7 +429,7 @@ mod tests {
 
     #[test]
     fn newer_unreleased_and_pre_releases_are_refused_with_both_versions() {
-        for g in ["0.8.2", "0.9.0", "1.0.0"] {
+        for g in ["0.8.3", "0.9.0", "1.0.0"] {
             let newer = check_version(&v(g)).unwrap_err().to_string();
             assert!(
                 newer.contains(&format!(

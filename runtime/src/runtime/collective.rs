@@ -7,13 +7,14 @@
 //! report.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
-use super::comms::{runtime_error, CollectiveTensor, Comms};
+use super::comms::{runtime_error, Caller, CollectiveTensor, Comms};
 use super::fail::DistResult;
 use super::kernel::KernelLaunch;
 use super::process_group::{Backend, ProcessGroup, Wanted};
 use crate::ccl::collective::{Call, Collective, RedOp};
 use crate::ccl::ranks::RankMap;
 use crate::config::ccl::AlgorithmEntry;
+use crate::config::topology::SipTopology;
 use crate::engine;
 use crate::hw::machine::CommId;
 use std::collections::BTreeMap;
@@ -29,14 +30,18 @@ pub(super) struct Plan {
 }
 
 impl Comms {
-    /// Load the component of ccl.yaml entry `name` and plan its IPCQ: its
-    /// install keys (the entry's, else the component's defaults), rank
-    /// map, neighbour tables (after its `neighbors` rewrite), topology
-    /// kind, and check its parameters. Installs nothing. Errors name the
-    /// entry.
+    /// Load the component of ccl.yaml entry `name` and plan its IPCQ in
+    /// communicator `comm`: its install keys (the entry's, else the
+    /// component's defaults), rank map, neighbour tables (after its
+    /// `neighbors` rewrite), topology kind, and check its parameters. For
+    /// the default group (`members` None) the ranks are the world's, laid
+    /// out as the machine is; for a process group of the world ranks
+    /// `members`, its ranks, laid out as a ring of its size (what its
+    /// kernels are told) and its tables moved onto its PEs
+    /// ([`RankMap::real_pes`]). Installs nothing. Errors name the entry.
     pub(super) async fn plan_backend(
         &self,
-        comm: CommId,
+        (comm, members): (CommId, Option<&[u32]>),
         name: &str,
         entry: &AlgorithmEntry,
     ) -> Result<Plan, DistError> {
@@ -53,9 +58,25 @@ impl Comms {
             .await
             .map_err(|e| in_entry(&e))?;
         let keys = entry.install_keys(&hooks.entry_defaults().await.map_err(|e| in_entry(&e))?);
-        let world_size = self.ccl.world_size(entry, spec.n_sips());
-        let ranks = RankMap::new(world_size, keys.mapper, spec).map_err(|e| in_entry(&e))?;
-        let participants = ranks.all();
+        let (ranks, layout) = match members {
+            None => {
+                let ws = self.ccl.world_size(entry, spec.n_sips());
+                let ranks = RankMap::new(ws, keys.mapper, spec).map_err(|e| in_entry(&e))?;
+                (ranks, (spec.system.sips.topology, spec.sip_grid()))
+            }
+            Some(members) => {
+                let world = self.process_group()?.world_size;
+                let ranks = RankMap::new(world, keys.mapper, spec)
+                    .and_then(|w| w.group(members))
+                    .map_err(|e| in_entry(&e))?;
+                (ranks, (SipTopology::Ring1d, (members.len() as u32, 1)))
+            }
+        };
+        let world_size = ranks.world_size;
+        // The coordinates the tables are laid over: the participants
+        // themselves for the world, a world of the group's size for a
+        // group (moved onto its PEs below).
+        let participants: Vec<_> = (0..world_size).flat_map(|g| ranks.laid_out(g)).collect();
         // A full mesh's rings are refused by the budget before its tables
         // are made (GBs themselves at thousands of ranks).
         self.machine
@@ -65,7 +86,7 @@ impl Comms {
                 keys.n_slots,
             )
             .map_err(|e| in_entry(&e))?;
-        let mut tables = crate::ccl::tables::for_machine(keys.topology, &participants, spec)
+        let mut tables = crate::ccl::tables::for_layout(keys.topology, &participants, layout, spec)
             .map_err(|e| in_entry(&e))?;
         if hooks.has_neighbors() {
             let n = participants.len() as u32;
@@ -83,8 +104,11 @@ impl Comms {
             tables = crate::ccl::tables::with_rows(&tables, &participants, rows)
                 .map_err(|e| in_entry(&e))?;
         }
+        if members.is_some() {
+            tables = crate::ccl::tables::moved(&tables, &ranks.real_pes());
+        }
         let kind = hooks
-            .topo_kind(spec.system.sips.topology.name())
+            .topo_kind(layout.0.name())
             .await
             .map_err(|e| in_entry(&e))?;
         let params = entry.param_values().map_err(|e| in_entry(&e))?;
@@ -139,7 +163,7 @@ impl Comms {
                     .map_err(|e| runtime_error(format!("{} ({}): {e}", c, cand.source)))?;
                 let entry = entry.clone();
                 Arc::new(
-                    self.plan_backend(pg.comm, &cand.name, &entry)
+                    self.plan_backend((pg.comm, pg.ranks.members()), &cand.name, &entry)
                         .await?
                         .backend,
                 )
@@ -301,7 +325,10 @@ impl Comms {
             if name == except {
                 continue;
             }
-            let Ok(plan) = self.plan_backend(pg.comm, name, entry).await else {
+            let Ok(plan) = self
+                .plan_backend((pg.comm, pg.ranks.members()), name, entry)
+                .await
+            else {
                 continue;
             };
             let b = plan.backend;
@@ -325,7 +352,8 @@ impl Comms {
         found
     }
 
-    /// One collective call of `rank` (None: the single driver) with its
+    /// One collective call of `who` (its rank in its group; None: the
+    /// single driver) with its
     /// input and output (the same tensor for in-place collectives): pick
     /// the backend, check the shard layout, launch the kernels of the
     /// ranks this caller stands for, join the epoch, return when every
@@ -335,15 +363,12 @@ impl Comms {
     /// Python-style exception).
     pub(super) async fn run_collective(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         (call, factor): (Call, Option<f64>),
         input: CollectiveTensor,
         output: CollectiveTensor,
     ) -> DistResult {
-        let pg = match self.process_group() {
-            Ok(pg) => pg,
-            Err(e) => return Err(e.into()),
-        };
+        let (pg, rank) = (who.group.clone(), who.rank);
         let backend = match self.backend_for(&pg, call.collective).await {
             Ok(b) => b,
             Err(e) => return Err(e.into()),

@@ -13,7 +13,7 @@ use super::process_group::ProcessGroup;
 use super::recording_memo::KernelSources;
 use super::session::Failures;
 use crate::ccl::collective::Collective;
-use crate::config::ccl::AlgorithmChoice;
+use crate::config::ccl::{AlgorithmChoice, AlgorithmEntry};
 use crate::config::topology::SipTopology;
 use crate::config::CclConfig;
 use crate::hw::dtype::Dtype;
@@ -94,6 +94,14 @@ pub struct AlphaBeta {
     pub bound: Option<crate::bounds::CollectiveBound>,
 }
 
+/// Who makes a call: the process group it is made on and the caller's
+/// rank in it (None: the single driver, standing for every rank).
+#[derive(Clone)]
+pub struct Caller {
+    pub group: Arc<ProcessGroup>,
+    pub rank: Option<u32>,
+}
+
 /// The process group of a run and the services its calls need.
 pub struct Comms {
     pub machine: Arc<Machine>,
@@ -112,6 +120,8 @@ pub struct Comms {
     pub(super) split_events: std::sync::atomic::AtomicU64,
     /// Where each kernel launch's calls come from.
     pub(super) kernels: Arc<KernelSources>,
+    /// The process groups `new_group` made.
+    pub(super) groups: super::groups::Groups,
 }
 
 impl Comms {
@@ -133,6 +143,7 @@ impl Comms {
             failures,
             split_events: Default::default(),
             kernels,
+            groups: Default::default(),
         }
     }
 
@@ -201,21 +212,10 @@ impl Comms {
                 "trying to initialize the default process group twice!",
             ));
         }
-        // The IPCQ installed is the all-reduce algorithm's: the first
-        // binding candidate (the command line's, the bench's, ccl.yaml's).
-        let name = self
-            .ccl
-            .candidates(Collective::AllReduce, &self.algorithm_choice, wanted)
-            .into_iter()
-            .find(|c| c.binding)
-            .map(|c| c.name)
-            .expect("defaults.algorithm is always a binding candidate");
-        let (name, entry) = self
-            .ccl
-            .resolve(Some(&name))
-            .map_err(|e| runtime_error(e.to_string()))?;
-        let (name, entry) = (name.to_string(), entry.clone());
-        let plan = self.plan_backend(CommId::WORLD, &name, &entry).await?;
+        let (name, entry) = self.installed_entry(wanted)?;
+        let plan = self
+            .plan_backend((CommId::WORLD, None), &name, &entry)
+            .await?;
         let spec = &self.machine.topo.spec;
         let sip_topo_wh = match spec.system.sips.topology {
             SipTopology::Ring1d => (0, 0),
@@ -230,7 +230,7 @@ impl Comms {
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
         *self.wanted.lock().unwrap() = wanted.map(str::to_string);
         *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(
-            plan.backend.world_size,
+            CommId::WORLD,
             sip_topo_wh,
             plan.ranks,
             Arc::new(plan.backend),
@@ -238,16 +238,78 @@ impl Comms {
         Ok(())
     }
 
+    /// The ccl.yaml entry whose IPCQ a group installs: the all-reduce
+    /// algorithm's, the first binding candidate (the command line's, the
+    /// bench's `wanted`, ccl.yaml's).
+    pub(super) fn installed_entry(
+        &self,
+        wanted: Option<&str>,
+    ) -> Result<(String, AlgorithmEntry), DistError> {
+        let name = self
+            .ccl
+            .candidates(Collective::AllReduce, &self.algorithm_choice, wanted)
+            .into_iter()
+            .find(|c| c.binding)
+            .map(|c| c.name)
+            .expect("defaults.algorithm is always a binding candidate");
+        let (name, entry) = self
+            .ccl
+            .resolve(Some(&name))
+            .map_err(|e| runtime_error(e.to_string()))?;
+        Ok((name.to_string(), entry.clone()))
+    }
+
     /// The algorithm the bench asked for at `init_process_group`.
     pub(super) fn wanted_algorithm(&self) -> Option<String> {
         self.wanted.lock().unwrap().clone()
     }
 
-    /// What the ranks are waiting for in unfinished collectives.
+    /// What the ranks are waiting for in unfinished collectives, the
+    /// default group's, then each group's, named.
     pub fn collective_report(&self) -> Vec<String> {
-        match self.pg.lock().unwrap().clone() {
+        let mut lines = match self.pg.lock().unwrap().clone() {
             Some(pg) => pg.waiting_report(),
             None => Vec::new(),
+        };
+        for (id, pg) in self.groups.made() {
+            lines.extend(
+                pg.waiting_report()
+                    .into_iter()
+                    .map(|l| format!("group {id}: {l}")),
+            );
         }
+        lines
+    }
+
+    /// The caller of world rank `world_rank` (None: the driver) on the
+    /// default group.
+    pub fn world_caller(&self, world_rank: Option<u32>) -> Result<Caller, DistError> {
+        Ok(Caller {
+            group: self.process_group()?,
+            rank: world_rank,
+        })
+    }
+
+    /// The caller of world rank `world_rank` (None: the driver) on group
+    /// `id`: its rank in the group; None when it is not a member (its
+    /// calls on the group return at once, PyTorch's rule).
+    pub fn caller(&self, id: u32, world_rank: Option<u32>) -> Result<Option<Caller>, DistError> {
+        let group = self.group(id)?;
+        let rank = match world_rank {
+            Some(w) if id != 0 => match group.ranks.group_rank(w) {
+                Some(g) => Some(g),
+                None => return Ok(None),
+            },
+            r => r,
+        };
+        Ok(Some(Caller { group, rank }))
+    }
+
+    /// Process group `id`: 0 the default group, else `new_group`'s.
+    pub fn group(&self, id: u32) -> Result<Arc<ProcessGroup>, DistError> {
+        if id == 0 {
+            return self.process_group();
+        }
+        self.groups.get(id)
     }
 }

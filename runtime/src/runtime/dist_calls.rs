@@ -7,7 +7,7 @@
 //! Point-to-point `send` / `recv` are [`super::p2p`]'s.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
-use super::comms::{runtime_error, CollectiveTensor, Comms};
+use super::comms::{runtime_error, Caller, CollectiveTensor, Comms};
 use super::fail::DistResult;
 use crate::address::Space;
 use crate::ccl::collective::{Call, Collective, RedOp, Reduction};
@@ -85,42 +85,45 @@ fn check_times(
 }
 
 impl Comms {
-    fn world_size(&self) -> Result<u32, DistError> {
-        Ok(self.process_group()?.world_size)
-    }
-
-    fn call(&self, c: Collective, t: &CollectiveTensor, op: RedOp, root: u32, block: u64) -> Call {
+    /// The call of `c` on `t` by `who`'s group.
+    fn call(
+        who: &Caller,
+        c: Collective,
+        t: &CollectiveTensor,
+        (op, root): (RedOp, u32),
+        block: u64,
+    ) -> Call {
         Call {
             collective: c,
             dtype: t.dtype,
             op,
             root,
             block,
-            world_size: self.world_size().unwrap_or(1),
+            world_size: who.group.world_size,
         }
     }
 
     /// `all_reduce(tensor, op)` (ADR-0047 D5): in place.
-    pub async fn all_reduce(&self, rank: Option<u32>, t: CollectiveTensor, op: &str) -> DistResult {
-        self.whole_buffer(rank, Collective::AllReduce, (t.clone(), t), op, 0)
+    pub async fn all_reduce(&self, who: &Caller, t: CollectiveTensor, op: &str) -> DistResult {
+        self.whole_buffer(who, Collective::AllReduce, (t.clone(), t), op, 0)
             .await
     }
 
     /// `broadcast(tensor, src)`: in place.
-    pub async fn broadcast(&self, rank: Option<u32>, t: CollectiveTensor, src: u32) -> DistResult {
-        self.whole_buffer(rank, Collective::Broadcast, (t.clone(), t), "sum", src)
+    pub async fn broadcast(&self, who: &Caller, t: CollectiveTensor, src: u32) -> DistResult {
+        self.whole_buffer(who, Collective::Broadcast, (t.clone(), t), "sum", src)
             .await
     }
 
     /// `reduce(tensor, dst, op)`: in place, the result on `dst`.
     pub async fn reduce(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         t: CollectiveTensor,
         dst: u32,
         op: &str,
     ) -> DistResult {
-        self.whole_buffer(rank, Collective::Reduce, (t.clone(), t), op, dst)
+        self.whole_buffer(who, Collective::Reduce, (t.clone(), t), op, dst)
             .await
     }
 
@@ -130,7 +133,7 @@ impl Comms {
     /// (broadcast's `src`, reduce's `dst`), then the call.
     async fn whole_buffer(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         c: Collective,
         (inp, out): (CollectiveTensor, CollectiveTensor),
         op: &str,
@@ -143,7 +146,7 @@ impl Comms {
             c.to_string()
         };
         let checked = || -> Result<(Call, Option<f64>), DistError> {
-            let ws = self.world_size()?;
+            let ws = who.group.world_size;
             if apart {
                 check_pair(&what, &out, &inp)?;
                 if out.numel() != inp.numel() || out.shard_numel != inp.shard_numel {
@@ -169,12 +172,12 @@ impl Comms {
                 _ => (red_op(&what, op)?, 0),
             };
             Ok((
-                self.call(c, &inp, red.op, root, inp.shard_numel),
+                Self::call(who, c, &inp, (red.op, root), inp.shard_numel),
                 red.factor,
             ))
         };
         match checked() {
-            Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
+            Ok((call, factor)) => self.run_collective(who, (call, factor), inp, out).await,
             Err(e) => Err(e.into()),
         }
     }
@@ -182,19 +185,25 @@ impl Comms {
     /// `all_gather_into_tensor(output, input)`.
     pub async fn all_gather_into_tensor(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         out: CollectiveTensor,
         inp: CollectiveTensor,
     ) -> DistResult {
         let what = "all_gather_into_tensor";
         let checked = || -> Result<Call, DistError> {
-            let ws = self.world_size()?;
+            let ws = who.group.world_size;
             check_pair(what, &out, &inp)?;
             check_times(what, ("output", &out), ("input", &inp), ws)?;
-            Ok(self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.shard_numel))
+            Ok(Self::call(
+                who,
+                Collective::AllGather,
+                &inp,
+                (RedOp::Sum, 0),
+                inp.shard_numel,
+            ))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
+            Ok(call) => self.run_collective(who, (call, None), inp, out).await,
             Err(e) => Err(e.into()),
         }
     }
@@ -202,22 +211,28 @@ impl Comms {
     /// `reduce_scatter_tensor(output, input, op)`.
     pub async fn reduce_scatter_tensor(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         out: CollectiveTensor,
         inp: CollectiveTensor,
         op: &str,
     ) -> DistResult {
         let what = "reduce_scatter_tensor";
         let checked = || -> Result<(Call, Option<f64>), DistError> {
-            let ws = self.world_size()?;
+            let ws = who.group.world_size;
             let red = red_op(what, op)?;
             check_pair(what, &out, &inp)?;
             check_times(what, ("input", &inp), ("output", &out), ws)?;
-            let call = self.call(Collective::ReduceScatter, &out, red.op, 0, out.shard_numel);
+            let call = Self::call(
+                who,
+                Collective::ReduceScatter,
+                &out,
+                (red.op, 0),
+                out.shard_numel,
+            );
             Ok((call, red.factor))
         };
         match checked() {
-            Ok((call, factor)) => self.run_collective(rank, (call, factor), inp, out).await,
+            Ok((call, factor)) => self.run_collective(who, (call, factor), inp, out).await,
             Err(e) => Err(e.into()),
         }
     }
@@ -225,13 +240,13 @@ impl Comms {
     /// `all_to_all_single(output, input)` with equal splits.
     pub async fn all_to_all_single(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         out: CollectiveTensor,
         inp: CollectiveTensor,
     ) -> DistResult {
         let what = "all_to_all_single";
         let checked = || -> Result<Call, DistError> {
-            let ws = self.world_size()?;
+            let ws = who.group.world_size;
             check_pair(what, &out, &inp)?;
             if out.numel() != inp.numel() {
                 return Err(DistError::ValueError(format!(
@@ -247,16 +262,16 @@ impl Comms {
                     inp.shard_numel
                 )));
             }
-            Ok(self.call(
+            Ok(Self::call(
+                who,
                 Collective::AllToAll,
                 &inp,
-                RedOp::Sum,
-                0,
+                (RedOp::Sum, 0),
                 inp.shard_numel / ws as u64,
             ))
         };
         match checked() {
-            Ok(call) => self.run_collective(rank, (call, None), inp, out).await,
+            Ok(call) => self.run_collective(who, (call, None), inp, out).await,
             Err(e) => Err(e.into()),
         }
     }
@@ -268,7 +283,7 @@ impl Comms {
     /// ([`Comms::run_collective`] refuses the others).
     pub async fn collective_out_of_place(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         name: &str,
         out: CollectiveTensor,
         inp: CollectiveTensor,
@@ -280,11 +295,11 @@ impl Comms {
             Err(e) => return Err(e.into()),
         };
         match c {
-            Collective::AllGather => self.all_gather_into_tensor(rank, out, inp).await,
-            Collective::ReduceScatter => self.reduce_scatter_tensor(rank, out, inp, op).await,
-            Collective::AllToAll => self.all_to_all_single(rank, out, inp).await,
+            Collective::AllGather => self.all_gather_into_tensor(who, out, inp).await,
+            Collective::ReduceScatter => self.reduce_scatter_tensor(who, out, inp, op).await,
+            Collective::AllToAll => self.all_to_all_single(who, out, inp).await,
             Collective::AllReduce | Collective::Broadcast | Collective::Reduce => {
-                self.whole_buffer(rank, c, (inp, out), op, root).await
+                self.whole_buffer(who, c, (inp, out), op, root).await
             }
         }
     }
@@ -297,7 +312,7 @@ impl Comms {
     /// nccl-tests places them.
     pub async fn collective_in_place(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         name: &str,
         t: CollectiveTensor,
         op: &str,
@@ -308,15 +323,15 @@ impl Comms {
             Err(e) => return Err(e.into()),
         };
         match c {
-            Collective::AllReduce => self.all_reduce(rank, t, op).await,
-            Collective::Broadcast => self.broadcast(rank, t, root).await,
-            Collective::Reduce => self.reduce(rank, t, root, op).await,
-            Collective::AllToAll => self.all_to_all_single(rank, t.clone(), t).await,
+            Collective::AllReduce => self.all_reduce(who, t, op).await,
+            Collective::Broadcast => self.broadcast(who, t, root).await,
+            Collective::Reduce => self.reduce(who, t, root, op).await,
+            Collective::AllToAll => self.all_to_all_single(who, t.clone(), t).await,
             Collective::AllGather | Collective::ReduceScatter => {
                 let what = format!("{c} (in place)");
                 let block = || -> Result<CollectiveTensor, DistError> {
-                    let ws = self.world_size()?;
-                    let r = match rank {
+                    let ws = who.group.world_size;
+                    let r = match who.rank {
                         Some(r) => r,
                         None if ws == 1 => 0,
                         None => {
@@ -347,11 +362,115 @@ impl Comms {
                     Err(e) => return Err(e.into()),
                 };
                 if c == Collective::AllGather {
-                    self.all_gather_into_tensor(rank, t, part).await
+                    self.all_gather_into_tensor(who, t, part).await
                 } else {
-                    self.reduce_scatter_tensor(rank, part, t, op).await
+                    self.reduce_scatter_tensor(who, part, t, op).await
                 }
             }
+        }
+    }
+
+    /// `distributed.group-call`: the torch call `call` on `who`'s group,
+    /// its tensors as the WIT's table lays them out, `peer` (src / dst /
+    /// root) a world rank of the group.
+    pub async fn group_call(
+        &self,
+        who: &Caller,
+        call: &str,
+        mut tensors: Vec<CollectiveTensor>,
+        op: &str,
+        peer: u32,
+    ) -> DistResult {
+        let (name, form) = match call.split_once(':') {
+            Some((form @ ("out_of_place" | "in_place"), name)) => (name, Some(form)),
+            _ => (call, None),
+        };
+        // How many tensors the call takes (None: at least one), and whether
+        // it reads `peer`.
+        let (count, rooted) = match (form, name) {
+            (Some("out_of_place"), _) => (Some(2), true),
+            (Some(_), _) => (Some(1), true),
+            (None, "all_reduce") => (Some(1), false),
+            (None, "broadcast" | "reduce" | "send" | "recv") => (Some(1), true),
+            (None, "all_gather_into_tensor" | "reduce_scatter_tensor" | "all_to_all_single") => {
+                (Some(2), false)
+            }
+            (None, "all_gather" | "reduce_scatter") => (None, false),
+            (None, "barrier") => (Some(0), false),
+            (None, other) => {
+                return Err(DistError::ValueError(format!(
+                    "group_call: unknown call {other:?} (all_reduce, broadcast, reduce, \
+                     all_gather_into_tensor, all_gather, reduce_scatter_tensor, reduce_scatter, \
+                     all_to_all_single, send, recv, barrier, out_of_place:<collective>, \
+                     in_place:<collective>)"
+                ))
+                .into())
+            }
+        };
+        let enough = match count {
+            Some(n) => tensors.len() == n,
+            None => tensors.len() >= 2,
+        };
+        if !enough {
+            let wants = count.map_or("an input and a list".to_string(), |n| format!("{n}"));
+            return Err(DistError::ValueError(format!(
+                "group_call {call}: takes {wants} tensor(s), got {}",
+                tensors.len()
+            ))
+            .into());
+        }
+        let root = if rooted {
+            match who.group.ranks.group_rank(peer) {
+                Some(g) => g,
+                None => {
+                    let members: Vec<u32> = (0..who.group.world_size)
+                        .map(|g| who.group.ranks.world_rank(g))
+                        .collect();
+                    return Err(DistError::ValueError(format!(
+                        "{call}: rank {peer} is not part of the process group (its ranks: \
+                         {members:?}); src and dst are world ranks, as in PyTorch"
+                    ))
+                    .into());
+                }
+            }
+        } else {
+            0
+        };
+        let mut take = || tensors.remove(0);
+        match (form, name) {
+            (Some("out_of_place"), c) => {
+                let (out, inp) = (take(), take());
+                self.collective_out_of_place(who, c, out, inp, op, root)
+                    .await
+            }
+            (Some(_), c) => self.collective_in_place(who, c, take(), op, root).await,
+            (None, "all_reduce") => self.all_reduce(who, take(), op).await,
+            (None, "broadcast") => self.broadcast(who, take(), root).await,
+            (None, "reduce") => self.reduce(who, take(), root, op).await,
+            (None, "send") => self.send(who, take(), root).await,
+            (None, "recv") => self.recv(who, take(), root).await,
+            (None, "all_gather_into_tensor") => {
+                let (out, inp) = (take(), take());
+                self.all_gather_into_tensor(who, out, inp).await
+            }
+            (None, "reduce_scatter_tensor") => {
+                let (out, inp) = (take(), take());
+                self.reduce_scatter_tensor(who, out, inp, op).await
+            }
+            (None, "all_to_all_single") => {
+                let (out, inp) = (take(), take());
+                self.all_to_all_single(who, out, inp).await
+            }
+            (None, "all_gather") => {
+                let inp = take();
+                self.all_gather_list(who, tensors, inp).await
+            }
+            (None, "reduce_scatter") => {
+                let out = take();
+                self.reduce_scatter_list(who, out, tensors, op).await
+            }
+            (None, "barrier") => Ok(()),
+            _ => unreachable!("every call was matched above"),
         }
     }
 
@@ -359,31 +478,37 @@ impl Comms {
     /// timed copy per list entry.
     pub async fn all_gather_list(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         outs: Vec<CollectiveTensor>,
         inp: CollectiveTensor,
     ) -> DistResult {
         let what = "all_gather";
-        let staging = match self.list_staging(what, &outs, &inp) {
+        let staging = match self.list_staging(what, who, &outs, &inp) {
             Ok(s) => s,
             Err(e) => return Err(e.into()),
         };
-        let call = self.call(Collective::AllGather, &inp, RedOp::Sum, 0, inp.numel());
-        self.run_collective(rank, (call, None), inp.clone(), staging.view.clone())
+        let call = Self::call(
+            who,
+            Collective::AllGather,
+            &inp,
+            (RedOp::Sum, 0),
+            inp.numel(),
+        );
+        self.run_collective(who, (call, None), inp.clone(), staging.view.clone())
             .await?;
         let copies = outs
             .iter()
             .enumerate()
             .map(|(i, o)| (staging.block(i, inp.nbytes), o.blocks[0]))
             .collect();
-        self.staging_copies(what, rank, copies).await
+        self.staging_copies(what, who, copies).await
     }
 
     /// `reduce_scatter(output, input_list, op)`: one timed copy per list
     /// entry into a staging buffer, then `reduce_scatter_tensor`.
     pub async fn reduce_scatter_list(
         &self,
-        rank: Option<u32>,
+        who: &Caller,
         out: CollectiveTensor,
         inps: Vec<CollectiveTensor>,
         op: &str,
@@ -391,7 +516,7 @@ impl Comms {
         let what = "reduce_scatter";
         let checked = || -> Result<(Reduction, Staging), DistError> {
             let red = red_op(what, op)?;
-            Ok((red, self.list_staging(what, &inps, &out)?))
+            Ok((red, self.list_staging(what, who, &inps, &out)?))
         };
         let (red, staging) = match checked() {
             Ok(x) => x,
@@ -402,9 +527,15 @@ impl Comms {
             .enumerate()
             .map(|(i, t)| (t.blocks[0], staging.block(i, out.nbytes)))
             .collect();
-        self.staging_copies(what, rank, copies).await?;
-        let call = self.call(Collective::ReduceScatter, &out, red.op, 0, out.numel());
-        self.run_collective(rank, (call, red.factor), staging.view.clone(), out)
+        self.staging_copies(what, who, copies).await?;
+        let call = Self::call(
+            who,
+            Collective::ReduceScatter,
+            &out,
+            (red.op, 0),
+            out.numel(),
+        );
+        self.run_collective(who, (call, red.factor), staging.view.clone(), out)
             .await
     }
 
@@ -413,10 +544,11 @@ impl Comms {
     fn list_staging(
         &self,
         what: &str,
+        who: &Caller,
         list: &[CollectiveTensor],
         one: &CollectiveTensor,
     ) -> Result<Staging, DistError> {
-        let ws = self.world_size()?;
+        let ws = who.group.world_size;
         if list.len() != ws as usize {
             return Err(DistError::ValueError(format!(
                 "{what}: the tensor list has {} entries, it needs world_size ({ws})",
@@ -469,14 +601,10 @@ impl Comms {
     async fn staging_copies(
         &self,
         what: &str,
-        rank: Option<u32>,
+        who: &Caller,
         copies: Vec<(Block, Block)>,
     ) -> DistResult {
-        let pg = match self.process_group() {
-            Ok(pg) => pg,
-            Err(e) => return Err(e.into()),
-        };
-        let pe = pg.ranks.first_pe(rank.unwrap_or(0));
+        let pe = who.group.ranks.first_pe(who.rank.unwrap_or(0));
         let copies = copies
             .into_iter()
             .map(|((ss, so, n), (ds, doff, _))| HostCopy {

@@ -34,6 +34,7 @@ pub mod dist_calls;
 pub mod eager;
 pub mod epochs;
 pub mod fail;
+pub mod groups;
 pub mod hooks;
 pub mod kernel;
 pub mod launch;

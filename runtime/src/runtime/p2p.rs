@@ -8,7 +8,7 @@
 //! landed.
 
 use super::bindings::bench::kernbench::sim::distributed::DistError;
-use super::comms::{runtime_error, CollectiveTensor, Comms};
+use super::comms::{runtime_error, Caller, CollectiveTensor, Comms};
 use super::fail::DistResult;
 use crate::engine::Event;
 use crate::hw::machine::HostCopy;
@@ -89,31 +89,22 @@ impl P2pQueues {
 }
 
 impl Comms {
-    /// `send(tensor, dst)`.
-    pub async fn send(&self, rank: Option<u32>, t: CollectiveTensor, dst: u32) -> DistResult {
-        self.p2p(rank, t, dst, Side::Send).await
+    /// `send(tensor, dst)`: `dst` a rank of `who`'s group.
+    pub async fn send(&self, who: &Caller, t: CollectiveTensor, dst: u32) -> DistResult {
+        self.p2p(who, t, dst, Side::Send).await
     }
 
-    /// `recv(tensor, src)`.
-    pub async fn recv(&self, rank: Option<u32>, t: CollectiveTensor, src: u32) -> DistResult {
-        self.p2p(rank, t, src, Side::Recv).await
+    /// `recv(tensor, src)`: `src` a rank of `who`'s group.
+    pub async fn recv(&self, who: &Caller, t: CollectiveTensor, src: u32) -> DistResult {
+        self.p2p(who, t, src, Side::Recv).await
     }
 
-    async fn p2p(
-        &self,
-        rank: Option<u32>,
-        t: CollectiveTensor,
-        peer: u32,
-        side: Side,
-    ) -> DistResult {
+    async fn p2p(&self, who: &Caller, t: CollectiveTensor, peer: u32, side: Side) -> DistResult {
         let (what, arg) = match side {
             Side::Send => ("send", "dst"),
             Side::Recv => ("recv", "src"),
         };
-        let pg = match self.process_group() {
-            Ok(pg) => pg,
-            Err(e) => return Err(e.into()),
-        };
+        let (pg, rank) = (who.group.clone(), who.rank);
         let ws = pg.world_size;
         let me = match rank {
             Some(r) => r,

@@ -135,7 +135,8 @@ impl Backend {
     }
 }
 
-/// The default process group, installed by `init_process_group`.
+/// A process group: the default one, installed by `init_process_group`,
+/// or one of `new_group`'s, with its own communicator.
 pub struct ProcessGroup {
     /// The algorithm installed at `init_process_group` (the all-reduce
     /// algorithm of ccl.yaml or the command line): its IPCQ is the group's.
@@ -162,14 +163,15 @@ pub struct ProcessGroup {
 
 impl ProcessGroup {
     pub fn new(
-        world_size: u32,
+        comm: CommId,
         sip_topo_wh: (u32, u32),
         ranks: RankMap,
         installed: Arc<Backend>,
     ) -> ProcessGroup {
+        let world_size = ranks.world_size;
         ProcessGroup {
             algorithm: installed.algorithm.clone(),
-            comm: CommId::WORLD,
+            comm,
             world_size,
             sip_topo_wh,
             ranks,

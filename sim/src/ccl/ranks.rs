@@ -11,6 +11,13 @@
 //!
 //! The participants of all ranks, rank after rank, are the flat order the
 //! IPCQ tables are laid over ([`crate::ccl::tables`]).
+//!
+//! A process group (`dist.new_group(ranks)`) is a map of its own
+//! ([`RankMap::group`]): its rank g is world rank `ranks[g]`, run by that
+//! rank's PEs. Its tables are laid over [`RankMap::laid_out`]'s
+//! coordinates — where its PEs would be in a world of its size, rank g on
+//! SIP g — and then moved onto its real PEs, so every table kind serves
+//! any group (contiguous, strided, of one rank).
 
 use crate::config::ccl::Mapper;
 use crate::config::TopologySpec;
@@ -34,6 +41,9 @@ pub struct RankMap {
     dims: (u32, u32),
     /// The machine's SIPs.
     sips: u32,
+    /// A process group's world ranks, in group order (None: the world,
+    /// whose rank r is world rank r).
+    members: Option<std::sync::Arc<[u32]>>,
 }
 
 /// A world size the machine cannot hold.
@@ -60,11 +70,81 @@ impl RankMap {
             mode,
             dims: spec.pe_dims(),
             sips,
+            members: None,
         })
+    }
+
+    /// The map of the process group of world ranks `members` (in group
+    /// order) of this world: each distinct and a rank of the world.
+    pub fn group(&self, members: &[u32]) -> Result<RankMap, RankError> {
+        if self.members.is_some() {
+            return Err(RankError(
+                "a process group is made from the world's ranks, not another group's".into(),
+            ));
+        }
+        if members.is_empty() {
+            return Err(RankError("a process group needs at least one rank".into()));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &r in members {
+            if r >= self.world_size {
+                return Err(RankError(format!(
+                    "rank {r} is not a rank of the world (world_size {}: ranks 0..{})",
+                    self.world_size,
+                    self.world_size - 1
+                )));
+            }
+            if !seen.insert(r) {
+                return Err(RankError(format!("rank {r} is named twice")));
+            }
+        }
+        Ok(RankMap {
+            world_size: members.len() as u32,
+            members: Some(members.into()),
+            ..self.clone()
+        })
+    }
+
+    /// A process group's world ranks in group order; None for the world.
+    pub fn members(&self) -> Option<&[u32]> {
+        self.members.as_deref()
+    }
+
+    /// The world rank of rank `rank` of this map.
+    pub fn world_rank(&self, rank: u32) -> u32 {
+        self.members.as_ref().map_or(rank, |m| m[rank as usize])
+    }
+
+    /// The rank in this map of world rank `world` (None: not a member).
+    pub fn group_rank(&self, world: u32) -> Option<u32> {
+        match &self.members {
+            None => (world < self.world_size).then_some(world),
+            Some(m) => m.iter().position(|&r| r == world).map(|g| g as u32),
+        }
     }
 
     /// The PEs that run rank `rank`'s kernel.
     pub fn participants(&self, rank: u32) -> Vec<PeCoord> {
+        self.placed(self.world_rank(rank))
+    }
+
+    /// Where the PEs of rank `rank` would be in a world of this map's
+    /// size (its rank g on SIP g): the coordinates a group's tables are
+    /// laid over before [`RankMap::real_pes`] moves them onto its PEs.
+    pub fn laid_out(&self, rank: u32) -> Vec<PeCoord> {
+        self.placed(rank)
+    }
+
+    /// Each of [`RankMap::laid_out`]'s coordinates with the PE it stands
+    /// for (the identity for the world).
+    pub fn real_pes(&self) -> std::collections::BTreeMap<PeCoord, PeCoord> {
+        (0..self.world_size)
+            .flat_map(|g| self.laid_out(g).into_iter().zip(self.participants(g)))
+            .collect()
+    }
+
+    /// The PEs of world rank `rank`.
+    fn placed(&self, rank: u32) -> Vec<PeCoord> {
         let (cubes, pes) = self.dims;
         let pe = |cube, pe| PeCoord {
             sip: rank,
@@ -76,12 +156,14 @@ impl RankMap {
                 .flat_map(|c| (0..pes).map(move |p| pe(c, p)))
                 .collect(),
             RankMode::Sip(Mapper::CubeLeaders) => (0..cubes).map(|c| pe(c, 0)).collect(),
-            RankMode::Sip(Mapper::LeaderOnly) | RankMode::FlatPe => vec![self.first_pe(rank)],
+            RankMode::Sip(Mapper::LeaderOnly) => vec![pe(0, 0)],
+            RankMode::FlatPe => vec![PeCoord::from_flat_index(rank as u64, self.dims)],
         }
     }
 
     /// The first of rank `rank`'s PEs.
     pub fn first_pe(&self, rank: u32) -> PeCoord {
+        let rank = self.world_rank(rank);
         match self.mode {
             RankMode::Sip(_) => PeCoord {
                 sip: rank,
@@ -110,6 +192,7 @@ impl RankMap {
     /// is the config's world size, not the bench.
     pub fn misplaced(&self, rank: u32, tensor_sip: u32) -> String {
         let sip = self.sip(rank);
+        let rank = self.world_rank(rank);
         if self.mode == RankMode::FlatPe && tensor_sip == rank {
             format!(
                 "rank {rank} runs on SIP {sip}, not SIP {rank} where its tensor lives: world_size {} \
@@ -180,5 +263,57 @@ mod tests {
         assert_eq!(m.sip(69), 1);
         let e = RankMap::new(257, Mapper::LeaderOnly, &spec).unwrap_err();
         assert!(e.0.contains("exceeds the 256 PEs"), "{e}");
+    }
+
+    /// A group's rank g is world rank `members[g]`, run by that rank's
+    /// PEs; its tables are laid out as a world of its size would be and
+    /// moved onto those PEs.
+    #[test]
+    fn a_group_s_ranks_are_its_members_in_group_order() {
+        let spec = TopologySpec::default_embedded(); // 4 SIPs x 16 cubes x 4 PEs
+        let world = RankMap::new(4, Mapper::CubeLeaders, &spec).unwrap();
+        let g = world.group(&[3, 1]).unwrap();
+        assert_eq!(g.world_size, 2);
+        assert_eq!((g.world_rank(0), g.world_rank(1)), (3, 1));
+        assert_eq!(
+            (g.group_rank(1), g.group_rank(3), g.group_rank(0)),
+            (Some(1), Some(0), None)
+        );
+        assert_eq!(g.first_pe(0), pe(3, 0, 0));
+        assert_eq!(g.sip(1), 1);
+        assert_eq!(g.participants(1).len(), 16);
+        assert!(g.participants(1).iter().all(|p| p.sip == 1 && p.pe == 0));
+        assert_eq!(g.all().len(), 32);
+        assert_eq!(g.laid_out(1)[2], pe(1, 2, 0));
+        let real = g.real_pes();
+        assert_eq!(
+            (real.len(), real[&pe(0, 5, 0)], real[&pe(1, 5, 0)]),
+            (32, pe(3, 5, 0), pe(1, 5, 0))
+        );
+        assert!(world.real_pes().iter().all(|(a, b)| a == b));
+        assert!(
+            g.misplaced(0, 0).starts_with("rank 3 runs on SIP 3"),
+            "{}",
+            g.misplaced(0, 0)
+        );
+        // Ranks = flat PE indices: a group of them too.
+        let flat = RankMap::new(70, Mapper::LeaderOnly, &spec).unwrap();
+        let g = flat.group(&[69, 5]).unwrap();
+        assert_eq!(
+            (g.participants(0), g.laid_out(0)),
+            (vec![pe(1, 1, 1)], vec![pe(0, 0, 0)])
+        );
+        for (bad, why) in [
+            (vec![], "at least one rank"),
+            (
+                vec![1, 4],
+                "rank 4 is not a rank of the world (world_size 4: ranks 0..3)",
+            ),
+            (vec![2, 2], "rank 2 is named twice"),
+        ] {
+            let e = world.group(&bad).unwrap_err();
+            assert!(e.0.contains(why), "{e}");
+        }
+        assert!(world.group(&[0]).unwrap().group(&[0]).is_err());
     }
 }

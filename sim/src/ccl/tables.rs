@@ -47,15 +47,51 @@ pub fn for_machine(
     pes: &[PeCoord],
     spec: &TopologySpec,
 ) -> Result<NeighbourTables, TableError> {
+    for_layout(
+        topo,
+        pes,
+        (spec.system.sips.topology, spec.sip_grid()),
+        spec,
+    )
+}
+
+/// The table `topo` over `pes` (flat order), their SIPs laid out as the
+/// `kind` network of the `grid` (w, h) — a process group's ring of its
+/// ranks, or the machine's own — with `spec`'s cube mesh.
+pub fn for_layout(
+    topo: NeighbourTopology,
+    pes: &[PeCoord],
+    (kind, grid): (SipTopology, (u32, u32)),
+    spec: &TopologySpec,
+) -> Result<NeighbourTables, TableError> {
     match topo {
         NeighbourTopology::IntercubeMultisip => intercube_multisip(
             pes,
-            spec.system.sips.topology,
-            spec.sip_grid(),
+            kind,
+            grid,
             (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h),
         ),
-        _ => builtin(topo, pes, spec.sip_grid()),
+        _ => builtin(topo, pes, grid),
     }
+}
+
+/// `tables` with every PE replaced by the one `to` maps it to (a process
+/// group's tables, laid out over [`crate::ccl::ranks::RankMap::laid_out`],
+/// moved onto its PEs). Every PE of `tables` is in `to`.
+pub fn moved(tables: &NeighbourTables, to: &BTreeMap<PeCoord, PeCoord>) -> NeighbourTables {
+    tables
+        .iter()
+        .map(|(pe, row)| {
+            let row = row
+                .iter()
+                .map(|n| Neighbour {
+                    peer: to[&n.peer],
+                    ..n.clone()
+                })
+                .collect();
+            (to[pe], row)
+        })
+        .collect()
 }
 
 /// The most directions (rings) table `topo` can have over `participants`

@@ -1,4 +1,4 @@
-//! `torch.distributed`: the process group, every collective and send / recv, each handed to the session.
+//! `torch.distributed`: the process groups, every collective and send / recv, each handed to the run's [`crate::runtime::comms::Comms`].
 
 use crate::runtime::bench::capabilities::DistCtx;
 use crate::runtime::bench::*;
@@ -37,17 +37,20 @@ impl distributed::Host for DistCtx<'_> {
     async fn all_reduce(&mut self, t: Resource<BenchTensor>, op: String) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.all_reduce(self.rank, tensor, &op).await
+        let who = s.world_caller(self.rank)?;
+        s.all_reduce(&who, tensor, &op).await
     }
     async fn broadcast(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.broadcast(self.rank, tensor, src).await
+        let who = s.world_caller(self.rank)?;
+        s.broadcast(&who, tensor, src).await
     }
     async fn reduce(&mut self, t: Resource<BenchTensor>, dst: u32, op: String) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.reduce(self.rank, tensor, dst, &op).await
+        let who = s.world_caller(self.rank)?;
+        s.reduce(&who, tensor, dst, &op).await
     }
     async fn all_gather_into_tensor(
         &mut self,
@@ -56,7 +59,8 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.comms.clone();
-        s.all_gather_into_tensor(self.rank, o, i).await
+        let who = s.world_caller(self.rank)?;
+        s.all_gather_into_tensor(&who, o, i).await
     }
     async fn all_gather(
         &mut self,
@@ -65,7 +69,8 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (outs, i) = (self.views(&outputs)?, self.view(&input)?);
         let s = self.comms.clone();
-        s.all_gather_list(self.rank, outs, i).await
+        let who = s.world_caller(self.rank)?;
+        s.all_gather_list(&who, outs, i).await
     }
     async fn reduce_scatter_tensor(
         &mut self,
@@ -75,7 +80,8 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.comms.clone();
-        s.reduce_scatter_tensor(self.rank, o, i, &op).await
+        let who = s.world_caller(self.rank)?;
+        s.reduce_scatter_tensor(&who, o, i, &op).await
     }
     async fn reduce_scatter(
         &mut self,
@@ -85,7 +91,8 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (o, ins) = (self.view(&output)?, self.views(&inputs)?);
         let s = self.comms.clone();
-        s.reduce_scatter_list(self.rank, o, ins, &op).await
+        let who = s.world_caller(self.rank)?;
+        s.reduce_scatter_list(&who, o, ins, &op).await
     }
     async fn all_to_all_single(
         &mut self,
@@ -94,17 +101,20 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.comms.clone();
-        s.all_to_all_single(self.rank, o, i).await
+        let who = s.world_caller(self.rank)?;
+        s.all_to_all_single(&who, o, i).await
     }
     async fn send(&mut self, t: Resource<BenchTensor>, dst: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.send(self.rank, tensor, dst).await
+        let who = s.world_caller(self.rank)?;
+        s.send(&who, tensor, dst).await
     }
     async fn recv(&mut self, t: Resource<BenchTensor>, src: u32) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.recv(self.rank, tensor, src).await
+        let who = s.world_caller(self.rank)?;
+        s.recv(&who, tensor, src).await
     }
     async fn barrier(&mut self) -> DistResult {
         // D6: a no-op once initialised (all ranks share one simulator).
@@ -125,7 +135,8 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let (o, i) = (self.view(&output)?, self.view(&input)?);
         let s = self.comms.clone();
-        s.collective_out_of_place(self.rank, &collective, o, i, &op, root)
+        let who = s.world_caller(self.rank)?;
+        s.collective_out_of_place(&who, &collective, o, i, &op, root)
             .await
     }
     async fn collective_in_place(
@@ -137,7 +148,37 @@ impl distributed::Host for DistCtx<'_> {
     ) -> DistResult {
         let tensor = self.view(&t)?;
         let s = self.comms.clone();
-        s.collective_in_place(self.rank, &collective, tensor, &op, root)
+        let who = s.world_caller(self.rank)?;
+        s.collective_in_place(&who, &collective, tensor, &op, root)
             .await
+    }
+    async fn new_group(
+        &mut self,
+        ranks: Vec<u32>,
+        options: Option<distributed::PgOptions>,
+    ) -> DistResult<u32> {
+        let s = self.comms.clone();
+        let wanted = options.and_then(|o| o.algorithm);
+        Ok(s.new_group(self.rank, ranks, wanted.as_deref()).await?)
+    }
+    async fn group_ranks(&mut self, group: u32) -> DistResult<Vec<u32>> {
+        let pg = self.comms.group(group)?;
+        Ok((0..pg.world_size).map(|g| pg.ranks.world_rank(g)).collect())
+    }
+    async fn group_call(
+        &mut self,
+        group: u32,
+        call: String,
+        tensors: Vec<Resource<BenchTensor>>,
+        op: String,
+        peer: u32,
+    ) -> DistResult {
+        let tensors = self.views(&tensors)?;
+        let s = self.comms.clone();
+        let Some(who) = s.caller(group, self.rank)? else {
+            // Not a member: PyTorch returns at once.
+            return Ok(());
+        };
+        s.group_call(&who, &call, tensors, &op, peer).await
     }
 }
