@@ -33,6 +33,7 @@ pub(super) enum LaneRef<'a> {
 
 impl LaneRef<'_> {
     /// The PE's port in the communicator (`None`: no table installed).
+    #[inline]
     pub(super) fn ipcq(&self) -> &Mutex<Option<IpcqPort>> {
         match self {
             LaneRef::World(st) => &st.ipcq,
@@ -40,6 +41,7 @@ impl LaneRef<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn last_tx(&self) -> &OneThread<Option<(Dir, SendTarget)>> {
         match self {
             LaneRef::World(st) => &st.last_tx,
@@ -47,6 +49,7 @@ impl LaneRef<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn claims(&self) -> &OneThread<smallvec::SmallVec<[Claim; 2]>> {
         match self {
             LaneRef::World(st) => &st.claims,
@@ -54,6 +57,7 @@ impl LaneRef<'_> {
         }
     }
 
+    #[inline]
     pub(super) fn blocked_on(&self) -> &OneThread<Option<Blocked>> {
         match self {
             LaneRef::World(st) => &st.blocked_on,
@@ -64,7 +68,7 @@ impl LaneRef<'_> {
 
 impl PeState {
     /// This PE's state in communicator `comm`, made empty if it has none.
-    #[inline]
+    #[inline(always)]
     pub(super) fn lane(&self, comm: CommId) -> LaneRef<'_> {
         if comm == CommId::WORLD {
             return LaneRef::World(self);

@@ -208,8 +208,15 @@ impl Machine {
     }
 
     /// Show `pe` as blocked (`Some`) in communicator `comm`, or not.
+    #[inline]
     pub(super) fn set_blocked(&self, pe: PeCoord, comm: CommId, what: Option<Blocked>) {
-        *self.pe(pe).lane(comm).blocked_on().lock() = what;
+        let st = self.pe(pe);
+        if comm == CommId::WORLD {
+            // The ring step's own field, without a lane to build and drop.
+            *st.blocked_on.lock() = what;
+        } else {
+            *st.lane(comm).blocked_on().lock() = what;
+        }
     }
 
     /// What each blocked PE is waiting for (for deadlock reports), a
