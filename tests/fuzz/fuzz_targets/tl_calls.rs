@@ -11,7 +11,7 @@ use kernbench::config::ccl::{BufferKind, NeighbourTopology};
 use kernbench::config::TopologySpec;
 use kernbench::engine::{self, Executor, RunOutcome};
 use kernbench::hw::dtype::{BinOp, Dtype};
-use kernbench::hw::machine::{IpcqSettings, Shape};
+use kernbench::hw::machine::{CommId, IpcqSettings, Shape};
 use kernbench::hw::{Machine, TensorRef};
 use kernbench::topology::PeCoord;
 use libfuzzer_sys::fuzz_target;
@@ -106,8 +106,8 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
             }
             Op::Send { slot, dir } => {
                 if let Some(t) = pick(&slots, slot) {
-                    let d = m.direction(pe, DIRS[dir as usize % 3]);
-                    let _ = m.send(pe, &d, t).await;
+                    let d = m.direction(pe, CommId::WORLD, DIRS[dir as usize % 3]);
+                    let _ = m.send((pe, CommId::WORLD), &d, t).await;
                 }
                 None
             }
@@ -118,9 +118,11 @@ async fn kernel(m: Arc<Machine>, pe: PeCoord, ops: Vec<Op>, shared: u64) {
                 into,
             } => {
                 let shape: Shape = shape.iter().map(|&x| x as u32).collect();
-                let dir = dir.map(|x| m.direction(pe, DIRS[x as usize % 3]));
+                let dir = dir.map(|x| m.direction(pe, CommId::WORLD, DIRS[x as usize % 3]));
                 let dst = into.map(|a| addr(&a, shared));
-                m.recv(pe, dir.as_ref(), &shape, dtype(d), dst).await.ok()
+                m.recv((pe, CommId::WORLD), dir.as_ref(), &shape, dtype(d), dst)
+                    .await
+                    .ok()
             }
             Op::Binary { op, a, b } => {
                 let op =
@@ -170,8 +172,12 @@ fn run(progs: &[Vec<Op>; 2]) -> (bool, u64, String) {
     });
     let tables = kernbench::ccl::tables::builtin(NeighbourTopology::Ring1d, &pes, (2, 1))
         .expect("a 2-PE ring");
-    m.install_ipcq(&tables, IpcqSettings::new(BufferKind::Tcm, 2, 4096))
-        .expect("IPCQ fits");
+    m.install_ipcq(
+        CommId::WORLD,
+        &tables,
+        IpcqSettings::new(BufferKind::Tcm, 2, 4096),
+    )
+    .expect("IPCQ fits");
     let shared = m
         .alloc_tensor(Space::Hbm { sip: 0, cube: 0 }, &[1 << 16], Dtype::F32)
         .expect("fits");
