@@ -107,6 +107,34 @@ fn every_built_in_all_reduce_algorithm_runs_on_groups() {
     }
 }
 
+/// A group made with `pg_options` (`new_group_with_algorithm`) is
+/// served by that algorithm, not by the default group's: its times are
+/// those of a run whose default group (and so every group) asked for it,
+/// and differ from the default group's algorithm's.
+#[test]
+fn a_group_s_own_algorithm_serves_its_collectives() {
+    let time = |args: &[&str]| -> Vec<u64> {
+        let res = probe(topo(4), args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        checked_rows(&res, &format!("{args:?}"))
+            .iter()
+            .map(|r| r.time_ps)
+            .collect()
+    };
+    for layout in ["pairs", "world"] {
+        let own = time(&[
+            "all_reduce",
+            layout,
+            "4096",
+            "ring_allreduce",
+            "tree_allreduce",
+        ]);
+        let inherited = time(&["all_reduce", layout, "4096", "tree_allreduce"]);
+        let world_s = time(&["all_reduce", layout, "4096", "ring_allreduce"]);
+        assert_eq!(own, inherited, "{layout}: pg_options tree_allreduce");
+        assert_ne!(own, world_s, "{layout}: ring and tree take the same time");
+    }
+}
+
 /// A 2-D algorithm serves groups too: a group is laid out as a ring of
 /// its size (a torus of one row), whatever the machine's network.
 /// (lrab_hierarchical_allreduce wants a shard per cube, which this probe's

@@ -149,11 +149,10 @@ impl Comms {
         }
         let mut tried = Vec::new();
         let mut chosen = None;
-        for cand in self.ccl.candidates(
-            c,
-            &self.algorithm_choice,
-            self.wanted_algorithm().as_deref(),
-        ) {
+        for cand in self
+            .ccl
+            .candidates(c, &self.algorithm_choice, pg.wanted.as_deref())
+        {
             let backend = if cand.name == pg.installed.algorithm {
                 pg.installed.clone()
             } else {

@@ -109,8 +109,6 @@ pub struct Comms {
     pub(super) loader: Arc<Loader>,
     /// The command line's `--algorithm` choices.
     pub(super) algorithm_choice: AlgorithmChoice,
-    /// The algorithm the bench asked for at `init_process_group`.
-    wanted: Mutex<Option<String>>,
     pub(super) limits: RunLimits,
     pg: Mutex<Option<Arc<ProcessGroup>>>,
     /// Root causes of the run, shared with the session.
@@ -137,7 +135,6 @@ impl Comms {
             ccl,
             loader,
             algorithm_choice,
-            wanted: Mutex::new(None),
             limits,
             pg: Mutex::new(None),
             failures,
@@ -228,12 +225,11 @@ impl Comms {
                 plan.backend.ipcq_settings(),
             )
             .map_err(|e| runtime_error(format!("installing IPCQ for '{name}': {e}")))?;
-        *self.wanted.lock().unwrap() = wanted.map(str::to_string);
         *self.pg.lock().unwrap() = Some(Arc::new(ProcessGroup::new(
             CommId::WORLD,
             sip_topo_wh,
             plan.ranks,
-            Arc::new(plan.backend),
+            (Arc::new(plan.backend), wanted.map(str::to_string)),
         )));
         Ok(())
     }
@@ -257,11 +253,6 @@ impl Comms {
             .resolve(Some(&name))
             .map_err(|e| runtime_error(e.to_string()))?;
         Ok((name.to_string(), entry.clone()))
-    }
-
-    /// The algorithm the bench asked for at `init_process_group`.
-    pub(super) fn wanted_algorithm(&self) -> Option<String> {
-        self.wanted.lock().unwrap().clone()
     }
 
     /// What the ranks are waiting for in unfinished collectives, the

@@ -28,7 +28,7 @@ struct Slot {
     made_by: Option<u32>,
     /// Set when it has been made (or failed to be).
     ready: Event,
-    made: OnceLock<Result<Arc<ProcessGroup>, String>>,
+    made: OnceLock<Result<Arc<ProcessGroup>, DistError>>,
 }
 
 /// The groups of a run and how many `new_group` calls each rank has made.
@@ -48,6 +48,15 @@ fn who(rank: Option<u32>) -> String {
     rank.map_or_else(|| "the driver".to_string(), |r| format!("rank {r}"))
 }
 
+/// `e`, of the same kind, its message prefixed with `what: `.
+fn with_context(e: &DistError, what: &str) -> DistError {
+    match e {
+        DistError::ValueError(m) => DistError::ValueError(format!("{what}: {m}")),
+        DistError::RuntimeError(m) => DistError::RuntimeError(format!("{what}: {m}")),
+        DistError::NotImplemented(m) => DistError::NotImplemented(format!("{what}: {m}")),
+    }
+}
+
 impl Groups {
     /// Group `id` (1 and up), once it has been made.
     pub fn get(&self, id: u32) -> Result<Arc<ProcessGroup>, DistError> {
@@ -57,13 +66,14 @@ impl Groups {
         let made = slot.as_ref().and_then(|s| s.made.get());
         match made {
             Some(Ok(pg)) => Ok(pg.clone()),
-            Some(Err(e)) => Err(runtime_error(format!("process group {id}: {e}"))),
-            None => Err(DistError::ValueError(format!(
-                "process group {id} does not exist: new_group has made {} group(s) (ids 1..={}; \
-                 0 is the default group)",
-                self.made().len(),
-                self.made().len()
-            ))),
+            Some(Err(e)) => Err(with_context(e, &format!("process group {id}"))),
+            None => {
+                let n = self.made().len();
+                Err(DistError::ValueError(format!(
+                    "process group {id} does not exist: new_group has made {n} group(s) (ids \
+                     1..={n}; 0 is the default group)"
+                )))
+            }
         }
     }
 
@@ -146,12 +156,7 @@ impl Comms {
             let made = self
                 .make_group(CommId(id), &members, wanted)
                 .await
-                .map(Arc::new)
-                .map_err(|e| match e {
-                    DistError::ValueError(m)
-                    | DistError::RuntimeError(m)
-                    | DistError::NotImplemented(m) => m,
-                });
+                .map(Arc::new);
             let _ = slot.made.set(made);
             slot.ready.set();
         } else {
@@ -159,7 +164,7 @@ impl Comms {
         }
         match slot.made.get() {
             Some(Ok(_)) => Ok(id),
-            Some(Err(e)) => Err(runtime_error(format!("new_group({members:?}): {e}"))),
+            Some(Err(e)) => Err(with_context(e, &format!("new_group({members:?})"))),
             None => unreachable!("set before `ready`"),
         }
     }
@@ -182,7 +187,7 @@ impl Comms {
         }
         let wanted = wanted
             .map(str::to_string)
-            .or_else(|| self.wanted_algorithm());
+            .or_else(|| self.process_group().ok()?.wanted.clone());
         let (name, entry) = self.installed_entry(wanted.as_deref())?;
         let plan = self
             .plan_backend((comm, Some(members)), &name, &entry)
@@ -194,7 +199,7 @@ impl Comms {
             comm,
             (0, 0),
             plan.ranks,
-            Arc::new(plan.backend),
+            (Arc::new(plan.backend), wanted),
         ))
     }
 }

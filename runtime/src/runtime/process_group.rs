@@ -149,6 +149,11 @@ pub struct ProcessGroup {
     pub ranks: RankMap,
     /// The backend installed at init.
     pub installed: Arc<Backend>,
+    /// The algorithm the bench asked for when it made the group
+    /// (`init_process_group`'s or `new_group`'s `pg_options`; a group
+    /// without one inherits the default group's): a binding candidate of
+    /// every collective the group calls.
+    pub wanted: Option<String>,
     /// The backend of each collective, chosen at its first call.
     pub(super) backends: Mutex<BTreeMap<Collective, Arc<Backend>>>,
     /// The epoch barrier its collective calls join.
@@ -166,7 +171,7 @@ impl ProcessGroup {
         comm: CommId,
         sip_topo_wh: (u32, u32),
         ranks: RankMap,
-        installed: Arc<Backend>,
+        (installed, wanted): (Arc<Backend>, Option<String>),
     ) -> ProcessGroup {
         let world_size = ranks.world_size;
         ProcessGroup {
@@ -176,6 +181,7 @@ impl ProcessGroup {
             sip_topo_wh,
             ranks,
             installed,
+            wanted,
             backends: Mutex::new(BTreeMap::new()),
             epochs: super::epochs::Epochs::new(world_size),
             p2p: Default::default(),

@@ -1,5 +1,7 @@
 //! Test bench: process groups (`dist.new_group`). `run COLLECTIVE LAYOUT
-//! N [ALGORITHM]` spawns one worker per rank; each makes the groups of
+//! N [ALGORITHM [GROUP_ALGORITHM]]` spawns one worker per rank (the
+//! default group served by ALGORITHM, `-` for ccl.yaml's; the groups by
+//! GROUP_ALGORITHM, given as `pg_options`, else they inherit); each makes the groups of
 //! LAYOUT over the world, runs COLLECTIVE on its group with N elements a
 //! rank (i32, so every reduction is exact), checks its output against
 //! the collective's definition over the group's ranks, and records one
@@ -35,7 +37,22 @@ fn input(rank: u32, n: u64, name: &str) -> Result<torch::Tensor, String> {
     Ok(t)
 }
 
-fn groups(layout: &str, ws: u32) -> Result<Vec<ProcessGroup>, String> {
+fn groups(layout: &str, ws: u32, algo: Option<&str>) -> Result<Vec<ProcessGroup>, String> {
+    let new_group = |ranks: &[u32]| match algo {
+        Some(a) => dist::new_group_with_algorithm(ranks, a),
+        None => dist::new_group(ranks),
+    };
+    if let (Some(_), "pairs") = (algo, layout) {
+        let me = dist::get_rank()?;
+        let mut mine = None;
+        for k in 0..ws / 2 {
+            let g = new_group(&[2 * k, 2 * k + 1])?;
+            if g.ranks().contains(&me) {
+                mine = Some(g);
+            }
+        }
+        return Ok(mine.into_iter().collect());
+    }
     Ok(match layout {
         "pairs" => dist::new_subgroups(2)?.1,
         "strided" => {
@@ -45,7 +62,7 @@ fn groups(layout: &str, ws: u32) -> Result<Vec<ProcessGroup>, String> {
         "single" => (0..ws)
             .map(|r| dist::new_group(&[r]))
             .collect::<Result<_, _>>()?,
-        "world" => vec![dist::new_group(&(0..ws).collect::<Vec<_>>())?],
+        "world" => vec![new_group(&(0..ws).collect::<Vec<_>>())?],
         "reversed" => vec![dist::new_group(&(0..ws).rev().collect::<Vec<_>>())?],
         "outsider" => vec![dist::new_group(&[0, 1])?],
         "mismatch" => {
@@ -59,9 +76,9 @@ fn groups(layout: &str, ws: u32) -> Result<Vec<ProcessGroup>, String> {
 
 impl Bench for Probe {
     fn run(args: Vec<String>) -> Result<(), String> {
-        match args.get(3) {
+        match args.get(3).map(String::as_str) {
+            Some("-") | None => dist::init_process_group("ahbm")?,
             Some(algo) => dist::init_process_group_with_algorithm("ahbm", algo)?,
-            None => dist::init_process_group("ahbm")?,
         }
         let ws = dist::get_world_size()?;
         mp::spawn(ws, &args)
@@ -71,7 +88,7 @@ impl Bench for Probe {
         let (collective, layout) = (args[0].as_str(), args[1].as_str());
         let n: u64 = args[2].parse().map_err(|e| format!("N: {e}"))?;
         ahbm::set_device(rank)?;
-        let all = groups(layout, ws)?;
+        let all = groups(layout, ws, args.get(4).map(String::as_str))?;
         let g = all
             .iter()
             .find(|g| g.ranks().contains(&rank))
