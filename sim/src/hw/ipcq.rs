@@ -20,8 +20,8 @@
 //! and credits, its message numbering and order ([`RxQueue`]), its two
 //! copies on a split machine ([`RxQueue::ends`]) and whether a second
 //! table may share an installed direction ([`TxEntry::shared_by`]). The
-//! machine wires rings into PEs and puts sends on its DMA engines
-//! (`hw/machine/messaging.rs`).
+//! machine wires rings into PEs (`hw/machine/ipcq_install.rs`) and puts
+//! sends on its DMA engines (`hw/machine/messaging.rs`).
 
 use super::blocked::Dir;
 use super::dtype::Dtype;

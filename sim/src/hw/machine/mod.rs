@@ -1,6 +1,7 @@
 //! The machine: owns the memory store, link occupancy, per-PE engines and
 //! IPCQ ports, and issues commands on them in simulated time. The IPCQ
-//! commands (`send`, `recv`, table install) are in [`messaging`], the
+//! commands (`send`, `recv`) are in [`messaging`], installing the tables
+//! in [`ipcq_install`], blocked PEs' reports in [`blocked_report`], the
 //! MATH and GEMM commands in [`compute`]. A machine may be split into
 //! [`partition`]s of consecutive SIPs, each with its own link calendars,
 //! command tables and counters, to run on threads of their own.
@@ -18,12 +19,14 @@
 //!   as the transfer starts and land at its end.
 //! * MATH: engine busy for `math.overhead_ns + n / throughput`.
 
+mod blocked_report;
 mod compute;
 mod compute_unit;
 mod crossings;
 mod dma_engine;
 mod engine_calls;
 mod in_order;
+mod ipcq_install;
 mod lanes;
 mod messaging;
 mod partition;
