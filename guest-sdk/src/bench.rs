@@ -76,7 +76,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.2)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.3)`.
     pub fn version() -> String {
         t::version()
     }
@@ -322,6 +322,39 @@ pub mod dist {
         d::collective_in_place(collective, &t.0, op, root).map_err(conv)
     }
 
+    /// PyTorch's `Work`: a call made with `async_op=True` (the `_async`
+    /// methods of [`ProcessGroup`], [`isend`], [`irecv`]). Each rank's
+    /// calls on one group run in its issue order; different groups' run
+    /// at once. Dropping it does not cancel the call (its tensors live
+    /// until it ends); a call nobody waited for that fails fails the
+    /// bench when it returns.
+    pub struct Work(d::Work);
+
+    impl Work {
+        /// Wait until the call has ended on every rank of its group: its
+        /// error, as the blocking call would have returned it.
+        pub fn wait(&self) -> Result<(), DistError> {
+            self.0.wait().map_err(conv)
+        }
+        /// Whether it has ended; a `false` costs 100 ns of simulated time.
+        pub fn is_completed(&self) -> bool {
+            self.0.is_completed()
+        }
+    }
+
+    /// `all_reduce(tensor, op, async_op=True)` on the default group.
+    pub fn all_reduce_async(t: &Tensor, op: &str) -> Result<Work, DistError> {
+        ProcessGroup::default_group().all_reduce_async(t, op)
+    }
+    /// `isend(tensor, dst)` on the default group.
+    pub fn isend(t: &Tensor, dst: u32) -> Result<Work, DistError> {
+        ProcessGroup::default_group().isend(t, dst)
+    }
+    /// `irecv(tensor, src)` on the default group.
+    pub fn irecv(t: &Tensor, src: u32) -> Result<Work, DistError> {
+        ProcessGroup::default_group().irecv(t, src)
+    }
+
     /// A process group: `new_group`'s, or the default group
     /// ([`ProcessGroup::world`], PyTorch's `group.WORLD`). Its collectives
     /// are PyTorch's with `group=`: they run over its ranks, with its rank
@@ -403,6 +436,14 @@ pub mod dist {
             ProcessGroup::of(0)
         }
 
+        /// The default group's handle for its calls (its ranks not asked).
+        fn default_group() -> ProcessGroup {
+            ProcessGroup {
+                id: 0,
+                ranks: Vec::new(),
+            }
+        }
+
         fn of(id: u32) -> Result<ProcessGroup, DistError> {
             let ranks = d::group_ranks(id).map_err(conv)?;
             Ok(ProcessGroup { id, ranks })
@@ -464,6 +505,66 @@ pub mod dist {
         ) -> Result<(), DistError> {
             let raw: Vec<&super::raw::torch::Tensor> = tensors.iter().map(|t| &t.0).collect();
             d::group_call(self.id, call, &raw, op, peer).map_err(conv)
+        }
+
+        /// The torch call `call` on this group with `async_op=True`, its
+        /// tensors and arguments as [`ProcessGroup::call_async`]'s
+        /// siblings pass them (the WIT's `group-call` table): returns at
+        /// once with its [`Work`]. Errors in the call itself are returned
+        /// here, all others by [`Work::wait`].
+        pub fn call_async(
+            &self,
+            call: &str,
+            tensors: &[&Tensor],
+            op: &str,
+            peer: u32,
+        ) -> Result<Work, DistError> {
+            let raw: Vec<&super::raw::torch::Tensor> = tensors.iter().map(|t| &t.0).collect();
+            d::group_call_async(self.id, call, &raw, op, peer)
+                .map(Work)
+                .map_err(conv)
+        }
+
+        /// `all_reduce(tensor, op, group=self, async_op=True)`.
+        pub fn all_reduce_async(&self, t: &Tensor, op: &str) -> Result<Work, DistError> {
+            self.call_async("all_reduce", &[t], op, 0)
+        }
+        /// `broadcast(tensor, src, group=self, async_op=True)`.
+        pub fn broadcast_async(&self, t: &Tensor, src: u32) -> Result<Work, DistError> {
+            self.call_async("broadcast", &[t], "sum", src)
+        }
+        /// `all_gather_into_tensor(output, input, group=self, async_op=True)`.
+        pub fn all_gather_into_tensor_async(
+            &self,
+            output: &Tensor,
+            input: &Tensor,
+        ) -> Result<Work, DistError> {
+            self.call_async("all_gather_into_tensor", &[output, input], "sum", 0)
+        }
+        /// `reduce_scatter_tensor(output, input, op, group=self, async_op=True)`.
+        pub fn reduce_scatter_tensor_async(
+            &self,
+            output: &Tensor,
+            input: &Tensor,
+            op: &str,
+        ) -> Result<Work, DistError> {
+            self.call_async("reduce_scatter_tensor", &[output, input], op, 0)
+        }
+        /// `all_to_all_single(output, input, group=self, async_op=True)`.
+        pub fn all_to_all_single_async(
+            &self,
+            output: &Tensor,
+            input: &Tensor,
+        ) -> Result<Work, DistError> {
+            self.call_async("all_to_all_single", &[output, input], "sum", 0)
+        }
+        /// `isend(tensor, dst, group=self)`: `dst` a world rank.
+        pub fn isend(&self, t: &Tensor, dst: u32) -> Result<Work, DistError> {
+            self.call_async("send", &[t], "sum", dst)
+        }
+        /// `irecv(tensor, src, group=self)`: `src` a world rank.
+        pub fn irecv(&self, t: &Tensor, src: u32) -> Result<Work, DistError> {
+            self.call_async("recv", &[t], "sum", src)
         }
 
         /// `all_reduce(tensor, op, group=self)`.

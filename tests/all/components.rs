@@ -141,7 +141,7 @@ fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("built against kernbench:sim@0.8.9, newer than this host's kernbench:sim@0.8.2")
+        e.contains("built against kernbench:sim@0.8.9, newer than this host's kernbench:sim@0.8.3")
             && e.contains("Upgrade kernbench-host"),
         "{e}"
     );
@@ -160,7 +160,7 @@ fn a_bench_reads_torch_version() {
     .to_string();
     assert!(
         e.contains(&format!(
-            "version: kernbench {} (kernbench:sim@0.8.2)",
+            "version: kernbench {} (kernbench:sim@0.8.3)",
             env!("CARGO_PKG_VERSION")
         )),
         "{e}"

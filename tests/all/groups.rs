@@ -11,7 +11,7 @@ use kernbench::runtime::{ReportRecord, RunResult};
 /// ccl.yaml with slots of 64 KiB: every group's communicator has rings
 /// of its own, and the default 4 x 1 MiB a ring leaves no room in a
 /// PE's 16 MiB TCM beside the default group's.
-fn group_ccl() -> kernbench::config::CclConfig {
+pub(crate) fn group_ccl() -> kernbench::config::CclConfig {
     let text = kernbench::config::DEFAULT_CCL_YAML.replace("slot_kib: 1024", "slot_kib: 64");
     kernbench::config::CclConfig::from_yaml(&text, kernbench::config::Origin::Embedded("t"))
         .unwrap()

@@ -8,6 +8,7 @@
 mod common;
 
 mod algorithms;
+mod async_calls;
 mod cli;
 mod collectives;
 mod components;

@@ -130,6 +130,27 @@ def _op(op):
     return str(op).lower()
 
 
+class Work:
+    """PyTorch's ``Work``: a call made with ``async_op=True`` (and
+    ``isend`` / ``irecv``). A rank's calls on one group run in its issue
+    order, different groups' at once; dropping it does not cancel the
+    call, and a call that fails with nobody waiting fails the bench when
+    it returns."""
+
+    def __init__(self, w):
+        self._w = w
+
+    def wait(self, timeout=None):
+        """Wait until the call has ended on every rank of its group; raise
+        its error as the blocking call would have. True, as PyTorch's."""
+        _call(self._w.wait)
+        return True
+
+    def is_completed(self):
+        """Whether it has ended (a False costs 100 ns of simulated time)."""
+        return self._w.is_completed()
+
+
 class ProcessGroup:
     """A process group: ``new_group``'s, or the default group
     (``dist.group.WORLD``). Its id is the same on every rank."""
@@ -356,6 +377,23 @@ class _Distributed:
             factor = values
         return "premul_sum:" + repr(float(factor))
 
+    def _issue(self, group, call, tensors, op="sum", peer=0):
+        """``call`` with ``async_op=True``: its ``Work`` (None on a rank
+        outside the group, as PyTorch returns)."""
+        if group is GroupMember.NON_GROUP_MEMBER:
+            return None
+        gid = 0 if group is None else group._id
+        w = _call(_dist.group_call_async, gid, call, [t._t for t in tensors], _op(op), int(peer))
+        return Work(w)
+
+    def isend(self, tensor, dst, group=None):
+        """``torch.distributed.isend``: a ``Work``; ``dst`` a world rank."""
+        return self._issue(group, "send", [tensor], peer=dst)
+
+    def irecv(self, tensor, src, group=None):
+        """``torch.distributed.irecv``: a ``Work``; ``src`` a world rank."""
+        return self._issue(group, "recv", [tensor], peer=src)
+
     def _on(self, group, call, tensors, op="sum", peer=0):
         """``call`` with ``group=``: False when the default group's own
         call should run; None at once on a rank outside the group."""
@@ -366,38 +404,54 @@ class _Distributed:
         _call(_dist.group_call, group._id, call, [t._t for t in tensors], _op(op), int(peer))
         return True
 
-    def all_reduce(self, tensor, op="sum", group=None):
+    def all_reduce(self, tensor, op="sum", group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "all_reduce", [tensor], op)
         if not self._on(group, "all_reduce", [tensor], op):
             _call(_dist.all_reduce, tensor._t, _op(op))
 
-    def broadcast(self, tensor, src, group=None):
+    def broadcast(self, tensor, src, group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "broadcast", [tensor], peer=src)
         if not self._on(group, "broadcast", [tensor], peer=src):
             _call(_dist.broadcast, tensor._t, src)
 
-    def reduce(self, tensor, dst, op="sum", group=None):
+    def reduce(self, tensor, dst, op="sum", group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "reduce", [tensor], op, dst)
         if not self._on(group, "reduce", [tensor], op, dst):
             _call(_dist.reduce, tensor._t, dst, _op(op))
 
-    def all_gather_into_tensor(self, output_tensor, input_tensor, group=None):
+    def all_gather_into_tensor(self, output_tensor, input_tensor, group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "all_gather_into_tensor", [output_tensor, input_tensor])
         if not self._on(group, "all_gather_into_tensor", [output_tensor, input_tensor]):
             _call(_dist.all_gather_into_tensor, output_tensor._t, input_tensor._t)
 
-    def all_gather(self, tensor_list, tensor, group=None):
+    def all_gather(self, tensor_list, tensor, group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "all_gather", [tensor] + list(tensor_list))
         if not self._on(group, "all_gather", [tensor] + list(tensor_list)):
             _call(_dist.all_gather, [t._t for t in tensor_list], tensor._t)
 
-    def reduce_scatter_tensor(self, output, input, op="sum", group=None):
+    def reduce_scatter_tensor(self, output, input, op="sum", group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "reduce_scatter_tensor", [output, input], op)
         if not self._on(group, "reduce_scatter_tensor", [output, input], op):
             _call(_dist.reduce_scatter_tensor, output._t, input._t, _op(op))
 
-    def reduce_scatter(self, output, input_list, op="sum", group=None):
+    def reduce_scatter(self, output, input_list, op="sum", group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "reduce_scatter", [output] + list(input_list), op)
         if not self._on(group, "reduce_scatter", [output] + list(input_list), op):
             _call(_dist.reduce_scatter, output._t, [t._t for t in input_list], _op(op))
 
     def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None,
-                          group=None):
+                          group=None, async_op=False):
         if output_split_sizes is not None or input_split_sizes is not None:
             raise NotImplementedError("all_to_all_single: only equal splits are supported")
+        if async_op:
+            return self._issue(group, "all_to_all_single", [output, input])
         if not self._on(group, "all_to_all_single", [output, input]):
             _call(_dist.all_to_all_single, output._t, input._t)
 
@@ -409,7 +463,9 @@ class _Distributed:
         if not self._on(group, "recv", [tensor], peer=src):
             _call(_dist.recv, tensor._t, src)
 
-    def barrier(self, group=None):
+    def barrier(self, group=None, async_op=False):
+        if async_op:
+            return self._issue(group, "barrier", [])
         if not self._on(group, "barrier", []):
             _call(_dist.barrier)
 
@@ -575,7 +631,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.8.2)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.8.3)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):

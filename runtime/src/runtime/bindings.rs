@@ -65,6 +65,7 @@ pub mod bench {
         with: {
             "kernbench:sim/types": super::algorithm::kernbench::sim::types,
             "kernbench:sim/torch.tensor": crate::runtime::bench::BenchTensor,
+            "kernbench:sim/distributed.work": crate::runtime::works::Work,
         },
     });
 }

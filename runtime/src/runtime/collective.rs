@@ -541,14 +541,14 @@ impl Comms {
         if self.machine.oplog().is_some() {
             let pes: Vec<crate::topology::PeCoord> =
                 (0..ws).flat_map(|r| pg.ranks.participants(r)).collect();
-            self.machine.note_host_sync(&pes);
+            self.machine.note_host_sync(pg.comm, &pes);
         }
         pg.epochs.leave(epoch_id, ranks.len() as u32);
         if let Some(tr) = &self.machine.trace {
             let name = format!("{} {} B", call.collective, input.nbytes);
             for &r in &ranks {
                 tr.record(
-                    crate::hw::trace::Track::Rank(r),
+                    crate::hw::trace::Track::Rank(r, pg.comm),
                     name.clone(),
                     started,
                     engine::now(),

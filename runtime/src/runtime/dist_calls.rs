@@ -14,6 +14,25 @@ use crate::ccl::collective::{Call, Collective, RedOp, Reduction};
 use crate::hw::machine::HostCopy;
 use crate::placement::{self, DpPolicy};
 
+/// A `group-call` checked against its group ([`Comms::parse_group_call`]).
+pub struct GroupCall {
+    /// `Some(true)`: `out_of_place:<collective>`; `Some(false)`:
+    /// `in_place:<collective>`; `None`: a torch call.
+    form: Option<bool>,
+    /// The torch call or the collective.
+    pub name: String,
+    /// `peer` as a group rank (0 when the call takes none).
+    root: u32,
+}
+
+impl GroupCall {
+    /// A send or a receive (they run on their own streams' order, see
+    /// [`super::works`]).
+    pub fn is_p2p(&self) -> bool {
+        self.form.is_none() && matches!(self.name.as_str(), "send" | "recv")
+    }
+}
+
 /// `op` as a [`Reduction`] (`premul_sum:<factor>` carries the rank's
 /// factor), or the error PyTorch's users expect.
 fn red_op(what: &str, op: &str) -> Result<Reduction, DistError> {
@@ -377,10 +396,25 @@ impl Comms {
         &self,
         who: &Caller,
         call: &str,
-        mut tensors: Vec<CollectiveTensor>,
+        tensors: Vec<CollectiveTensor>,
         op: &str,
         peer: u32,
     ) -> DistResult {
+        let parsed = self.parse_group_call(who, call, tensors.len(), (op, peer))?;
+        self.run_group_call(who, &parsed, tensors, op).await
+    }
+
+    /// What a `group-call` names, checked against the group: refused
+    /// here (an unknown call, the wrong tensor count, an unknown
+    /// reduction, a peer outside the group) before anything runs, so an
+    /// asynchronous call raises these at once.
+    pub fn parse_group_call(
+        &self,
+        who: &Caller,
+        call: &str,
+        n_tensors: usize,
+        (op, peer): (&str, u32),
+    ) -> Result<GroupCall, DistError> {
         let (name, form) = match call.split_once(':') {
             Some((form @ ("out_of_place" | "in_place"), name)) => (name, Some(form)),
             _ => (call, None),
@@ -403,21 +437,28 @@ impl Comms {
                      all_gather_into_tensor, all_gather, reduce_scatter_tensor, reduce_scatter, \
                      all_to_all_single, send, recv, barrier, out_of_place:<collective>, \
                      in_place:<collective>)"
-                ))
-                .into())
+                )))
             }
         };
         let enough = match count {
-            Some(n) => tensors.len() == n,
-            None => tensors.len() >= 2,
+            Some(n) => n_tensors == n,
+            None => n_tensors >= 2,
         };
         if !enough {
             let wants = count.map_or("an input and a list".to_string(), |n| format!("{n}"));
             return Err(DistError::ValueError(format!(
-                "group_call {call}: takes {wants} tensor(s), got {}",
-                tensors.len()
-            ))
-            .into());
+                "group_call {call}: takes {wants} tensor(s), got {n_tensors}"
+            )));
+        }
+        let reduces = match (form, name) {
+            (Some(_), c) => collective_named(call, c)?.reduces(),
+            (None, n) => matches!(
+                n,
+                "all_reduce" | "reduce" | "reduce_scatter_tensor" | "reduce_scatter"
+            ),
+        };
+        if reduces {
+            red_op(call, op)?;
         }
         let root = if rooted {
             match who.group.ranks.group_rank(peer) {
@@ -429,13 +470,31 @@ impl Comms {
                     return Err(DistError::ValueError(format!(
                         "{call}: rank {peer} is not part of the process group (its ranks: \
                          {members:?}); src and dst are world ranks, as in PyTorch"
-                    ))
-                    .into());
+                    )));
                 }
             }
         } else {
             0
         };
+        Ok(GroupCall {
+            form: form.map(|f| f == "out_of_place"),
+            name: name.to_string(),
+            root,
+        })
+    }
+
+    /// Run a parsed `group-call` (see [`Self::group_call`]).
+    pub async fn run_group_call(
+        &self,
+        who: &Caller,
+        parsed: &GroupCall,
+        mut tensors: Vec<CollectiveTensor>,
+        op: &str,
+    ) -> DistResult {
+        let (name, root) = (parsed.name.as_str(), parsed.root);
+        let form = parsed
+            .form
+            .map(|out| if out { "out_of_place" } else { "in_place" });
         let mut take = || tensors.remove(0);
         match (form, name) {
             (Some("out_of_place"), c) => {
@@ -613,11 +672,12 @@ impl Comms {
                 nbytes: n,
             })
             .collect();
-        if let Err(e) = self.machine.host_copies(pe, copies).await {
+        let comm = who.group.comm;
+        if let Err(e) = self.machine.host_copies((pe, comm), copies).await {
             return Err(wasmtime::Error::msg(format!("{what}: staging copy: {e}")).into());
         }
         if self.machine.oplog().is_some() {
-            self.machine.note_host_sync(&[pe]);
+            self.machine.note_host_sync(comm, &[pe]);
         }
         Ok(())
     }

@@ -585,8 +585,9 @@ impl AlgorithmComponent {
         source: Source,
     ) -> Result<(), SimError> {
         let pe = launch.pe;
+        let actor = (pe, launch.comm);
         let started = crate::engine::now();
-        machine.note_kernel_start(pe);
+        machine.note_kernel_start(actor);
         let fail = |e: &wasmtime::Error, out: Option<&Output>| self.failed(algorithm, pe, e, out);
         // (commands, the guest's output and error after them), or `None`:
         // in step.
@@ -638,13 +639,13 @@ impl AlgorithmComponent {
                     .await?
             }
         }
-        for done in machine.take_outstanding(pe) {
+        for done in machine.take_outstanding(actor) {
             done.wait().await;
         }
-        machine.note_kernel_end(pe);
+        machine.note_kernel_end(actor);
         if let Some(tr) = &machine.trace {
             tr.record(
-                Track::Kernel(pe),
+                Track::Kernel(pe, launch.comm),
                 format!("kernel {algorithm}"),
                 started,
                 crate::engine::now(),

@@ -67,7 +67,7 @@ impl Session {
             a.extend([target.sip as i64, 0, 0, 0]);
             let launch = KernelLaunch {
                 pe,
-                comm: CommId::WORLD,
+                comm: CommId::LAUNCH,
                 t_ptr: target.t_ptr,
                 args: a,
             };
@@ -88,7 +88,7 @@ impl Session {
         for d in done {
             d.wait().await;
         }
-        self.machine.note_host_sync(&pes);
+        self.machine.note_host_sync(CommId::LAUNCH, &pes);
         if let Some(e) = errors.lock().unwrap().first() {
             return Err(e.clone());
         }

@@ -50,6 +50,7 @@ pub mod sim;
 pub mod split_memo;
 pub mod split_run;
 pub mod wasi;
+pub mod works;
 
 mod trap;
 

@@ -178,14 +178,14 @@ impl Comms {
                     nbytes: n,
                 })
                 .collect();
-            if let Err(e) = self.machine.host_copies(pe, copies).await {
+            if let Err(e) = self.machine.host_copies((pe, pg.comm), copies).await {
                 return Err(wasmtime::Error::msg(format!(
                     "send from rank {src} to rank {dst}: {e}"
                 ))
                 .into());
             }
             if self.machine.oplog().is_some() {
-                self.machine.note_host_sync(&[pe]);
+                self.machine.note_host_sync(pg.comm, &[pe]);
             }
         }
         *partner.outcome.lock().unwrap() = Some(result.clone());

@@ -160,6 +160,8 @@ pub struct ProcessGroup {
     pub(super) epochs: super::epochs::Epochs,
     /// Unmatched `send` / `recv` calls.
     pub(super) p2p: super::p2p::P2pQueues,
+    /// Each rank's stream of calls on the group (see [`super::works`]).
+    pub(super) streams: super::works::Streams,
     /// The algorithms that do a call one refused (found once for every
     /// rank that meets the refusal), by the refusing algorithm and what
     /// the call wanted.
@@ -185,6 +187,7 @@ impl ProcessGroup {
             backends: Mutex::new(BTreeMap::new()),
             epochs: super::epochs::Epochs::new(world_size),
             p2p: Default::default(),
+            streams: Default::default(),
             alternatives: Default::default(),
         }
     }

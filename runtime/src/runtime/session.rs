@@ -337,6 +337,7 @@ impl Session {
             rank,
             device: None,
             guard: self.limits.guard(&who),
+            works: Vec::new(),
         };
         let mut store = Store::new(self.bench.pre.engine(), host);
         guard_store(&mut store)?;
@@ -355,6 +356,10 @@ impl Session {
             inst.call_run(&mut store, &args).await
         }
         .await;
+        let result = match result {
+            Ok(Ok(())) => Ok(super::works::drain(&store.data().works).await),
+            other => other,
+        };
         let failed = |message: String| SimError::BenchFailed {
             bench: self.bench.name.clone(),
             who: "run".into(),
@@ -402,6 +407,7 @@ impl Session {
         }
         .await;
         let result = match result {
+            Ok(Ok(())) => super::works::drain(&store.data().works).await,
             Ok(r) => r,
             Err(e) => Err(describe_guest_error(&e, &out)),
         };

@@ -453,11 +453,30 @@ pub struct CommId(pub u32);
 impl CommId {
     /// The default process group's communicator.
     pub const WORLD: CommId = CommId(0);
+    /// Not a communicator: the kernels `torch.launch` runs (a rank's
+    /// compute stream). They have no IPCQ; the id only keeps their
+    /// commands, op log and trace apart from a collective's kernels
+    /// running on the same PE at the same time.
+    pub const LAUNCH: CommId = CommId(u32::MAX);
+
+    /// What a trace track of this communicator's kernels adds to its
+    /// name: nothing for the default group, ` g<id>` for a group,
+    /// ` launch` for `torch.launch`'s kernels.
+    pub fn track_suffix(self) -> String {
+        match self {
+            CommId::WORLD => String::new(),
+            CommId::LAUNCH => " launch".to_string(),
+            CommId(g) => format!(" g{g}"),
+        }
+    }
 }
 
 impl std::fmt::Display for CommId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "communicator {}", self.0)
+        match *self {
+            CommId::LAUNCH => write!(f, "kernels of torch.launch (which have no IPCQ)"),
+            CommId(n) => write!(f, "communicator {n}"),
+        }
     }
 }
 

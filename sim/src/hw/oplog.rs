@@ -51,6 +51,7 @@ use crate::address::Space;
 use crate::budget::{BudgetExceeded, MemoryBudget, MemoryUse};
 use crate::engine::Event;
 use crate::hw::compute_op::{ComputeOp, Region};
+use crate::hw::ipcq::CommId;
 use crate::topology::PeCoord;
 use crate::units::Ps;
 use rustc_hash::FxHashMap;
@@ -99,11 +100,13 @@ impl OpParams {
     }
 }
 
-/// Who issues ops: the host (benches) or a PE's kernel.
+/// Who issues ops: the host (benches) or a PE's kernel of one
+/// communicator (see [`crate::hw::machine::Issuer`]): kernels of two
+/// groups running at once on a PE are two actors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Actor {
     Host,
-    Pe(PeCoord),
+    Pe(PeCoord, CommId),
 }
 
 /// One completed command (or sync record).
@@ -152,6 +155,9 @@ impl OpRecord {
 pub struct Completed {
     pub op: &'static str,
     pub pe: Option<PeCoord>,
+    /// The communicator of the kernel that issued it (with `pe`, its
+    /// actor).
+    pub comm: CommId,
     /// The in-order unit it ran on (MATH: an edge from the op before it
     /// there), if any.
     pub unit: Option<&'static str>,
@@ -171,6 +177,8 @@ pub struct Completed {
 /// What the log knows of a command when it is issued, for its
 /// [`Completed`] record.
 pub struct IssueMarks {
+    /// The issuing kernel's communicator ([`Completed::comm`]).
+    pub comm: CommId,
     /// The issuing actor's sync record then ([`Completed::after`]).
     pub after: Option<u64>,
     /// For a DMA, see [`Completed::queue_prev`].
@@ -197,12 +205,12 @@ pub struct OpLog {
     last_on_unit: FxHashMap<(PeCoord, &'static str), u64>,
     /// Each actor's latest sync record.
     frontier: FxHashMap<Actor, u64>,
-    /// Per PE, the ops it issued since its kernel started.
-    kernel_ops: FxHashMap<PeCoord, Vec<u64>>,
-    /// Per PE, its last kernel's end record, and the last one the host's
-    /// frontier includes.
-    kernel_end: FxHashMap<PeCoord, u64>,
-    host_seen: FxHashMap<PeCoord, u64>,
+    /// Per kernel actor, the ops it issued since its kernel started.
+    kernel_ops: FxHashMap<(PeCoord, CommId), Vec<u64>>,
+    /// Per kernel actor, its last kernel's end record, and the last one
+    /// the host's frontier includes.
+    kernel_end: FxHashMap<(PeCoord, CommId), u64>,
+    host_seen: FxHashMap<(PeCoord, CommId), u64>,
     /// Per space, the tensors (event identities) last placed on each byte
     /// range: `start -> (end, identity)`, disjoint.
     placed: FxHashMap<Space, BTreeMap<u64, (u64, usize)>>,
@@ -305,7 +313,7 @@ impl OpLog {
             self.unresolved.push((id, prev));
         }
         match c.pe {
-            Some(pe) => self.kernel_ops.entry(pe).or_default().push(id),
+            Some(pe) => self.kernel_ops.entry((pe, c.comm)).or_default().push(id),
             // The host's ops take no time: it has seen each complete
             // before it goes on.
             None => {
@@ -367,7 +375,7 @@ impl OpLog {
             op: what,
             pe: match actor {
                 Actor::Host => None,
-                Actor::Pe(p) => Some(p),
+                Actor::Pe(p, _) => Some(p),
             },
             start_ps: at,
             end_ps: at,
@@ -380,28 +388,30 @@ impl OpLog {
         id
     }
 
-    /// A kernel starts on `pe`: after the host's frontier.
-    pub fn kernel_start(&mut self, pe: PeCoord, at: Ps) {
+    /// A kernel starts on `pe` for communicator `comm`: after the host's
+    /// frontier.
+    pub fn kernel_start(&mut self, (pe, comm): (PeCoord, CommId), at: Ps) {
         let host: Vec<u64> = self.frontier(Actor::Host).into_iter().collect();
-        self.kernel_ops.remove(&pe);
-        self.observe(Actor::Pe(pe), "kernel_start", at, &[], &host);
+        self.kernel_ops.remove(&(pe, comm));
+        self.observe(Actor::Pe(pe, comm), "kernel_start", at, &[], &host);
     }
 
-    /// The kernel on `pe` ended: after every op it issued.
-    pub fn kernel_end(&mut self, pe: PeCoord, at: Ps) {
-        let ops = self.kernel_ops.remove(&pe).unwrap_or_default();
-        let id = self.observe(Actor::Pe(pe), "kernel_end", at, &[], &ops);
-        self.kernel_end.insert(pe, id);
+    /// The kernel of `comm` on `pe` ended: after every op it issued.
+    pub fn kernel_end(&mut self, (pe, comm): (PeCoord, CommId), at: Ps) {
+        let ops = self.kernel_ops.remove(&(pe, comm)).unwrap_or_default();
+        let id = self.observe(Actor::Pe(pe, comm), "kernel_end", at, &[], &ops);
+        self.kernel_end.insert((pe, comm), id);
     }
 
-    /// The host resumes after the kernels of `pes` ended. Kernel ends it
-    /// has already seen are not repeated (each rank of a collective
-    /// returns after the same kernels: one record, not one per rank).
-    pub fn host_sync(&mut self, pes: &[PeCoord], at: Ps) {
+    /// The host resumes after the kernels of `comm` on `pes` ended. Kernel
+    /// ends it has already seen are not repeated (each rank of a
+    /// collective returns after the same kernels: one record, not one per
+    /// rank).
+    pub fn host_sync(&mut self, comm: CommId, pes: &[PeCoord], at: Ps) {
         let mut ends = Vec::new();
         for p in pes {
-            if let Some(&end) = self.kernel_end.get(p) {
-                if self.host_seen.insert(*p, end) != Some(end) {
+            if let Some(&end) = self.kernel_end.get(&(*p, comm)) {
+                if self.host_seen.insert((*p, comm), end) != Some(end) {
                     ends.push(end);
                 }
             }
@@ -547,6 +557,7 @@ fn fnv1a(data: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    const W: crate::hw::ipcq::CommId = crate::hw::ipcq::CommId::WORLD;
 
     const PE: PeCoord = PeCoord {
         sip: 0,
@@ -559,9 +570,10 @@ mod tests {
         log.record(Completed {
             op: "math",
             pe: Some(PE),
+            comm: W,
             unit: None,
             span: (at, at + 10),
-            after: log.frontier(Actor::Pe(PE)),
+            after: log.frontier(Actor::Pe(PE, W)),
             queue_prev: None,
             inputs: inputs.iter().map(|e| (*e).clone()).collect(),
             produces: Some(out.clone()),
@@ -602,6 +614,7 @@ mod tests {
         let host = log.record(Completed {
             op: "host_write",
             pe: None,
+            comm: W,
             unit: None,
             span: (0, 0),
             after: None,
@@ -610,24 +623,24 @@ mod tests {
             produces: Some(Event::done()),
             params: OpParams::Sync,
         });
-        log.kernel_start(PE, 0);
-        let start = log.frontier(Actor::Pe(PE)).unwrap();
+        log.kernel_start((PE, W), 0);
+        let start = log.frontier(Actor::Pe(PE, W)).unwrap();
         assert_eq!(log.records()[start as usize].deps, vec![host]);
         let e = Event::new();
         let first = op(&mut log, &[], &e, 0);
         assert_eq!(log.records()[first as usize].deps, vec![start]);
-        let w = log.observe(Actor::Pe(PE), "wait", 10, std::slice::from_ref(&e), &[]);
+        let w = log.observe(Actor::Pe(PE, W), "wait", 10, std::slice::from_ref(&e), &[]);
         assert_eq!(log.records()[w as usize].deps, vec![start, first]);
         let second = op(&mut log, &[], &Event::new(), 10);
         assert_eq!(log.records()[second as usize].deps, vec![w]);
-        log.kernel_end(PE, 20);
-        let end = log.frontier(Actor::Pe(PE)).unwrap();
+        log.kernel_end((PE, W), 20);
+        let end = log.frontier(Actor::Pe(PE, W)).unwrap();
         assert_eq!(log.records()[end as usize].deps, vec![first, w, second]);
-        log.host_sync(&[PE], 20);
+        log.host_sync(W, &[PE], 20);
         let h = log.frontier(Actor::Host).unwrap();
         assert_eq!(log.records()[h as usize].deps, vec![host, end]);
         // Another rank returning after the same kernel adds nothing.
-        log.host_sync(&[PE], 20);
+        log.host_sync(W, &[PE], 20);
         assert_eq!(log.frontier(Actor::Host), Some(h));
         assert!(log
             .records()

@@ -8,6 +8,7 @@
 
 use crate::budget::{MemoryBudget, MemoryUse};
 use crate::engine::lock::Mutex;
+use crate::hw::ipcq::CommId;
 use crate::topology::{LinkId, PeCoord, Topology};
 use crate::units::Ps;
 use serde_json::{json, Value};
@@ -18,12 +19,16 @@ use std::sync::Arc;
 /// Where a span is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Track {
-    Kernel(PeCoord),
+    /// A PE's kernels of one communicator (two groups' kernels may run
+    /// on a PE at once: a track each).
+    Kernel(PeCoord, CommId),
     Dma(PeCoord),
     Math(PeCoord),
     Gemm(PeCoord),
     Link(LinkId),
-    Rank(u32),
+    /// A rank's calls on one process group's stream (`CommId::LAUNCH`:
+    /// its compute stream).
+    Rank(u32, CommId),
 }
 
 /// One busy interval.
@@ -103,7 +108,7 @@ impl TraceRecorder {
         for s in spans.iter() {
             let n = tracks.len() as u32;
             tracks.entry(s.track).or_insert_with(|| match s.track {
-                Track::Kernel(pe) => (pe.sip, n, format!("{pe} kernel")),
+                Track::Kernel(pe, c) => (pe.sip, n, format!("{pe} kernel{}", c.track_suffix())),
                 Track::Dma(pe) => (pe.sip, n, format!("{pe} DMA")),
                 Track::Math(pe) => (pe.sip, n, format!("{pe} MATH")),
                 Track::Gemm(pe) => (pe.sip, n, format!("{pe} GEMM")),
@@ -116,7 +121,7 @@ impl TraceRecorder {
                         format!("link {from} -> {to} ({})", l.kind.name()),
                     )
                 }
-                Track::Rank(r) => (RANKS_PID, n, format!("rank {r}")),
+                Track::Rank(r, c) => (RANKS_PID, n, format!("rank {r}{}", c.track_suffix())),
             });
         }
         let mut events = Vec::with_capacity(spans.len() + 2 * tracks.len());
@@ -159,7 +164,7 @@ mod tests {
         let budget = Arc::new(MemoryBudget::new(4096));
         let t = TraceRecorder::new(budget.clone());
         for i in 0..100 {
-            t.record(Track::Rank(0), format!("span {i}"), i, i + 1);
+            t.record(Track::Rank(0, CommId::WORLD), format!("span {i}"), i, i + 1);
         }
         let kept = t.spans.lock().len() as u64;
         assert!(kept > 0 && kept < 100, "{kept}");

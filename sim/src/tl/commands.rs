@@ -431,18 +431,18 @@ pub async fn execute(
                 out,
             } => {
                 let shape = &at.names.1[shape as usize];
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let t = at
                     .machine
-                    .load(pe, addr, shape, dtype)
+                    .load((pe, at.comm), addr, shape, dtype)
                     .map_err(|e| fail(call::load(addr, shape), e))?;
                 at.frame.put(out, t);
             }
             Command::Store { addr, value } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let v = at.frame.tensor(value);
                 at.machine
-                    .store(pe, addr, v)
+                    .store((pe, at.comm), addr, v)
                     .map_err(|e| fail(call::store(addr), e))?;
             }
             Command::Send { dir, value } => {
@@ -489,7 +489,7 @@ pub async fn execute(
                 let dir = dir.map(|d| &at.names.0[d as usize]);
                 let shape = &at.names.1[shape as usize];
                 if dst.is_some() {
-                    at.machine.queue_room(pe).await;
+                    at.machine.queue_room((pe, at.comm)).await;
                 }
                 let t = at
                     .machine
@@ -499,20 +499,20 @@ pub async fn execute(
                 at.frame.put(out, t);
             }
             Command::Binary { op, a, b, out } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let (a, b) = (at.frame.tensor(a), at.frame.tensor(b));
                 let t = at
                     .machine
-                    .binary(pe, op, a, b)
+                    .binary((pe, at.comm), op, a, b)
                     .map_err(|e| fail(call::binary(op), e))?;
                 at.frame.put(out, t);
             }
             Command::Scale { a, factor, out } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let a = at.frame.tensor(a);
                 let t = at
                     .machine
-                    .scale(pe, a, factor)
+                    .scale((pe, at.comm), a, factor)
                     .map_err(|e| fail(call::scale(factor), e))?;
                 at.frame.put(out, t);
             }
@@ -523,37 +523,37 @@ pub async fn execute(
                 out,
             } => {
                 let shape = &at.names.1[shape as usize];
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let t = at
                     .machine
-                    .fill(pe, shape, dtype, value)
+                    .fill((pe, at.comm), shape, dtype, value)
                     .map_err(|e| fail(call::fill(shape, dtype, value), e))?;
                 at.frame.put(out, t);
             }
             Command::Unary { op, a, out } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let a = at.frame.tensor(a);
                 let t = at
                     .machine
-                    .unary(pe, op, a)
+                    .unary((pe, at.comm), op, a)
                     .map_err(|e| fail(call::unary(op), e))?;
                 at.frame.put(out, t);
             }
             Command::Cast { a, dtype, out } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let a = at.frame.tensor(a);
                 let t = at
                     .machine
-                    .cast(pe, a, dtype)
+                    .cast((pe, at.comm), a, dtype)
                     .map_err(|e| fail(call::cast(dtype), e))?;
                 at.frame.put(out, t);
             }
             Command::Reduce { op, a, axis, out } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let a = at.frame.tensor(a);
                 let t = at
                     .machine
-                    .reduce(pe, op, a, axis)
+                    .reduce((pe, at.comm), op, a, axis)
                     .map_err(|e| fail(call::reduce(op, axis), e))?;
                 at.frame.put(out, t);
             }
@@ -565,12 +565,12 @@ pub async fn execute(
                 dtype,
                 out,
             } => {
-                at.machine.queue_room(pe).await;
+                at.machine.queue_room((pe, at.comm)).await;
                 let (a, b) = (at.frame.tensor(a), at.frame.tensor(b));
                 let c = c.map(|c| at.frame.tensor(c));
                 let t = at
                     .machine
-                    .composite(pe, op, (a, b, c), dtype)
+                    .composite((pe, at.comm), op, (a, b, c), dtype)
                     .map_err(|e| fail(call::composite(op, dtype), e))?;
                 at.frame.put(out, t);
             }

@@ -323,6 +323,7 @@ fn reaching(
 #[cfg(test)]
 mod tests {
     use super::*;
+    const W: crate::hw::ipcq::CommId = crate::hw::ipcq::CommId::WORLD;
     use crate::engine::Event;
     use crate::hw::oplog::{Completed, OpParams};
     use crate::topology::PeCoord;
@@ -350,6 +351,7 @@ mod tests {
             log.record(Completed {
                 op: "dma",
                 pe: Some(PE),
+                comm: W,
                 unit: None,
                 span,
                 after: None,
@@ -397,6 +399,7 @@ mod tests {
         let copy = |src: u64, dst: u64, span, inputs: Vec<Event>, done: &Event| Completed {
             op: "dma",
             pe: Some(PE),
+            comm: W,
             unit: None,
             span,
             after: None,

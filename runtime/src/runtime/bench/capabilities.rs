@@ -33,6 +33,8 @@ pub struct DistCtx<'a> {
     pub(super) comms: &'a Arc<Comms>,
     /// `Some(rank)` inside a spawned worker; `None` in the driver.
     pub(super) rank: Option<u32>,
+    /// The instance's asynchronous calls.
+    pub(super) works: &'a mut Vec<Arc<crate::runtime::works::WorkState>>,
 }
 
 /// `torch.multiprocessing`: `spawn`.
@@ -94,6 +96,7 @@ impl BenchHost {
             table: &mut self.table,
             comms: &self.session.comms,
             rank: self.rank,
+            works: &mut self.works,
         }
     }
 
@@ -144,6 +147,17 @@ impl DistCtx<'_> {
         list: &[Resource<BenchTensor>],
     ) -> wasmtime::Result<Vec<CollectiveTensor>> {
         list.iter().map(|r| self.view(r)).collect()
+    }
+
+    /// The memory of `list`'s tensors, kept by an asynchronous call until
+    /// it ends.
+    pub(super) fn keep(
+        &self,
+        list: &[Resource<BenchTensor>],
+    ) -> wasmtime::Result<Vec<Arc<crate::hw::vmap::PlacedTensor>>> {
+        list.iter()
+            .map(|r| Ok(tensor(self.table, r)?.placed.clone()))
+            .collect()
     }
 }
 

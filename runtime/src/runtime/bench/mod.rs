@@ -31,7 +31,9 @@ use distributed::DistError;
 /// cubes' HBM on its device (SIP), mapped as one virtual range; freed when
 /// the guest drops it.
 pub struct BenchTensor {
-    pub placed: PlacedTensor,
+    /// Shared with the asynchronous calls that use it: a tensor the guest
+    /// drops while a call is in flight is freed when the call ends.
+    pub placed: Arc<PlacedTensor>,
     pub shape: Vec<u32>,
     pub dtype: Dtype,
     pub name: String,
@@ -117,6 +119,9 @@ pub struct BenchHost {
     pub(crate) rank: Option<u32>,
     pub(crate) device: Option<u32>,
     pub(crate) guard: InstanceGuard,
+    /// Every asynchronous call the instance made, in issue order: awaited
+    /// when it returns (see [`super::works`]).
+    pub(crate) works: Vec<Arc<super::works::WorkState>>,
 }
 
 impl Guarded for BenchHost {

@@ -5,7 +5,7 @@
 //! applies its [`ComputeOp`] when it completes.
 
 use super::compute_unit::{describe, StageRecord, UnitCost};
-use super::{Machine, TensorRef};
+use super::{Issuer, Machine, TensorRef};
 use crate::engine::Event;
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
@@ -13,7 +13,6 @@ use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::{self, CompositeOp};
 use crate::hw::math_ops::{self, ReduceOp, UnaryOp};
 use crate::hw::tensor::{check_same_operands, Operands, Shape};
-use crate::topology::PeCoord;
 use crate::units::Rate;
 use smallvec::smallvec;
 use std::sync::Arc;
@@ -35,7 +34,7 @@ impl Machine {
     /// `overhead + work / throughput`.
     fn math_op(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: Issuer,
         op: ComputeOp,
         inputs: Operands,
         out: &TensorRef,
@@ -50,7 +49,7 @@ impl Machine {
             out: Some(out.clone()),
             done,
         };
-        self.compute_stage(pe, inputs, stage)
+        self.compute_stage(at, inputs, stage)
     }
 
     /// Issue a stage on `pe`'s unit: it takes its turn on the unit's
@@ -60,7 +59,7 @@ impl Machine {
     /// (see [`super::compute_unit`]).
     fn compute_stage(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: Issuer,
         inputs: Operands,
         stage: Stage,
     ) -> Result<(), HwError> {
@@ -78,7 +77,7 @@ impl Machine {
                 what: format!("{} of {work} units of work", describe(&op, &out)),
                 source,
             })?;
-        let logged = self.issue_marks(pe, None);
+        let logged = self.issue_marks(at, None);
         let record = StageRecord {
             busy,
             work,
@@ -89,50 +88,53 @@ impl Machine {
             done,
             logged,
         };
-        self.enqueue_stage(pe, unit.kind(), record)
+        self.enqueue_stage(at, unit.kind(), record)
     }
 
     /// `tl.binary`: element-wise `a op b`.
     pub fn binary(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         op: BinOp,
         a: &TensorRef,
         b: &TensorRef,
     ) -> Result<TensorRef, HwError> {
+        let at: Issuer = at.into();
         check_same_operands(op, (&a.shape, a.dtype), (&b.shape, b.dtype))?;
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let out = self.scratch(at.pe, &a.shape, a.dtype)?;
         let op = ComputeOp::Binary { op, dtype: a.dtype };
-        self.math_op(pe, op, smallvec![a.clone(), b.clone()], &out, out.numel())?;
+        self.math_op(at, op, smallvec![a.clone(), b.clone()], &out, out.numel())?;
         Ok(out)
     }
 
     /// `tl.unary`: `op(a)` element-wise.
     pub fn unary(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         op: UnaryOp,
         a: &TensorRef,
     ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let at: Issuer = at.into();
+        let out = self.scratch(at.pe, &a.shape, a.dtype)?;
         let op = ComputeOp::Unary { op, dtype: a.dtype };
-        self.math_op(pe, op, smallvec![a.clone()], &out, out.numel())?;
+        self.math_op(at, op, smallvec![a.clone()], &out, out.numel())?;
         Ok(out)
     }
 
     /// `tl.scale`: `a * factor`.
     pub fn scale(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         a: &TensorRef,
         factor: f64,
     ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, a.dtype)?;
+        let at: Issuer = at.into();
+        let out = self.scratch(at.pe, &a.shape, a.dtype)?;
         let op = ComputeOp::Scale {
             factor,
             dtype: a.dtype,
         };
-        self.math_op(pe, op, smallvec![a.clone()], &out, out.numel())?;
+        self.math_op(at, op, smallvec![a.clone()], &out, out.numel())?;
         Ok(out)
     }
 
@@ -141,30 +143,32 @@ impl Machine {
     /// of work per element.
     pub fn fill(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         shape: &[u32],
         dtype: Dtype,
         value: f64,
     ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, shape, dtype)?;
+        let at: Issuer = at.into();
+        let out = self.scratch(at.pe, shape, dtype)?;
         let op = ComputeOp::Fill { value, dtype };
-        self.math_op(pe, op, smallvec![], &out, out.numel())?;
+        self.math_op(at, op, smallvec![], &out, out.numel())?;
         Ok(out)
     }
 
     /// `tl.cast`: `a` converted to `dtype` (one element per element).
     pub fn cast(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         a: &TensorRef,
         dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
-        let out = self.scratch(pe, &a.shape, dtype)?;
+        let at: Issuer = at.into();
+        let out = self.scratch(at.pe, &a.shape, dtype)?;
         let op = ComputeOp::Cast {
             from: a.dtype,
             to: dtype,
         };
-        self.math_op(pe, op, smallvec![a.clone()], &out, a.numel())?;
+        self.math_op(at, op, smallvec![a.clone()], &out, a.numel())?;
         Ok(out)
     }
 
@@ -172,21 +176,22 @@ impl Machine {
     /// processes every element of `a`.
     pub fn reduce(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         op: ReduceOp,
         a: &TensorRef,
         axis: u32,
     ) -> Result<TensorRef, HwError> {
+        let at: Issuer = at.into();
         let shape =
             math_ops::reduced_shape(&a.shape, axis).map_err(|what| HwError::Mismatch { what })?;
-        let out = self.scratch(pe, &shape, a.dtype)?;
+        let out = self.scratch(at.pe, &shape, a.dtype)?;
         let op = ComputeOp::Reduce {
             op,
             dtype: a.dtype,
             shape: Shape::from_slice(&a.shape),
             axis,
         };
-        self.math_op(pe, op, smallvec![a.clone()], &out, a.numel())?;
+        self.math_op(at, op, smallvec![a.clone()], &out, a.numel())?;
         Ok(out)
     }
 
@@ -194,12 +199,13 @@ impl Machine {
     /// to `out_dtype`; `overhead + 2·m·n·k / rate(dtype)`.
     pub fn gemm(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         a: &TensorRef,
         b: &TensorRef,
         out_dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
-        self.composite(pe, CompositeOp::Gemm, (a, b, None), out_dtype)
+        let at: Issuer = at.into();
+        self.composite(at, CompositeOp::Gemm, (a, b, None), out_dtype)
     }
 
     /// One matrix unit's peak operations per second for inputs of `dt`.
@@ -221,11 +227,12 @@ impl Machine {
     /// `out_dtype`.
     pub fn composite(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         op: CompositeOp,
         (a, b, c): (&TensorRef, &TensorRef, Option<&TensorRef>),
         out_dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
+        let at: Issuer = at.into();
         let mnk = gemm_ops::composite_shape(
             op,
             (&a.shape, a.dtype),
@@ -235,7 +242,7 @@ impl Machine {
         )
         .map_err(|what| HwError::Mismatch { what })?;
         let (m, n, k) = mnk;
-        let out = self.scratch(pe, &[m, n], out_dtype)?;
+        let out = self.scratch(at.pe, &[m, n], out_dtype)?;
         let dt = a.dtype;
         let compute = ComputeOp::Composite {
             op,
@@ -255,7 +262,7 @@ impl Machine {
                 out: Some(out.clone()),
                 done: out.ready.clone(),
             };
-            self.compute_stage(pe, inputs, stage)?;
+            self.compute_stage(at, inputs, stage)?;
             return Ok(out);
         }
         let gemm_done = Event::new();
@@ -267,7 +274,7 @@ impl Machine {
             out: None,
             done: gemm_done.clone(),
         };
-        self.compute_stage(pe, smallvec![a.clone(), b.clone()], product)?;
+        self.compute_stage(at, smallvec![a.clone(), b.clone()], product)?;
         let epilogue = Stage {
             unit: UnitCost::Math,
             work: op.epilogue_ops() * m as u64 * n as u64,
@@ -276,7 +283,7 @@ impl Machine {
             out: Some(out.clone()),
             done: out.ready.clone(),
         };
-        self.compute_stage(pe, inputs, epilogue)?;
+        self.compute_stage(at, inputs, epilogue)?;
         Ok(out)
     }
 }

@@ -18,7 +18,7 @@
 use super::engine_calls::Served;
 use super::in_order::{InOrderQueue, Step};
 use super::partition::Partition;
-use super::{EngineTiming, Machine, PeState, TensorRef};
+use super::{EngineTiming, Issuer, Machine, PeState, TensorRef};
 use crate::engine::{self, lock::OneThread, Call, Event};
 use crate::error::HwError;
 use crate::hw::compute_op::ComputeOp;
@@ -190,13 +190,14 @@ impl Machine {
     /// it have.
     pub(super) fn enqueue_stage(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: Issuer,
         unit: UnitKind,
         record: StageRecord,
     ) -> Result<(), HwError> {
+        let pe = at.pe;
         let part = self.part_of(pe)?;
         let st = self.pe(pe);
-        self.track(st, &record.done);
+        self.track(st, at.comm, &record.done);
         let slot = part.stage_records.lock().insert(record);
         let slot = u32::try_from(slot).expect("fewer than 2^32 compute records in flight");
         if unit.on(st).lock().issue(slot) {
@@ -313,6 +314,7 @@ impl Machine {
             self.log_op(|| Completed {
                 op: op.log_name(),
                 pe: Some(pe()),
+                comm: marks.comm,
                 unit: Some(unit.name()),
                 span: (start, end),
                 after: marks.after,

@@ -16,7 +16,7 @@
 use super::engine_calls::Served;
 use super::in_order::{InOrderQueue, Step};
 use super::partition::Partition;
-use super::{DmaKind, Machine, PeState};
+use super::{DmaKind, Issuer, Machine, PeState};
 use crate::address::Space;
 use crate::engine::{self, Call, Event};
 use crate::error::HwError;
@@ -25,7 +25,6 @@ use crate::hw::link::{Route, RouteHops};
 use crate::hw::oplog::{Completed, IssueMarks, OpParams};
 use crate::hw::tensor::Operands;
 use crate::hw::trace::Track;
-use crate::topology::PeCoord;
 use crate::units::{Ps, TimeOverflow};
 use std::sync::Arc;
 
@@ -179,14 +178,14 @@ impl Machine {
     pub(super) fn dma(
         self: &Arc<Self>,
         what: DmaKind,
-        pe: PeCoord,
+        at: Issuer,
         src: (Space, u64),
         dst: (Space, u64),
         nbytes: u64,
         inputs: Operands,
         done: Event,
     ) -> Result<(), HwError> {
-        self.dma_with(what, pe, (src, dst), nbytes, inputs, done, None)
+        self.dma_with(what, at, (src, dst), nbytes, inputs, done, None)
     }
 
     /// [`Machine::dma`], with the message it carries to a PE of another
@@ -195,13 +194,14 @@ impl Machine {
     pub(super) fn dma_with(
         self: &Arc<Self>,
         what: DmaKind,
-        pe: PeCoord,
+        at: Issuer,
         (src, dst): ((Space, u64), (Space, u64)),
         nbytes: u64,
         inputs: Operands,
         done: Event,
         remote: Option<Box<(usize, crate::hw::mail::Message)>>,
     ) -> Result<(), HwError> {
+        let pe = at.pe;
         let spec = &self.topo.spec;
         let st = self.pe(pe);
         let part = self.part_of(pe)?;
@@ -211,8 +211,8 @@ impl Machine {
             src.0.node_at(src.1, spec),
             dst.0.node_at(dst.1, spec),
         )?;
-        self.track(st, &done);
-        let logged = self.issue_marks(pe, Some(&done));
+        self.track(st, at.comm, &done);
+        let logged = self.issue_marks(at, Some(&done));
         let index = self.pe_index(pe);
         let slot = part.dma_commands.lock().insert(DmaCmd {
             pe: index,
@@ -347,6 +347,7 @@ impl Machine {
             self.log_op(|| Completed {
                 op: what.log_name(),
                 pe: Some(self.pe_at(pe)),
+                comm: marks.comm,
                 unit: None,
                 span,
                 after: marks.after,
@@ -411,6 +412,7 @@ mod tests {
     use super::*;
     use crate::engine::{Executor, RunOutcome};
     use crate::hw::dtype::Dtype;
+    use crate::topology::PeCoord;
 
     /// The test machine, its first PE, 8 f16 in HBM to load, an executor.
     fn machine_with_a_source() -> (Arc<Machine>, PeCoord, crate::hw::TensorRef, Executor) {

@@ -1,6 +1,6 @@
-//! A PE's IPCQ state per communicator ([`CommId`]): its port, the
-//! direction it last sent on, its receive claims and what its kernel is
-//! blocked on. The default communicator's lives in the PE's own state,
+//! A PE's state per communicator ([`CommId`]): its IPCQ port, the
+//! direction it last sent on, its receive claims, what its kernel is
+//! blocked on and that kernel's commands in flight. The default communicator's lives in the PE's own state,
 //! laid out for the ring step (see `PeState`); every other
 //! communicator's is a [`Lane`] of its own, made when the communicator's
 //! tables are installed on the PE (or first looked up), found by a short
@@ -8,8 +8,10 @@
 
 use super::{Claim, PeState};
 use crate::engine::lock::{Mutex, OneThread};
+use crate::engine::Event;
 use crate::hw::blocked::{Blocked, Dir};
 use crate::hw::ipcq::{CommId, IpcqPort, SendTarget};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// One non-default communicator's IPCQ state on a PE.
@@ -19,6 +21,8 @@ pub(super) struct Lane {
     last_tx: OneThread<Option<(Dir, SendTarget)>>,
     claims: OneThread<smallvec::SmallVec<[Claim; 2]>>,
     blocked_on: OneThread<Option<Blocked>>,
+    /// Its kernel's commands in flight (see `PeState::outstanding`).
+    outstanding: OneThread<VecDeque<Event>>,
 }
 
 /// The other communicators' lanes of a PE, by communicator (ascending, so
@@ -54,6 +58,14 @@ impl LaneRef<'_> {
         match self {
             LaneRef::World(st) => &st.claims,
             LaneRef::Group(l) => &l.claims,
+        }
+    }
+
+    #[inline]
+    pub(super) fn outstanding(&self) -> &OneThread<VecDeque<Event>> {
+        match self {
+            LaneRef::World(st) => &st.outstanding,
+            LaneRef::Group(l) => &l.outstanding,
         }
     }
 

@@ -170,7 +170,13 @@ impl Machine {
                 let q = tx.queue.lock();
                 let freed = l.reuse(q.space, q.slot_offset(slot), q.slot_size, &ready);
                 drop(q);
-                l.observe(Actor::Pe(pe), "slot_credit", engine::now(), &[], &freed);
+                l.observe(
+                    Actor::Pe(pe, comm),
+                    "slot_credit",
+                    engine::now(),
+                    &[],
+                    &freed,
+                );
             });
             let (space, offset, remote) = {
                 let mut q = tx.queue.lock();
@@ -188,7 +194,7 @@ impl Machine {
             };
             m.dma_with(
                 DmaKind::Send,
-                pe,
+                (pe, comm).into(),
                 ((value.space, value.offset), (space, offset)),
                 nbytes,
                 smallvec::smallvec![value],
@@ -265,7 +271,7 @@ impl Machine {
             }
         };
         if let Ok(t) = &out {
-            self.observe(pe, "wait", std::slice::from_ref(&t.ready), &[]);
+            self.observe((pe, comm), "wait", std::slice::from_ref(&t.ready), &[]);
         }
         out
     }
@@ -374,7 +380,12 @@ impl Machine {
             let want = dtype.nbytes(shape)?;
             if report {
                 // The kernel waited for the message's data.
-                m.observe(pe, "wait", std::slice::from_ref(&arrival.ready), &[]);
+                m.observe(
+                    (pe, comm),
+                    "wait",
+                    std::slice::from_ref(&arrival.ready),
+                    &[],
+                );
             }
             m.ccl_trace(|| {
                 let rx_dir = queue.lock().sender_dir.clone();
@@ -434,7 +445,7 @@ impl Machine {
                     )?;
                     m.dma(
                         DmaKind::RecvCopy,
-                        pe,
+                        (pe, comm).into(),
                         (space, offset),
                         (out.space, out.offset),
                         want,

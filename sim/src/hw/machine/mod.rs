@@ -58,8 +58,42 @@ use smallvec::smallvec;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-/// Commands a PE may have in flight (issued, not completed).
+/// Commands one actor (a PE's kernels of one communicator, see
+/// [`Issuer`]) may have in flight (issued, not completed): a hardware
+/// command queue's depth, which bounds the host memory a kernel issuing
+/// in a loop can take.
 pub const COMMAND_QUEUE_DEPTH: usize = 4096;
+
+/// Who issues a command: the kernel running on a PE for one communicator
+/// (a collective's kernels run in their group's; `torch.launch`'s in
+/// [`CommId::LAUNCH`]). A PE may run one kernel per communicator at once
+/// (a group's calls are serialised by its stream, a rank's launches by
+/// its compute stream), so the pair names a running kernel: its
+/// commands in flight ([`Machine::take_outstanding`]), its op-log actor
+/// and its trace track. The engines it issues to are the PE's, shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Issuer {
+    pub pe: PeCoord,
+    pub comm: CommId,
+}
+
+impl From<PeCoord> for Issuer {
+    /// The default group's kernel on `pe`.
+    #[inline(always)]
+    fn from(pe: PeCoord) -> Issuer {
+        Issuer {
+            pe,
+            comm: CommId::WORLD,
+        }
+    }
+}
+
+impl From<(PeCoord, CommId)> for Issuer {
+    #[inline(always)]
+    fn from((pe, comm): (PeCoord, CommId)) -> Issuer {
+        Issuer { pe, comm }
+    }
+}
 
 /// Per-PE state.
 ///
@@ -80,6 +114,8 @@ struct PeState {
     dma: OneThread<dma_engine::DmaEngine>,
     /// The MATH unit (see [`compute_unit`]).
     math: OneThread<compute_unit::ComputeUnit>,
+    /// The default group's kernel's commands in flight, in issue order
+    /// (other actors' are in their [`lanes::Lane`]).
     outstanding: OneThread<std::collections::VecDeque<Event>>,
     blocked_on: OneThread<Option<Blocked>>,
     /// The direction it last sent on and its entry's target (a kernel's
@@ -348,33 +384,44 @@ impl Machine {
     /// A command issued before the log began is not logged when it
     /// completes (the log starts before a run's first command).
     #[inline]
-    pub(super) fn issue_marks(&self, pe: PeCoord, dma: Option<&Event>) -> Option<Box<IssueMarks>> {
+    pub(super) fn issue_marks(&self, at: Issuer, dma: Option<&Event>) -> Option<Box<IssueMarks>> {
         self.with_oplog(|l| {
             Box::new(IssueMarks {
-                after: l.frontier(Actor::Pe(pe)),
-                queue_prev: dma.and_then(|done| l.dma_issued(pe, done)),
+                comm: at.comm,
+                after: l.frontier(Actor::Pe(at.pe, at.comm)),
+                queue_prev: dma.and_then(|done| l.dma_issued(at.pe, done)),
             })
         })
     }
 
-    /// `pe`'s kernel resumed after waiting for `events` (a sync record).
-    pub(super) fn observe(&self, pe: PeCoord, what: &'static str, events: &[Event], ops: &[u64]) {
-        self.with_oplog(|l| l.observe(Actor::Pe(pe), what, engine::now(), events, ops));
+    /// `at`'s kernel resumed after waiting for `events` (a sync record).
+    pub(super) fn observe(
+        &self,
+        at: impl Into<Issuer>,
+        what: &'static str,
+        events: &[Event],
+        ops: &[u64],
+    ) {
+        let at: Issuer = at.into();
+        self.with_oplog(|l| l.observe(Actor::Pe(at.pe, at.comm), what, engine::now(), events, ops));
     }
 
-    /// A kernel starts on `pe` (op log: after what the host has done).
-    pub fn note_kernel_start(&self, pe: PeCoord) {
-        self.with_oplog(|l| l.kernel_start(pe, engine::now()));
+    /// A kernel starts on `at` (op log: after what the host has done).
+    pub fn note_kernel_start(&self, at: impl Into<Issuer>) {
+        let at: Issuer = at.into();
+        self.with_oplog(|l| l.kernel_start((at.pe, at.comm), engine::now()));
     }
 
-    /// The kernel on `pe` ended, every command it issued complete.
-    pub fn note_kernel_end(&self, pe: PeCoord) {
-        self.with_oplog(|l| l.kernel_end(pe, engine::now()));
+    /// The kernel on `at` ended, every command it issued complete.
+    pub fn note_kernel_end(&self, at: impl Into<Issuer>) {
+        let at: Issuer = at.into();
+        self.with_oplog(|l| l.kernel_end((at.pe, at.comm), engine::now()));
     }
 
-    /// The host resumes after the kernels on `pes` ended.
-    pub fn note_host_sync(&self, pes: &[PeCoord]) {
-        self.with_oplog(|l| l.host_sync(pes, engine::now()));
+    /// The host resumes after the kernels of communicator `comm` on `pes`
+    /// ended.
+    pub fn note_host_sync(&self, comm: CommId, pes: &[PeCoord]) {
+        self.with_oplog(|l| l.host_sync(comm, pes, engine::now()));
     }
 
     pub fn new(topo: Arc<Topology>) -> Arc<Self> {
@@ -766,6 +813,7 @@ impl Machine {
             log.record(Completed {
                 op,
                 pe: None,
+                comm: CommId::WORLD,
                 unit: None,
                 span: (now, now),
                 after: log.frontier(Actor::Host),
@@ -788,15 +836,17 @@ impl Machine {
         self.data.read(space, offset, len)
     }
 
-    /// Wait (in simulated time) until `pe` has fewer than
+    /// Wait (in simulated time) until `at` has fewer than
     /// [`COMMAND_QUEUE_DEPTH`] commands in flight, as a hardware command
     /// queue of that depth would make its kernel wait. Bounds the host
     /// memory a kernel issuing commands in a loop can take.
-    pub async fn queue_room(&self, pe: PeCoord) {
+    pub async fn queue_room(&self, at: impl Into<Issuer>) {
+        let Issuer { pe, comm } = at.into();
         let st = self.pe(pe);
+        let lane = st.lane(comm);
         loop {
             let oldest = {
-                let mut o = st.outstanding.lock();
+                let mut o = lane.outstanding().lock();
                 if o.len() < COMMAND_QUEUE_DEPTH {
                     return;
                 }
@@ -806,15 +856,26 @@ impl Machine {
                 }
                 o[0].clone()
             };
-            self.set_blocked(pe, CommId::WORLD, Some(Blocked::CommandQueueFull));
+            self.set_blocked(pe, comm, Some(Blocked::CommandQueueFull));
             oldest.wait().await;
-            self.set_blocked(pe, CommId::WORLD, None);
-            self.observe(pe, "wait", std::slice::from_ref(&oldest), &[]);
+            self.set_blocked(pe, comm, None);
+            self.observe((pe, comm), "wait", std::slice::from_ref(&oldest), &[]);
         }
     }
 
-    fn track(&self, pe: &PeState, done: &Event) {
-        let mut o = pe.outstanding.lock();
+    /// `comm`'s kernel on PE `st` issued a command that sets `done`.
+    #[inline(always)]
+    fn track(&self, st: &PeState, comm: CommId, done: &Event) {
+        if comm == CommId::WORLD {
+            Self::track_in(&st.outstanding, done);
+        } else {
+            Self::track_in(st.lane(comm).outstanding(), done);
+        }
+    }
+
+    #[inline(always)]
+    fn track_in(outstanding: &OneThread<std::collections::VecDeque<Event>>, done: &Event) {
+        let mut o = outstanding.lock();
         // Forget finished commands, so a long kernel holds only what is
         // still in flight: those at the front (most finish in issue order,
         // and the front was issued a command or two ago, still in cache),
@@ -829,10 +890,11 @@ impl Machine {
         o.push_back(done.clone());
     }
 
-    /// Completion events of every command `pe` issued since the last call
+    /// Completion events of every command `at` issued since the last call
     /// and not seen finished yet, in issue order.
-    pub fn take_outstanding(&self, pe: PeCoord) -> Vec<Event> {
-        std::mem::take(&mut *self.pe(pe).outstanding.lock()).into()
+    pub fn take_outstanding(&self, at: impl Into<Issuer>) -> Vec<Event> {
+        let Issuer { pe, comm } = at.into();
+        std::mem::take(&mut *self.pe(pe).lane(comm).outstanding().lock()).into()
     }
 
     /// Copies (`src`, `dst`, bytes) that the host asks `pe`'s DMA engine
@@ -843,18 +905,19 @@ impl Machine {
     /// kernel on `pe`. Resolves when every byte has landed.
     pub fn host_copies(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         copies: Vec<HostCopy>,
     ) -> impl Future<Output = Result<(), HwError>> + Send + 'static {
         let m = self.clone();
+        let at: Issuer = at.into();
         async move {
-            m.note_kernel_start(pe);
+            m.note_kernel_start(at);
             let mut done = Vec::with_capacity(copies.len());
             for c in copies {
                 let d = Event::new();
                 m.dma(
                     DmaKind::Copy,
-                    pe,
+                    at,
                     c.src,
                     c.dst,
                     c.nbytes,
@@ -866,7 +929,7 @@ impl Machine {
             for d in done {
                 d.wait().await;
             }
-            m.note_kernel_end(pe);
+            m.note_kernel_end(at);
             Ok(())
         }
     }
@@ -874,16 +937,17 @@ impl Machine {
     /// `tl.load`: DMA `shape`/`dtype` elements at `addr` into TCM scratch.
     pub fn load(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         addr: u64,
         shape: &[u32],
         dtype: Dtype,
     ) -> Result<TensorRef, HwError> {
+        let at: Issuer = at.into();
         let src = self.view(addr, shape, dtype)?;
-        let out = self.scratch(pe, shape, dtype)?;
+        let out = self.scratch(at.pe, shape, dtype)?;
         self.dma(
             DmaKind::Load,
-            pe,
+            at,
             (src.space, src.offset),
             (out.space, out.offset),
             out.nbytes(),
@@ -896,14 +960,15 @@ impl Machine {
     /// `tl.store`: DMA `value` to `addr`.
     pub fn store(
         self: &Arc<Self>,
-        pe: PeCoord,
+        at: impl Into<Issuer>,
         addr: u64,
         value: &TensorRef,
     ) -> Result<(), HwError> {
+        let at: Issuer = at.into();
         let dst = self.view(addr, &value.shape, value.dtype)?;
         self.dma(
             DmaKind::Store,
-            pe,
+            at,
             (value.space, value.offset),
             (dst.space, dst.offset),
             value.nbytes(),
@@ -929,5 +994,91 @@ mod tests {
         let first_route_end = offset_of!(PeState, routes) + 64;
         assert!(first_route_end <= 8 * 64, "{first_route_end}");
         assert!(offset_of!(PeState, gemm) >= offset_of!(PeState, routes));
+    }
+}
+
+#[cfg(test)]
+mod actor_tests {
+    use super::*;
+    use crate::engine::{Executor, RunOutcome};
+
+    /// Kernels of two communicators (and `torch.launch`'s) issuing on one
+    /// PE at once keep their commands apart: each kernel's end takes and
+    /// waits for its own commands only, and in the op log each kernel's
+    /// end depends on its own ops, not on the other's.
+    #[test]
+    fn two_actors_on_one_pe_keep_their_commands_and_op_logs_apart() {
+        let (m, pe) = test_machine();
+        m.record_ops();
+        let actors = [CommId::WORLD, CommId(1), CommId::LAUNCH];
+        let ex = Executor::new();
+        let outs: Arc<std::sync::Mutex<Vec<(CommId, usize, usize)>>> = Arc::default();
+        ex.enter(|| {
+            let (m, outs) = (m.clone(), outs.clone());
+            engine::spawn_detached(async move {
+                let mut made = Vec::new();
+                for (i, &comm) in actors.iter().enumerate() {
+                    m.note_kernel_start((pe, comm));
+                    // Each actor issues i + 1 fills.
+                    let mine: Vec<TensorRef> = (0..=i)
+                        .map(|_| m.fill((pe, comm), &[64], Dtype::F32, 1.0).unwrap())
+                        .collect();
+                    made.push((comm, mine));
+                }
+                for (comm, mine) in made {
+                    let taken = m.take_outstanding((pe, comm));
+                    let own = taken
+                        .iter()
+                        .zip(&mine)
+                        .filter(|(e, t)| e.identity() == t.ready.identity())
+                        .count();
+                    for e in &taken {
+                        e.wait().await;
+                    }
+                    m.note_kernel_end((pe, comm));
+                    outs.lock().unwrap().push((comm, taken.len(), own));
+                }
+            });
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        let outs = outs.lock().unwrap().clone();
+        assert_eq!(
+            outs,
+            vec![
+                (CommId::WORLD, 1, 1),
+                (CommId(1), 2, 2),
+                (CommId::LAUNCH, 3, 3)
+            ]
+        );
+        let log = m.oplog().unwrap();
+        let ends: Vec<&crate::hw::oplog::OpRecord> = log
+            .records()
+            .iter()
+            .filter(|r| r.op == "kernel_end")
+            .collect();
+        assert_eq!(ends.len(), 3);
+        let fills: Vec<u64> = log
+            .records()
+            .iter()
+            .filter(|r| !r.is_sync())
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(fills.len(), 6);
+        // Ops were issued actor by actor: 1, then 2, then 3 of them; each
+        // end depends on its own only.
+        let own: Vec<Vec<u64>> = vec![
+            fills[0..1].to_vec(),
+            fills[1..3].to_vec(),
+            fills[3..6].to_vec(),
+        ];
+        for (end, own) in ends.iter().zip(own) {
+            let ops: Vec<u64> = end
+                .deps
+                .iter()
+                .copied()
+                .filter(|d| fills.contains(d))
+                .collect();
+            assert_eq!(ops, own, "{}", end.describe());
+        }
     }
 }

@@ -242,7 +242,7 @@ impl torch::Host for TensorCtx<'_> {
         })();
         to_wit(placed.and_then(|placed| {
             let tensor = BenchTensor {
-                placed,
+                placed: Arc::new(placed),
                 shape,
                 dtype,
                 name,
