@@ -10,7 +10,7 @@
 // the garbage collector in time: call `t.drop()` when done with one
 // (dropping a received tensor frees its IPCQ slot).
 
-import * as host from "kernbench:sim/tl@0.8.3";
+import * as host from "kernbench:sim/tl@0.8.4";
 
 export const ITEMSIZE = { f16: 2, bf16: 2, f32: 4, i32: 4, i8: 1, u8: 1, u32: 4, i64: 8, u64: 8, f64: 8 };
 

@@ -76,7 +76,7 @@ pub mod torch {
     }
 
     /// `torch.__version__`: the host's release and the `kernbench:sim`
-    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.3)`.
+    /// version it implements, e.g. `kernbench 0.1.0 (kernbench:sim@0.8.4)`.
     pub fn version() -> String {
         t::version()
     }
@@ -92,6 +92,28 @@ pub mod torch {
     /// be on the current device.
     pub fn launch(kernel: &str, t: &Tensor, args: &[i64]) -> Result<u64, String> {
         t::launch(kernel, &t.0, args)
+    }
+
+    /// [`launch`] without waiting: it runs on the rank's compute stream
+    /// (after its earlier launches and `ahbm::gemm` / `busy`) while the
+    /// bench goes on. Errors in the call come back here, a kernel's
+    /// failure from [`Launched::wait`].
+    pub fn launch_async(kernel: &str, t: &Tensor, args: &[i64]) -> Result<Launched, String> {
+        t::launch_async(kernel, &t.0, args).map(Launched)
+    }
+
+    /// A launch in flight ([`launch_async`]); dropping it does not cancel it.
+    pub struct Launched(t::Launched);
+
+    impl Launched {
+        /// Wait until its kernels have ended: the picoseconds it took.
+        pub fn wait(&self) -> Result<u64, String> {
+            self.0.wait()
+        }
+        /// Whether it has ended; a `false` costs 100 ns of simulated time.
+        pub fn is_completed(&self) -> bool {
+            self.0.is_completed()
+        }
     }
 
     /// `torch.zeros(shape, dtype=..., dp=..., name=...)`.
@@ -690,6 +712,18 @@ pub mod ahbm {
     /// Simulated time in picoseconds.
     pub fn now_ps() -> u64 {
         a::now_ps()
+    }
+    /// An `[m, k] x [k, n]` GEMM of `dtype` charged to every matrix unit
+    /// of the current device by the roofline (no data moves), after the
+    /// rank's launches in flight: the picoseconds it took. Collectives in
+    /// flight go on meanwhile.
+    pub fn gemm(m: u32, n: u32, k: u32, dtype: crate::Dtype) -> Result<u64, String> {
+        a::gemm(m, n, k, dtype.into())
+    }
+    /// Keep every matrix unit of the current device busy for `ns`
+    /// nanoseconds (as [`gemm`]): the picoseconds it took.
+    pub fn busy(ns: u64) -> Result<u64, String> {
+        a::busy(ns)
     }
 }
 

@@ -33,6 +33,18 @@ fn time(res: &RunResult, name: &str) -> u64 {
     r.time_ps
 }
 
+/// `async_probe ARGS...` on a ring of `sips` SIPs, which must succeed.
+fn probe_args(sips: u32, args: &[&str]) -> RunResult {
+    run(
+        test_component("async_probe"),
+        topo(sips),
+        group_ccl(),
+        None,
+        args,
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
 fn ok(sips: u32, mode: &str, n: u32) -> RunResult {
     probe(sips, mode, n).unwrap_or_else(|e| panic!("{mode} {n}: {e}"))
 }
@@ -171,7 +183,8 @@ fn runs_with_calls_in_flight_repeat_exactly() {
 }
 
 /// A Python bench makes the same asynchronous calls with PyTorch's words
-/// (`async_op=True`, `isend` / `irecv`, `Work.wait` / `is_completed`) and
+/// (`async_op=True`, `isend` / `irecv`, `Work.wait` / `is_completed`,
+/// `torch.ahbm.busy` / `gemm`) and
 /// gets the Rust probe's rows to the picosecond.
 #[test]
 fn python_async_calls_give_the_rust_probe_s_rows() {
@@ -179,15 +192,19 @@ fn python_async_calls_give_the_rust_probe_s_rows() {
         "bench",
         "tests/components/python/async_probe/async_probe.py",
     );
-    for (mode, n) in [
-        ("async", "4096"),
-        ("order", "1024"),
-        ("two_pairs", "2048"),
-        ("p2p", "64"),
-    ] {
-        let py = run(&bench, topo(4), group_ccl(), None, &[mode, n])
+    let cases: [&[&str]; 6] = [
+        &["async", "4096"],
+        &["order", "1024"],
+        &["two_pairs", "2048"],
+        &["p2p", "64"],
+        &["overlap", "4096", "3000"],
+        &["gemm", "1024", "512", "256"],
+    ];
+    for args in cases {
+        let mode = args[0];
+        let py = run(&bench, topo(4), group_ccl(), None, args)
             .unwrap_or_else(|e| panic!("python {mode}: {e}"));
-        let rust = probe(4, mode, n.parse().unwrap()).unwrap();
+        let rust = probe_args(4, args);
         let rows = |r: &RunResult| -> Vec<(String, u64, u64)> {
             r.rows
                 .iter()
@@ -197,4 +214,74 @@ fn python_async_calls_give_the_rust_probe_s_rows() {
         assert!(!rows(&py).is_empty(), "{mode}");
         assert_eq!(rows(&py), rows(&rust), "{mode}");
     }
+}
+
+/// An asynchronous all-reduce of time C overlapped with `ahbm.busy(D)`
+/// (the matrix units, which the ring does not use) takes max(C, D)
+/// exactly, over D from C/10 to 10·C; `busy` itself returns D.
+#[test]
+fn an_all_reduce_overlapped_with_compute_takes_the_longer_of_the_two() {
+    let n = 4096;
+    let c = time(&ok(4, "async", n), "all_reduce");
+    for tenths in [1u64, 5, 10, 20, 100] {
+        let d_ns = (c * tenths / 10).div_ceil(1000);
+        let res = probe_args(4, &["overlap", &n.to_string(), &d_ns.to_string()]);
+        let busy = res.rows.iter().find(|r| r.collective == "busy").unwrap();
+        assert_eq!(busy.time_ps, d_ns * 1000, "busy({d_ns})");
+        assert_eq!(
+            time(&res, "overlap"),
+            c.max(d_ns * 1000),
+            "C = {c} ps, D = {d_ns} ns"
+        );
+    }
+}
+
+/// `ahbm.gemm` takes the roofline of the device's matrix units and HBM —
+/// its compute bound for a square GEMM, its memory bound for a thin one —
+/// and overlapped with an all-reduce of time C takes max(C, gemm).
+#[test]
+fn ahbm_gemm_takes_its_roofline_and_overlaps_an_all_reduce() {
+    let spec = topo(4);
+    let pes = (spec.cubes_per_sip() * spec.pes_per_cube()) as f64;
+    let rate = spec.pe.gemm.throughput_tflops.bf16 * 1e12 * pes;
+    let hbm =
+        spec.cube.hbm.bandwidth_gbps * 1e9 * (spec.cube.hbm.stacks * spec.cubes_per_sip()) as f64;
+    let overhead = spec.pe.gemm.overhead_ns * 1e3;
+    let n = 4096;
+    let c = time(&ok(4, "async", n), "all_reduce");
+    for (m, k, compute_bound) in [(2048u64, 2048u64, true), (1 << 16, 1, false)] {
+        let res = probe_args(4, &["gemm", &n.to_string(), &m.to_string(), &k.to_string()]);
+        let g = res
+            .rows
+            .iter()
+            .find(|r| r.collective == "gemm")
+            .unwrap()
+            .time_ps;
+        let (mf, kf) = (m as f64, k as f64);
+        let t_c = 2.0 * mf * mf * kf / rate * 1e12;
+        let t_m = (2.0 * mf * kf + mf * mf) * 2.0 / hbm * 1e12;
+        assert_eq!(t_c > t_m, compute_bound, "{m}x{k}: {t_c} vs {t_m}");
+        let want = overhead + t_c.max(t_m);
+        assert!(
+            (g as f64 - want).abs() <= 2.0,
+            "{m}x{k}: {g} ps, want {want}"
+        );
+        assert_eq!(time(&res, "gemm overlap"), c.max(g), "{m}x{k}");
+    }
+}
+
+/// `launch_async` waited at once takes the blocking launch's time and
+/// gives the same bytes; beside an asynchronous all-reduce the two
+/// together take no less than the longer and no more than their sum
+/// (they share the PEs' DMA engines and MATH units).
+#[test]
+fn launch_async_is_the_blocking_launch_and_runs_beside_a_collective() {
+    let n = 4096;
+    let c = time(&ok(4, "async", n), "all_reduce");
+    let res = probe_args(4, &["launch", &n.to_string(), test_component("math_probe")]);
+    let blocking = time(&res, "launch");
+    assert_eq!(time(&res, "launch async"), blocking);
+    let both = time(&res, "launch overlap");
+    assert!(both >= c.max(blocking), "{both} < max({c}, {blocking})");
+    assert!(both <= c + blocking, "{both} > {c} + {blocking}");
 }

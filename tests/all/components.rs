@@ -141,8 +141,10 @@ fn a_guest_newer_than_the_host_is_refused_with_both_versions() {
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("built against kernbench:sim@0.8.9, newer than this host's kernbench:sim@0.8.3")
-            && e.contains("Upgrade kernbench-host"),
+        e.contains(&format!(
+            "built against kernbench:sim@0.8.9, newer than this host's {}",
+            today()
+        )) && e.contains("Upgrade kernbench-host"),
         "{e}"
     );
 }
@@ -160,8 +162,9 @@ fn a_bench_reads_torch_version() {
     .to_string();
     assert!(
         e.contains(&format!(
-            "version: kernbench {} (kernbench:sim@0.8.3)",
-            env!("CARGO_PKG_VERSION")
+            "version: kernbench {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            today()
         )),
         "{e}"
     );
@@ -333,7 +336,7 @@ fn publish_pull_install_and_run_by_name_through_a_real_registry() {
     assert_eq!(a["org.opencontainers.image.title"], "ring_allreduce");
     assert_eq!(a["org.opencontainers.image.licenses"], "Apache-2.0");
     assert_eq!(a["dev.kernbench.kind"], "algorithm");
-    assert_eq!(a["dev.kernbench.wit"], "kernbench:sim@0.8.2");
+    assert_eq!(a["dev.kernbench.wit"], today());
     assert_eq!(a["dev.kernbench.collectives"], "all_reduce");
 
     // inspect reads a reference without installing it.
@@ -573,7 +576,7 @@ fn build_writes_metadata_from_the_project_manifest_and_inspect_shows_it() {
         v["kernbench"]["sdk"],
         "kernbench C SDK (wit-bindgen-c, clang)"
     );
-    assert_eq!(v["wit"][0], "kernbench:sim@0.8.2");
+    assert_eq!(v["wit"][0], today());
     assert_eq!(v["accepted"], true);
     assert_eq!(v["capabilities"]["collectives"][0], "all_reduce");
     assert!(v["digest"].as_str().unwrap().starts_with("sha256:"));
@@ -808,7 +811,7 @@ fn a_guest_of_the_four_dtypes_runs_them_and_is_refused_the_others_by_name() {
         assert!(
             e.contains(
                 "built against an earlier kernbench:sim, whose dtypes are f16, bf16, f32, i32 only"
-            ) && e.contains("kernbench:sim@0.8.2"),
+            ) && e.contains(&today()),
             "{dtype}: {e}"
         );
     }
@@ -926,4 +929,12 @@ fn an_endless_manifest_is_cut_off_by_the_memory_bound() {
         "{e}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}
+
+/// This host's interface, as components name it: `kernbench:sim@X.Y.Z`.
+fn today() -> String {
+    format!(
+        "kernbench:sim@{}",
+        kernbench::components::compat::WIT_VERSION
+    )
 }

@@ -426,8 +426,14 @@ fn a_component_built_against_another_wit_version_is_refused() {
         .to_string();
     assert!(
         e.contains("built against kernbench:sim@0.0.9")
-            && e.contains("implements kernbench:sim@0.8.3")
-            && e.contains("runs guests of kernbench:sim@0.1.0 ..= 0.8.3 only"),
+            && e.contains(&format!(
+                "implements kernbench:sim@{}",
+                kernbench::components::compat::WIT_VERSION
+            ))
+            && e.contains(&format!(
+                "runs guests of kernbench:sim@0.1.0 ..= {} only",
+                kernbench::components::compat::WIT_VERSION
+            )),
         "{e}"
     );
 }

@@ -130,6 +130,21 @@ def _op(op):
     return str(op).lower()
 
 
+class Launched:
+    """A ``torch.launch_async`` in flight."""
+
+    def __init__(self, handle):
+        self._h = handle
+
+    def wait(self):
+        """The simulated picoseconds the launch took; its error raised."""
+        return _call(self._h.wait)
+
+    def is_completed(self):
+        """Whether it has ended (a False costs 100 ns of simulated time)."""
+        return self._h.is_completed()
+
+
 class Work:
     """PyTorch's ``Work``: a call made with ``async_op=True`` (and
     ``isend`` / ``irecv``). A rank's calls on one group run in its issue
@@ -551,6 +566,20 @@ class _Ahbm:
     def now_ps(self):
         return _ahbm.now_ps()
 
+    def gemm(self, m, n, k, dtype="bf16"):
+        """An ``[m, k] x [k, n]`` GEMM of ``dtype`` charged to every matrix
+        unit of the current device by the roofline (no data moves), after
+        the rank's launches in flight; the simulated picoseconds it took.
+        Collectives in flight go on meanwhile."""
+        if dtype not in _DT:
+            raise ValueError(f"dtype {dtype!r}: one of {', '.join(_DT)}")
+        return _call(_ahbm.gemm, int(m), int(n), int(k), _DT[dtype])
+
+    def busy(self, ns):
+        """Keep every matrix unit of the current device busy for ``ns``
+        nanoseconds (as ``gemm``); the picoseconds it took."""
+        return _call(_ahbm.busy, int(ns))
+
 
 class _Accelerator:
     """``torch.accelerator`` (the device-agnostic alias)."""
@@ -631,7 +660,7 @@ class Torch:
     def __version__(self):
         """``torch.__version__``: the host's release and the
         ``kernbench:sim`` version it implements, e.g.
-        ``kernbench 0.1.0 (kernbench:sim@0.8.3)``."""
+        ``kernbench 0.1.0 (kernbench:sim@0.8.4)``."""
         return _torch.version()
 
     def launch(self, kernel, tensor, *args):
@@ -639,6 +668,12 @@ class Torch:
         path) on every PE holding a shard of ``tensor``; the simulated
         picoseconds it took. ``tensor`` must be on the current device."""
         return _call(_torch.launch, kernel, tensor._t, [int(a) for a in args])
+
+    def launch_async(self, kernel, tensor, *args):
+        """``launch`` without waiting: it runs on the rank's compute stream
+        (after its earlier launches) while the bench goes on; a handle with
+        ``wait()`` (the picoseconds it took) and ``is_completed()``."""
+        return Launched(_call(_torch.launch_async, kernel, tensor._t, [int(a) for a in args]))
 
     def zeros(self, shape, dtype="f16", dp=None, name=""):
         """A zero tensor on the current device, laid out by ``dp``."""

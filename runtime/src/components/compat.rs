@@ -25,7 +25,7 @@ use semver::Version;
 /// The WIT package this host implements.
 pub const WIT_PACKAGE: &str = "kernbench:sim";
 /// Its version (the `package` line of `wit/kernbench.wit`).
-pub const WIT_VERSION: &str = "0.8.3";
+pub const WIT_VERSION: &str = "0.8.4";
 /// Released versions in semver order, each frozen under
 /// `wit/history/<version>/`; the last is also `wit/kernbench.wit`.
 ///
@@ -36,7 +36,7 @@ pub const WIT_VERSION: &str = "0.8.3";
 /// the old labels; the host serves each state (`runtime::shapes`).
 pub const RELEASED: &[&str] = &[
     "0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.6.1",
-    "0.6.2", "0.6.3", "0.6.4", "0.6.5", "0.7.0", "0.8.0", "0.8.1", "0.8.2", "0.8.3",
+    "0.6.2", "0.6.3", "0.6.4", "0.6.5", "0.7.0", "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4",
 ];
 
 /// Why a component's WIT version is not accepted.
@@ -80,7 +80,7 @@ pub fn interface_at(interface: &str, version: &str) -> String {
     format!("{WIT_PACKAGE}/{interface}@{version}")
 }
 
-/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.8.3)`.
+/// `torch.__version__`: `kernbench 0.1.0 (kernbench:sim@0.8.4)`.
 pub fn host_description() -> String {
     format!(
         "kernbench {} ({WIT_PACKAGE}@{WIT_VERSION})",
@@ -88,7 +88,7 @@ pub fn host_description() -> String {
     )
 }
 
-/// The versions this host accepts, as a range (`0.1.0 ..= 0.8.3`):
+/// The versions this host accepts, as a range (`0.1.0 ..= 0.8.4`):
 /// every released version in it.
 pub fn accepted_range() -> String {
     format!("{WIT_PACKAGE}@{} ..= {WIT_VERSION}", RELEASED[0])
@@ -350,6 +350,10 @@ mod tests {
             "0.8.3",
             "91a5770494176a4f3967f3c6cf7b4ea15d38938a6bf53e0dbb9c104f9801fc87",
         ),
+        (
+            "0.8.4",
+            "c5fa732611264f0789e8cafb8ff5fe722253b47d5a30836a9b155240d6e0dca8",
+        ),
     ];
 
     /// CI's guard on the contract: `wit/` does not change without a new
@@ -433,7 +437,10 @@ mod tests {
 
     #[test]
     fn newer_unreleased_and_pre_releases_are_refused_with_both_versions() {
-        for g in ["0.8.3", "0.9.0", "1.0.0"] {
+        // The next patch of today's version, and later lines.
+        let (line, patch) = WIT_VERSION.rsplit_once('.').unwrap();
+        let next = format!("{line}.{}", patch.parse::<u32>().unwrap() + 1);
+        for g in [next.as_str(), "0.9.0", "1.0.0"] {
             let newer = check_version(&v(g)).unwrap_err().to_string();
             assert!(
                 newer.contains(&format!(

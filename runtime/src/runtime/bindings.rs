@@ -66,6 +66,7 @@ pub mod bench {
             "kernbench:sim/types": super::algorithm::kernbench::sim::types,
             "kernbench:sim/torch.tensor": crate::runtime::bench::BenchTensor,
             "kernbench:sim/distributed.work": crate::runtime::works::Work,
+            "kernbench:sim/torch.launched": crate::runtime::works::Launched,
         },
     });
 }

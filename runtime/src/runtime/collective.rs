@@ -548,7 +548,7 @@ impl Comms {
             let name = format!("{} {} B", call.collective, input.nbytes);
             for &r in &ranks {
                 tr.record(
-                    crate::hw::trace::Track::Rank(r, pg.comm),
+                    crate::hw::trace::Track::Rank(pg.ranks.world_rank(r), pg.comm),
                     name.clone(),
                     started,
                     engine::now(),

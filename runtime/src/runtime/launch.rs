@@ -20,6 +20,15 @@ pub struct LaunchTarget {
     pub shard_pes: Vec<(u32, u32)>,
 }
 
+/// A launch checked and ready to run ([`Session::prepare_launch`]).
+pub struct PreparedLaunch {
+    kernel: String,
+    component: super::kernel::AlgorithmComponent,
+    pes: Vec<PeCoord>,
+    target_sip: u32,
+    t_ptr: u64,
+}
+
 impl Session {
     /// Run the algorithm-world component `kernel` (a built-in name, a
     /// `--components-dir` name or a `.wasm` path) on every PE holding a
@@ -34,6 +43,19 @@ impl Session {
         target: LaunchTarget,
         args: Vec<i64>,
     ) -> Result<u64, String> {
+        let prepared = self.prepare_launch(device, kernel, target)?;
+        self.run_launch(prepared, args).await
+    }
+
+    /// What `launch` checks before anything runs (the device, the tensor's
+    /// SIP, the kernel component): refused here, so `launch-async` returns
+    /// these errors at once.
+    pub fn prepare_launch(
+        &self,
+        device: Option<u32>,
+        kernel: &str,
+        target: LaunchTarget,
+    ) -> Result<PreparedLaunch, String> {
         let dev = device.ok_or_else(|| {
             "torch.launch: no current device: call torch.ahbm.set_device first".to_string()
         })?;
@@ -59,16 +81,36 @@ impl Session {
                 pes.push(p);
             }
         }
+        Ok(PreparedLaunch {
+            kernel: kernel.to_string(),
+            component,
+            pes,
+            target_sip: target.sip,
+            t_ptr: target.t_ptr,
+        })
+    }
+
+    /// Run a prepared launch: every kernel to its end; the simulated
+    /// picoseconds it took.
+    pub async fn run_launch(&self, p: PreparedLaunch, args: Vec<i64>) -> Result<u64, String> {
+        let PreparedLaunch {
+            kernel,
+            component,
+            pes,
+            target_sip,
+            t_ptr,
+        } = p;
+        let kernel = kernel.as_str();
         let started = engine::now();
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let mut done: Vec<Event> = Vec::new();
         for &pe in &pes {
             let mut a = args.clone();
-            a.extend([target.sip as i64, 0, 0, 0]);
+            a.extend([target_sip as i64, 0, 0, 0]);
             let launch = KernelLaunch {
                 pe,
                 comm: CommId::LAUNCH,
-                t_ptr: target.t_ptr,
+                t_ptr,
                 args: a,
             };
             let source = self.kernels.source(&component, kernel, &launch);

@@ -338,6 +338,8 @@ impl Session {
             device: None,
             guard: self.limits.guard(&who),
             works: Vec::new(),
+            launches: Vec::new(),
+            compute: Default::default(),
         };
         let mut store = Store::new(self.bench.pre.engine(), host);
         guard_store(&mut store)?;
@@ -357,7 +359,9 @@ impl Session {
         }
         .await;
         let result = match result {
-            Ok(Ok(())) => Ok(super::works::drain(&store.data().works).await),
+            Ok(Ok(())) => {
+                Ok(super::works::drain(&store.data().works, &store.data().launches).await)
+            }
             other => other,
         };
         let failed = |message: String| SimError::BenchFailed {
@@ -407,7 +411,7 @@ impl Session {
         }
         .await;
         let result = match result {
-            Ok(Ok(())) => super::works::drain(&store.data().works).await,
+            Ok(Ok(())) => super::works::drain(&store.data().works, &store.data().launches).await,
             Ok(r) => r,
             Err(e) => Err(describe_guest_error(&e, &out)),
         };

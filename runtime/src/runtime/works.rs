@@ -35,7 +35,7 @@ pub const POLL_NS: u64 = 100;
 
 /// How a call ended.
 #[derive(Clone)]
-enum Outcome {
+pub enum Outcome {
     Ended,
     Raised(DistError),
     /// A trap's message (`wasmtime::Error` is not `Clone`; a second
@@ -43,18 +43,25 @@ enum Outcome {
     Trap(String),
 }
 
-/// One asynchronous call: set when it has ended, with how.
-pub struct WorkState {
+/// Something in flight a guest holds a handle to (a call's `work`, a
+/// launch's `launched`): set when it has ended, with its outcome `T`.
+pub struct Pending<T> {
     done: Event,
-    outcome: Mutex<Option<Outcome>>,
+    outcome: Mutex<Option<T>>,
     /// How messages name it: `all_reduce on group 1 by rank 2`.
     pub what: String,
     waited: AtomicBool,
 }
 
-impl WorkState {
-    pub fn new(what: String) -> Arc<WorkState> {
-        Arc::new(WorkState {
+/// An asynchronous `torch.distributed` call.
+pub type WorkState = Pending<Outcome>;
+
+/// A `torch.launch-async`: the picoseconds it took, or its error.
+pub type LaunchState = Pending<Result<u64, String>>;
+
+impl<T: Clone> Pending<T> {
+    pub fn new(what: String) -> Arc<Pending<T>> {
+        Arc::new(Pending {
             done: Event::new(),
             outcome: Mutex::new(None),
             what,
@@ -62,6 +69,39 @@ impl WorkState {
         })
     }
 
+    /// It ended with `outcome`.
+    pub fn end(&self, outcome: T) {
+        *self.outcome.lock().unwrap() = Some(outcome);
+        self.done.set();
+    }
+
+    /// The event set when it has ended.
+    pub fn done(&self) -> &Event {
+        &self.done
+    }
+
+    pub fn is_completed(&self) -> bool {
+        self.done.is_set()
+    }
+
+    /// Wait until it has ended: its outcome.
+    pub async fn outcome(&self) -> T {
+        self.done.wait().await;
+        self.waited.store(true, Ordering::Relaxed);
+        let outcome = self.outcome.lock().unwrap().clone();
+        outcome.expect("set before `done`")
+    }
+
+    /// Its outcome if it has ended and nobody waited for it.
+    fn unseen(&self) -> Option<T> {
+        if self.waited.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.outcome.lock().unwrap().clone()
+    }
+}
+
+impl Pending<Outcome> {
     /// A call that has already ended (a rank outside the group).
     pub fn ended(what: String) -> Arc<WorkState> {
         let w = WorkState::new(what);
@@ -71,31 +111,17 @@ impl WorkState {
 
     /// The call ended with `r`.
     pub fn finish(&self, r: DistResult) {
-        let outcome = match r {
+        self.end(match r {
             Ok(()) => Outcome::Ended,
             Err(Fail::Raised(e)) => Outcome::Raised(e),
             Err(Fail::Trap(e)) => Outcome::Trap(format!("{e:#}")),
-        };
-        *self.outcome.lock().unwrap() = Some(outcome);
-        self.done.set();
-    }
-
-    /// The event set when the call has ended.
-    pub fn done(&self) -> &Event {
-        &self.done
-    }
-
-    pub fn is_completed(&self) -> bool {
-        self.done.is_set()
+        });
     }
 
     /// Wait until the call has ended: how, as the blocking call would
     /// have returned it.
     pub async fn wait(&self) -> DistResult {
-        self.done.wait().await;
-        self.waited.store(true, Ordering::Relaxed);
-        let outcome = self.outcome.lock().unwrap().clone();
-        match outcome.expect("set before `done`") {
+        match self.outcome().await {
             Outcome::Ended => Ok(()),
             Outcome::Raised(e) => Err(DistFail::Raised(e)),
             Outcome::Trap(m) => Err(DistFail::Trap(wasmtime::Error::msg(m))),
@@ -104,19 +130,39 @@ impl WorkState {
 
     /// Its error, if it failed and nobody waited for it (once it ended).
     pub fn unseen_error(&self) -> Option<String> {
-        if self.waited.load(Ordering::Relaxed) {
-            return None;
-        }
-        match self.outcome.lock().unwrap().as_ref()? {
+        match self.unseen()? {
             Outcome::Ended => None,
             Outcome::Raised(e) => Some(format!("{e:?}")),
-            Outcome::Trap(m) => Some(m.clone()),
+            Outcome::Trap(m) => Some(m),
         }
     }
 }
 
 /// The host object behind a guest's `work`.
 pub struct Work(pub Arc<WorkState>);
+
+/// The host object behind a guest's `launched`.
+pub struct Launched(pub Arc<LaunchState>);
+
+/// A rank's compute stream: its launches and `ahbm.gemm` / `ahbm.busy`,
+/// each starting when the one before it has ended (a CUDA stream's
+/// order), beside its groups' streams.
+#[derive(Default)]
+pub struct ComputeStream {
+    tail: Option<Event>,
+}
+
+impl ComputeStream {
+    /// Queue work whose end sets `ends`: what it waits for first.
+    pub fn enqueue(&mut self, ends: &Event) -> Option<Event> {
+        self.tail.replace(ends.clone()).filter(|e| !e.is_set())
+    }
+
+    /// What blocking work waits for first: the last queued, if running.
+    pub fn pending(&self) -> Option<Event> {
+        self.tail.clone().filter(|e| !e.is_set())
+    }
+}
 
 /// The streams of one process group: per caller (its world rank; `None`
 /// the single driver), the end of its last collective and of the sends
@@ -167,18 +213,30 @@ impl Streams {
     }
 }
 
-/// Wait for every asynchronous call an instance made (a bench may return
-/// without waiting, as a PyTorch script may exit; its calls still run to
-/// their end, and their time counts): the first error nobody waited for,
-/// as the blocking call would have failed the bench.
-pub async fn drain(works: &[Arc<WorkState>]) -> Result<(), String> {
-    for w in works {
-        w.done().wait().await;
+/// Wait for everything an instance left in flight — its asynchronous
+/// calls and launches (a bench may return without waiting, as a PyTorch
+/// script may exit; they still run to their end, and their time counts):
+/// the first error nobody waited for, as the blocking call would have
+/// failed the bench.
+pub async fn drain(works: &[Arc<WorkState>], launches: &[Arc<LaunchState>]) -> Result<(), String> {
+    for e in works
+        .iter()
+        .map(|w| w.done())
+        .chain(launches.iter().map(|l| l.done()))
+    {
+        e.wait().await;
     }
-    match works.iter().find_map(|w| Some((w, w.unseen_error()?))) {
-        Some((w, e)) => Err(format!(
-            "the asynchronous {} failed and was never waited for: {e}",
-            w.what
+    let calls = works
+        .iter()
+        .find_map(|w| Some((&w.what, w.unseen_error()?)));
+    let launched = || {
+        launches
+            .iter()
+            .find_map(|l| Some((&l.what, l.unseen()?.err()?)))
+    };
+    match calls.or_else(launched) {
+        Some((what, e)) => Err(format!(
+            "the asynchronous {what} failed and was never waited for: {e}"
         )),
         None => Ok(()),
     }

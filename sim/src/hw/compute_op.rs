@@ -41,6 +41,13 @@ pub enum ComputeOp {
         dtypes: (Dtype, Dtype, Dtype),
         mnk: (u32, u32, u32),
     },
+    /// Time the host charges to a unit, moving no data (`torch.ahbm.gemm`
+    /// of `mnk` in `dtype` by the roofline, or `torch.ahbm.busy`: `mnk`
+    /// None): compute a bench models without writing it as a kernel.
+    Charge {
+        mnk: Option<(u32, u32, u32)>,
+        dtype: Dtype,
+    },
 }
 
 impl ComputeOp {
@@ -65,6 +72,7 @@ impl ComputeOp {
                 ..
             } => "gemm",
             ComputeOp::Composite { .. } => "composite_gemm",
+            ComputeOp::Charge { .. } => "host_charge",
             _ => "math",
         }
     }
@@ -79,6 +87,7 @@ impl ComputeOp {
             | ComputeOp::Reduce { dtype, .. } => *dtype,
             ComputeOp::Cast { to, .. } => *to,
             ComputeOp::Composite { dtypes, .. } => dtypes.2,
+            ComputeOp::Charge { dtype, .. } => *dtype,
         }
     }
 
@@ -98,6 +107,11 @@ impl ComputeOp {
                 dtypes,
                 mnk: (m, n, k),
             } => format!("{} {m}x{k}x{n} {}", op.name(), dtypes.0.name()),
+            ComputeOp::Charge {
+                mnk: Some((m, n, k)),
+                dtype,
+            } => format!("host gemm {m}x{k}x{n} {}", dtype.name()),
+            ComputeOp::Charge { mnk: None, .. } => "host busy".to_string(),
         }
     }
 
@@ -126,6 +140,9 @@ impl ComputeOp {
                 } else {
                     gemm_ops::composite_into(*op, *dtypes, *mnk, inputs, out)
                 }
+            }
+            ComputeOp::Charge { .. } => {
+                unreachable!("a host charge has no output to compute")
             }
         }
     }

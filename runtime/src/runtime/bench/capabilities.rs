@@ -7,16 +7,17 @@
 //!
 //! | interface | context | it may touch |
 //! |---|---|---|
-//! | `torch` | [`TensorCtx`] | the instance's tensors, its device, the session (memory, limits, launches) |
+//! | `torch` | [`TensorCtx`] | the instance's tensors, its device, its compute stream, the session (memory, limits, launches) |
 //! | `distributed` | [`DistCtx`] | the instance's tensors (as collective arguments), its rank, the run's [`Comms`] |
 //! | `multiprocessing` | [`SpawnCtx`] | its rank, the session |
-//! | `ahbm`, `accelerator` | [`DeviceCtx`] | its current device, the machine's shape |
+//! | `ahbm`, `accelerator` | [`DeviceCtx`] | its current device, its compute stream, the machine (shape, clock, matrix units) |
 //! | `report` | [`ReportCtx`] | its rank and name, the session's rows |
 
 use super::{BenchHost, BenchTensor};
 use crate::hw::Machine;
 use crate::runtime::comms::{CollectiveTensor, Comms};
 use crate::runtime::session::Session;
+use crate::runtime::works::{ComputeStream, LaunchState};
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource, ResourceTable};
 
@@ -25,6 +26,9 @@ pub struct TensorCtx<'a> {
     pub(super) table: &'a mut ResourceTable,
     pub(super) session: &'a Arc<Session>,
     pub(super) device: Option<u32>,
+    /// The instance's compute stream and its launches in flight.
+    pub(super) compute: &'a mut ComputeStream,
+    pub(super) launches: &'a mut Vec<Arc<LaunchState>>,
 }
 
 /// `torch.distributed`: the process group and its collectives.
@@ -46,7 +50,11 @@ pub struct SpawnCtx<'a> {
 /// `torch.ahbm` and `torch.accelerator`: the current device.
 pub struct DeviceCtx<'a> {
     pub(super) device: &'a mut Option<u32>,
-    pub(super) machine: &'a Machine,
+    pub(super) machine: &'a Arc<Machine>,
+    /// The instance's compute stream (`gemm` and `busy` join it) and
+    /// rank (its trace track).
+    pub(super) compute: &'a mut ComputeStream,
+    pub(super) rank: Option<u32>,
 }
 
 /// The result reporter.
@@ -87,6 +95,8 @@ impl BenchHost {
             table: &mut self.table,
             session: &self.session,
             device: self.device,
+            compute: &mut self.compute,
+            launches: &mut self.launches,
         }
     }
 
@@ -113,6 +123,8 @@ impl BenchHost {
         DeviceCtx {
             device: &mut self.device,
             machine: &self.session.machine,
+            compute: &mut self.compute,
+            rank: self.rank,
         }
     }
 

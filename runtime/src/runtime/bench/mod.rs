@@ -122,6 +122,10 @@ pub struct BenchHost {
     /// Every asynchronous call the instance made, in issue order: awaited
     /// when it returns (see [`super::works`]).
     pub(crate) works: Vec<Arc<super::works::WorkState>>,
+    /// Every `launch-async` it made, in issue order (awaited likewise).
+    pub(crate) launches: Vec<Arc<super::works::LaunchState>>,
+    /// Its compute stream.
+    pub(crate) compute: super::works::ComputeStream,
 }
 
 impl Guarded for BenchHost {

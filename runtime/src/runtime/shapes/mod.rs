@@ -1,5 +1,5 @@
 //! The shapes of the guest interface this host serves: today's
-//! (`kernbench:sim@0.8.3`) and every earlier release.
+//! (`kernbench:sim@0.8.4`) and every earlier release.
 //!
 //! The interface changed incompatibly five times while it was labelled
 //! `0.1.0`; those states are the releases 0.1.0 (as first released) to
@@ -15,9 +15,10 @@
 //!
 //! wasmtime matches an import by exact name first, else by the highest
 //! version of its semver track, and type-checks every imported function
-//! exactly. So today's linker holds today's interfaces under `@0.8.3` (0.8.0
-//! to 0.8.2 resolve to it: 0.8.1 only added `tl.fill`, 0.8.2 the process
-//! groups of `distributed`, 0.8.3 its asynchronous calls),
+//! exactly. So today's linker holds today's interfaces under `@0.8.4` (0.8.0
+//! to 0.8.3 resolve to it: 0.8.1 only added `tl.fill`, 0.8.2 the process
+//! groups of `distributed`, 0.8.3 its asynchronous calls, 0.8.4
+//! `launch-async` and `ahbm.gemm` / `busy`),
 //! again under `@0.7.0`, `@0.6.5` (0.6.x resolve to it) and `@0.1.3` (the labels
 //! 0.1.1 to 0.1.3, and 0.1.0 of the states 0.5.0 and 0.6.0, resolve to
 //! it), and under each of `@0.2.0` to `@0.5.0`, with adapters over the one
@@ -53,7 +54,7 @@ const INIT_TAKES_OPTIONS: u64 = 3;
 /// The state in which `tl.binop` gained `div`.
 const BINOP_GAINS_DIV: u64 = 5;
 
-/// The labels today's linker serves besides today's `@0.8.3`, each with
+/// The labels today's linker serves besides today's `@0.8.4`, each with
 /// the state (0.MINOR.0) of the interfaces it names: 0.7.0, the last release of
 /// the 0.6 line (0.6.x resolve to it), the legacy labels 0.1.1 to 0.1.3
 /// (the interface of 0.6.1 to 0.6.3), then each earlier line.

@@ -13,7 +13,7 @@ use crate::hw::dtype::{BinOp, Dtype};
 use crate::hw::gemm_ops::{self, CompositeOp};
 use crate::hw::math_ops::{self, ReduceOp, UnaryOp};
 use crate::hw::tensor::{check_same_operands, Operands, Shape};
-use crate::units::Rate;
+use crate::units::{Ps, Rate};
 use smallvec::smallvec;
 use std::sync::Arc;
 
@@ -206,6 +206,76 @@ impl Machine {
     ) -> Result<TensorRef, HwError> {
         let at: Issuer = at.into();
         self.composite(at, CompositeOp::Gemm, (a, b, None), out_dtype)
+    }
+
+    /// The time a `[m, k] x [k, n]` GEMM of `dt` takes on every matrix
+    /// unit of SIP `sip` together, by the roofline: the unit overhead,
+    /// then the longer of its FLOPs (`2·m·n·k`) at the SIP's peak (PEs ×
+    /// one unit's rate) and its bytes (`(m·k + k·n + m·n) · itemsize`, each
+    /// operand read or written once) at the SIP's HBM bandwidth (cubes ×
+    /// stacks × a stack's). What `torch.ahbm.gemm` charges.
+    pub fn roofline_gemm(
+        &self,
+        sip: u32,
+        (m, n, k): (u32, u32, u32),
+        dt: Dtype,
+    ) -> Result<Ps, HwError> {
+        let spec = &self.topo.spec;
+        let _ = sip; // every SIP has the spec's figures (per-SIP overrides: issue 63)
+        let pes = (spec.cubes_per_sip() * spec.pes_per_cube()) as f64;
+        let peak = Rate::from_giga_per_s(self.gemm_rate(dt).giga_per_s() * pes);
+        let hbm_gbps = spec.cube.hbm.bandwidth_gbps
+            * spec.cube.hbm.stacks as f64
+            * spec.cubes_per_sip() as f64;
+        let hbm = Rate::from_giga_per_s(hbm_gbps);
+        let (m, n, k) = (m as u64, n as u64, k as u64);
+        let what = || format!("a {m}x{k}x{n} {} GEMM", dt.name());
+        let overflow = |source| HwError::TimeOverflow {
+            what: what(),
+            source,
+        };
+        let flops = 2u64
+            .checked_mul(m)
+            .and_then(|v| v.checked_mul(n))
+            .and_then(|v| v.checked_mul(k));
+        let bytes = (m.checked_mul(k))
+            .and_then(|a| Some((a, k.checked_mul(n)?, m.checked_mul(n)?)))
+            .and_then(|(a, b, c)| a.checked_add(b)?.checked_add(c))
+            .and_then(|e| e.checked_mul(dt.itemsize()));
+        let (Some(flops), Some(bytes)) = (flops, bytes) else {
+            return Err(overflow(crate::units::TimeOverflow));
+        };
+        let compute = peak.duration_ps(flops).map_err(overflow)?;
+        let memory = hbm.duration_ps(bytes).map_err(overflow)?;
+        self.timing
+            .gemm_overhead
+            .checked_add(compute.max(memory))
+            .ok_or_else(|| overflow(crate::units::TimeOverflow))
+    }
+
+    /// Keep `at`'s matrix unit busy for `busy` with `op` (a
+    /// [`ComputeOp::Charge`]): a command that moves no data, queued in
+    /// order with the kernels' GEMMs there. The event it sets when done.
+    pub fn charge_gemm_unit(
+        self: &Arc<Self>,
+        at: impl Into<Issuer>,
+        busy: Ps,
+        op: ComputeOp,
+    ) -> Result<Event, HwError> {
+        debug_assert!(matches!(op, ComputeOp::Charge { .. }));
+        let done = Event::new();
+        let record = StageRecord {
+            busy,
+            work: 0,
+            after: None,
+            op,
+            inputs: Operands::new(),
+            out: None,
+            done: done.clone(),
+            logged: None,
+        };
+        self.enqueue_stage(at.into(), super::compute_unit::UnitKind::Gemm, record)?;
+        Ok(done)
     }
 
     /// One matrix unit's peak operations per second for inputs of `dt`.

@@ -179,9 +179,9 @@ pub(super) type StageRecords = slab::Slab<StageRecord>;
 
 /// A stage as traces and errors name it.
 pub(super) fn describe(op: &ComputeOp, out: &Option<TensorRef>) -> String {
-    match out {
-        Some(_) => op.describe(),
-        None => format!("{} (product)", op.describe()),
+    match (out, op) {
+        (Some(_), _) | (None, ComputeOp::Charge { .. }) => op.describe(),
+        (None, _) => format!("{} (product)", op.describe()),
     }
 }
 

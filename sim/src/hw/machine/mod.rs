@@ -1081,4 +1081,54 @@ mod actor_tests {
             assert_eq!(ops, own, "{}", end.describe());
         }
     }
+
+    /// A host charge holds the matrix unit for exactly its time, and a
+    /// later command there (another actor's) waits for it; the roofline
+    /// is the compute bound for a square GEMM and the memory bound for a
+    /// thin one.
+    #[test]
+    fn a_host_charge_holds_the_matrix_unit_and_the_roofline_takes_the_longer_bound() {
+        let (m, pe) = test_machine();
+        let ex = Executor::new();
+        let ends: Arc<std::sync::Mutex<Vec<Ps>>> = Arc::default();
+        ex.enter(|| {
+            let (m, ends) = (m.clone(), ends.clone());
+            engine::spawn_detached(async move {
+                let busy = crate::hw::compute_op::ComputeOp::Charge {
+                    mnk: None,
+                    dtype: Dtype::Bf16,
+                };
+                let a = m
+                    .charge_gemm_unit((pe, CommId::LAUNCH), 1000, busy.clone())
+                    .unwrap();
+                let b = m.charge_gemm_unit(pe, 500, busy).unwrap();
+                a.wait().await;
+                ends.lock().unwrap().push(engine::now());
+                b.wait().await;
+                ends.lock().unwrap().push(engine::now());
+            });
+        });
+        assert_eq!(ex.run(), RunOutcome::Finished);
+        assert_eq!(*ends.lock().unwrap(), vec![1000, 1500]);
+
+        let spec = &m.topo.spec;
+        let pes = (spec.cubes_per_sip() * spec.pes_per_cube()) as f64;
+        let peak = m.gemm_peak_per_s(Dtype::Bf16) * pes;
+        let hbm = spec.cube.hbm.bandwidth_gbps
+            * 1e9
+            * (spec.cube.hbm.stacks * spec.cubes_per_sip()) as f64;
+        let overhead = m.timing.gemm_overhead as f64;
+        for (mnk, compute_bound) in [((4096, 4096, 4096), true), ((1 << 16, 1, 1 << 12), false)] {
+            let (mm, nn, kk) = (mnk.0 as f64, mnk.1 as f64, mnk.2 as f64);
+            let t_c = 2.0 * mm * nn * kk / peak * 1e12;
+            let t_m = (mm * kk + kk * nn + mm * nn) * 2.0 / hbm * 1e12;
+            assert_eq!(t_c > t_m, compute_bound, "{mnk:?}: {t_c} vs {t_m}");
+            let got = m.roofline_gemm(0, mnk, Dtype::Bf16).unwrap() as f64;
+            let want = overhead + t_c.max(t_m);
+            assert!((got - want).abs() <= 2.0, "{mnk:?}: {got} ps, want {want}");
+        }
+        assert!(m
+            .roofline_gemm(0, (u32::MAX, u32::MAX, u32::MAX), Dtype::F64)
+            .is_err());
+    }
 }

@@ -1,7 +1,7 @@
 """Test bench: asynchronous collectives from Python, the Rust
-``async_probe``'s ``async``, ``order``, ``two_pairs`` and ``p2p`` modes in
-PyTorch's words (``async_op=True``, ``isend`` / ``irecv``, ``Work``).
-``argv``: MODE N. Rank 0 records the Rust probe's rows, named and valued
+``async_probe``'s ``async``, ``order``, ``two_pairs``, ``p2p``, ``overlap`` and ``gemm``
+modes in PyTorch's words (``async_op=True``, ``isend`` / ``irecv``,
+``Work``, ``torch.ahbm.busy`` / ``gemm``). ``argv``: MODE N [ARGS]. Rank 0 records the Rust probe's rows, named and valued
 alike."""
 
 
@@ -76,6 +76,25 @@ def worker(rank, world_size, torch):
             wrong = sum(1 for i, g in enumerate(inp.flat()) if g != value(peer, i))
             if rank == 0:
                 row(torch, "p2p", n, torch.ahbm.now_ps() - start, wrong)
+    elif mode == "overlap":
+        x = make(torch, rank, n, "x")
+        w = dist.all_reduce(x, async_op=True)
+        busy = torch.ahbm.busy(int(torch.argv[2]))
+        w.wait()
+        if rank == 0:
+            row(torch, "overlap", n, torch.ahbm.now_ps() - start, wrong_sum(x, world))
+            row(torch, "busy", n, busy, 0)
+    elif mode == "gemm":
+        m, k = int(torch.argv[2]), int(torch.argv[3])
+        alone = torch.ahbm.gemm(m, m, k, "bf16")
+        x = make(torch, rank, n, "x")
+        t0 = torch.ahbm.now_ps()
+        w = dist.all_reduce(x, async_op=True)
+        torch.ahbm.gemm(m, m, k, dtype="bf16")
+        w.wait()
+        if rank == 0:
+            row(torch, "gemm", n, alone, 0)
+            row(torch, "gemm overlap", n, torch.ahbm.now_ps() - t0, wrong_sum(x, world))
     else:
         raise ValueError("unknown mode " + mode)
 

@@ -3,6 +3,7 @@
 use crate::runtime::bench::capabilities::{tensor, TensorCtx};
 use crate::runtime::bench::*;
 use crate::runtime::bindings::bench::kernbench::sim::torch;
+use crate::runtime::works::{LaunchState, Launched};
 
 impl TensorCtx<'_> {
     fn tensor(&self, r: &Resource<BenchTensor>) -> wasmtime::Result<&BenchTensor> {
@@ -74,6 +75,40 @@ impl TensorCtx<'_> {
             )
             .into()),
         }
+    }
+}
+
+impl torch::HostLaunched for TensorCtx<'_> {
+    async fn wait(&mut self, l: Resource<Launched>) -> wasmtime::Result<Result<u64, String>> {
+        let state = self.table.get(&l)?.0.clone();
+        Ok(state.outcome().await)
+    }
+    async fn is_completed(&mut self, l: Resource<Launched>) -> wasmtime::Result<bool> {
+        let state = self.table.get(&l)?.0.clone();
+        Ok(state.is_completed() || {
+            crate::engine::sleep(crate::runtime::works::POLL_NS * 1000).await;
+            false
+        })
+    }
+    async fn drop(&mut self, l: Resource<Launched>) -> wasmtime::Result<()> {
+        // The launch runs on; the instance's list keeps its state.
+        self.table.delete(l)?;
+        Ok(())
+    }
+}
+
+impl TensorCtx<'_> {
+    /// Where a launch on `t` runs.
+    fn launch_target(
+        &self,
+        t: &Resource<BenchTensor>,
+    ) -> wasmtime::Result<crate::runtime::launch::LaunchTarget> {
+        let t = self.tensor(t)?;
+        Ok(crate::runtime::launch::LaunchTarget {
+            sip: t.sip(),
+            t_ptr: t.placed.addr(),
+            shard_pes: t.placed.specs.iter().map(|s| (s.cube, s.pe)).collect(),
+        })
     }
 }
 
@@ -196,14 +231,46 @@ impl torch::Host for TensorCtx<'_> {
         t: Resource<BenchTensor>,
         args: Vec<i64>,
     ) -> wasmtime::Result<Result<u64, String>> {
-        let t = self.tensor(&t)?;
-        let target = crate::runtime::launch::LaunchTarget {
-            sip: t.sip(),
-            t_ptr: t.placed.addr(),
-            shard_pes: t.placed.specs.iter().map(|s| (s.cube, s.pe)).collect(),
-        };
+        let target = self.launch_target(&t)?;
         let s = self.session.clone();
+        if let Some(e) = self.compute.pending() {
+            // After the launches in flight on the rank's compute stream.
+            e.wait().await;
+        }
         Ok(s.launch(self.device, &kernel, target, args).await)
+    }
+
+    async fn launch_async(
+        &mut self,
+        kernel: String,
+        t: Resource<BenchTensor>,
+        args: Vec<i64>,
+    ) -> wasmtime::Result<Result<Resource<Launched>, String>> {
+        let target = self.launch_target(&t)?;
+        let keep = self.tensor(&t)?.placed.clone();
+        let s = self.session.clone();
+        let prepared = match s.prepare_launch(self.device, &kernel, target) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        if s.machine.partitions() > 1 {
+            let why = "torch.launch-async overlaps kernels with the rank's other work".to_string();
+            s.machine.give_up_split(why.clone());
+            return Ok(Err(format!("split run given up: {why}")));
+        }
+        let state = LaunchState::new(format!("launch of '{kernel}'"));
+        let after = self.compute.enqueue(state.done());
+        let st = state.clone();
+        crate::engine::spawn_detached(async move {
+            if let Some(e) = after {
+                e.wait().await;
+            }
+            let r = s.run_launch(prepared, args).await;
+            drop(keep);
+            st.end(r);
+        });
+        self.launches.push(state.clone());
+        Ok(Ok(self.table.push(Launched(state))?))
     }
 
     async fn zeros(

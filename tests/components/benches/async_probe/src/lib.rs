@@ -27,6 +27,17 @@
 //! * `unwaited`: the same, nobody waiting (the run must fail when the
 //!   ranks return).
 //!
+//! * `overlap D`: an asynchronous all-reduce, then `ahbm.busy(D ns)`,
+//!   then its wait (row `overlap`: from the issue to the end of the
+//!   wait; row `busy`: what `busy` returned);
+//! * `gemm M K`: `ahbm.gemm(M, M, K, bf16)` alone (row `gemm`), then
+//!   overlapping an asynchronous all-reduce (row `gemm overlap`);
+//! * `launch KERNEL`: a 4x4 f16 tile squared by the math_probe kernel
+//!   (mode 3), blocking (row `launch`), then with `launch_async` waited
+//!   at once (row `launch async`), then beside an asynchronous
+//!   all-reduce (row `launch overlap`: both waited; rows count the
+//!   tile's wrong elements).
+//!
 //! A value of rank r's input at i is `r * 1000 + i % 97 + 1`.
 
 use kernbench_guest::bench::dist::{self, ProcessGroup, Work};
@@ -229,6 +240,73 @@ impl Bench for Probe {
                     if rank == 1 {
                         row("dropped", n, ahbm::now_ps() - start, wrong_sum(&x, &world));
                     }
+                }
+            }
+            "overlap" => {
+                let d: u64 = args[2].parse().map_err(|e| format!("D: {e}"))?;
+                let x = input(rank, n, "x")?;
+                let w = dist::all_reduce_async(&x, "sum")?;
+                let busy = ahbm::busy(d)?;
+                w.wait()?;
+                if rank == 0 {
+                    row("overlap", n, ahbm::now_ps() - start, wrong_sum(&x, &world));
+                    row("busy", n, busy, 0);
+                }
+            }
+            "gemm" => {
+                let m: u32 = args[2].parse().map_err(|e| format!("M: {e}"))?;
+                let k: u32 = args[3].parse().map_err(|e| format!("K: {e}"))?;
+                let alone = ahbm::gemm(m, m, k, Dtype::Bf16)?;
+                let x = input(rank, n, "x")?;
+                let t0 = ahbm::now_ps();
+                let w = dist::all_reduce_async(&x, "sum")?;
+                ahbm::gemm(m, m, k, Dtype::Bf16)?;
+                w.wait()?;
+                if rank == 0 {
+                    row("gemm", n, alone, 0);
+                    row(
+                        "gemm overlap",
+                        n,
+                        ahbm::now_ps() - t0,
+                        wrong_sum(&x, &world),
+                    );
+                }
+            }
+            "launch" => {
+                let kernel = &args[2];
+                let tile = |name: &str| -> Result<torch::Tensor, String> {
+                    let t = torch::zeros(&[16], Dtype::F16, name)?;
+                    let a: Vec<f64> = (0..16).map(|i| f64::from(i % 5)).collect();
+                    t.copy_from_f64(&a)?;
+                    Ok(t)
+                };
+                let wrong = |t: &torch::Tensor| -> u64 {
+                    let a: Vec<f64> = (0..16).map(|i| f64::from(i % 5)).collect();
+                    let got = t.to_f64();
+                    let mut bad = 0;
+                    for i in 0..4 {
+                        for j in 0..4 {
+                            let want: f64 = (0..4).map(|p| a[i * 4 + p] * a[p * 4 + j]).sum();
+                            bad += u64::from(got[i * 4 + j] != want);
+                        }
+                    }
+                    bad
+                };
+                let t1 = tile("t1")?;
+                let blocking = torch::launch(kernel, &t1, &[16, 1, 3])?;
+                let t2 = tile("t2")?;
+                let waited = torch::launch_async(kernel, &t2, &[16, 1, 3])?.wait()?;
+                let (t3, x) = (tile("t3")?, input(rank, n, "x")?);
+                let t0 = ahbm::now_ps();
+                let w = dist::all_reduce_async(&x, "sum")?;
+                let l = torch::launch_async(kernel, &t3, &[16, 1, 3])?;
+                l.wait()?;
+                w.wait()?;
+                if rank == 0 {
+                    row("launch", n, blocking, wrong(&t1));
+                    row("launch async", n, waited, wrong(&t2));
+                    let bad = wrong(&t3) + wrong_sum(&x, &world);
+                    row("launch overlap", n, ahbm::now_ps() - t0, bad);
                 }
             }
             "mismatch" | "unwaited" => {

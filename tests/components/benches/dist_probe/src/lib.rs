@@ -16,7 +16,7 @@ impl Bench for Probe {
         let scenario = args.first().map(String::as_str).unwrap_or("");
         match scenario {
             "nccl" => dist::init_process_group("nccl").map_err(String::from),
-            // torch.__version__ (kernbench:sim@0.8.3), returned as the error text.
+            // torch.__version__ (kernbench:sim@0.8.4), returned as the error text.
             "version" => Err(format!("version: {}", torch::version())),
             // `hold MB`: every rank holds MB of guest memory and a tensor of
             // MB, then blocks in a receive no one answers (the host-memory
