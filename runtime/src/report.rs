@@ -339,6 +339,10 @@ pub struct JsonReport<'a> {
     /// The compute table (benches that launch kernels).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub kernels: &'a [crate::kernel_report::KernelRow],
+    /// What each rank's time went to, in ps (runs that overlap compute
+    /// and communication).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub ranks: &'a [crate::runtime::timeline::RankRow],
     /// The second pass (`--verify-data`), when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify: Option<JsonVerify>,
@@ -376,6 +380,7 @@ pub fn to_json(res: &RunResult, rows: &[Row]) -> String {
         notes: &res.notes,
         rows,
         kernels: &res.kernel_rows,
+        ranks: &res.ranks,
         verify: res.verification.as_ref().map(|v| JsonVerify {
             ok: !v.failed(),
             ops: v.ops,
@@ -583,6 +588,9 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     let _ = writeln!(s, "#");
     if rows.is_empty() && !res.kernel_rows.is_empty() {
         s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
+        if !res.ranks.is_empty() {
+            s.push_str(&crate::runtime::timeline::to_table(&res.ranks));
+        }
         return s;
     }
     let checked = !res.timing_only;
@@ -661,6 +669,9 @@ pub fn to_table(res: &RunResult, rows: &[Row], topo_line: &str) -> String {
     if !res.kernel_rows.is_empty() {
         let _ = writeln!(s, "#");
         s.push_str(&crate::kernel_report::to_table(&res.kernel_rows));
+    }
+    if !res.ranks.is_empty() {
+        s.push_str(&crate::runtime::timeline::to_table(&res.ranks));
     }
     s
 }

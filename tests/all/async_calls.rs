@@ -285,3 +285,27 @@ fn launch_async_is_the_blocking_launch_and_runs_beside_a_collective() {
     assert!(both >= c.max(blocking), "{both} < max({c}, {blocking})");
     assert!(both <= c + blocking, "{both} > {c} + {blocking}");
 }
+
+/// The per-rank breakdown of a run that overlaps: an asynchronous
+/// all-reduce of time C beside `busy(D)` is C of communication, D of
+/// compute, and max(C − D, 0) of it exposed; a run of blocking
+/// collectives alone has no breakdown.
+#[test]
+fn the_per_rank_breakdown_shows_the_exposed_communication() {
+    let n = 4096;
+    let c = time(&ok(4, "async", n), "all_reduce");
+    assert!(ok(4, "blocking", n).ranks.is_empty());
+    for tenths in [5u64, 20] {
+        let d = (c * tenths / 10).div_ceil(1000) * 1000;
+        let res = probe_args(4, &["overlap", &n.to_string(), &(d / 1000).to_string()]);
+        assert_eq!(res.ranks.len(), 4, "{:?}", res.ranks);
+        for r in &res.ranks {
+            assert_eq!(r.compute_ps, d, "rank {}", r.rank);
+            assert_eq!(r.communication_ps, c, "rank {}", r.rank);
+            assert_eq!(r.exposed_ps, c.saturating_sub(d), "rank {}", r.rank);
+            assert_eq!(r.idle_ps, res.end_time_ps - c.max(d), "rank {}", r.rank);
+        }
+        let table = kernbench::report::to_table(&res, &[], "");
+        assert!(table.contains("exposed"), "{table}");
+    }
+}

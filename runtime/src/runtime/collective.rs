@@ -544,6 +544,13 @@ impl Comms {
             self.machine.note_host_sync(pg.comm, &pes);
         }
         pg.epochs.leave(epoch_id, ranks.len() as u32);
+        for &r in &ranks {
+            self.timelines.record(
+                pg.ranks.world_rank(r),
+                super::timeline::Activity::Communication,
+                (started, engine::now()),
+            );
+        }
         if let Some(tr) = &self.machine.trace {
             let name = format!("{} {} B", call.collective, input.nbytes);
             for &r in &ranks {

@@ -120,6 +120,8 @@ pub struct Comms {
     pub(super) kernels: Arc<KernelSources>,
     /// The process groups `new_group` made.
     pub(super) groups: super::groups::Groups,
+    /// What each rank's time went to (shared with the session).
+    pub(super) timelines: Arc<super::timeline::Timelines>,
 }
 
 impl Comms {
@@ -128,7 +130,7 @@ impl Comms {
         algorithm_choice: AlgorithmChoice,
         limits: RunLimits,
         failures: Failures,
-        kernels: Arc<KernelSources>,
+        (kernels, timelines): (Arc<KernelSources>, Arc<super::timeline::Timelines>),
     ) -> Comms {
         Comms {
             machine,
@@ -140,6 +142,7 @@ impl Comms {
             failures,
             split_events: Default::default(),
             kernels,
+            timelines,
             groups: Default::default(),
         }
     }
@@ -270,6 +273,18 @@ impl Comms {
             );
         }
         lines
+    }
+
+    /// `who` communicated from `start` until now (on its world rank's
+    /// timeline; the single driver's calls are the collectives' own).
+    pub(super) fn communicated(&self, who: &Caller, start: crate::units::Ps) {
+        if let Some(g) = who.rank {
+            self.timelines.record(
+                who.group.ranks.world_rank(g),
+                super::timeline::Activity::Communication,
+                (start, crate::engine::now()),
+            );
+        }
     }
 
     /// The caller of world rank `world_rank` (None: the driver) on the

@@ -22,6 +22,8 @@ pub struct LaunchTarget {
 
 /// A launch checked and ready to run ([`Session::prepare_launch`]).
 pub struct PreparedLaunch {
+    /// Whose compute it is (the driver's: its device's rank).
+    rank: u32,
     kernel: String,
     component: super::kernel::AlgorithmComponent,
     pes: Vec<PeCoord>,
@@ -38,12 +40,12 @@ impl Session {
     /// tensor must be on it.
     pub async fn launch(
         &self,
-        device: Option<u32>,
+        (rank, device): (Option<u32>, Option<u32>),
         kernel: &str,
         target: LaunchTarget,
         args: Vec<i64>,
     ) -> Result<u64, String> {
-        let prepared = self.prepare_launch(device, kernel, target)?;
+        let prepared = self.prepare_launch((rank, device), kernel, target)?;
         self.run_launch(prepared, args).await
     }
 
@@ -52,7 +54,7 @@ impl Session {
     /// these errors at once.
     pub fn prepare_launch(
         &self,
-        device: Option<u32>,
+        (rank, device): (Option<u32>, Option<u32>),
         kernel: &str,
         target: LaunchTarget,
     ) -> Result<PreparedLaunch, String> {
@@ -82,6 +84,7 @@ impl Session {
             }
         }
         Ok(PreparedLaunch {
+            rank: rank.unwrap_or(dev),
             kernel: kernel.to_string(),
             component,
             pes,
@@ -94,6 +97,7 @@ impl Session {
     /// picoseconds it took.
     pub async fn run_launch(&self, p: PreparedLaunch, args: Vec<i64>) -> Result<u64, String> {
         let PreparedLaunch {
+            rank,
             kernel,
             component,
             pes,
@@ -131,9 +135,16 @@ impl Session {
             d.wait().await;
         }
         self.machine.note_host_sync(CommId::LAUNCH, &pes);
+        let span = (started, engine::now());
+        self.timelines
+            .record(rank, super::timeline::Activity::Compute, span);
+        if let Some(tr) = &self.machine.trace {
+            let track = crate::hw::trace::Track::Rank(rank, CommId::LAUNCH);
+            tr.record(track, format!("launch {kernel}"), span.0, span.1);
+        }
         if let Some(e) = errors.lock().unwrap().first() {
             return Err(e.clone());
         }
-        Ok(engine::now() - started)
+        Ok(span.1 - span.0)
     }
 }

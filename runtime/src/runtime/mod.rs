@@ -49,6 +49,7 @@ pub mod shapes;
 pub mod sim;
 pub mod split_memo;
 pub mod split_run;
+pub mod timeline;
 pub mod wasi;
 pub mod works;
 

@@ -91,12 +91,18 @@ impl P2pQueues {
 impl Comms {
     /// `send(tensor, dst)`: `dst` a rank of `who`'s group.
     pub async fn send(&self, who: &Caller, t: CollectiveTensor, dst: u32) -> DistResult {
-        self.p2p(who, t, dst, Side::Send).await
+        let start = crate::engine::now();
+        let r = self.p2p(who, t, dst, Side::Send).await;
+        self.communicated(who, start);
+        r
     }
 
     /// `recv(tensor, src)`: `src` a rank of `who`'s group.
     pub async fn recv(&self, who: &Caller, t: CollectiveTensor, src: u32) -> DistResult {
-        self.p2p(who, t, src, Side::Recv).await
+        let start = crate::engine::now();
+        let r = self.p2p(who, t, src, Side::Recv).await;
+        self.communicated(who, start);
+        r
     }
 
     async fn p2p(&self, who: &Caller, t: CollectiveTensor, peer: u32, side: Side) -> DistResult {

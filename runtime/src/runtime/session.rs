@@ -153,6 +153,8 @@ pub struct Session {
     pub(super) failures: Failures,
     /// Where each kernel launch's calls come from (shared with `comms`).
     pub(super) kernels: Arc<KernelSources>,
+    /// What each rank's time went to (shared with `comms`).
+    pub timelines: Arc<super::timeline::Timelines>,
 }
 
 /// Root causes of a run, in the order they happened: (who, message).
@@ -197,12 +199,13 @@ impl Session {
     ) -> Arc<Self> {
         let failures = Failures::default();
         let kernels = Arc::new(KernelSources::new(machine.clone(), limits.clone()));
+        let timelines = Arc::new(super::timeline::Timelines::default());
         let comms = Comms::new(
             (machine.clone(), ccl, loader.clone()),
             algorithm_choice,
             limits.clone(),
             failures.clone(),
-            kernels.clone(),
+            (kernels.clone(), timelines.clone()),
         );
         Arc::new(Session {
             machine,
@@ -217,6 +220,7 @@ impl Session {
             row_observer: OnceLock::new(),
             failures,
             kernels,
+            timelines,
         })
     }
 

@@ -149,6 +149,9 @@ pub struct RunResult {
     pub rows: Vec<ReportRecord>,
     /// The compute table (benches that launch kernels).
     pub kernel_rows: Vec<crate::kernel_report::KernelRow>,
+    /// What each rank's time went to (runs that overlap compute and
+    /// communication; see [`super::timeline`]).
+    pub ranks: Vec<super::timeline::RankRow>,
     /// Header lines the bench asked for (`report.note`).
     pub notes: Vec<String>,
     /// Simulated time at the end of the run.
@@ -417,6 +420,7 @@ fn run_on(
         bench: session.bench.name.clone(),
         rows: session.rows(),
         kernel_rows: session.kernel_rows(),
+        ranks: session.timelines.rows(ex.now()),
         notes: session.notes(),
         end_time_ps: ex.now(),
         algorithm: pg.as_ref().map(|p| p.algorithm.clone()),

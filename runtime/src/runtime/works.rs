@@ -272,6 +272,7 @@ impl Comms {
             .group
             .streams
             .enqueue(who.rank, call.is_p2p(), state.done());
+        self.timelines.note_overlap();
         let comms = self.clone();
         engine::spawn_detached(async move {
             for e in after {

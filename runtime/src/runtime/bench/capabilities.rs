@@ -26,6 +26,7 @@ pub struct TensorCtx<'a> {
     pub(super) table: &'a mut ResourceTable,
     pub(super) session: &'a Arc<Session>,
     pub(super) device: Option<u32>,
+    pub(super) rank: Option<u32>,
     /// The instance's compute stream and its launches in flight.
     pub(super) compute: &'a mut ComputeStream,
     pub(super) launches: &'a mut Vec<Arc<LaunchState>>,
@@ -55,6 +56,7 @@ pub struct DeviceCtx<'a> {
     /// rank (its trace track).
     pub(super) compute: &'a mut ComputeStream,
     pub(super) rank: Option<u32>,
+    pub(super) timelines: &'a crate::runtime::timeline::Timelines,
 }
 
 /// The result reporter.
@@ -95,6 +97,7 @@ impl BenchHost {
             table: &mut self.table,
             session: &self.session,
             device: self.device,
+            rank: self.rank,
             compute: &mut self.compute,
             launches: &mut self.launches,
         }
@@ -125,6 +128,7 @@ impl BenchHost {
             machine: &self.session.machine,
             compute: &mut self.compute,
             rank: self.rank,
+            timelines: &self.session.timelines,
         }
     }
 

@@ -124,8 +124,13 @@ impl DeviceCtx<'_> {
             machine.take_outstanding((pe, CommId::LAUNCH));
         }
         let end = crate::engine::now();
+        let rank = self.rank.unwrap_or(sip);
+        self.timelines.record(
+            rank,
+            crate::runtime::timeline::Activity::Compute,
+            (start, end),
+        );
         if let Some(tr) = &machine.trace {
-            let rank = self.rank.unwrap_or(sip);
             tr.record(
                 crate::hw::trace::Track::Rank(rank, CommId::LAUNCH),
                 what.to_string(),

@@ -237,7 +237,8 @@ impl torch::Host for TensorCtx<'_> {
             // After the launches in flight on the rank's compute stream.
             e.wait().await;
         }
-        Ok(s.launch(self.device, &kernel, target, args).await)
+        Ok(s.launch((self.rank, self.device), &kernel, target, args)
+            .await)
     }
 
     async fn launch_async(
@@ -249,7 +250,7 @@ impl torch::Host for TensorCtx<'_> {
         let target = self.launch_target(&t)?;
         let keep = self.tensor(&t)?.placed.clone();
         let s = self.session.clone();
-        let prepared = match s.prepare_launch(self.device, &kernel, target) {
+        let prepared = match s.prepare_launch((self.rank, self.device), &kernel, target) {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
