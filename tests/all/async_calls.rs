@@ -309,3 +309,50 @@ fn the_per_rank_breakdown_shows_the_exposed_communication() {
         assert!(table.contains("exposed"), "{table}");
     }
 }
+
+/// `train_step --tp 4 --dp 2` on 8 SIPs: every collective's bytes right,
+/// exposed communication reported for every rank, the TP groups'
+/// all-reduce rows and the DP buckets' wait; the Python bench gives the
+/// same rows, notes and breakdown to the picosecond.
+#[test]
+fn train_step_reports_exposed_communication_alike_in_rust_and_python() {
+    let args = [
+        "--tp", "4", "--dp", "2", "--layers", "2", "--hidden", "128", "--seq", "64",
+    ];
+    let rust =
+        run("train_step", topo(8), ccl(), None, &args).unwrap_or_else(|e| panic!("rust: {e}"));
+    assert_eq!(rust.rows.len(), 2 * 8, "{:?}", rust.rows);
+    assert!(rust.rows.iter().all(|r| r.wrong == 0), "{:?}", rust.rows);
+    assert_eq!(rust.ranks.len(), 8);
+    for r in &rust.ranks {
+        assert!(
+            r.exposed_ps > 0 && r.exposed_ps <= r.communication_ps,
+            "{r:?}"
+        );
+        assert!(r.compute_ps > 0, "{r:?}");
+    }
+    assert!(
+        rust.notes.iter().any(|n| n.starts_with("rank 0: step ")),
+        "{:?}",
+        rust.notes
+    );
+    let bench = crate::common::guests::python("bench", "benches/python/train_step/train_step.py");
+    let py = run(&bench, topo(8), ccl(), None, &args).unwrap_or_else(|e| panic!("python: {e}"));
+    let rows = |r: &RunResult| -> Vec<(String, u64, u64, u64)> {
+        let mut v: Vec<_> = r
+            .rows
+            .iter()
+            .map(|r| (r.collective.clone(), r.size_bytes, r.time_ps, r.wrong))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(rows(&py), rows(&rust));
+    assert_eq!(py.ranks, rust.ranks);
+    let notes = |r: &RunResult| {
+        let mut n = r.notes.clone();
+        n.sort();
+        n
+    };
+    assert_eq!(notes(&py), notes(&rust));
+}

@@ -243,13 +243,14 @@ fn all_dtypes_ops_and_roots_loop_and_check_iterations_repeat() {
 /// and scaled once).
 #[test]
 fn every_builtin_algorithm_does_every_dtype_op_and_root_on_2_to_8_ranks() {
-    const BENCH_OF: [(&str, &str, &str); 20] = [
+    const BENCH_OF: [(&str, &str, &str); 21] = [
         ("ring_allreduce", "all_reduce", "ccl_allreduce"),
         ("ring_allreduce_tcm", "all_reduce", "ccl_allreduce"),
         ("ring_allreduce_sram", "all_reduce", "ccl_allreduce"),
         ("ring_allreduce_hbm", "all_reduce", "ccl_allreduce"),
         ("ring_allreduce_chunked", "all_reduce", "ccl_allreduce"),
         ("ring_rsag_allreduce", "all_reduce", "ccl_allreduce"),
+        ("ring_rsag_allreduce_groups", "all_reduce", "ccl_allreduce"),
         ("rabenseifner_allreduce", "all_reduce", "ccl_allreduce"),
         ("double_tree_allreduce", "all_reduce", "ccl_allreduce"),
         ("tree_allreduce", "all_reduce", "ccl_allreduce"),
