@@ -4,6 +4,7 @@
 pub mod ccl;
 #[cfg(test)]
 mod doc_check;
+pub mod overrides;
 pub mod topology;
 
 pub use ccl::{AlgorithmEntry, CclConfig};

@@ -408,6 +408,9 @@ pub struct TopologySpec {
     pub sip: SipSpec,
     pub cube: CubeSpec,
     pub pe: PeSpec,
+    /// Chosen SIPs' and links' own figures (absent: none).
+    #[serde(default)]
+    pub overrides: super::overrides::Overrides,
 }
 
 /// Upper bound on the graph size a topology may ask for.
@@ -496,6 +499,7 @@ impl TopologySpec {
     /// Stage 2: semantic checks. The message names the key.
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.system.sips;
+        self.overrides.validate(s.count.min(4096))?;
         if s.count == 0 || s.count > 4096 {
             return Err(format!(
                 "system.sips.count must be in 1..=4096, got {}",
