@@ -23,6 +23,7 @@ mod groups;
 mod hostile;
 mod languages;
 mod oplog;
+mod overrides;
 mod setup_hooks;
 mod slurm;
 mod split;

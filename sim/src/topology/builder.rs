@@ -293,10 +293,66 @@ fn stitch_cubes(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout, sip: u32) 
     }
 }
 
-/// Stage 6: SIP ports and the inter-SIP links.
+/// `overrides.links` must name SIPs an inter-SIP link joins.
+fn check_link_overrides(spec: &TopologySpec) -> Result<(), String> {
+    let links = sip_links(spec);
+    for (i, o) in spec.overrides.links.iter().enumerate() {
+        let (a, b) = (o.between[0], o.between[1]);
+        if !links
+            .iter()
+            .any(|&(s, _, p)| (s, p) == (a, b) || (s, p) == (b, a))
+        {
+            let mut near: Vec<u32> = links
+                .iter()
+                .filter_map(|&(s, _, p)| (s == a).then_some(p).or_else(|| (p == a).then_some(s)))
+                .collect();
+            near.sort_unstable();
+            near.dedup();
+            return Err(format!(
+                "overrides.links[{i}].between: no inter-SIP link joins SIP {a} and SIP {b} on this \
+                 {} of {} SIPs (SIP {a}'s neighbours: {near:?})",
+                spec.system.sips.topology.name(),
+                spec.n_sips()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `overrides.sips[].hbm_bandwidth_gbps`: those SIPs' HBM stack links
+/// (every SIP's block is SIP 0's size, so a node's SIP is its index over
+/// the block size).
+fn override_hbm(b: &mut Builder, spec: &TopologySpec) {
+    if spec
+        .overrides
+        .sips
+        .iter()
+        .all(|o| o.hbm_bandwidth_gbps.is_none())
+    {
+        return;
+    }
+    let per_sip = b.index.per_sip().max(1) as usize;
+    for l in b.links.iter_mut().filter(|l| l.kind == LinkKind::Hbm) {
+        let sip = (l.from.index() / per_sip) as u32;
+        if let Some(g) = spec.overrides.sip(sip).and_then(|o| o.hbm_bandwidth_gbps) {
+            l.rate = crate::units::Rate::from_giga_per_s(g);
+        }
+    }
+}
+
+/// Stage 6: SIP ports and the inter-SIP links (`overrides.links`: other
+/// figures, or not built when down).
 fn stitch_sips(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout) {
     let noc = spec.cube.noc.link();
     for (a, side, peer) in sip_links(spec) {
+        let mut link = spec.system.inter_sip_link;
+        if let Some(o) = spec.overrides.link(a, peer) {
+            if o.down {
+                continue;
+            }
+            link.bandwidth_gbps = o.bandwidth_gbps.unwrap_or(link.bandwidth_gbps);
+            link.latency_ns = o.latency_ns.unwrap_or(link.latency_ns);
+        }
         for (s, d) in [(a, side), (peer, side.opposite())] {
             let port = NodeId::SipPort { sip: s, side: d };
             if b.index.get(&port).is_none() {
@@ -311,7 +367,7 @@ fn stitch_sips(b: &mut Builder, spec: &TopologySpec, l: &CubeLayout) {
                 side: side.opposite(),
             },
             LinkKind::InterSip,
-            spec.system.inter_sip_link,
+            link,
         );
     }
 }
@@ -333,21 +389,17 @@ pub fn build_with(
         origin: origin.clone(),
         message,
     })?;
-    if !spec.overrides.is_empty() {
-        // WIP (branch wip/overrides): read and checked, not applied yet.
-        return Err(ConfigError::Invalid {
-            origin: origin.clone(),
-            message: "overrides: read and checked, but not applied by this build yet (issue 63 \
-                      in progress); remove the section"
-                .into(),
-        });
-    }
+    check_link_overrides(&spec).map_err(|message| ConfigError::Invalid {
+        origin: origin.clone(),
+        message,
+    })?;
     let path = match cache {
         LayoutCache::Off => None,
         LayoutCache::File(p) => Some(p.as_path()),
     };
     let (layout, layout_source) = layout::load_or_generate(&spec, origin, path)?;
-    let b = build_sips(&spec, &layout, LaterSips::Copied);
+    let mut b = build_sips(&spec, &layout, LaterSips::Copied);
+    override_hbm(&mut b, &spec);
     Ok(Topology {
         spec,
         layout,

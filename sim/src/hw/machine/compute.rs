@@ -72,7 +72,7 @@ impl Machine {
             done,
         } = stage;
         let busy = unit
-            .busy(&self.timing, work)
+            .busy(self.timing_of(at.pe.sip), work)
             .map_err(|source| HwError::TimeOverflow {
                 what: format!("{} of {work} units of work", describe(&op, &out)),
                 source,
@@ -221,12 +221,14 @@ impl Machine {
         dt: Dtype,
     ) -> Result<Ps, HwError> {
         let spec = &self.topo.spec;
-        let _ = sip; // every SIP has the spec's figures (per-SIP overrides: issue 63)
         let pes = (spec.cubes_per_sip() * spec.pes_per_cube()) as f64;
-        let peak = Rate::from_giga_per_s(self.gemm_rate(dt).giga_per_s() * pes);
-        let hbm_gbps = spec.cube.hbm.bandwidth_gbps
-            * spec.cube.hbm.stacks as f64
-            * spec.cubes_per_sip() as f64;
+        let peak = Rate::from_giga_per_s(self.gemm_rate(sip, dt).giga_per_s() * pes);
+        let stack_gbps = spec
+            .overrides
+            .sip(sip)
+            .and_then(|o| o.hbm_bandwidth_gbps)
+            .unwrap_or(spec.cube.hbm.bandwidth_gbps);
+        let hbm_gbps = stack_gbps * spec.cube.hbm.stacks as f64 * spec.cubes_per_sip() as f64;
         let hbm = Rate::from_giga_per_s(hbm_gbps);
         let (m, n, k) = (m as u64, n as u64, k as u64);
         let what = || format!("a {m}x{k}x{n} {} GEMM", dt.name());
@@ -247,7 +249,7 @@ impl Machine {
         };
         let compute = peak.duration_ps(flops).map_err(overflow)?;
         let memory = hbm.duration_ps(bytes).map_err(overflow)?;
-        self.timing
+        self.timing_of(sip)
             .gemm_overhead
             .checked_add(compute.max(memory))
             .ok_or_else(|| overflow(crate::units::TimeOverflow))
@@ -278,15 +280,16 @@ impl Machine {
         Ok(done)
     }
 
-    /// One matrix unit's peak operations per second for inputs of `dt`.
+    /// One matrix unit's peak operations per second for inputs of `dt`
+    /// (a SIP without overrides).
     pub fn gemm_peak_per_s(&self, dt: Dtype) -> f64 {
-        self.gemm_rate(dt).giga_per_s() * 1e9
+        self.gemm_rate(0, dt).giga_per_s() * 1e9
     }
 
-    /// The matrix unit's FLOP/s for inputs of `dt`.
-    fn gemm_rate(&self, dt: Dtype) -> Rate {
+    /// The matrix unit's FLOP/s on SIP `sip` for inputs of `dt`.
+    fn gemm_rate(&self, sip: u32, dt: Dtype) -> Rate {
         // Dtype::ALL lists each dtype at its discriminant.
-        self.timing.gemm_rates[dt as usize]
+        self.timing_of(sip).gemm_rates[dt as usize]
     }
 
     /// `tl.composite` (and `tl.gemm`, op `Gemm`): `a [m, k] x b [k, n]` on
@@ -321,7 +324,7 @@ impl Machine {
         };
         let mut inputs = smallvec![a.clone(), b.clone()];
         inputs.extend(c.cloned());
-        let gemm = UnitCost::Gemm(self.gemm_rate(dt));
+        let gemm = UnitCost::Gemm(self.gemm_rate(at.pe.sip, dt));
         let flops = 2 * m as u64 * n as u64 * k as u64;
         if op == CompositeOp::Gemm {
             let stage = Stage {

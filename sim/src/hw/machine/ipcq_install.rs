@@ -40,6 +40,7 @@ impl Machine {
         tables: &NeighbourTables,
         s: IpcqSettings,
     ) -> Result<usize, HwError> {
+        self.check_routes(tables)?;
         // Which directions are new; conflicts first, before any change.
         let mut new = Vec::new();
         for (&pe, dirs) in tables {
@@ -170,6 +171,37 @@ impl Machine {
         let sender = (pe, n.dir.as_str().into());
         let ring = RxQueue::new(number, shape, base, credit_latency, sender);
         Ok(ring.ends(self.partition_of(pe.sip), self.partition_of(n.peer.sip)))
+    }
+
+    /// With links down (`overrides.links[].down`), every direction of
+    /// `tables` must still have a route from its PE to its peer: refused
+    /// here, naming the pair, rather than when a message is first sent.
+    fn check_routes(&self, tables: &NeighbourTables) -> Result<(), HwError> {
+        if !self.topo.spec.overrides.links.iter().any(|l| l.down) {
+            return Ok(());
+        }
+        for (&pe, dirs) in tables {
+            for n in dirs {
+                if let Err(e) = self.router.find_path(NodeId::Pe(pe), NodeId::Pe(n.peer)) {
+                    let down: Vec<_> = self
+                        .topo
+                        .spec
+                        .overrides
+                        .links
+                        .iter()
+                        .filter(|l| l.down)
+                        .map(|l| l.between.clone())
+                        .collect();
+                    return Err(HwError::NoRoute(format!(
+                        "IPCQ direction {} of {pe} leads to {}, which no route reaches with the \
+                         links of overrides.links down ({down:?}): {e}; bring a link back up or \
+                         choose an algorithm whose neighbours stay connected",
+                        n.dir, n.peer
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether the run's budget could hold tables of up to `rings` IPCQ

@@ -227,7 +227,10 @@ pub struct MachineStats {
 pub struct Machine {
     pub topo: Arc<Topology>,
     pub router: Arc<PathRouter>,
+    /// The engines' figures of every SIP without an override.
     pub timing: EngineTiming,
+    /// Per SIP, when topology.yaml overrides some (`overrides.sips`).
+    sip_timing: Option<Box<[EngineTiming]>>,
     /// The memory store and the order of the commands' reads and writes
     /// (see [`DataPlane`]).
     data: DataPlane,
@@ -418,6 +421,15 @@ impl Machine {
         self.with_oplog(|l| l.kernel_end((at.pe, at.comm), engine::now()));
     }
 
+    /// The engines' figures of SIP `sip` (its overrides applied).
+    #[inline(always)]
+    pub fn timing_of(&self, sip: u32) -> &EngineTiming {
+        match &self.sip_timing {
+            None => &self.timing,
+            Some(t) => &t[sip as usize],
+        }
+    }
+
     /// The host resumes after the kernels of communicator `comm` on `pes`
     /// ended.
     pub fn note_host_sync(&self, comm: CommId, pes: &[PeCoord]) {
@@ -460,6 +472,24 @@ impl Machine {
             gemm_max: (spec.pe.gemm.max_m, spec.pe.gemm.max_n, spec.pe.gemm.max_k),
             local_rate: spec.pe.attach.rate(),
         };
+        let sip_timing = (!spec.overrides.sips.is_empty()).then(|| {
+            (0..spec.n_sips())
+                .map(|sip| {
+                    let mut t = timing;
+                    if let Some(o) = spec.overrides.sip(sip) {
+                        if let Some(g) = o.gemm_scale {
+                            t.gemm_rates = t
+                                .gemm_rates
+                                .map(|r| Rate::from_giga_per_s(r.giga_per_s() * g));
+                        }
+                        if let Some(m) = o.math_throughput_gflops {
+                            t.math_rate = Rate::from_giga_per_s(m);
+                        }
+                    }
+                    t
+                })
+                .collect()
+        });
         let memory = MemoryStore::for_machine(
             budget.clone(),
             spec.pe_dims(),
@@ -473,6 +503,7 @@ impl Machine {
             parts: partitions,
             topo,
             timing,
+            sip_timing,
             pes: (0..pe_count).map(|_| OnceLock::new()).collect(),
             blocks: Mutex::default(),
             vmap: Arc::default(),
